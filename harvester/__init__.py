@@ -1,0 +1,50 @@
+"""harvester: turn production AI-agent traces into deterministic regression tests.
+
+Public names are loaded lazily so ``from harvester import HarvestingSpanProcessor`` costs only the
+production hook, never the CLI, the replay runner or the report code.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_PUBLIC = {
+    "HarvestingSpanProcessor": "capture",
+    "TraceStore": "store",
+    "runs_from_spans": "conventions",
+    "Run": "model",
+    "ToolCall": "model",
+    "Stop": "model",
+    "AgentCase": "case",
+    "Case": "case",
+    "Suite": "replay",
+    "case_from_run": "harvest",
+    "load_cases": "case",
+    "save_case": "case",
+    "FixtureTools": "fixtures",
+    "replay": "replay",
+    "Report": "report",
+    "tool": "instrument",
+    "agent_run": "instrument",
+    "checks": None,
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'harvester' has no attribute {name!r}")
+    module_name = _PUBLIC[name]
+    if module_name is None:
+        return importlib.import_module(f"{__name__}.{name}")
+    value = getattr(importlib.import_module(f"{__name__}.{module_name}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -1,0 +1,92 @@
+"""Canonical JSON and the argument hash.
+
+This is the ONE encoding used wherever two JSON values must compare equal: fixture keys, replay
+matching, redaction pseudonyms and content hashes. Keeping it in one function is what makes a
+fixture recorded in production match the call a replay makes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Iterable
+
+import orjson
+
+_OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def _normalize(value: Any) -> Any:
+    """Make equal values encode equally: integral floats become ints, tuples/sets become lists."""
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        return value
+    if isinstance(value, dict):
+        return {str(k): _normalize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalize(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_normalize(v) for v in value), key=lambda v: orjson.dumps(v, option=_OPTS, default=str))
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """Sorted keys, integral floats as ints, UTF-8; unknown objects by ``str()``."""
+    return orjson.dumps(_normalize(value), option=_OPTS, default=str)
+
+
+def canonical_json(value: Any) -> str:
+    return canonical_bytes(value).decode("utf-8")
+
+
+def digest(value: Any, length: int = 16) -> str:
+    """First ``length`` hex digits of sha256 over the canonical encoding."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()[:length]
+
+
+def split_path(path: str) -> list[str]:
+    return [p for p in path.split(".") if p != ""]
+
+
+def drop_paths(value: Any, paths: Iterable[str]) -> Any:
+    """A copy of ``value`` without the dotted ``paths`` (``filters.since``; ``*`` matches any key or index)."""
+    result = value
+    for path in paths:
+        result = _drop(result, split_path(path))
+    return result
+
+
+def _drop(value: Any, parts: list[str]) -> Any:
+    if not parts:
+        return value
+    head, rest = parts[0], parts[1:]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if head == "*" or str(k) == head:
+                if rest:
+                    out[k] = _drop(v, rest)
+            else:
+                out[k] = v
+        return out
+    if isinstance(value, (list, tuple)):
+        out_list = []
+        for i, v in enumerate(value):
+            if head == "*" or head == str(i):
+                if rest:
+                    out_list.append(_drop(v, rest))
+            else:
+                out_list.append(v)
+        return out_list
+    return value
+
+
+def args_hash(args: Any, ignore: Iterable[str] = ()) -> str:
+    """16 hex digits identifying a tool's arguments: key order never matters, every value does."""
+    return digest(drop_paths(args, ignore) if ignore else args)
+
+
+def fixture_key(tool: str, args: Any, ignore: Iterable[str] = ()) -> str:
+    return f"{tool}:{args_hash(args, ignore)}"

@@ -1,0 +1,89 @@
+"""Every exception harvester raises on purpose, in one place.
+
+    HarvesterError                 base; the CLI turns any of these into one line and exit 2
+    ├── InputError                 a file, spec or argument a user gave us is wrong
+    │   ├── RunFormatError         a Run JSON that does not validate
+    │   ├── OtlpFormatError        an OTLP/JSON document we cannot read
+    │   ├── CaseFileError          a case file or suite manifest that does not validate
+    │   ├── ConfigError            harvester.toml / [tool.harvester] problems
+    │   ├── ReportFormatError      a report file that is not a harvester report
+    │   ├── CheckSpecError         a declarative check with an unknown name or bad arguments
+    │   └── GateError              a gate expression we cannot parse
+    ├── NotFoundError              a trace or case id that is not stored
+    ├── StoreError                 the trace store cannot be opened or written
+    ├── AgentLoadError             ``--agent module:attr`` cannot be imported or called
+    └── NoFixture                  replay met a tool call with no recorded fixture (opt-in raise)
+
+Each error that comes from a file carries ``file`` and ``field`` so the message can name both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class HarvesterError(Exception):
+    """Base class: an expected failure with a message fit for a user."""
+
+
+class InputError(HarvesterError):
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None) -> None:
+        self.file = file
+        self.field = field
+        where = ": ".join(p for p in (file, field) if p)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class RunFormatError(InputError):
+    pass
+
+
+class OtlpFormatError(InputError):
+    pass
+
+
+class CaseFileError(InputError):
+    pass
+
+
+class ConfigError(InputError):
+    pass
+
+
+class ReportFormatError(InputError):
+    pass
+
+
+class CheckSpecError(InputError):
+    pass
+
+
+class GateError(InputError):
+    pass
+
+
+class NotFoundError(HarvesterError):
+    pass
+
+
+class StoreError(HarvesterError):
+    pass
+
+
+class AgentLoadError(HarvesterError):
+    pass
+
+
+class NoFixture(HarvesterError):
+    """Raised instead of returning the ``no_fixture`` result when a case asks for it."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        self.result = result
+        super().__init__(f"{result.get('message', 'no fixture')} {result.get('hint', '')}".strip())
+
+
+def pydantic_field(err: Any) -> tuple[str, str]:
+    """(dotted field, message) of the first error of a pydantic ``ValidationError``."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first.get("loc", ())) or "(root)"
+    return loc, first.get("msg", "invalid")

@@ -1,0 +1,261 @@
+"""One in-memory form for a finished span, whatever it came from.
+
+The SDK's ``ReadableSpan``, an OTLP/JSON document (file exporter, ``harvester ingest``) and an
+OTLP protobuf request (``harvester serve``) all become ``SpanData``; the conventions readers, the
+store and the exporters only know this form. Plain slots and dicts: this is on the hot path.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+import orjson
+
+from .errors import OtlpFormatError
+
+STATUS_NAMES = {0: "UNSET", 1: "OK", 2: "ERROR"}
+KIND_NAMES = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+
+
+@dataclass(slots=True)
+class SpanData:
+    trace_id: str  # 32 lowercase hex
+    span_id: str  # 16 lowercase hex
+    parent_id: str | None
+    name: str
+    start_ns: int = 0
+    end_ns: int = 0
+    kind: str = "INTERNAL"
+    status: str = "UNSET"  # UNSET | OK | ERROR
+    status_message: str = ""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)  # {"name", "time_ns", "attributes"}
+    scope: str = ""
+    resource: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {s: getattr(self, s) for s in self.__slots__}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SpanData":
+        return cls(**d)
+
+
+# -- from the OpenTelemetry SDK ---------------------------------------------------------------
+def from_readable(span: Any) -> SpanData:
+    """Convert an SDK ``ReadableSpan``. Runs on the capture worker, never on the app's thread."""
+    ctx = span.context
+    parent = span.parent
+    status = span.status
+    scope = span.instrumentation_scope
+    res = span.resource
+    return SpanData(
+        trace_id=format(ctx.trace_id, "032x"),
+        span_id=format(ctx.span_id, "016x"),
+        parent_id=format(parent.span_id, "016x") if parent is not None else None,
+        name=span.name,
+        start_ns=span.start_time or 0,
+        end_ns=span.end_time or 0,
+        kind=span.kind.name if span.kind is not None else "INTERNAL",
+        status=status.status_code.name if status is not None else "UNSET",
+        status_message=(status.description or "") if status is not None else "",
+        attributes=_plain_attrs(span.attributes),
+        events=[{"name": e.name, "time_ns": e.timestamp or 0, "attributes": _plain_attrs(e.attributes)}
+                for e in (span.events or ())],
+        scope=scope.name if scope is not None else "",
+        resource=_plain_attrs(res.attributes) if res is not None else {},
+    )
+
+
+def _plain_attrs(attrs: Any) -> dict[str, Any]:
+    if not attrs:
+        return {}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()}
+
+
+# -- OTLP/JSON --------------------------------------------------------------------------------
+def _any_value(v: Any) -> Any:
+    """Decode an OTLP ``AnyValue`` object."""
+    if not isinstance(v, dict):
+        return v
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "boolValue" in v:
+        return v["boolValue"]
+    if "intValue" in v:
+        return int(v["intValue"])
+    if "doubleValue" in v:
+        return float(v["doubleValue"])
+    if "arrayValue" in v:
+        return [_any_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+    if "kvlistValue" in v:
+        return {kv["key"]: _any_value(kv.get("value")) for kv in (v["kvlistValue"] or {}).get("values", [])}
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    return None
+
+
+def _attrs_from_otlp(items: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in items or ():
+        if isinstance(kv, dict) and "key" in kv:
+            out[kv["key"]] = _any_value(kv.get("value"))
+    return out
+
+
+def _hex_id(value: Any, length: int) -> str:
+    """OTLP/JSON ids are hex; tolerate base64 (protobuf JSON mapping) and pad to full length."""
+    if not value:
+        return ""
+    s = str(value)
+    if len(s) != length or any(c not in "0123456789abcdefABCDEF" for c in s):
+        try:
+            s = base64.b64decode(s + "=" * (-len(s) % 4)).hex()
+        except Exception:  # noqa: BLE001 - fall through to the validity check
+            pass
+    s = s.lower()
+    if len(s) != length or any(c not in "0123456789abcdef" for c in s):
+        raise ValueError(f"bad id {value!r}")
+    return s
+
+
+def _enum(value: Any, names: dict[int, str], prefix: str, default: str) -> str:
+    if isinstance(value, int):
+        return names.get(value, default)
+    if isinstance(value, str) and value:
+        return value.removeprefix(prefix)
+    return default
+
+
+def span_from_otlp(s: dict[str, Any], scope: str = "", resource: dict[str, Any] | None = None) -> SpanData:
+    """One OTLP/JSON span object; raises ``ValueError``/``TypeError``/``KeyError`` if malformed."""
+    status = s.get("status") or {}
+    parent = s.get("parentSpanId")
+    return SpanData(
+        trace_id=_hex_id(s["traceId"], 32),
+        span_id=_hex_id(s["spanId"], 16),
+        parent_id=_hex_id(parent, 16) or None if parent else None,
+        name=str(s.get("name", "")),
+        start_ns=int(s.get("startTimeUnixNano") or 0),
+        end_ns=int(s.get("endTimeUnixNano") or 0),
+        kind=_enum(s.get("kind"), KIND_NAMES, "SPAN_KIND_", "INTERNAL"),
+        status=_enum(status.get("code"), STATUS_NAMES, "STATUS_CODE_", "UNSET"),
+        status_message=str(status.get("message") or ""),
+        attributes=_attrs_from_otlp(s.get("attributes")),
+        events=[{"name": e.get("name", ""), "time_ns": int(e.get("timeUnixNano") or 0),
+                 "attributes": _attrs_from_otlp(e.get("attributes"))} for e in s.get("events") or ()],
+        scope=scope,
+        resource=resource or {},
+    )
+
+
+class OtlpStats:
+    """Counts what a read skipped, so a malformed span is visible rather than silently lost."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+        self.skipped = 0
+        self.reasons: dict[str, int] = {}
+
+    def skip(self, reason: str) -> None:
+        self.skipped += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+
+
+def spans_from_otlp(doc: Any, stats: OtlpStats | None = None, *, file: str | None = None) -> Iterator[SpanData]:
+    """Spans of an OTLP/JSON ``ExportTraceServiceRequest`` document; malformed spans are skipped and counted."""
+    if not isinstance(doc, dict) or "resourceSpans" not in doc:
+        raise OtlpFormatError("not an OTLP/JSON traces document (no resourceSpans)", file=file, field="resourceSpans")
+    stats = stats if stats is not None else OtlpStats()
+    rspans = doc["resourceSpans"]
+    if not isinstance(rspans, list):
+        raise OtlpFormatError("must be a list", file=file, field="resourceSpans")
+    for rs in rspans:
+        if not isinstance(rs, dict):
+            stats.skip("resourceSpans entry not an object")
+            continue
+        resource = _attrs_from_otlp((rs.get("resource") or {}).get("attributes"))
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
+            if not isinstance(ss, dict):
+                stats.skip("scopeSpans entry not an object")
+                continue
+            scope = str(((ss.get("scope") or ss.get("instrumentationLibrary") or {}).get("name")) or "")
+            for s in ss.get("spans") or ():
+                try:
+                    span = span_from_otlp(s, scope, resource)
+                except (KeyError, ValueError, TypeError, AttributeError) as exc:
+                    stats.skip(f"malformed span: {type(exc).__name__}")
+                    continue
+                stats.spans += 1
+                yield span
+
+
+def iter_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator[Any]:
+    """One JSON document, or JSON lines (the Collector's file exporter writes one request per line)."""
+    text = data.strip()
+    if not text:
+        return
+    try:
+        yield orjson.loads(text)
+        return
+    except orjson.JSONDecodeError:
+        pass
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            yield orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise OtlpFormatError(f"invalid JSON ({exc})", file=file, field=f"line {lineno}") from None
+
+
+# -- back to OTLP/JSON ------------------------------------------------------------------------
+def _to_any_value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, (list, tuple)):
+        return {"arrayValue": {"values": [_to_any_value(x) for x in v]}}
+    if isinstance(v, dict):
+        return {"kvlistValue": {"values": [{"key": k, "value": _to_any_value(x)} for k, x in v.items()]}}
+    return {"stringValue": "" if v is None else str(v)}
+
+
+def _kvs(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _to_any_value(v)} for k, v in attrs.items()]
+
+
+def to_otlp(spans: Iterable[SpanData]) -> dict[str, Any]:
+    """An OTLP/JSON traces document, grouped by resource and scope, that ``spans_from_otlp`` reads back."""
+    groups: dict[tuple[bytes, str], list[SpanData]] = {}
+    resources: dict[bytes, dict[str, Any]] = {}
+    for sp in spans:
+        rkey = orjson.dumps(sp.resource, option=orjson.OPT_SORT_KEYS)
+        resources[rkey] = sp.resource
+        groups.setdefault((rkey, sp.scope), []).append(sp)
+    by_resource: dict[bytes, list[dict[str, Any]]] = {}
+    for (rkey, scope), items in groups.items():
+        by_resource.setdefault(rkey, []).append({"scope": {"name": scope}, "spans": [_span_json(s) for s in items]})
+    return {"resourceSpans": [{"resource": {"attributes": _kvs(resources[rkey])}, "scopeSpans": scope_spans}
+                              for rkey, scope_spans in by_resource.items()]}
+
+
+def _span_json(s: SpanData) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "traceId": s.trace_id, "spanId": s.span_id, "name": s.name,
+        "kind": "SPAN_KIND_" + s.kind, "startTimeUnixNano": str(s.start_ns), "endTimeUnixNano": str(s.end_ns),
+        "attributes": _kvs(s.attributes),
+        "status": {"code": "STATUS_CODE_" + s.status, **({"message": s.status_message} if s.status_message else {})},
+    }
+    if s.parent_id:
+        out["parentSpanId"] = s.parent_id
+    if s.events:
+        out["events"] = [{"name": e["name"], "timeUnixNano": str(e.get("time_ns", 0)),
+                          "attributes": _kvs(e.get("attributes") or {})} for e in s.events]
+    return out

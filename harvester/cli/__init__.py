@@ -1,0 +1,69 @@
+"""The ``harvester`` command: a thin click layer over the library.
+
+Each command parses its options, calls one library function and renders the result. Expected
+failures (``HarvesterError``) become one line on stderr and exit 2; gates and checks that fail exit 1.
+Command groups live in sibling modules and register themselves on ``main``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable, TypeVar
+
+import click
+
+from ..errors import HarvesterError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class HarvesterCliError(click.ClickException):
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn our exceptions into one-line usage errors (exit 2), never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except HarvesterError as exc:
+            raise HarvesterCliError(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def echo_json(data: Any) -> None:
+    import orjson
+
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="harvester")
+def main() -> None:
+    """Turn production AI-agent traces into deterministic regression tests.
+
+    Capture runs (ingest, traces), freeze them into cases (harvest, incident, review), and replay
+    them nightly against the current agent (replay, compare, merge).
+    """
+
+
+def _register() -> None:
+    """Import each command module; each adds its commands to ``main``."""
+    import importlib
+
+    for name in ("traces", "cases", "run", "serve", "demo"):
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+
+
+_register()

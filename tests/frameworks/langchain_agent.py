@@ -1,0 +1,140 @@
+"""A LangChain 1.x ``create_agent`` support agent on a scripted chat model, traced by a stock instrumentor.
+
+``instrumentor`` is ``"openinference"`` (openinference-instrumentation-langchain) or ``"openllmetry"``
+(opentelemetry-instrumentation-langchain). Both patch LangChain globally, so every run instruments,
+runs and uninstruments, under a lock: two scenarios never share an instrumentor.
+
+Scenarios (``SCENARIOS``): ``happy``, ``tool_error`` (a tool raises: the run fails), ``retry`` (the tool
+error goes back to the model through ``ToolErrorMiddleware``; the model retries with other args),
+``denied`` (``HumanInTheLoopMiddleware`` interrupts before ``issue_refund``; a human rejects it and the
+resumed run answers). Turn n of a run reports ``100 n`` input and ``10 n`` output tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware.tool_error import ToolErrorMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
+from . import tools
+from ._otel import capture, finished
+from .pydantic_ai_agent import AGENT_NAME, ANSWERS, MODEL_NAME, PROMPTS, SCRIPTS, USAGE
+
+SCENARIOS = ("happy", "tool_error", "retry", "denied")
+INSTRUMENTORS = ("openinference", "openllmetry")
+_LOCK = threading.Lock()
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Answers from ``SCRIPTS[scenario]``: turn n = number of AI messages already in the conversation + 1."""
+
+    scenario: str
+    model_name: str = MODEL_NAME
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-chat"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name}
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self.bind(tools=[getattr(t, "name", str(t)) for t in tools], **kwargs)
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        turn = sum(isinstance(m, AIMessage) for m in messages) + 1
+        step = SCRIPTS[self.scenario][turn - 1]
+        inp, out = USAGE[turn]
+        usage = {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}
+        if isinstance(step, str):
+            msg = AIMessage(content=step, usage_metadata=usage)
+        else:
+            msg = AIMessage(content="", usage_metadata=usage,
+                            tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"} for n, a, i in step])
+        msg.response_metadata = {"model_name": self.model_name}
+        return ChatResult(generations=[ChatGeneration(message=msg)], llm_output={"model_name": self.model_name})
+
+
+def _surface_unknown_order(exc: Exception, request: Any) -> str | None:
+    """Hand a bad order id back to the model (it retries); let every other tool error end the run."""
+    return f"Error: unknown order id: {exc}" if isinstance(exc, KeyError) else None
+
+
+def build_agent(scenario: str) -> Any:
+    return create_agent(
+        ScriptedChatModel(scenario=scenario),
+        tools=[tools.kb_search, tools.get_order, tools.check_inventory, tools.issue_refund],
+        middleware=[ToolErrorMiddleware(on_error=_surface_unknown_order),
+                    HumanInTheLoopMiddleware(interrupt_on={"issue_refund": True})],
+        checkpointer=InMemorySaver(),
+        name=AGENT_NAME,
+    )
+
+
+@contextmanager
+def instrumented(instrumentor: str, provider: TracerProvider, *, include_content: bool = True) -> Iterator[None]:
+    """Instrument LangChain for the duration of one run, then restore it."""
+    if instrumentor == "openinference":
+        from openinference.instrumentation import TraceConfig
+        from openinference.instrumentation.langchain import LangChainInstrumentor as Instrumentor
+
+        config = TraceConfig(hide_inputs=not include_content, hide_outputs=not include_content)
+        kwargs: dict[str, Any] = {"tracer_provider": provider, "config": config}
+    elif instrumentor == "openllmetry":
+        from opentelemetry.instrumentation.langchain import LangchainInstrumentor as Instrumentor
+
+        kwargs = {"tracer_provider": provider}
+    else:
+        raise ValueError(f"unknown instrumentor {instrumentor!r}")
+    saved = os.environ.get("TRACELOOP_TRACE_CONTENT")
+    os.environ["TRACELOOP_TRACE_CONTENT"] = "true" if include_content else "false"
+    inst = Instrumentor()
+    inst.instrument(**kwargs)
+    try:
+        yield
+    finally:
+        inst.uninstrument()
+        if saved is None:
+            os.environ.pop("TRACELOOP_TRACE_CONTENT", None)
+        else:
+            os.environ["TRACELOOP_TRACE_CONTENT"] = saved
+
+
+def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *,
+                 instrumentor: str = "openinference", include_content: bool = True,
+                 deterministic: bool = False) -> list[ReadableSpan]:
+    """Run one scenario and return its finished spans (``denied`` makes two traces: interrupt, then resume)."""
+    provider, exporter = capture(tracer_provider, deterministic=deterministic)
+    with _LOCK, instrumented(instrumentor, provider, include_content=include_content):
+        agent = build_agent(scenario)
+        config = {"configurable": {"thread_id": scenario}}
+        state = {"messages": [{"role": "user", "content": PROMPTS[scenario]}]}
+        if scenario == "tool_error":
+            try:
+                agent.invoke(state, config)
+            except tools.OrdersDbTimeout:
+                pass
+            else:
+                raise AssertionError("check_inventory should have failed the run")
+        elif scenario == "denied":
+            paused = agent.invoke(state, config)
+            assert paused.get("__interrupt__"), "issue_refund should have been interrupted"
+            resumed = agent.invoke(Command(resume={"decisions": [
+                {"type": "reject", "message": "A human denied the refund."}]}), config)
+            assert resumed["messages"][-1].content == ANSWERS["denied"]
+        else:
+            agent.invoke(state, config)
+    return finished(exporter)

@@ -1,0 +1,163 @@
+import asyncio
+import inspect
+import threading
+
+import orjson
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from harvester.instrument import agent_run, current_executor, tool, use_executor
+
+
+@tool
+def get_order(order_id: str, verbose: bool = False) -> dict:
+    """Look up an order by id."""
+    return {"order_id": order_id, "status": "delivered", "live": True}
+
+
+@tool(name="kb_search")
+async def search(query: str) -> str:
+    """Search the knowledge base."""
+    return f"live result for {query}"
+
+
+@tool
+def explode(reason: str) -> str:
+    raise RuntimeError(reason)
+
+
+@tool(spans=False)
+def quiet(x: int) -> int:
+    return x * 2
+
+
+class Recorder:
+    """A minimal executor: serves canned results and remembers what it was asked."""
+
+    def __init__(self, label):
+        self.label = label
+        self.calls = []
+
+    def execute(self, name, args):
+        self.calls.append((name, args))
+        return {"served_by": self.label, "args": args}
+
+    async def aexecute(self, name, args):
+        await asyncio.sleep(0)
+        return self.execute(name, args)
+
+
+@pytest.fixture
+def spans():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+def test_signature_and_docstring_are_kept():
+    assert get_order.__doc__ == "Look up an order by id."
+    assert str(inspect.signature(get_order)) == "(order_id: str, verbose: bool = False) -> dict"
+    assert inspect.iscoroutinefunction(search)
+    assert search.__name__ == "search"
+
+
+def test_production_runs_the_real_function():
+    assert get_order("A1")["live"] is True
+    assert asyncio.run(search("refund")) == "live result for refund"
+    assert quiet(2) == 4
+
+
+def test_replay_routes_to_the_active_executor_with_bound_args():
+    rec = Recorder("case-1")
+    with use_executor(rec):
+        assert get_order("A1") == {"served_by": "case-1", "args": {"order_id": "A1"}}
+        assert get_order(order_id="A2", verbose=True)["args"] == {"order_id": "A2", "verbose": True}
+        assert asyncio.run(search("refund"))["served_by"] == "case-1"
+        assert quiet(x=3)["args"] == {"x": 3}
+    assert current_executor() is None
+    assert [c[0] for c in rec.calls] == ["get_order", "get_order", "kb_search", "quiet"]
+
+
+def test_concurrent_threads_and_tasks_never_share_executors():
+    seen = {}
+
+    def worker(label):
+        with use_executor(Recorder(label)):
+            seen[label] = [get_order(str(i))["served_by"] for i in range(50)]
+
+    threads = [threading.Thread(target=worker, args=(f"t{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(set(v) == {k} for k, v in seen.items()) and len(seen) == 8
+
+    async def task(label):
+        with use_executor(Recorder(label)):
+            out = []
+            for i in range(20):
+                out.append((await search(str(i)))["served_by"])
+            return label, out
+
+    async def main():
+        return await asyncio.gather(*(task(f"a{i}") for i in range(8)))
+
+    for label, out in asyncio.run(main()):
+        assert set(out) == {label}
+
+
+def test_agent_run_emits_genai_spans(spans):
+    provider, exporter = spans
+    with agent_run("support_agent", "Where is A1?", model="scripted-1", tracer_provider=provider) as run:
+        calls = run.model_call("scripted-1", input_tokens=10, output_tokens=5,
+                               tool_calls=[{"name": "get_order", "arguments": {"order_id": "A1"}}])
+        get_order(**calls[0]["arguments"])
+        run.model_call("scripted-1", input_tokens=20, output_tokens=7, text="A1 was delivered.")
+        run.finish("A1 was delivered.")
+    by_op = {}
+    for s in exporter.get_finished_spans():
+        by_op.setdefault(s.attributes["gen_ai.operation.name"], []).append(s)
+    agent = by_op["invoke_agent"][0]
+    assert agent.name == "invoke_agent support_agent"
+    assert agent.attributes["gen_ai.agent.name"] == "support_agent"
+    assert agent.attributes["final_result"] == "A1 was delivered."
+    assert orjson.loads(agent.attributes["gen_ai.input.messages"])[0]["parts"][0]["content"] == "Where is A1?"
+    chat = by_op["chat"][0]
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 10
+    part = orjson.loads(chat.attributes["gen_ai.output.messages"])[0]["parts"][0]
+    assert part == {"type": "tool_call", "id": "call_1", "name": "get_order", "arguments": {"order_id": "A1"}}
+    tool_span = by_op["execute_tool"][0]
+    assert tool_span.attributes["gen_ai.tool.call.id"] == "call_1"
+    assert orjson.loads(tool_span.attributes["gen_ai.tool.call.arguments"]) == {"order_id": "A1"}
+    assert orjson.loads(tool_span.attributes["gen_ai.tool.call.result"])["status"] == "delivered"
+    assert tool_span.parent.span_id == agent.context.span_id
+
+
+def test_tool_error_is_recorded_and_reraised(spans):
+    provider, exporter = spans
+    with pytest.raises(RuntimeError, match="db down"):
+        with agent_run("a", "p", tracer_provider=provider):
+            explode("db down")
+    tool_span = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool explode")
+    assert tool_span.status.status_code.name == "ERROR"
+    assert tool_span.events[0].attributes["exception.type"] == "RuntimeError"
+    assert "gen_ai.tool.call.result" not in tool_span.attributes
+
+
+def test_spans_false_emits_no_tool_span(spans):
+    provider, exporter = spans
+    with agent_run("a", "p", tracer_provider=provider):
+        quiet(1)
+    assert [s.name for s in exporter.get_finished_spans()] == ["invoke_agent a"]
+
+
+def test_stop_and_feedback_attributes(spans):
+    provider, exporter = spans
+    with agent_run("a", "p", tracer_provider=provider) as run:
+        run.stop("deferred", "waiting on approval")
+        run.feedback("negative")
+    attrs = exporter.get_finished_spans()[0].attributes
+    assert attrs["harvester.stop"] == "deferred" and attrs["harvester.feedback"] == "negative"

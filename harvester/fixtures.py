@@ -1,0 +1,234 @@
+"""The replay executor: recorded tool results in place of live tools, injected failures, and a diagnosis
+for every call the recording cannot answer.
+
+``FixtureTools`` never calls a live tool. A call it cannot serve gets a structured ``no_fixture``
+*result* rather than an exception, because an agent handed an exception usually stops, while an agent
+handed a result keeps going and the report can show the whole divergent path. Like vcrpy's
+"can't overwrite existing cassette" message, the result says why nothing matched, which recorded calls
+came closest and what differs, and how to fix it (re-harvest, or the exact ``ignore_args`` entry).
+
+Failures are raised as ``ToolFailure``, an ordinary exception, so every framework hands it back to the
+model the way it hands back any tool exception.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import orjson
+
+from .canonical import canonical_json, drop_paths, fixture_key
+from .case import AgentCase, Fixture, InjectSpec
+from .errors import NoFixture
+
+MODES: tuple[str, ...] = ("timeout", "not_found", "rate_limit", "permission", "empty", "malformed", "huge")
+HUGE_RESULTS = 50_000
+MAX_CLOSEST = 3
+
+# Error modes: what a real API would say. The type is what the model (and the report) sees.
+_FAILURES: dict[str, tuple[str, str]] = {
+    "timeout": ("TimeoutError", "{tool}: upstream did not answer within 30s (timed out)"),
+    "not_found": ("NotFound", "{tool}: 404 Not Found: no such resource"),
+    "rate_limit": ("RateLimited", "{tool}: 429 Too Many Requests: rate limit exceeded, retry after 60s"),
+    "permission": ("PermissionDenied", "{tool}: 403 Forbidden: the caller lacks permission for this resource"),
+}
+_MALFORMED = '{"results": [{"id": 1, "title": "Refund pol<html><body>502 Bad Gat'
+
+
+class ToolFailure(Exception):
+    """A recorded or injected tool failure, raised where the live tool would have raised."""
+
+    def __init__(self, type: str, message: str = "") -> None:
+        self.type = type
+        self.message = message
+        super().__init__(f"{type}: {message}" if message else type)
+
+
+@dataclass(slots=True)
+class ToolLog:
+    """One call the agent made. ``outcome``: served | repeat (served again, redundant) | injected | no_fixture."""
+
+    name: str
+    args: Any
+    key: str
+    outcome: str
+    reason: Optional[str] = None  # no_fixture reason code
+    mode: Optional[str] = None  # injected failure mode
+    result: Any = None
+    error: Optional[ToolFailure] = None
+
+
+class FixtureTools:
+    """Serves one case's fixtures by ``tool:args_hash`` (after ``ignore_args``), in recorded order.
+
+    Thread-safe: a framework may run one turn's tool calls in parallel threads. One instance per case
+    run; its ``log`` is what the report's divergence and redundancy figures are made of.
+    """
+
+    def __init__(self, case: AgentCase, *, raise_no_fixture: bool = False) -> None:
+        self.case = case
+        self.raise_no_fixture = raise_no_fixture
+        self.log: list[ToolLog] = []
+        self._by_key: dict[str, list[Fixture]] = {}
+        self._by_tool: dict[str, list[Fixture]] = {}
+        for fx in case.fixtures:
+            key = fixture_key(fx.tool, fx.args, case.ignore_args.get(fx.tool, ()))
+            self._by_key.setdefault(key, []).append(fx)
+            self._by_tool.setdefault(fx.tool, []).append(fx)
+        self._served: dict[str, int] = {}
+        self._injected: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    # -- the executor protocol ------------------------------------------------------------
+    def execute(self, name: str, args: Any) -> Any:
+        """The recorded result; raises the recorded or injected failure; ``no_fixture`` when unrecorded."""
+        with self._lock:
+            entry = self._resolve(name, args)
+            self.log.append(entry)
+        if entry.error is not None:
+            raise entry.error
+        if entry.outcome == "no_fixture" and self.raise_no_fixture:
+            raise NoFixture(entry.result)
+        return entry.result
+
+    async def aexecute(self, name: str, args: Any) -> Any:
+        return self.execute(name, args)
+
+    # -- figures ------------------------------------------------------------------------------
+    @property
+    def redundant(self) -> int:
+        return sum(e.outcome == "repeat" for e in self.log)
+
+    @property
+    def no_fixture(self) -> int:
+        return sum(e.outcome == "no_fixture" for e in self.log)
+
+    def never_served(self) -> list[str]:
+        """Recorded keys the agent never asked for."""
+        return [k for k in self._by_key if k not in self._served]
+
+    # -- resolution -----------------------------------------------------------------------
+    def _resolve(self, name: str, args: Any) -> ToolLog:
+        ignore = self.case.ignore_args.get(name, ())
+        key = fixture_key(name, args, ignore)
+        spec = self.case.inject_failures.get(name)
+        if spec is not None and self._inject_now(name, spec):
+            return _inject(ToolLog(name, args, key, "injected", mode=spec.mode), self._by_tool.get(name))
+        recorded = self._by_key.get(key)
+        if recorded is None:
+            return ToolLog(name, args, key, "no_fixture", *self._diagnose(name, args, ignore))
+        n = self._served.get(key, 0)
+        self._served[key] = n + 1
+        if n >= len(recorded):
+            if self.case.strict_repeats:
+                return ToolLog(name, args, key, "no_fixture", "already_played", result=_no_fixture(
+                    "already_played", f"{name} with these arguments was recorded {len(recorded)} time(s) and "
+                    "every recording was already served (strict_repeats)",
+                    "the agent repeats a call the recorded run made fewer times: fix the repetition, or set "
+                    "strict_repeats to false to serve the last recording again", []))
+            fx, outcome = recorded[-1], "repeat"
+        else:
+            fx, outcome = recorded[n], "served"
+        if fx.error is not None:
+            return ToolLog(name, args, key, outcome, error=ToolFailure(fx.error.type, fx.error.message))
+        return ToolLog(name, args, key, outcome, result=_copy(fx.result))
+
+    def _inject_now(self, name: str, spec: InjectSpec) -> bool:
+        n = self._injected.get(name, 0)
+        if spec.times is not None and n >= spec.times:
+            return False
+        self._injected[name] = n + 1
+        return True
+
+    def _diagnose(self, name: str, args: Any, ignore: Any) -> tuple[str, None, dict[str, Any]]:
+        """(reason, mode, no_fixture result) for a call with no recording."""
+        recorded = self._by_tool.get(name)
+        if not recorded:
+            known = ", ".join(sorted(self._by_tool)) or "none"
+            return "unknown_tool", None, _no_fixture(
+                "unknown_tool", f"the recorded run never called {name} (recorded tools: {known})",
+                f"the agent now calls {name} where the recorded run did not: if that is intended, re-harvest "
+                "the case from a new trace (or add a fixture for it); otherwise the agent took a new path", [])
+        mine = _leaves(drop_paths(args, ignore))
+        ranked = []
+        for i, fx in enumerate(recorded):
+            theirs = _leaves(drop_paths(fx.args, ignore))
+            agree = sum(1 for p, v in mine.items() if theirs.get(p) == v)
+            differs = sorted(p for p in mine.keys() | theirs.keys() if mine.get(p) != theirs.get(p))
+            ranked.append((-agree, i, fx, differs))
+        ranked.sort(key=lambda r: r[:2])
+        closest = [{"tool": name, "args": fx.args, "differs": differs} for _, _, fx, differs in ranked[:MAX_CLOSEST]]
+        best_agree, best_differs = -ranked[0][0], ranked[0][3]
+        if best_agree == 0:
+            return "nothing_similar", None, _no_fixture(
+                "nothing_similar", f"no recorded {name} call shares any argument with {canonical_json(args)}",
+                f"the agent calls {name} with entirely new arguments: re-harvest the case from a new trace if "
+                "the new behaviour is right", closest)
+        entry = {name: sorted(set(ignore) | set(best_differs))}
+        hint = (f"if {', '.join(best_differs)} change(s) on every run (ids, timestamps), ignore them: "
+                f'"ignore_args": {canonical_json(entry)}; otherwise the agent now calls {name} differently: '
+                "re-harvest the case from a new trace")
+        return "no_match", None, _no_fixture(
+            "no_match", f"no recorded {name} call has these arguments; the closest differs at "
+                        f"{', '.join(best_differs)}", hint, closest)
+
+
+def _no_fixture(reason: str, message: str, hint: str, closest: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"error": "no_fixture", "reason": reason, "message": message, "hint": hint, "closest": closest}
+
+
+def _inject(entry: ToolLog, recorded: list[Fixture] | None) -> ToolLog:
+    mode = entry.mode or ""
+    if mode in _FAILURES:
+        type_, template = _FAILURES[mode]
+        entry.error = ToolFailure(type_, template.format(tool=entry.name))
+    elif mode == "empty":
+        shape = next((fx.result for fx in recorded or () if fx.error is None), "")
+        entry.result = type(shape)() if isinstance(shape, (list, dict, str)) else None
+    elif mode == "malformed":
+        entry.result = _MALFORMED
+    elif mode == "huge":
+        entry.result = [{"id": i, "title": f"result {i}", "score": 0.5} for i in range(HUGE_RESULTS)]
+    else:  # InjectSpec validates modes; a new one must be handled above
+        raise ValueError(f"unknown failure mode {mode!r}")
+    return entry
+
+
+def _copy(value: Any) -> Any:
+    """A private copy, so an agent that mutates a result cannot change what a repeat call serves."""
+    if isinstance(value, (dict, list)):
+        return orjson.loads(orjson.dumps(value, default=str))
+    return value
+
+
+def _leaves(value: Any, prefix: str = "") -> dict[str, str]:
+    """Dotted path -> canonical JSON of each leaf (the unit of "how many arguments agree")."""
+    if isinstance(value, dict) and value:
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_leaves(v, f"{prefix}.{i}" if prefix else str(i)))
+        return out
+    return {prefix or "(args)": canonical_json(value)}
+
+
+def recovery_variants(case: AgentCase, modes: tuple[str, ...] = MODES) -> list[AgentCase]:
+    """One copy of ``case`` per failure mode on its first appropriate tool: ``<id>@<mode>``, tagged ``recovery``.
+
+    The tool is the first of ``appropriate_tools``, else the first recorded call; a case that used no
+    tool has nothing to break and gets no variants.
+    """
+    tool = next(iter(case.appropriate_tools or case.recorded.trajectory or [f.tool for f in case.fixtures]), None)
+    if tool is None:
+        return []
+    return [case.model_copy(update={
+        "id": f"{case.id}@{mode}",
+        "inject_failures": {tool: InjectSpec(mode=mode)},  # type: ignore[arg-type]
+        "tags": [*case.tags, "recovery", f"recovery/{mode}"],
+    }) for mode in modes]

@@ -12,12 +12,13 @@ resumed run answers). Turn n of a run reports ``100 n`` input and ``10 n`` outpu
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from langchain.agents import create_agent
+import langchain.agents
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain.agents.middleware.tool_error import ToolErrorMiddleware
 from langchain_core.language_models import BaseChatModel
@@ -34,6 +35,39 @@ from .pydantic_ai_agent import AGENT_NAME, ANSWERS, MODEL_NAME, PROMPTS, SCRIPTS
 SCENARIOS = ("happy", "tool_error", "retry", "denied")
 INSTRUMENTORS = ("openinference", "openllmetry")
 _LOCK = threading.Lock()
+# What the instrumentors patch. OpenLLMetry 0.62's uninstrument() leaves most of it wrapped (its unwrap
+# cannot follow "Class.attr" paths), and a stale wrapper keeps the old tracer: restore them ourselves.
+_PATCHED = [
+    ("langchain_core.callbacks.base", "BaseCallbackManager", "__init__"),
+    ("langgraph.pregel", "Pregel", "stream"), ("langgraph.pregel", "Pregel", "astream"),
+    ("langgraph.types", "Command", "__init__"),
+    *[("langchain.agents.middleware.types", "AgentMiddleware", f"{a}{h}_{w}")
+      for a in ("", "a") for h in ("before", "after") for w in ("model", "agent")],
+    ("langgraph.prebuilt.chat_agent_executor", None, "create_react_agent"),
+    ("langgraph.prebuilt", None, "create_react_agent"),
+    ("langchain.agents.factory", None, "create_agent"), ("langchain.agents", None, "create_agent"),
+]
+_ABSENT = object()
+
+
+def _owner(module: str, cls: str | None) -> Any:
+    mod = importlib.import_module(module)
+    return getattr(mod, cls) if cls else mod
+
+
+@contextmanager
+def _restored() -> Iterator[None]:
+    saved = [(o, name, vars(o).get(name, _ABSENT)) for o, name in
+             ((_owner(m, c), n) for m, c, n in _PATCHED)]
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            if value is _ABSENT:
+                if name in vars(owner):
+                    delattr(owner, name)
+            else:
+                setattr(owner, name, value)
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -74,7 +108,7 @@ def _surface_unknown_order(exc: Exception, request: Any) -> str | None:
 
 
 def build_agent(scenario: str) -> Any:
-    return create_agent(
+    return langchain.agents.create_agent(  # looked up at call time: OpenLLMetry patches it
         ScriptedChatModel(scenario=scenario),
         tools=[tools.kb_search, tools.get_order, tools.check_inventory, tools.issue_refund],
         middleware=[ToolErrorMiddleware(on_error=_surface_unknown_order),
@@ -102,11 +136,12 @@ def instrumented(instrumentor: str, provider: TracerProvider, *, include_content
     saved = os.environ.get("TRACELOOP_TRACE_CONTENT")
     os.environ["TRACELOOP_TRACE_CONTENT"] = "true" if include_content else "false"
     inst = Instrumentor()
-    inst.instrument(**kwargs)
-    try:
-        yield
-    finally:
-        inst.uninstrument()
+    with _restored():
+        inst.instrument(**kwargs)
+        try:
+            yield
+        finally:
+            inst.uninstrument()
         if saved is None:
             os.environ.pop("TRACELOOP_TRACE_CONTENT", None)
         else:

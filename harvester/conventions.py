@@ -1,0 +1,727 @@
+"""Spans to ``Run``s: the readers for OTel GenAI semconv, OpenInference and OpenLLMetry.
+
+One run per OUTERMOST agent span of a trace: agent spans nested inside it (openai-agents, OpenLLMetry's
+``invoke_agent`` > ``<name>.workflow``, a sub-agent) fold into the same run. A trace without an agent span
+yields no run: without the invocation root there is no run boundary, no prompt and no stop to trust.
+
+The same key means different things per producer (``gen_ai.tool.call.arguments`` is the args object in
+pydantic-ai and a callback payload in OpenLLMetry), so each payload is read by its shape as well as its
+producer. Everything here is plain dicts and at most one ``orjson.loads`` per payload: ingest runs this on
+every captured trace. Nothing raises on odd input: a payload that does not parse is a string, a value of
+the wrong type is ignored, a span of no known convention is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any, Iterable, Optional
+
+import orjson
+
+from .model import ErrorInfo, LlmCall, Run, ToolCall, ToolRequest, Usage
+from .spans import SpanData, from_readable, span_from_otlp, spans_from_otlp
+
+log = logging.getLogger(__name__)
+
+OI_KIND = "openinference.span.kind"
+TL_KIND = "traceloop.span.kind"
+GENAI_OP = "gen_ai.operation.name"
+# Attributes an app (or `harvester incident`) sets on any span of a run to flag it.
+FEEDBACK_KEYS = ("harvester.feedback", "user.feedback", "feedback")
+NEGATIVE = frozenset({"negative", "thumbs_down", "thumbs-down", "down", "bad", "-1", "false"})
+POSITIVE = frozenset({"positive", "thumbs_up", "thumbs-up", "up", "good", "1", "true"})
+# Placeholders producers write when content capture is off.
+PLACEHOLDERS = frozenset({"__REDACTED__", "<redacted>", "[REDACTED]", "REDACTED"})
+# Exceptions that pause a run for a human rather than fail it.
+DEFERRALS = frozenset({"GraphInterrupt", "NodeInterrupt", "Interrupt", "ApprovalRequired", "CallDeferred"})
+LIMIT_STOPS = {"UsageLimitExceeded": "budget_exceeded", "GraphRecursionError": "max_steps",
+               "MaxTurnsExceeded": "max_steps", "AgentMaxStepsError": "max_steps"}
+LLM_OPS = frozenset({"chat", "text_completion", "generate_content", "completion", "responses"})
+_OI_ROLES = {"AGENT": "agent", "LLM": "llm", "TOOL": "tool"}
+_TL_ROLES = {"workflow": "agent", "agent": "agent", "tool": "tool"}
+_USER_ROLES = frozenset({"user", "human"})
+_AI_ROLES = frozenset({"assistant", "ai", "model"})
+
+_MISSING: Any = object()
+
+
+class _Bare:
+    """A tool input that is not an object (a one-argument LangChain tool logs the value alone)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _placeholder(v: Any) -> bool:
+    return type(v) is str and v in PLACEHOLDERS
+
+
+# -- classification -------------------------------------------------------------------------------
+def is_agent_span(span: Any) -> bool:
+    """True for an agent invocation root; the capture processor calls it on every span ending."""
+    a = span.attributes
+    if not a:
+        return False
+    kind = a.get(OI_KIND)
+    if kind is not None:
+        return kind == "AGENT"
+    kind = a.get(TL_KIND)
+    if kind is not None:
+        return kind == "workflow" or kind == "agent"
+    return a.get(GENAI_OP) == "invoke_agent"
+
+
+def _classify(span: SpanData) -> tuple[str, str]:
+    """(source, role): role is agent | llm | tool | other; source is "" for a span of no known convention."""
+    a = span.attributes
+    kind = a.get(OI_KIND)
+    if kind is not None:
+        return "openinference", _OI_ROLES.get(kind, "other") if type(kind) is str else "other"
+    scope = span.scope if type(span.scope) is str else ""
+    kind = a.get(TL_KIND)
+    op = a.get(GENAI_OP)
+    traceloop = kind is not None or "traceloop.workflow.name" in a or scope.startswith("opentelemetry.instrumentation.")
+    if type(kind) is str and kind in _TL_ROLES:
+        return "openllmetry", _TL_ROLES[kind]
+    if type(op) is str:
+        source = "openllmetry" if traceloop else ("harvester" if scope.startswith("harvester") else "genai")
+        if op == "invoke_agent":
+            return source, "agent"
+        if op == "execute_tool":
+            return source, "tool"
+        if op in LLM_OPS:
+            return source, "llm"
+        return source, "other"
+    if traceloop:
+        return "openllmetry", "llm" if a.get("llm.request.type") == "chat" else "other"
+    return "", "other"
+
+
+# -- small readers ----------------------------------------------------------------------------------
+def _text(v: Any) -> Optional[str]:
+    """A string fit for a Run: bytes decoded, lone surrogates replaced (orjson refuses them later)."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if not isinstance(v, str):
+        return None
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return v.encode("utf-8", "replace").decode("utf-8")
+    return v
+
+
+def _loads(v: Any) -> Any:
+    """Parse a JSON payload once; anything that is not valid JSON text comes back as ``_MISSING``."""
+    if isinstance(v, (str, bytes)) and v:
+        try:
+            return orjson.loads(v)
+        except (orjson.JSONDecodeError, TypeError):
+            return _MISSING
+    return _MISSING
+
+
+def _structured(v: Any) -> tuple[Any, bool]:
+    """A payload as its JSON object/array when it is one, else the string; plus "looked cut off"."""
+    if isinstance(v, (dict, list)):
+        return v, False
+    s = _text(v)
+    if s is None:
+        return (v if isinstance(v, (int, float, bool)) else None), False
+    head = s.lstrip()[:1]
+    if head == "{" or head == "[":
+        parsed = _loads(s)
+        if parsed is _MISSING:
+            return s, True  # an object that does not close: the producer truncated it
+        return parsed, False
+    return s, False
+
+
+def _int(v: Any) -> int:
+    if type(v) is int:
+        return v
+    if type(v) is float:
+        return int(v)
+    if type(v) is str:
+        try:
+            return int(float(v))
+        except ValueError:
+            return 0
+    return 0
+
+
+def _short_type(t: Any) -> str:
+    s = _text(t) or "Error"
+    return s.rsplit(".", 1)[-1] or "Error"
+
+
+def _exception(span: SpanData) -> Optional[tuple[str, str]]:
+    for e in span.events or ():
+        if isinstance(e, dict) and e.get("name") == "exception":
+            ea = e.get("attributes") or {}
+            if isinstance(ea, dict):
+                return _short_type(ea.get("exception.type")), _text(ea.get("exception.message")) or ""
+    return None
+
+
+def _error_of(span: SpanData) -> ErrorInfo:
+    exc = _exception(span)
+    if exc is not None:
+        return ErrorInfo(type=exc[0], message=exc[1])
+    msg = _text(span.status_message) or ""
+    etype = span.attributes.get("error.type")
+    if etype is not None:
+        return ErrorInfo(type=_short_type(etype), message=msg)
+    # OpenInference/LangChain: "KeyError('no order B2002')Traceback (most recent call last): ..."
+    head = msg.split("Traceback (most recent call last)", 1)[0].strip()
+    if "(" in head and head.endswith(")") and head[: head.index("(")].replace(".", "").isidentifier():
+        name, _, rest = head.partition("(")
+        inner = rest[:-1]
+        if len(inner) >= 2 and inner[0] == inner[-1] and inner[0] in "'\"":
+            inner = inner[1:-1]
+        return ErrorInfo(type=_short_type(name), message=inner)
+    return ErrorInfo(type="Error", message=head or msg)
+
+
+def _deferral(span: SpanData) -> bool:
+    exc = _exception(span)
+    if exc is not None and exc[0] in DEFERRALS:
+        return True
+    etype = span.attributes.get("error.type")
+    return isinstance(etype, str) and _short_type(etype) in DEFERRALS
+
+
+def _content_text(content: Any) -> Optional[str]:
+    """Message content as text: a string, or the text blocks of a content list."""
+    if isinstance(content, str):
+        return _text(content)
+    if isinstance(content, list):
+        texts = [b.get("text") if isinstance(b.get("text"), str) else b.get("content")
+                 for b in content if isinstance(b, dict) and b.get("type") in ("text", None)]
+        texts = [t for t in texts if isinstance(t, str)]
+        return _text("".join(texts)) if texts else None
+    return None
+
+
+def _message(m: Any) -> tuple[str, Optional[str]]:
+    """(role, text) of a message in any of the shapes producers serialize."""
+    if not isinstance(m, dict):
+        return "", None
+    if m.get("lc") == 1 and isinstance(m.get("kwargs"), dict):  # LangChain dumpd()
+        kw = m["kwargs"]
+        ids = m.get("id")
+        cls = ids[-1] if isinstance(ids, list) and ids else ""
+        role = kw.get("type") or {"HumanMessage": "human", "AIMessage": "ai", "ToolMessage": "tool"}.get(cls, "")
+        return str(role), _content_text(kw.get("content"))
+    if isinstance(m.get("data"), dict) and "type" in m:  # LangChain message_to_dict()
+        return str(m["type"]), _content_text(m["data"].get("content"))
+    role = m.get("role", m.get("type", ""))
+    parts = m.get("parts")
+    if isinstance(parts, list):  # GenAI semconv
+        texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+        texts = [t for t in texts if isinstance(t, str)]
+        return str(role), (_text("".join(texts)) if texts else None)
+    return str(role), _content_text(m.get("content"))
+
+
+def _messages_of(payload: Any) -> Optional[list[Any]]:
+    """The message list inside an agent input/output payload (LangChain state, callback wrappers)."""
+    if isinstance(payload, list):
+        return payload
+    if not isinstance(payload, dict):
+        return None
+    for key in ("messages", "inputs", "outputs"):
+        inner = payload.get(key)
+        if isinstance(inner, list) and key == "messages":
+            return inner
+        if isinstance(inner, dict):
+            found = _messages_of(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _first_user(messages: Optional[list[Any]]) -> Optional[str]:
+    for m in messages or ():
+        role, text = _message(m)
+        if role in _USER_ROLES and text:
+            return text
+    return None
+
+
+def _last_ai(messages: Optional[list[Any]]) -> tuple[bool, Optional[str]]:
+    """(the conversation ends with a model message, its text)."""
+    if not messages:
+        return False, None
+    role, text = _message(messages[-1])
+    return role in _AI_ROLES, text
+
+
+# -- per-span readers -----------------------------------------------------------------------------
+def _read_llm(span: SpanData, source: str) -> dict[str, Any]:
+    a = span.attributes
+    out: dict[str, Any] = {"span": span, "requests": [], "text": None, "hidden": False, "finish": None}
+    if source == "openinference":
+        out["model"] = _text(a.get("llm.model_name"))
+        out["input_tokens"] = _int(a.get("llm.token_count.prompt"))
+        out["output_tokens"] = _int(a.get("llm.token_count.completion"))
+        n = 0
+        while f"llm.output_messages.{n}.message.role" in a or f"llm.output_messages.{n}.message.content" in a:
+            base = f"llm.output_messages.{n}.message."
+            content = a.get(base + "content")
+            if isinstance(content, str):
+                out["text"] = _text(content)
+            m = 0
+            while base + f"tool_calls.{m}.tool_call.function.name" in a:
+                tc = base + f"tool_calls.{m}.tool_call."
+                args, _ = _structured(a.get(tc + "function.arguments"))
+                out["requests"].append((_text(a.get(tc + "function.name")) or "", _text(a.get(tc + "id")), args))
+                m += 1
+            n += 1
+        return out
+    out["model"] = _text(a.get("gen_ai.response.model")) or _text(a.get("gen_ai.request.model"))
+    out["input_tokens"] = _int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens")))
+    out["output_tokens"] = _int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens")))
+    reasons = a.get("gen_ai.response.finish_reasons")
+    if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
+        out["finish"] = reasons[0]
+    messages = _loads(a.get("gen_ai.output.messages"))
+    if isinstance(messages, list):
+        for msg in messages:
+            if not isinstance(msg, dict):
+                continue
+            if out["finish"] is None and isinstance(msg.get("finish_reason"), str) and msg["finish_reason"]:
+                out["finish"] = msg["finish_reason"]
+            for part in msg.get("parts") or ():
+                if not isinstance(part, dict):
+                    continue
+                ptype = part.get("type")
+                if ptype == "tool_call":
+                    args = part.get("arguments", _MISSING)
+                    if args is _MISSING:
+                        out["hidden"] = True
+                        args = None
+                    elif not isinstance(args, dict):
+                        args, _ = _structured(args)
+                    out["requests"].append((_text(part.get("name")) or "", _text(part.get("id")), args))
+                elif ptype == "text":
+                    if "content" in part:
+                        out["text"] = _text(part.get("content"))
+                    else:
+                        out["hidden"] = True
+    return out
+
+
+def _llm_first_user(span: SpanData, source: str) -> Optional[str]:
+    a = span.attributes
+    if source == "openinference":
+        n = 0
+        while f"llm.input_messages.{n}.message.role" in a:
+            if a[f"llm.input_messages.{n}.message.role"] in _USER_ROLES:
+                text = _text(a.get(f"llm.input_messages.{n}.message.content"))
+                if text:
+                    return text
+            n += 1
+        return None
+    messages = _loads(a.get("gen_ai.input.messages"))
+    return _first_user(messages) if isinstance(messages, list) else None
+
+
+def _output_tools(span: SpanData) -> set[str]:
+    """pydantic-ai's output tools (``final_result``): requested by the model, never an execute_tool span."""
+    params = _loads(span.attributes.get("model_request_parameters"))
+    if isinstance(params, dict) and isinstance(params.get("output_tools"), list):
+        return {t.get("name") for t in params["output_tools"] if isinstance(t, dict)}
+    return set()
+
+
+def _unwrap_tool_message(v: Any) -> tuple[Any, Optional[str], Optional[str]]:
+    """A serialized LangChain ToolMessage (either form, or inside OpenLLMetry's ``output``) -> (content, id, status)."""
+    if not isinstance(v, dict):
+        return v, None, None
+    if isinstance(v.get("output"), dict) and len(v) <= 2:  # OpenLLMetry: {"output": <ToolMessage>, "kwargs": {...}}
+        v = v["output"]
+    body = None
+    if v.get("lc") == 1 and isinstance(v.get("kwargs"), dict) and v["kwargs"].get("type") == "tool":
+        body = v["kwargs"]
+    elif v.get("type") == "tool" and isinstance(v.get("data"), dict):
+        body = v["data"]
+    if body is None:
+        return v, None, None
+    content = body.get("content")
+    if isinstance(content, str):
+        content, _ = _structured(content)
+    return content, _text(body.get("tool_call_id")), _text(body.get("status"))
+
+
+def _read_tool(span: SpanData, source: str) -> dict[str, Any]:
+    a = span.attributes
+    call_id: Optional[str] = None
+    truncated = False
+    msg_status = None
+    if source == "openinference":
+        name = _text(a.get("tool.name")) or _text(span.name) or ""
+        raw_args, raw_result = a.get("input.value", _MISSING), a.get("output.value", _MISSING)
+    else:
+        name = _text(a.get("gen_ai.tool.name")) or _text(a.get("traceloop.entity.name")) or _text(span.name) or ""
+        call_id = _text(a.get("gen_ai.tool.call.id"))
+        raw_args = a.get("gen_ai.tool.call.arguments", a.get("traceloop.entity.input", _MISSING))
+        raw_result = a.get("gen_ai.tool.call.result", a.get("traceloop.entity.output", _MISSING))
+    hidden = raw_args is _MISSING or _placeholder(raw_args)
+    args: Any = _MISSING
+    if not hidden:
+        parsed, cut = _structured(raw_args)
+        truncated |= cut
+        if isinstance(parsed, dict):
+            if "input_str" in parsed or ("inputs" in parsed and "kwargs" in parsed):  # LangChain callback payload
+                kw = parsed.get("kwargs")
+                if isinstance(kw, dict) and call_id is None:
+                    call_id = _text(kw.get("tool_call_id"))
+                if isinstance(parsed.get("inputs"), dict):
+                    args = parsed["inputs"]
+            elif set(parsed) <= {"args", "kwargs"} and isinstance(parsed.get("kwargs"), dict) and not parsed.get("args"):
+                args = parsed["kwargs"]  # smolagents
+            else:
+                args = parsed
+        elif parsed is not None:
+            args = _Bare(parsed)
+    result: Any = None
+    if raw_result is not _MISSING and not _placeholder(raw_result):
+        result, cut = _structured(raw_result)
+        truncated |= cut
+        result, msg_id, msg_status = _unwrap_tool_message(result)
+        call_id = call_id or msg_id
+    elif span.status != "ERROR" and _placeholder(raw_result):
+        hidden = True
+    status, error = "ok", None
+    if span.status == "ERROR":
+        if _deferral(span):
+            status = "blocked"
+        else:
+            status, error = "error", _error_of(span)
+    elif msg_status == "error":  # the tool caught its own error and returned it (handle_tool_error)
+        status, error = "error", ErrorInfo(type="ToolException", message=result if isinstance(result, str) else "")
+    if a.get("pydantic_ai.tool.deferral.name") is not None or (status == "ok" and _exception(span) is not None
+                                                                  and _deferral(span)):
+        status = "blocked"
+    return {"name": name, "call_id": call_id, "args": args, "result": result if status == "ok" else None,
+            "status": status, "error": error, "truncated": truncated, "hidden": hidden, "span": span}
+
+
+# -- agent-level readers --------------------------------------------------------------------------
+def _agent_name(span: SpanData, source: str) -> Optional[str]:
+    a = span.attributes
+    name = _text(a.get("gen_ai.agent.name")) or _text(a.get("agent_name")) or _text(a.get("traceloop.entity.name"))
+    if name:
+        return name
+    if source == "openinference":
+        return _text(a.get("agent.name")) or _text(span.name)
+    return None
+
+
+def _agent_io(span: SpanData, source: str) -> dict[str, Any]:
+    """Prompt, answer and deferral as the agent span states them (``_MISSING`` where it says nothing)."""
+    a = span.attributes
+    out: dict[str, Any] = {"prompt": _MISSING, "answer": _MISSING, "deferred": False, "history_user": None}
+    if source in ("genai", "harvester"):
+        messages = _loads(a.get("pydantic_ai.all_messages"))
+        if isinstance(messages, list):
+            out["prompt"] = _first_user(messages)
+        if "gen_ai.input.messages" in a and out["prompt"] is _MISSING:
+            msgs = _loads(a.get("gen_ai.input.messages"))
+            out["prompt"] = _first_user(msgs) if isinstance(msgs, list) else _MISSING
+        final = a.get("final_result", a.get("gen_ai.agent.output", _MISSING))
+        if final is not _MISSING:
+            value, _ = _structured(final)
+            if isinstance(value, dict) and ("approvals" in value or "calls" in value) and set(value) <= {
+                    "calls", "approvals", "metadata", "_kinds"}:
+                out["deferred"] = bool(value.get("approvals") or value.get("calls"))
+                out["answer"] = None
+            elif isinstance(value, str):
+                out["answer"] = _text(value)
+            elif value is not None:
+                out["answer"] = orjson.dumps(value).decode()
+        return out
+    if source == "openinference":
+        raw_in, raw_out = a.get("input.value", _MISSING), a.get("output.value", _MISSING)
+    else:
+        raw_in, raw_out = a.get("traceloop.entity.input", _MISSING), a.get("traceloop.entity.output", _MISSING)
+    if raw_in is not _MISSING and not _placeholder(raw_in):
+        value, _ = _structured(raw_in)
+        if isinstance(value, str):
+            out["prompt"] = value
+        elif isinstance(value, dict) and isinstance(value.get("task"), str):  # smolagents
+            out["prompt"] = _text(value["task"])
+        else:
+            messages = _messages_of(value)
+            if messages is not None:
+                out["prompt"] = _first_user(messages)
+    if raw_out is not _MISSING and not _placeholder(raw_out):
+        value, _ = _structured(raw_out)
+        if isinstance(value, str):
+            out["answer"] = value
+        else:
+            messages = _messages_of(value)
+            if messages is not None:
+                ends_ai, text = _last_ai(messages)
+                out["answer"] = text if ends_ai else None
+                out["history_user"] = _first_user(messages)
+    return out
+
+
+def _feedback(spans: Iterable[SpanData]) -> Optional[str]:
+    found = None
+    for sp in spans:
+        a = sp.attributes
+        for key in FEEDBACK_KEYS:
+            if key in a:
+                v = a[key]
+                if isinstance(v, bool):
+                    v = "true" if v else "false"
+                elif isinstance(v, (int, float)):
+                    v = "-1" if v < 0 else ("1" if v > 0 else "0")
+                v = (_text(v) or "").strip().lower()
+                if v in NEGATIVE:
+                    return "negative"  # one negative signal flags the run
+                if v in POSITIVE:
+                    found = "positive"
+    return found
+
+
+def _iso(ns: int) -> Optional[str]:
+    if not ns or type(ns) is not int:
+        return None
+    try:
+        dt = datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{(ns // 1_000_000) % 1000:03d}Z"
+
+
+# -- assembly -------------------------------------------------------------------------------------
+def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list[ToolCall], bool]:
+    """Tool spans matched to the model's requests (by id, else by order and name); unexecuted requests blocked.
+
+    Returns the calls in request order (a tool span no request names follows its turn's requests) and
+    whether the last model turn's requests all went unexecuted (the run paused on them).
+    """
+    reqs: list[tuple[int, int, str, Optional[str], Any]] = []  # (turn, index, name, id, args)
+    starts = [llm["span"].start_ns for llm in llms]
+    for turn, llm in enumerate(llms):
+        for i, (name, rid, args) in enumerate(llm["requests"]):
+            reqs.append((turn, i, name, rid, args))
+    matched: dict[int, dict[str, Any]] = {}
+    keyed: list[tuple[tuple[int, int, int], ToolCall]] = []
+    for t in tools:
+        start = t["span"].start_ns
+        turn = sum(1 for s in starts if s <= start) - 1
+        hit = None
+        for k, (rturn, _, rname, rid, _) in enumerate(reqs):
+            if k in matched or rturn > max(turn, 0):
+                continue
+            if (t["call_id"] is not None and rid == t["call_id"]) or (
+                    (t["call_id"] is None or rid is None) and rname == t["name"]):
+                hit = k
+                break
+        if hit is None and t["call_id"] is not None:  # an id the model never emitted: fall back to the name
+            hit = next((k for k, r in enumerate(reqs) if k not in matched and r[2] == t["name"] and r[0] <= max(turn, 0)),
+                       None)
+        req_args = _MISSING
+        if hit is not None:
+            matched[hit] = t
+            rturn, ridx, _, rid, req_args = reqs[hit]
+            key = (rturn, ridx, start)
+            t["call_id"] = t["call_id"] or rid
+        else:
+            key = (turn, 1 << 30, start)
+        args = t["args"]
+        if args is _MISSING or isinstance(args, _Bare):
+            if isinstance(req_args, dict):
+                args = req_args
+            elif args is not _MISSING:
+                args = {"input": args.value}
+            else:
+                args = None
+        elif not isinstance(args, dict) and args is not None:
+            args = req_args if isinstance(req_args, dict) else {"input": args}
+        keyed.append((key, ToolCall(name=t["name"], call_id=t["call_id"], args=args, status=t["status"],
+                                    result=t["result"], error=t["error"], truncated=t["truncated"])))
+    output_tools: dict[int, set[str]] = {}
+
+    def is_output_tool(turn: int, name: str) -> bool:
+        if turn not in output_tools:
+            output_tools[turn] = _output_tools(llms[turn]["span"])
+        return name in output_tools[turn]
+
+    for k, (rturn, ridx, name, rid, args) in enumerate(reqs):
+        if k in matched or is_output_tool(rturn, name):
+            continue
+        keyed.append(((rturn, ridx, 0), ToolCall(name=name, call_id=rid, status="blocked", args=(
+            args if isinstance(args, dict) or args is None else {"input": args}))))
+    last = [k for k, r in enumerate(reqs) if r[0] == len(llms) - 1]
+    paused = bool(last) and not any(k in matched for k in last) and any(
+        not is_output_tool(reqs[k][0], reqs[k][2]) for k in last)
+    keyed.sort(key=lambda kv: kv[0])
+    return [c for _, c in keyed], paused
+
+
+def _build(root: SpanData, source: str, members: list[SpanData], roles: dict[str, tuple[str, str]]) -> Run:
+    agents: list[tuple[SpanData, str]] = []
+    llms: list[dict[str, Any]] = []
+    tools: list[dict[str, Any]] = []
+    interrupted = False
+    for sp in members:
+        src, role = roles[sp.span_id]
+        if role == "agent":
+            agents.append((sp, src))
+        elif role == "llm":
+            llms.append(_read_llm(sp, src))
+        elif role == "tool":
+            tools.append(_read_tool(sp, src))
+        if sp.events and role != "tool" and _deferral(sp):
+            interrupted = True
+    calls, paused = _pair(llms, tools)
+
+    agent = model = None
+    prompt: Any = _MISSING
+    answer: Any = _MISSING
+    history_user = None
+    deferred = interrupted
+    error: Optional[ErrorInfo] = None
+    for sp, src in agents:  # outermost first: members are in start order
+        agent = agent or _agent_name(sp, src)
+        model = model or _text(sp.attributes.get("model_name")) or _text(sp.attributes.get("gen_ai.request.model"))
+        io = _agent_io(sp, src)
+        if prompt is _MISSING or prompt is None:
+            prompt = io["prompt"] if io["prompt"] is not _MISSING else prompt
+        if answer is _MISSING:
+            answer = io["answer"]
+        history_user = history_user or io["history_user"]
+        deferred = deferred or io["deferred"]
+        if error is None and sp.status == "ERROR" and not _deferral(sp):
+            error = _error_of(sp)
+    if prompt is _MISSING:
+        prompt = None
+    first_model = next((llm["model"] for llm in llms if llm["model"]), None)
+    model = first_model or model
+    if not prompt and llms:
+        prompt = _llm_first_user(llms[0]["span"], roles[llms[0]["span"].span_id][0])
+    if not prompt:
+        prompt = history_user
+    last = llms[-1] if llms else None
+    if answer is _MISSING or (answer is None and not deferred and last is not None and not last["requests"]):
+        answer = last["text"] if last is not None and not last["requests"] else None
+    if answer == "":
+        answer = None
+
+    if error is not None:
+        stop = LIMIT_STOPS.get(error.type, "error")
+    elif deferred or (paused and answer is None):
+        stop = "deferred"
+    elif answer is not None or (last is not None and not last["requests"]):
+        stop = "answered"
+    else:
+        stop = "unknown"
+
+    usage = Usage(input_tokens=sum(llm["input_tokens"] for llm in llms),
+                  output_tokens=sum(llm["output_tokens"] for llm in llms))
+    if not llms:  # no per-call spans: the agent's own aggregate is all there is (never added to them)
+        ra = root.attributes
+        usage = Usage(input_tokens=_int(ra.get("gen_ai.aggregated_usage.input_tokens",
+                                               ra.get("gen_ai.usage.input_tokens", ra.get("llm.token_count.prompt")))),
+                      output_tokens=_int(ra.get("gen_ai.aggregated_usage.output_tokens", ra.get(
+                          "gen_ai.usage.output_tokens", ra.get("llm.token_count.completion")))))
+    hidden = (any(t["hidden"] for t in tools) or any(llm["hidden"] for llm in llms) or not prompt
+              or (stop == "answered" and answer is None))
+    start, end = root.start_ns, root.end_ns
+    return Run(
+        trace_id=root.trace_id, run_id=root.span_id, agent=agent, model=model,
+        prompt=prompt if isinstance(prompt, str) and prompt else None,
+        answer=answer if isinstance(answer, str) else None,
+        stop=stop, error=error, calls=calls,
+        llm_calls=[LlmCall(model=llm["model"], usage=Usage(input_tokens=llm["input_tokens"],
+                                                           output_tokens=llm["output_tokens"]),
+                           requests=[ToolRequest(name=n, call_id=i, args=a) for n, i, a in llm["requests"]],
+                           finish_reason=llm["finish"]) for llm in llms],
+        usage=usage, started_at=_iso(start),
+        duration_ms=round((end - start) / 1e6, 3) if type(start) is int and type(end) is int and end >= start and start
+        else None,
+        content_captured=not hidden, feedback=_feedback(members), source=source,
+    )
+
+
+def _span_datas(spans: Any) -> Iterable[SpanData]:
+    if isinstance(spans, dict):
+        spans = [spans]
+    for s in spans:
+        if isinstance(s, SpanData):
+            yield s
+        elif isinstance(s, dict):
+            if "resourceSpans" in s:
+                try:
+                    yield from spans_from_otlp(s)
+                except Exception:  # noqa: BLE001 - a malformed document is skipped, like a malformed span
+                    log.debug("skipped a malformed OTLP/JSON document", exc_info=True)
+            elif "traceId" in s:
+                try:
+                    yield span_from_otlp(s)
+                except (KeyError, ValueError, TypeError, AttributeError):
+                    continue
+            elif "trace_id" in s and "span_id" in s:
+                try:
+                    yield SpanData.from_dict(s)
+                except TypeError:
+                    continue
+        elif hasattr(s, "context") and hasattr(s, "attributes"):
+            yield from_readable(s)
+
+
+def runs_from_spans(spans: Any) -> list[Run]:
+    """One Run per outermost agent span, over any mix of traces; spans of other conventions are ignored.
+
+    ``spans``: ``SpanData``, SDK ``ReadableSpan``s, OTLP/JSON span objects or whole OTLP/JSON documents.
+    Runs come out in trace order of first appearance, then by start time.
+    """
+    traces: dict[str, dict[str, SpanData]] = {}
+    for sp in _span_datas(spans):
+        if not isinstance(sp.attributes, dict):
+            sp.attributes = {}
+        traces.setdefault(sp.trace_id, {})[sp.span_id] = sp
+    runs: list[Run] = []
+    for by_id in traces.values():
+        roles = {sid: _classify(sp) for sid, sp in by_id.items()}
+        if not any(r[1] == "agent" for r in roles.values()):
+            continue
+        children: dict[Optional[str], list[SpanData]] = {}
+        for sp in by_id.values():
+            children.setdefault(sp.parent_id if sp.parent_id in by_id else None, []).append(sp)
+        roots: list[SpanData] = []
+        stack = [(sp, False) for sp in children.get(None, ())]
+        while stack:  # find outermost agent spans; nothing under one is a root
+            sp, inside = stack.pop()
+            is_agent = roles[sp.span_id][1] == "agent"
+            if is_agent and not inside:
+                roots.append(sp)
+            stack.extend((c, inside or is_agent) for c in children.get(sp.span_id, ()))
+        for root in sorted(roots, key=lambda s: (s.start_ns if type(s.start_ns) is int else 0)):
+            members: list[SpanData] = []
+            todo = [root]
+            seen = set()
+            while todo:
+                sp = todo.pop()
+                if sp.span_id in seen:
+                    continue
+                seen.add(sp.span_id)
+                members.append(sp)
+                todo.extend(children.get(sp.span_id, ()))
+            members.sort(key=lambda s: (s.start_ns if type(s.start_ns) is int else 0))
+            try:
+                runs.append(_build(root, roles[root.span_id][0], members, roles))
+            except Exception:  # noqa: BLE001 - one unreadable run never costs the others
+                log.warning("could not read run %s/%s", root.trace_id, root.span_id, exc_info=True)
+                runs.append(Run(trace_id=root.trace_id, run_id=root.span_id, content_captured=False,
+                                source=roles[root.span_id][0]))
+    return runs

@@ -1,19 +1,37 @@
-"""Cases: the in-code ``Case`` and the reviewable case file ``AgentCase`` (``cases/<id>.json``).
+"""Cases: the in-code ``Case``, the reviewable case file ``AgentCase`` and the folder that holds them.
 
 A case file is plain JSON, never executed; loading validates it and names the file and field in
 every error. ``AgentCase.to_case()`` compiles it into the runnable form the replay runner uses,
 with the automatic checks first (mechanical, then structural) and the case's own checks after.
+
+Layout of a cases folder (``cases/`` by default, ``$HARVESTER_CASES`` or the config's ``cases_dir``)::
+
+    cases/suite.json          the suite manifest: name, version, content hash of the accepted cases
+    cases/<id>.json           accepted cases: what the nightly replay runs
+    cases/pending/<id>.json   harvested, waiting for review
+    cases/rejected/<id>.json  reviewed and turned down; kept so a re-harvest does not propose them again
+
+The file name is the case id, so ``harvester accept ID`` finds a case without reading the others.
+The ``status`` field is authoritative (``load_cases(status=...)`` filters on it); ``CaseFolder.save``
+keeps each file in the sub-folder its status names.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
+import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Optional
+from pathlib import Path
+from typing import Any, Callable, Iterator, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import checks as checklib
+from .canonical import digest, fixture_key
+from .errors import CaseFileError, CheckSpecError, NotFoundError, pydantic_field
 from .model import ErrorInfo, Run
 
 SCHEMA = "harvester.case/1"
@@ -68,7 +86,9 @@ class Source(_Strict):
     captured_at: Optional[str] = None
     agent: Optional[str] = None
     failure_kind: Optional[str] = None
-    seen: int = 1
+    seen: int = Field(1, ge=1)
+    # ``harvest.signature()`` of the run(s): how a re-harvest finds this case instead of adding a twin.
+    signature: Optional[str] = None
 
 
 class InjectSpec(_Strict):
@@ -103,6 +123,13 @@ class AgentCase(_Strict):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    @field_validator("id")
+    @classmethod
+    def _file_safe(cls, value: str) -> str:
+        if not _ID.fullmatch(value):
+            raise ValueError(f"{value!r} is not a case id (letters, digits, '.', '_', '-'; it names the file)")
+        return value
+
     def auto_checks(self) -> list[checklib.Check]:
         """The checks a case's fields imply, cheapest first: forbidden tools, cost, required elements, steps."""
         out: list[checklib.Check] = []
@@ -129,3 +156,246 @@ class AgentCase(_Strict):
 
 def _where(file: str | None, field: str) -> str:
     return f"{file}: {field}" if file else field
+
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+CASES_ENV = "HARVESTER_CASES"
+SUITE_FILE = "suite.json"
+STATUS_FOLDERS: dict[str, str] = {"accepted": "", "pending": "pending", "rejected": "rejected"}
+
+
+# -- one case file ----------------------------------------------------------------------------
+def case_bytes(case: AgentCase) -> bytes:
+    """The file form: 2-space JSON in the model's field order, fixtures without default fields, newline-terminated.
+
+    Deterministic so that ``save(load(file))`` is byte-identical and a reviewed diff shows only real edits.
+    """
+    data = case.model_dump(mode="json", by_alias=True)
+    data["fixtures"] = [f.model_dump(mode="json", exclude_defaults=True) for f in case.fixtures]
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def save_case(case: AgentCase, folder: str | Path) -> Path:
+    """Write ``folder/<id>.json`` atomically (a crash never leaves half a case behind)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{case.id}.json"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(case_bytes(case))
+    os.replace(tmp, path)
+    return path
+
+
+def load_case(path: str | Path) -> AgentCase:
+    """Parse and fully validate one case file: schema, id = file name, declared checks, fixture keys."""
+    path = Path(path)
+    file = str(path)
+    try:
+        data = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise CaseFileError(f"cannot read ({exc.strerror})", file=file) from None
+    except orjson.JSONDecodeError as exc:
+        raise CaseFileError(f"invalid JSON ({exc})", file=file) from None
+    try:
+        case = AgentCase.model_validate(data)
+    except ValidationError as exc:
+        loc, msg = pydantic_field(exc)
+        raise CaseFileError(msg, file=file, field=loc) from None
+    if case.id != path.stem:
+        raise CaseFileError(f"id {case.id!r} does not match the file name {path.name!r}", file=file, field="id")
+    try:
+        case.compiled_checks()
+    except CheckSpecError as exc:
+        raise CaseFileError(str(exc).split(": ", 1)[-1], file=file, field=exc.field) from None
+    for i, fx in enumerate(case.fixtures):
+        expected = fixture_key(fx.tool, fx.args, case.ignore_args.get(fx.tool, ()))
+        if fx.key != expected:
+            raise CaseFileError(f"key {fx.key!r} does not match its tool and args (expected {expected!r}; "
+                                "args edited by hand? set the key to the expected value)",
+                                file=file, field=f"fixtures.{i}.key")
+    return case
+
+
+SCHEMA_FILE = Path(__file__).with_name("case.schema.json")
+
+
+def case_json_schema() -> dict[str, Any]:
+    """JSON Schema of the case file, for editors and other tools (shipped as ``case.schema.json``)."""
+    schema = AgentCase.model_json_schema(by_alias=True)
+    schema["title"] = "harvester case file (harvester.case/1)"
+    return schema
+
+
+def write_case_schema(path: str | Path = SCHEMA_FILE) -> Path:
+    """Regenerate the shipped schema after changing the model (a test fails until you do)."""
+    path = Path(path)
+    path.write_bytes(orjson.dumps(case_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    return path
+
+
+# -- a folder of cases ------------------------------------------------------------------------
+def default_cases_dir() -> Path:
+    return Path(os.environ.get(CASES_ENV) or "cases")
+
+
+def case_files(folder: str | Path) -> Iterator[Path]:
+    """Every case file of a cases folder: accepted at the top, then pending/, then rejected/."""
+    root = Path(folder)
+    for sub in STATUS_FOLDERS.values():
+        where = root / sub if sub else root
+        if where.is_dir():
+            yield from sorted(p for p in where.glob("*.json") if p.name != SUITE_FILE)
+
+
+def load_cases(folder: str | Path | None = None, *, status: str | None = None) -> list[AgentCase]:
+    """Every case of ``folder`` (default ``cases/`` or ``$HARVESTER_CASES``), optionally one status only.
+
+    The replay job asks for ``status="accepted"``. Every file is validated, the filtered-out ones
+    too: a broken pending case should be reported now, not on the day someone accepts it.
+    """
+    if status is not None and status not in STATUS_FOLDERS:
+        raise CaseFileError(f"unknown status {status!r} (one of {', '.join(STATUS_FOLDERS)})", field="status")
+    root = Path(folder) if folder is not None else default_cases_dir()
+    if not root.is_dir():
+        raise NotFoundError(f"{root}: no such cases folder (harvest some with: harvester harvest)")
+    where: dict[str, Path] = {}
+    out: list[AgentCase] = []
+    for path in case_files(root):
+        case = load_case(path)
+        if case.id in where:
+            raise CaseFileError(f"duplicate id {case.id!r} (also in {where[case.id]})", file=str(path), field="id")
+        where[case.id] = path
+        if status is None or case.status == status:
+            out.append(case)
+    return out
+
+
+class CaseFolder:
+    """The layout above: where a case of a given status lives, and moving it when its status changes."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_cases_dir()
+
+    def folder_for(self, status: str) -> Path:
+        sub = STATUS_FOLDERS[status]
+        return self.root / sub if sub else self.root
+
+    def ids(self) -> set[str]:
+        return {p.stem for p in case_files(self.root)}
+
+    def find(self, case_id: str) -> Path:
+        for status in STATUS_FOLDERS:
+            path = self.folder_for(status) / f"{case_id}.json"
+            if path.is_file():
+                return path
+        near = difflib.get_close_matches(case_id, sorted(self.ids()), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(near)}?" if near else " (list them with: harvester cases list)"
+        raise NotFoundError(f"no case {case_id!r} in {self.root}{hint}")
+
+    def load(self, case_id: str) -> AgentCase:
+        return load_case(self.find(case_id))
+
+    def save(self, case: AgentCase) -> Path:
+        """Write the case where its status says and remove any copy left under another status."""
+        path = save_case(case, self.folder_for(case.status))
+        for status in STATUS_FOLDERS:
+            other = self.folder_for(status) / path.name
+            if other != path and other.is_file():
+                other.unlink()
+        return path
+
+    def unique_id(self, base: str, taken: set[str] | None = None) -> str:
+        """``base``, or ``base-2``, ``base-3``... whichever no file (and nothing in ``taken``) uses yet."""
+        used = self.ids() if taken is None else taken
+        if base not in used:
+            return base
+        n = 2
+        while f"{base}-{n}" in used:
+            n += 1
+        return f"{base}-{n}"
+
+
+# -- the suite manifest -----------------------------------------------------------------------
+_SEMVER = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:\+[0-9a-f]+)?")
+
+
+class SuiteManifest(_Strict):
+    """``cases/suite.json``: which version of the golden suite a report ran (semver; content changes bump minor)."""
+
+    schema_: Literal["harvester.suite/1"] = Field("harvester.suite/1", alias="schema")
+    name: str
+    version: str = "1.0.0"
+    content_hash: str
+    cases: int = 0
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("version")
+    @classmethod
+    def _semver(cls, value: str) -> str:
+        if not _SEMVER.fullmatch(value):
+            raise ValueError(f"{value!r} is not MAJOR.MINOR.PATCH[+build]")
+        return value
+
+
+def suite_content(folder: str | Path) -> tuple[str, int]:
+    """(sha256 over the accepted cases' canonical content, how many): formatting and pending cases never count."""
+    accepted = sorted(load_cases(folder, status="accepted"), key=lambda c: c.id)
+    body = [c.model_dump(mode="json", by_alias=True) for c in accepted]
+    return digest(body, length=64), len(accepted)
+
+
+def read_suite(folder: str | Path) -> SuiteManifest | None:
+    path = Path(folder) / SUITE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return SuiteManifest.model_validate(orjson.loads(path.read_bytes()))
+    except orjson.JSONDecodeError as exc:
+        raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
+    except ValidationError as exc:
+        loc, msg = pydantic_field(exc)
+        raise CaseFileError(msg, file=str(path), field=loc) from None
+
+
+def bump_suite(folder: str | Path | None = None, *, name: str | None = None) -> SuiteManifest:
+    """Write ``suite.json`` with the minor version raised when the accepted cases changed (1.0.0 the first time)."""
+    root = Path(folder) if folder is not None else default_cases_dir()
+    current = read_suite(root)
+    content_hash, count = suite_content(root)
+    if current is not None and current.content_hash == content_hash and (name is None or name == current.name):
+        return current
+    if current is None:
+        version = "1.0.0"
+    elif current.content_hash == content_hash:
+        version = current.version
+    else:
+        major, minor, _ = (int(p) for p in _SEMVER.fullmatch(current.version).groups())  # type: ignore[union-attr]
+        version = f"{major}.{minor + 1}.0"
+    manifest = SuiteManifest(name=name or (current.name if current else _default_name(root)), version=version,
+                             content_hash=content_hash, cases=count)
+    path = root / SUITE_FILE
+    root.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(manifest.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2) + b"\n")
+    return manifest
+
+
+def suite_info(folder: str | Path | None = None) -> SuiteManifest:
+    """What a report should record as the suite it ran.
+
+    Accepted cases edited since the last bump show as ``1.3.0+<hash8>`` (semver build metadata), so
+    a report never claims a version whose content it did not run.
+    """
+    root = Path(folder) if folder is not None else default_cases_dir()
+    current = read_suite(root)
+    content_hash, count = suite_content(root)
+    if current is not None and current.content_hash == content_hash:
+        return current
+    base = current.version if current else "0.0.0"
+    return SuiteManifest(name=current.name if current else _default_name(root),
+                         version=f"{base}+{content_hash[:8]}", content_hash=content_hash, cases=count)
+
+
+def _default_name(root: Path) -> str:
+    resolved = root.resolve()
+    return resolved.parent.name if resolved.name == "cases" and resolved.parent.name else resolved.name

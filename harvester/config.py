@@ -1,0 +1,176 @@
+"""Project configuration: ``[tool.harvester]`` in ``pyproject.toml`` or a ``harvester.toml``.
+
+Low in the module list on purpose: the capture hook reads the redaction rules from here, so this
+module imports only ``errors`` (plus stdlib and pydantic) and never the model or the CLI.
+
+Discovery walks up from the working directory and stops at the first folder holding a
+``harvester.toml`` (top-level keys) or a ``pyproject.toml`` (its ``[tool.harvester]`` table; a
+pyproject without one marks the project root and yields the defaults), so a parent folder's
+settings never leak into an unrelated project. Relative ``cases_dir`` / ``store`` paths are
+resolved against the folder of the file that set them, so commands behave the same from any
+sub-folder.
+
+TOML: ``tomllib`` on Python >= 3.11; on 3.10 ``tomli`` when it is installed, otherwise a clear
+``ConfigError`` asking for it (no home-grown TOML parser to drift from the spec).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from .errors import ConfigError, pydantic_field
+
+try:  # pragma: no cover - which branch runs depends on the interpreter
+    import tomllib as _toml
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    try:
+        import tomli as _toml  # type: ignore[no-redef]
+    except ModuleNotFoundError:
+        _toml = None  # type: ignore[assignment]
+
+CONFIG_FILES = ("harvester.toml", "pyproject.toml")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Price(_Strict):
+    """USD per 1,000 tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class RedactRules(_Strict):
+    enabled: bool = True
+    # Regexes whose matches are replaced by deterministic pseudonyms anywhere in payloads.
+    patterns: list[str] = Field(default_factory=list)
+    # Dotted paths inside a tool's args/result to redact whole: {"get_customer": ["email", "address.*"]}.
+    fields: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for i, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"patterns[{i}] {pattern!r} is not a valid regex ({exc})") from None
+        return patterns
+
+
+class Config(_Strict):
+    # Tools with side effects (names or glob patterns): forbidden in a case unless the run needed them.
+    mutating_tools: list[str] = Field(default_factory=list)
+    # Argument paths that vary between identical calls (request ids, timestamps): left out of fixture keys.
+    ignore_args: dict[str, list[str]] = Field(default_factory=dict)
+    # Model name (exact, or the longest matching prefix) -> price per 1k tokens.
+    prices: dict[str, Price] = Field(default_factory=dict)
+    redact: RedactRules = Field(default_factory=RedactRules)
+    # Release gates, e.g. "task_completion>=0.85"; parsed by the report module.
+    gates: list[str] = Field(default_factory=list)
+    cases_dir: str = "cases"
+    store: Optional[str] = None
+    # The file this came from (None for defaults); not a key users write.
+    _source: Optional[str] = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> str | None:
+        return self._source
+
+    def is_mutating(self, tool: str) -> bool:
+        return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.mutating_tools)
+
+    def price_for(self, model: str | None) -> Price | None:
+        if not model:
+            return None
+        if model in self.prices:
+            return self.prices[model]
+        prefixes = [name for name in self.prices if model.startswith(name)]
+        return self.prices[max(prefixes, key=len)] if prefixes else None
+
+    def cost(self, model: str | None, usage: Any) -> float | None:
+        """USD for ``usage`` (a ``Usage`` or a mapping of token counts); None when the model has no price."""
+        price = self.price_for(model)
+        if price is None or usage is None:
+            return None
+        tokens_in, tokens_out = _tokens(usage)
+        return (tokens_in * price.input + tokens_out * price.output) / 1000.0
+
+
+def _tokens(usage: Any) -> tuple[int, int]:
+    if isinstance(usage, Mapping):
+        return int(usage.get("input_tokens", 0) or 0), int(usage.get("output_tokens", 0) or 0)
+    return int(getattr(usage, "input_tokens", 0) or 0), int(getattr(usage, "output_tokens", 0) or 0)
+
+
+def find_config(start: str | Path | None = None) -> tuple[Path | None, dict[str, Any]]:
+    """The nearest config file from ``start`` upward and its harvester table (empty when none)."""
+    folder = Path(start or Path.cwd()).resolve()
+    for candidate in (folder, *folder.parents):
+        own = candidate / "harvester.toml"
+        if own.is_file():
+            return own, _read_toml(own)
+        pyproject = candidate / "pyproject.toml"
+        if pyproject.is_file():
+            return pyproject, _harvester_table(pyproject)
+    return None, {}
+
+
+def load_config(path: str | Path | None = None, start: str | Path | None = None) -> Config:
+    """The configuration at ``path`` (``--config``), else the nearest one from ``start`` (the cwd) upward."""
+    if path is not None:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError("config file not found", file=str(file))
+        table = _harvester_table(file) if file.name == "pyproject.toml" else _read_toml(file)
+    else:
+        found, table = find_config(start)
+        if found is None:
+            return Config()
+        file = found
+    return _validate(table, file)
+
+
+def _validate(table: dict[str, Any], file: Path) -> Config:
+    prefix = "tool.harvester" if file.name == "pyproject.toml" else ""
+    try:
+        config = Config.model_validate(table)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        field = ".".join(p for p in (prefix, loc) if p) or "(root)"
+        if err.get("type") == "extra_forbidden":
+            raise ConfigError(f"unknown key {loc.rsplit('.', 1)[-1]!r}", file=str(file), field=field) from None
+        raise ConfigError(pydantic_field(exc)[1], file=str(file), field=field) from None
+    base = file.parent.resolve()
+    config._source = str(file)
+    config.cases_dir = str(base / config.cases_dir)
+    if config.store:
+        config.store = str(base / config.store)
+    return config
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    if _toml is None:  # pragma: no cover - Python 3.10 without tomli
+        raise ConfigError("reading TOML on Python 3.10 needs the 'tomli' package (pip install tomli)", file=str(file))
+    try:
+        with file.open("rb") as fh:
+            return _toml.load(fh)
+    except _toml.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML ({exc})", file=str(file)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read ({exc.strerror})", file=str(file)) from None
+
+
+def _harvester_table(pyproject: Path) -> dict[str, Any]:
+    table = _read_toml(pyproject).get("tool", {}).get("harvester", {})
+    if not isinstance(table, dict):
+        raise ConfigError("must be a table", file=str(pyproject), field="tool.harvester")
+    return table

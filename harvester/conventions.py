@@ -109,8 +109,8 @@ def _text(v: Any) -> Optional[str]:
         return None
     try:
         v.encode("utf-8")
-    except UnicodeEncodeError:
-        return v.encode("utf-8", "replace").decode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, from a lenient decode upstream
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in v)
     return v
 
 
@@ -440,8 +440,8 @@ def _agent_io(span: SpanData, source: str) -> dict[str, Any]:
                     "calls", "approvals", "metadata", "_kinds"}:
                 out["deferred"] = bool(value.get("approvals") or value.get("calls"))
                 out["answer"] = None
-            elif isinstance(value, str):
-                out["answer"] = _text(value)
+            elif isinstance(final, (str, bytes)):
+                out["answer"] = _text(final)  # structured output stays the JSON text the agent returned
             elif value is not None:
                 out["answer"] = orjson.dumps(value).decode()
         return out

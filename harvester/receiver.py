@@ -1,0 +1,526 @@
+"""An OTLP/HTTP trace receiver, so agents on other machines (or a Collector) can feed harvester.
+
+Spans arrive over the network in pieces: one trace may come in several requests, out of order and
+retried. They are held per trace until the run is complete (its agent span has arrived and the trace
+has been quiet for ``idle_seconds``), then handed to the same post-grouping pipeline the in-process
+``HarvestingSpanProcessor`` uses, so a run is sampled, redacted and stored identically whichever way
+it came in.
+
+Everything a client sends is untrusted: bodies are bounded before and while they are read (gzip
+bombs included), open traces are bounded in count and spans (the least recently active go first,
+counted), a broken request never takes the server down, and the listener binds loopback unless told
+otherwise. The stdlib HTTP server is enough: exporters send batches (hundreds of spans a request),
+so per-request overhead is small next to decoding, which walks the protobuf message directly.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterable, Protocol
+
+import orjson
+
+from .errors import OtlpFormatError, ReceiverError
+from .spans import KIND_NAMES, STATUS_NAMES, OtlpStats, SpanData, spans_from_otlp
+
+TRACES_PATH = "/v1/traces"
+HEALTH_PATH = "/healthz"
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+# google.rpc.Code values for the error body of each HTTP status we answer with.
+_RPC_CODES = {400: 3, 401: 16, 404: 5, 405: 12, 411: 3, 413: 8, 415: 3, 500: 13, 503: 14}
+
+
+class BadRequest(Exception):
+    """A request we answer with an error status; ``message`` goes back to the client."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(message)
+
+
+# -- decoding ------------------------------------------------------------------------------------
+def _any_value(v: Any) -> Any:
+    """An ``AnyValue`` as the plain value the SDK and the OTLP/JSON reader produce (bytes as base64)."""
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "array_value":
+        return [_any_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _any_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode()
+    return None if kind is None else getattr(v, kind)
+
+
+def _attrs(kvs: Any) -> dict[str, Any]:
+    return {kv.key: _any_value(kv.value) for kv in kvs}
+
+
+def decode_protobuf(body: bytes, stats: OtlpStats) -> list[SpanData]:
+    """Spans of an ``ExportTraceServiceRequest``; spans with malformed ids are skipped and counted."""
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except DecodeError as exc:
+        raise BadRequest(400, f"invalid protobuf ExportTraceServiceRequest ({exc})") from None
+    out: list[SpanData] = []
+    append = out.append
+    kinds, statuses = KIND_NAMES, STATUS_NAMES
+    for rs in request.resource_spans:
+        resource = _attrs(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            scope = ss.scope.name
+            for s in ss.spans:
+                trace_id, span_id, parent = s.trace_id, s.span_id, s.parent_span_id
+                if len(trace_id) != 16 or len(span_id) != 8 or len(parent) not in (0, 8):
+                    stats.skip("malformed span: bad trace_id/span_id/parent_span_id length")
+                    continue
+                status = s.status
+                append(SpanData(
+                    trace_id=trace_id.hex(), span_id=span_id.hex(), parent_id=parent.hex() if parent else None,
+                    name=s.name, start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano,
+                    kind=kinds.get(s.kind, "INTERNAL"), status=statuses.get(status.code, "UNSET"),
+                    status_message=status.message, attributes=_attrs(s.attributes),
+                    events=[{"name": e.name, "time_ns": e.time_unix_nano, "attributes": _attrs(e.attributes)}
+                            for e in s.events],
+                    scope=scope, resource=resource,
+                ))
+    stats.spans += len(out)
+    return out
+
+
+def decode_json(body: bytes, stats: OtlpStats) -> list[SpanData]:
+    """Spans of an OTLP/JSON request, read by the same code as ``harvester ingest``."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(400, f"invalid JSON ({exc})") from None
+    if doc == {}:  # proto3 JSON omits empty fields: an empty request is valid
+        return []
+    try:
+        return list(spans_from_otlp(doc, stats))
+    except OtlpFormatError as exc:
+        raise BadRequest(400, str(exc)) from None
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """A gzip or deflate body inflated, never to more than ``limit`` bytes (gzip bombs)."""
+    inflater = zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, detected
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise BadRequest(400, f"invalid {encoding} body ({exc})") from None
+    if len(out) > limit:
+        raise BadRequest(413, f"decompressed body larger than {limit} bytes")
+    if not inflater.eof or inflater.unused_data:
+        raise BadRequest(400, f"truncated or trailing data in {encoding} body")
+    return out
+
+
+# -- assembling traces ---------------------------------------------------------------------------
+class _OpenTrace:
+    __slots__ = ("spans", "has_agent", "last_seen")
+
+    def __init__(self, now: float) -> None:
+        self.spans: dict[str, SpanData] = {}  # by span id: an exporter retry does not duplicate spans
+        self.has_agent = False
+        self.last_seen = now
+
+
+class TraceAssembler:
+    """Spans grouped by trace until their run is complete; bounded in traces and spans.
+
+    A trace is complete once it holds an agent span and nothing new arrived for ``idle_seconds``
+    (the agent span ends last in-process, but other services and nested agents may still be sending).
+    A trace without an agent span after ``orphan_seconds`` is not an agent run: dropped, counted.
+    Over a bound, the least recently active trace goes: completed early when it has its agent span,
+    dropped otherwise. Thread-safe: handlers add, the sweeper takes.
+    """
+
+    def __init__(self, is_agent: Callable[[SpanData], bool], *, idle_seconds: float = 2.0,
+                 orphan_seconds: float = 60.0, max_traces: int = 10_000, max_spans: int = 200_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._is_agent = is_agent
+        self.idle_seconds = idle_seconds
+        self.orphan_seconds = max(orphan_seconds, idle_seconds)
+        self.max_traces = max_traces
+        self.max_spans = max_spans
+        self._clock = clock
+        self._open: OrderedDict[str, _OpenTrace] = OrderedDict()  # least recently active first
+        self._lock = threading.Lock()
+        self.open_spans = 0
+        self.completed_early = 0
+        self.dropped: dict[str, int] = {}  # reason -> spans
+
+    def _drop(self, reason: str, n: int) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    def add(self, spans: Iterable[SpanData]) -> list[list[SpanData]]:
+        """Hold ``spans``; returns the traces pushed out early by the bounds (complete them now)."""
+        is_agent = self._is_agent
+        early: list[list[SpanData]] = []
+        with self._lock:
+            now = self._clock()
+            opened = self._open
+            for span in spans:
+                tr = opened.get(span.trace_id)
+                if tr is None:
+                    tr = opened[span.trace_id] = _OpenTrace(now)
+                elif tr.last_seen != now:
+                    tr.last_seen = now
+                    opened.move_to_end(span.trace_id)
+                if span.span_id in tr.spans:
+                    self._drop("duplicate", 1)
+                    continue
+                tr.spans[span.span_id] = span
+                self.open_spans += 1
+                if not tr.has_agent and is_agent(span):
+                    tr.has_agent = True
+            while opened and (len(opened) > self.max_traces or self.open_spans > self.max_spans):
+                _, tr = opened.popitem(last=False)
+                self.open_spans -= len(tr.spans)
+                if tr.has_agent:
+                    self.completed_early += 1
+                    early.append(list(tr.spans.values()))
+                else:
+                    self._drop("evicted", len(tr.spans))
+        return early
+
+    def take_complete(self) -> list[list[SpanData]]:
+        """Remove and return the complete traces; drop the orphans."""
+        out: list[list[SpanData]] = []
+        with self._lock:
+            now = self._clock()
+            ready = []
+            for trace_id, tr in self._open.items():
+                idle = now - tr.last_seen
+                if idle < self.idle_seconds:
+                    break  # ordered by activity: everything after is busier still
+                if tr.has_agent or idle >= self.orphan_seconds:
+                    ready.append(trace_id)
+            for trace_id in ready:
+                tr = self._open.pop(trace_id)
+                self.open_spans -= len(tr.spans)
+                if tr.has_agent:
+                    out.append(list(tr.spans.values()))
+                else:
+                    self._drop("no_agent_span", len(tr.spans))
+        return out
+
+    def take_all(self) -> list[list[SpanData]]:
+        """Every trace that holds an agent span, whatever its age (shutdown); the rest are dropped."""
+        with self._lock:
+            traces, self._open = self._open, OrderedDict()
+            self.open_spans = 0
+            out = []
+            for tr in traces.values():
+                if tr.has_agent:
+                    out.append(list(tr.spans.values()))
+                else:
+                    self._drop("no_agent_span", len(tr.spans))
+        return out
+
+    @property
+    def open_traces(self) -> int:
+        return len(self._open)
+
+
+# -- HTTP ----------------------------------------------------------------------------------------
+def _status_protobuf(code: int, message: str) -> bytes:
+    """A ``google.rpc.Status`` {code, message} encoded by hand: two fields, no extra dependency."""
+    msg = message.encode()
+    return b"\x08" + _varint(code) + b"\x12" + _varint(len(msg)) + msg
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse one connection
+    timeout = 30  # seconds a stalled client may hold its thread
+    server: "_Server"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass  # one line per request would drown the flush lines; /healthz has the counts
+
+    def _send(self, status: int, body: bytes, content_type: str, headers: Iterable[tuple[str, str]] = ()) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers:
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: int, message: str, protobuf: bool) -> None:
+        code = _RPC_CODES.get(status, 2)
+        if protobuf:
+            body, ctype = _status_protobuf(code, message), PROTOBUF
+        else:
+            body, ctype = orjson.dumps({"code": code, "message": message}), JSON
+        headers = [("WWW-Authenticate", "Bearer")] if status == 401 else []
+        self._send(status, body, ctype, headers)
+
+    def _dispatch(self, method: str) -> None:
+        receiver = self.server.receiver
+        path = self.path.split("?", 1)[0]
+        ctype = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        protobuf = ctype == PROTOBUF
+        try:
+            if path == HEALTH_PATH:
+                if method != "GET":
+                    raise BadRequest(405, f"{method} not allowed on {path}; use GET")
+                self._send(200, orjson.dumps(receiver.health()), JSON)
+            elif path == TRACES_PATH:
+                if method != "POST":
+                    raise BadRequest(405, f"{method} not allowed on {path}; use POST")
+                status, body = receiver.handle_export(self.headers, self.rfile, ctype)
+                self._send(status, body, ctype)
+            else:
+                raise BadRequest(404, f"no such path {path}; send traces to {TRACES_PATH}")
+        except BadRequest as exc:
+            # The body may be unread: the connection cannot be reused safely.
+            self.close_connection = True
+            receiver.count_error(exc.status)
+            self._error(exc.status, exc.message, protobuf)
+        except _ClientGone:
+            self.close_connection = True
+            receiver.count_error("aborted")
+        except Exception as exc:  # noqa: BLE001 - a handler never takes the server down
+            self.close_connection = True
+            receiver.count_error(500)
+            try:
+                self._error(500, f"internal error: {type(exc).__name__}", protobuf)
+            except OSError:
+                pass
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def _other(self) -> None:
+        self._dispatch(self.command)
+
+    do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other
+
+
+class _ClientGone(Exception):
+    """The connection closed before the whole body arrived."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # many exporters may connect at once
+    receiver: "Receiver"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a reset connection is the client's problem, not a traceback on our stderr
+
+
+# -- the receiver --------------------------------------------------------------------------------
+class Sink(Protocol):
+    """Where complete traces go: the capture pipeline (runs, sampling, redaction, store)."""
+
+    def submit(self, spans: list[SpanData]) -> None: ...
+
+    def close(self, timeout: float) -> None: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+
+class Receiver:
+    """``POST /v1/traces`` (OTLP/HTTP, protobuf or JSON) into the trace store; ``GET /healthz``.
+
+    ``start()`` serves on a background thread and returns the bound port (``port=0``: any free one);
+    ``stop()`` stops listening, completes every open trace that has its agent span and waits for the
+    store. ``on_flush`` is called with the number of traces each sweep completed (the CLI prints it).
+    """
+
+    def __init__(self, sink: Sink, *, is_agent: Callable[[SpanData], bool] | None = None,
+                 host: str = "127.0.0.1", port: int = 4318, idle_seconds: float = 2.0,
+                 orphan_seconds: float = 60.0, max_body_bytes: int = 16 << 20, token: str | None = None,
+                 max_open_traces: int = 10_000, max_open_spans: int = 200_000,
+                 on_flush: Callable[[int], None] | None = None) -> None:
+        if is_agent is None:
+            from .conventions import is_agent_span as is_agent
+        self.sink = sink
+        self.host = host
+        self.port = port
+        self.max_body_bytes = max_body_bytes
+        self.max_decoded_bytes = 4 * max_body_bytes  # compressed batches expand several-fold
+        self._token = token.encode() if token else None
+        self.assembler = TraceAssembler(is_agent, idle_seconds=idle_seconds, orphan_seconds=orphan_seconds,
+                                        max_traces=max_open_traces, max_spans=max_open_spans)
+        self._on_flush = on_flush
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # signalled when an export request finishes
+        self._inflight = 0
+        self._counts: dict[str, int] = {"export_requests": 0, "received_spans": 0, "rejected_spans": 0,
+                                        "completed_traces": 0}
+        self._errors: dict[str, int] = {}
+        self._server: _Server | None = None
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> int:
+        try:
+            server = _Server((self.host, self.port), _Handler)
+        except OSError as exc:
+            raise ReceiverError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
+        server.receiver = self
+        self._server = server
+        self.port = server.server_address[1]
+        self._threads = [threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                                          name="harvester-receiver-http", daemon=True),
+                         threading.Thread(target=self._sweep_loop, name="harvester-receiver-sweep", daemon=True)]
+        for t in self._threads:
+            t.start()
+        return self.port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}{TRACES_PATH}"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop listening, complete what is open, and wait (up to ``timeout``) for the store."""
+        if self._server is None:
+            return
+        with self._lock:
+            self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        for t in self._threads:
+            t.join(timeout)
+        with self._idle:  # requests already reading their body finish into the open traces
+            self._idle.wait_for(lambda: self._inflight == 0, timeout)
+        self._server = None
+        self._complete(self.assembler.take_all())
+        self.sink.close(timeout)
+
+    def _sweep_loop(self) -> None:
+        tick = min(0.5, max(0.01, self.assembler.idle_seconds / 4))
+        while not self._stopping.wait(tick):
+            try:
+                self._complete(self.assembler.take_complete())
+            except Exception:  # noqa: BLE001 - the sweeper must outlive any one bad trace
+                self.count_error("sweep")
+
+    def _complete(self, traces: list[list[SpanData]]) -> None:
+        for spans in traces:
+            self.sink.submit(spans)
+        if traces:
+            with self._lock:
+                self._counts["completed_traces"] += len(traces)
+            if self._on_flush is not None:
+                self._on_flush(len(traces))
+
+    # -- requests ----------------------------------------------------------------------------
+    def handle_export(self, headers: Any, rfile: Any, content_type: str) -> tuple[int, bytes]:
+        """One ``POST /v1/traces``: (status, response body in the request's encoding)."""
+        if self._token is not None:
+            auth = (headers.get("Authorization") or "").encode()
+            if not hmac.compare_digest(auth, b"Bearer " + self._token):
+                raise BadRequest(401, "missing or wrong bearer token")
+        if content_type == PROTOBUF:
+            decode = decode_protobuf
+        elif content_type == JSON:
+            decode = decode_json
+        else:
+            raise BadRequest(415, f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}")
+        encoding = (headers.get("Content-Encoding") or "").strip().lower()
+        if encoding not in ("", "identity", "gzip", "deflate"):
+            raise BadRequest(415, f"unsupported Content-Encoding {encoding!r} (use gzip, deflate or none)")
+        length_header = headers.get("Content-Length")
+        if length_header is None:
+            raise BadRequest(411, "Content-Length required")
+        try:
+            length = int(length_header)
+        except ValueError:
+            raise BadRequest(400, f"bad Content-Length {length_header!r}") from None
+        if length < 0:
+            raise BadRequest(400, f"bad Content-Length {length_header!r}")
+        if length > self.max_body_bytes:
+            raise BadRequest(413, f"body of {length} bytes exceeds the limit of {self.max_body_bytes}")
+        with self._lock:
+            if self._stopping.is_set():
+                raise BadRequest(503, "shutting down")
+            self._inflight += 1
+        try:
+            return 200, self._export(rfile, length, encoding, decode, content_type)
+        finally:
+            with self._idle:
+                self._inflight -= 1
+                self._idle.notify_all()
+
+    def _export(self, rfile: Any, length: int, encoding: str, decode: Callable[[bytes, OtlpStats], list[SpanData]],
+                content_type: str) -> bytes:
+        try:
+            body = rfile.read(length) if length else b""
+        except OSError:
+            raise _ClientGone() from None
+        if len(body) < length:
+            raise _ClientGone()
+        if encoding in ("gzip", "deflate"):
+            body = decompress(body, encoding, self.max_decoded_bytes)
+        stats = OtlpStats()
+        spans = decode(body, stats)
+        early = self.assembler.add(spans)
+        with self._lock:
+            self._counts["export_requests"] += 1
+            self._counts["received_spans"] += len(spans)
+            self._counts["rejected_spans"] += stats.skipped
+        self._complete(early)
+        return self._success(content_type, stats)
+
+    @staticmethod
+    def _success(content_type: str, stats: OtlpStats) -> bytes:
+        message = "; ".join(f"{reason} ({n})" for reason, n in stats.reasons.items())
+        if content_type == PROTOBUF:
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+            response = ExportTraceServiceResponse()
+            if stats.skipped:
+                response.partial_success.rejected_spans = stats.skipped
+                response.partial_success.error_message = message
+            return response.SerializeToString()
+        if stats.skipped:  # proto3 JSON mapping: int64 as a string
+            return orjson.dumps({"partialSuccess": {"rejectedSpans": str(stats.skipped), "errorMessage": message}})
+        return b"{}"
+
+    def count_error(self, kind: int | str) -> None:
+        with self._lock:
+            key = str(kind)
+            self._errors[key] = self._errors.get(key, 0) + 1
+
+    def health(self) -> dict[str, Any]:
+        """Counters for ``/healthz``: what came in, what was written, what was dropped and why."""
+        asm = self.assembler
+        with self._lock:
+            out: dict[str, Any] = {"status": "ok", **self._counts, "errors": dict(self._errors)}
+        sink = self.sink.stats()
+        out.update(open_traces=asm.open_traces, open_spans=asm.open_spans, completed_early=asm.completed_early,
+                   runs_written=sink.get("runs_written", 0),
+                   dropped={**asm.dropped, **sink.get("dropped", {})})
+        return out

@@ -1,0 +1,358 @@
+"""``harvester serve``: the OTLP/HTTP receiver, fed by the real OTLP exporter and by plain HTTP clients.
+
+Every server binds 127.0.0.1 on an ephemeral port and is stopped by its test. Nothing waits on a
+clock for an assertion: a run is read after ``stop()``, which completes every open trace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import socket
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterator
+
+import orjson
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from harvester.conventions import is_agent_span, runs_from_spans
+from harvester.instrument import agent_run, tool
+from harvester.receiver import Receiver, TraceAssembler, decode_protobuf
+from harvester.spans import OtlpStats, SpanData, from_readable, to_otlp
+
+PROTOBUF = "application/x-protobuf"
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.traces: list[list[SpanData]] = []
+
+    def submit(self, spans: list[SpanData]) -> None:
+        self.traces.append(spans)
+
+    def close(self, timeout: float) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {"runs_written": len(self.traces)}
+
+    def runs(self) -> list:
+        return [run for spans in self.traces for run in runs_from_spans(spans)]
+
+
+@pytest.fixture
+def sink() -> ListSink:
+    return ListSink()
+
+
+@pytest.fixture
+def receiver(sink: ListSink) -> Iterator[Receiver]:
+    rec = Receiver(sink, port=0, idle_seconds=60)
+    rec.start()
+    yield rec
+    rec.stop(timeout=5)
+
+
+# -- spans to send ----------------------------------------------------------------------------
+@tool
+def kb_search(query: str) -> str:
+    return "Refunds are accepted within 30 days of delivery."
+
+
+def _agent_spans(n_runs: int = 1, prompt: str = "Can I still return order A1001?") -> list[ReadableSpan]:
+    """Finished spans of ``n_runs`` harvester-instrumented runs (agent, chat, tool, chat)."""
+    provider = TracerProvider(resource=Resource({"service.name": "receiver-tests"}))
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    for i in range(n_runs):
+        with agent_run("support_agent", f"{prompt} #{i}", model="m1", tracer_provider=provider) as run:
+            run.model_call("m1", input_tokens=10, output_tokens=2,
+                           tool_calls=[{"name": "kb_search", "arguments": {"query": "refund policy"}}])
+            kb_search(query="refund policy")
+            run.model_call("m1", input_tokens=20, output_tokens=4, text="Yes, within 30 days.")
+            run.finish("Yes, within 30 days.")
+    return list(memory.get_finished_spans())
+
+
+def _protobuf(spans: list[ReadableSpan]) -> bytes:
+    return encode_spans(spans).SerializeToString()
+
+
+def _json(spans: list[ReadableSpan]) -> bytes:
+    return orjson.dumps(to_otlp(from_readable(s) for s in spans))
+
+
+def _post(rec: Receiver, body: bytes, content_type: str = PROTOBUF, path: str = "/v1/traces",
+          method: str = "POST", headers: dict[str, str] | None = None) -> tuple[int, bytes, dict[str, str]]:
+    conn = http.client.HTTPConnection("127.0.0.1", rec.port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers={"Content-Type": content_type, **(headers or {})})
+        resp = conn.getresponse()
+        return resp.status, resp.read(), dict(resp.getheaders())
+    finally:
+        conn.close()
+
+
+def _until(condition: Any, deadline: float = 20.0) -> None:
+    """Wait for something another thread does; the deadline only stops a broken test from hanging."""
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, "condition never became true"
+        time.sleep(0.01)
+
+
+# -- the assembler ----------------------------------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _span(trace: int, span: int, *, agent: bool = False, parent: int | None = None) -> SpanData:
+    attrs = {"gen_ai.operation.name": "invoke_agent" if agent else "chat"}
+    return SpanData(trace_id=f"{trace:032x}", span_id=f"{span:016x}",
+                    parent_id=f"{parent:016x}" if parent else None, name="s", attributes=attrs)
+
+
+def test_assembler_completes_a_trace_once_its_agent_span_is_in_and_it_is_idle():
+    clock = Clock()
+    asm = TraceAssembler(is_agent_span, idle_seconds=2, orphan_seconds=10, clock=clock)
+    asm.add([_span(1, 2, parent=1)])
+    clock.now = 5
+    assert asm.take_complete() == []  # no agent span yet: not a run, not yet an orphan
+    asm.add([_span(1, 1, agent=True)])
+    clock.now = 6
+    assert asm.take_complete() == []  # busy one second ago
+    clock.now = 7
+    (trace,) = asm.take_complete()
+    assert sorted(s.span_id for s in trace) == [f"{1:016x}", f"{2:016x}"]
+    assert asm.open_traces == 0 and asm.open_spans == 0
+
+
+def test_assembler_drops_orphans_and_duplicates_and_counts_them():
+    clock = Clock()
+    asm = TraceAssembler(is_agent_span, idle_seconds=1, orphan_seconds=10, clock=clock)
+    asm.add([_span(1, 1), _span(1, 2), _span(1, 2)])
+    clock.now = 10
+    assert asm.take_complete() == []
+    assert asm.dropped == {"duplicate": 1, "no_agent_span": 2}
+
+
+def test_assembler_bounds_evict_least_recently_active_first():
+    clock = Clock()
+    asm = TraceAssembler(is_agent_span, idle_seconds=1, max_traces=2, max_spans=100, clock=clock)
+    asm.add([_span(1, 1, agent=True)])
+    clock.now = 1
+    asm.add([_span(2, 1)])
+    clock.now = 2
+    asm.add([_span(1, 2)])  # trace 1 active again: trace 2 is now the oldest
+    early = asm.add([_span(3, 1)])
+    assert early == [] and asm.dropped == {"evicted": 1} and asm.open_traces == 2
+    early = asm.add([_span(4, 1), _span(4, 2)])  # trace 1 goes, complete with its agent span
+    assert [len(t) for t in early] == [2] and asm.completed_early == 1
+    asm = TraceAssembler(is_agent_span, idle_seconds=1, max_traces=100, max_spans=3, clock=clock)
+    asm.add([_span(1, 1), _span(1, 2)])
+    asm.add([_span(2, 1), _span(2, 2)])
+    assert asm.open_spans == 2 and asm.dropped == {"evicted": 2}
+
+
+def test_take_all_completes_every_agent_trace_and_drops_the_rest():
+    asm = TraceAssembler(is_agent_span, idle_seconds=60)
+    asm.add([_span(1, 1, agent=True), _span(2, 1)])
+    assert [len(t) for t in asm.take_all()] == [1]
+    assert asm.dropped == {"no_agent_span": 1} and asm.open_traces == 0
+
+
+# -- decoding ---------------------------------------------------------------------------------
+def test_protobuf_decodes_to_the_same_span_data_as_the_sdk():
+    spans = _agent_spans()
+    decoded = decode_protobuf(_protobuf(spans), OtlpStats())
+    assert [d.to_dict() for d in decoded] == [from_readable(s).to_dict() for s in spans]
+
+
+def test_protobuf_any_values_of_every_kind():
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = b"\x01" * 16, b"\x02" * 8, "s"
+    values = {"s": "x", "b": True, "i": 7, "d": 1.5, "arr": [1, 2], "kv": {"k": "v"}, "bytes": "AAE="}
+    for key in values:
+        span.attributes.add(key=key)
+    attrs = {kv.key: kv.value for kv in span.attributes}
+    attrs["s"].string_value = "x"
+    attrs["b"].bool_value = True
+    attrs["i"].int_value = 7
+    attrs["d"].double_value = 1.5
+    attrs["arr"].array_value.values.add().int_value = 1
+    attrs["arr"].array_value.values.add().int_value = 2
+    attrs["kv"].kvlist_value.values.add(key="k").value.string_value = "v"
+    attrs["bytes"].bytes_value = b"\x00\x01"
+    span.attributes.add(key="empty")
+    (decoded,) = decode_protobuf(request.SerializeToString(), OtlpStats())
+    assert decoded.attributes == {**values, "empty": None}
+    assert decoded.trace_id == "01" * 16 and decoded.span_id == "02" * 8 and decoded.parent_id is None
+
+
+# -- over HTTP --------------------------------------------------------------------------------
+def test_json_body_from_a_plain_http_client(receiver: Receiver, sink: ListSink):
+    spans = _agent_spans()
+    req = urllib.request.Request(receiver.url, data=_json(spans), method="POST",
+                                 headers={"Content-Type": "application/json; charset=utf-8"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200 and resp.headers["Content-Type"] == "application/json"
+        assert orjson.loads(resp.read()) == {}
+    receiver.stop()
+    (run,) = sink.runs()
+    assert run.agent == "support_agent" and run.trajectory() == ["kb_search"] and run.stop == "answered"
+
+
+def test_gzip_bodies_protobuf_and_json(receiver: Receiver, sink: ListSink):
+    spans = _agent_spans(2)
+    first = [s for s in spans if s.context.trace_id == spans[0].context.trace_id]
+    second = [s for s in spans if s not in first]
+    status, body, _ = _post(receiver, gzip.compress(_protobuf(first)), headers={"Content-Encoding": "gzip"})
+    assert status == 200 and ExportTraceServiceResponse.FromString(body) == ExportTraceServiceResponse()
+    status, body, _ = _post(receiver, gzip.compress(_json(second)), "application/json",
+                            headers={"Content-Encoding": "gzip"})
+    assert status == 200 and body == b"{}"
+    receiver.stop()
+    assert sorted(r.prompt for r in sink.runs()) == ["Can I still return order A1001? #0",
+                                                      "Can I still return order A1001? #1"]
+
+
+def test_a_trace_split_over_three_requests_out_of_order(receiver: Receiver, sink: ListSink):
+    spans = _agent_spans()
+    root = next(s for s in spans if s.parent is None)
+    children = [s for s in spans if s.parent is not None]
+    for part in ([root], children[2:], children[:2]):  # the agent span first, then the rest backwards
+        assert _post(receiver, _protobuf(part))[0] == 200
+    assert receiver.health()["open_traces"] == 1
+    receiver.stop()
+    (run,) = sink.runs()
+    (whole,) = runs_from_spans(spans)
+    assert run == whole
+
+
+def test_a_connection_killed_mid_body_stores_nothing_and_the_server_lives_on(receiver: Receiver, sink: ListSink):
+    body = _protobuf(_agent_spans())
+    with socket.create_connection(("127.0.0.1", receiver.port), timeout=10) as raw:
+        raw.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PROTOBUF}\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode() + body[: len(body) // 2])
+    _until(lambda: receiver.health()["errors"] == {"aborted": 1})
+    assert _post(receiver, _protobuf([]))[0] == 200  # still serving
+    receiver.stop()
+    assert sink.traces == [] and receiver.health()["received_spans"] == 0
+
+
+def test_a_thousand_concurrent_small_requests(receiver: Receiver, sink: ListSink):
+    spans = _agent_spans(1000)
+    by_trace: dict[int, list[ReadableSpan]] = {}
+    for s in spans:
+        by_trace.setdefault(s.context.trace_id, []).append(s)
+    bodies = [_protobuf(group) for group in by_trace.values()]
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        statuses = list(pool.map(lambda b: _post(receiver, b)[0], bodies))
+    assert statuses == [200] * 1000
+    receiver.stop()
+    health = receiver.health()
+    assert health["export_requests"] == 1000 and health["received_spans"] == len(spans)
+    assert len(sink.runs()) == 1000 and health["dropped"] == {}
+
+
+@pytest.mark.parametrize("case", ["too_big", "gzip_bomb", "bad_protobuf", "bad_json", "not_otlp_json", "bad_gzip",
+                                  "content_type", "content_encoding", "wrong_path", "wrong_method", "health_method"])
+def test_error_statuses(sink: ListSink, case: str):
+    rec = Receiver(sink, port=0, max_body_bytes=1000)
+    rec.start()
+    try:
+        ctype, path, method, headers, body = PROTOBUF, "/v1/traces", "POST", {}, b""
+        expected = 400
+        if case == "too_big":
+            body, expected = b"x" * 1001, 413
+        elif case == "gzip_bomb":
+            body, headers, expected = gzip.compress(b"\0" * 10_000), {"Content-Encoding": "gzip"}, 413
+        elif case == "bad_protobuf":
+            body = b"\xff\xff\xff"
+        elif case == "bad_json":
+            ctype, body = "application/json", b"{not json"
+        elif case == "not_otlp_json":
+            ctype, body = "application/json", b'{"trace_id": "abc"}'
+        elif case == "bad_gzip":
+            body, headers = b"\x1f\x8bnot gzip", {"Content-Encoding": "gzip"}
+        elif case == "content_type":
+            ctype, body, expected = "text/plain", b"hello", 415
+        elif case == "content_encoding":
+            body, headers, expected = b"x", {"Content-Encoding": "br"}, 415
+        elif case == "wrong_path":
+            path, expected = "/v1/metrics", 404
+        elif case == "wrong_method":
+            method, expected = "GET", 405
+        elif case == "health_method":
+            path, method, expected = "/healthz", "POST", 405
+        status, reply, resp_headers = _post(rec, body, ctype, path, method, headers)
+        assert status == expected
+        if ctype == PROTOBUF:  # google.rpc.Status in the request's encoding
+            from google.rpc.status_pb2 import Status
+
+            assert resp_headers["Content-Type"] == PROTOBUF
+            error = Status.FromString(reply)
+        else:
+            assert resp_headers["Content-Type"] == "application/json"
+            error = orjson.loads(reply)
+            error = type("Status", (), error)
+        assert error.code != 0 and error.message
+        assert rec.health()["errors"] == {str(expected): 1}
+    finally:
+        rec.stop()
+    assert sink.traces == []
+
+
+def test_bearer_token(sink: ListSink):
+    rec = Receiver(sink, port=0, token="s3cret", idle_seconds=60)
+    rec.start()
+    try:
+        body = _protobuf(_agent_spans())
+        assert _post(rec, body)[0] == 401
+        status, _, headers = _post(rec, body, headers={"Authorization": "Bearer wrong"})
+        assert status == 401 and headers["WWW-Authenticate"] == "Bearer"
+        assert _post(rec, body, headers={"Authorization": "Bearer s3cret"})[0] == 200
+    finally:
+        rec.stop()
+    assert len(sink.runs()) == 1 and rec.health()["errors"] == {"401": 2}
+
+
+def test_partial_success_names_the_rejected_spans(receiver: Receiver, sink: ListSink):
+    request = encode_spans(_agent_spans())
+    bad = request.resource_spans[0].scope_spans[0].spans.add()
+    bad.trace_id, bad.span_id, bad.name = b"\x01" * 3, b"\x02" * 8, "broken"
+    status, body, _ = _post(receiver, request.SerializeToString())
+    assert status == 200
+    partial = ExportTraceServiceResponse.FromString(body).partial_success
+    assert partial.rejected_spans == 1 and "trace_id" in partial.error_message
+    doc = to_otlp(from_readable(s) for s in _agent_spans(prompt="second"))
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append({"traceId": "zz", "spanId": "00", "name": "broken"})
+    status, body, _ = _post(receiver, orjson.dumps(doc), "application/json")
+    assert status == 200
+    assert orjson.loads(body) == {"partialSuccess": {"rejectedSpans": "1", "errorMessage": "malformed span: ValueError (1)"}}
+    receiver.stop()
+    assert len(sink.runs()) == 2 and receiver.health()["rejected_spans"] == 2
+
+
+def test_healthz_counts(receiver: Receiver):
+    spans = _agent_spans()
+    _post(receiver, _protobuf([s for s in spans if s.parent is not None]))
+    _post(receiver, b"junk")
+    with urllib.request.urlopen(f"http://127.0.0.1:{receiver.port}/healthz", timeout=10) as resp:
+        health = orjson.loads(resp.read())
+    assert health["status"] == "ok" and health["received_spans"] == len(spans) - 1
+    assert health["open_traces"] == 1 and health["open_spans"] == len(spans) - 1
+    assert health["errors"] == {"400": 1} and health["runs_written"] == 0

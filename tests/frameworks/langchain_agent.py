@@ -108,11 +108,16 @@ def _surface_unknown_order(exc: Exception, request: Any) -> str | None:
 
 
 def build_agent(scenario: str) -> Any:
+    """Only the middleware a scenario needs: every hook is one more span per turn."""
+    middleware: list[Any] = []
+    if scenario == "retry":
+        middleware.append(ToolErrorMiddleware(on_error=_surface_unknown_order))
+    if scenario == "denied":
+        middleware.append(HumanInTheLoopMiddleware(interrupt_on={"issue_refund": True}))
     return langchain.agents.create_agent(  # looked up at call time: OpenLLMetry patches it
         ScriptedChatModel(scenario=scenario),
         tools=[tools.kb_search, tools.get_order, tools.check_inventory, tools.issue_refund],
-        middleware=[ToolErrorMiddleware(on_error=_surface_unknown_order),
-                    HumanInTheLoopMiddleware(interrupt_on={"issue_refund": True})],
+        middleware=middleware,
         checkpointer=InMemorySaver(),
         name=AGENT_NAME,
     )
@@ -155,7 +160,9 @@ def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *
     provider, exporter = capture(tracer_provider, deterministic=deterministic)
     with _LOCK, instrumented(instrumentor, provider, include_content=include_content):
         agent = build_agent(scenario)
-        config = {"configurable": {"thread_id": scenario}}
+        config: dict[str, Any] = {"configurable": {"thread_id": scenario}}
+        if deterministic:  # LangGraph runs one turn's tool calls in parallel threads: serialize them
+            config["max_concurrency"] = 1
         state = {"messages": [{"role": "user", "content": PROMPTS[scenario]}]}
         if scenario == "tool_error":
             try:

@@ -14,6 +14,7 @@ the wrong type is ignored, a span of no known convention is skipped.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
@@ -397,16 +398,12 @@ def _read_tool(span: SpanData, source: str) -> dict[str, Any]:
     elif span.status != "ERROR" and _placeholder(raw_result):
         hidden = True
     status, error = "ok", None
-    if span.status == "ERROR":
-        if _deferral(span):
-            status = "blocked"
-        else:
-            status, error = "error", _error_of(span)
+    if a.get("pydantic_ai.tool.deferral.name") is not None or (span.events and _deferral(span)):
+        status = "blocked"  # paused for approval / external execution: requested, never ran
+    elif span.status == "ERROR":
+        status, error = "error", _error_of(span)
     elif msg_status == "error":  # the tool caught its own error and returned it (handle_tool_error)
         status, error = "error", ErrorInfo(type="ToolException", message=result if isinstance(result, str) else "")
-    if a.get("pydantic_ai.tool.deferral.name") is not None or (status == "ok" and _exception(span) is not None
-                                                                  and _deferral(span)):
-        status = "blocked"
     return {"name": name, "call_id": call_id, "args": args, "result": result if status == "ok" else None,
             "status": status, "error": error, "truncated": truncated, "hidden": hidden, "span": span}
 
@@ -509,26 +506,35 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list
     whether the last model turn's requests all went unexecuted (the run paused on them).
     """
     reqs: list[tuple[int, int, str, Optional[str], Any]] = []  # (turn, index, name, id, args)
-    starts = [llm["span"].start_ns for llm in llms]
+    starts = [llm["span"].start_ns if type(llm["span"].start_ns) is int else 0 for llm in llms]
     for turn, llm in enumerate(llms):
         for i, (name, rid, args) in enumerate(llm["requests"]):
             reqs.append((turn, i, name, rid, args))
     matched: dict[int, dict[str, Any]] = {}
     keyed: list[tuple[tuple[int, int, int], ToolCall]] = []
+    lo = 0  # requests before this index are all matched
     for t in tools:
-        start = t["span"].start_ns
-        turn = sum(1 for s in starts if s <= start) - 1
-        hit = None
-        for k, (rturn, _, rname, rid, _) in enumerate(reqs):
-            if k in matched or rturn > max(turn, 0):
+        start = t["span"].start_ns if type(t["span"].start_ns) is int else 0
+        turn = bisect_right(starts, start) - 1
+        while lo in matched:
+            lo += 1
+        hit = fallback = None
+        for k in range(lo, len(reqs)):
+            rturn, _, rname, rid, _ = reqs[k]
+            if rturn > max(turn, 0):
+                break
+            if k in matched:
                 continue
-            if (t["call_id"] is not None and rid == t["call_id"]) or (
-                    (t["call_id"] is None or rid is None) and rname == t["name"]):
+            if t["call_id"] is not None and rid == t["call_id"]:
                 hit = k
                 break
-        if hit is None and t["call_id"] is not None:  # an id the model never emitted: fall back to the name
-            hit = next((k for k, r in enumerate(reqs) if k not in matched and r[2] == t["name"] and r[0] <= max(turn, 0)),
-                       None)
+            if rname == t["name"] and fallback is None:
+                fallback = k
+                if t["call_id"] is None or rid is None:
+                    hit = k
+                    break
+        if hit is None:  # an id the model never emitted: fall back to the name
+            hit = fallback
         req_args = _MISSING
         if hit is not None:
             matched[hit] = t

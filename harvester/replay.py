@@ -1,76 +1,456 @@
-"""The runner: a fresh agent per case, every check evaluated, one report.
+"""The runner: a fresh agent per case and trial, tools served from fixtures, every check evaluated, one report.
 
-An agent that raises fails its case; a check that raises fails its case; neither stops the suite.
+An agent that raises, hangs or returns garbage fails its case; a check that raises fails its case;
+neither stops the suite, and the report is always written.
+
+The run is observed the way production observes it: through its spans, normalized by the SAME
+``conventions.runs_from_spans``. Each case-trial runs under its own root span
+(``harvester.replay <case>``); a span processor on the global SDK provider collects the spans of the
+traces being replayed, so concurrent cases never mix. An agent that emits no agent span (a bare
+function) still gets a Run: its answer plus the executor's log of tool calls.
+
+Concurrency: one thread per in-flight case-trial, at most ``concurrency`` at once, supervised by the
+calling thread, which enforces deadlines. A thread per job, rather than one shared event loop, because
+agents are mostly sync code blocking on network I/O, because a hung sync agent can only be abandoned
+(not cancelled) and must not hold anything another case needs, and because an async agent then gets a
+fresh event loop of its own (framework clients bound to a loop never leak across cases). The GIL is
+released while agents wait on I/O, so 16 threads give close to 16x on IO-bound agents.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import hashlib
+import importlib
 import inspect
+import queue
+import sys
+import threading
 import time
+import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from . import checks as checklib
-from .case import Case
-from .model import Run
-from .report import CaseResult, CheckResult, Report
+from .case import AgentCase, Case
+from .config import Config
+from .conventions import runs_from_spans
+from .errors import AgentLoadError
+from .fixtures import FixtureTools, ToolLog, recovery_variants
+from .instrument import use_executor
+from .model import ErrorInfo, Run, ToolCall, Usage
+from .report import CaseResult, CheckResult, Divergence, Injected, Report
+
+DEFAULT_CONCURRENCY = 8
+Judge = Callable[[Case, Run], "tuple[bool, str]"]
 
 
-def call_agent(build_agent: Callable[..., Any], prompt: str) -> Any:
-    """Build a fresh agent and run it once; sync or async, callable or with ``.run``."""
-    agent = build_agent()
-    target = agent if callable(agent) else getattr(agent, "run", None)
-    if target is None:
-        raise TypeError(f"agent {agent!r} is neither callable nor has .run(prompt)")
-    result = target(prompt)
-    if inspect.isawaitable(result):
-        result = asyncio.run(_await(result))
-    return result
+# -- loading the agent ------------------------------------------------------------------------
+def load_agent(spec: str) -> Callable[..., Any]:
+    """``"pkg.module:attr"`` -> the agent factory, or an ``AgentLoadError`` that says what is wrong."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AgentLoadError(f"--agent {spec!r}: expected module:attr (e.g. myapp.agent:build)")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - whatever the import raised, the user needs one line
+        raise AgentLoadError(f"--agent {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise AgentLoadError(f"--agent {spec!r}: {module_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise AgentLoadError(f"--agent {spec!r}: {attr} is a {type(obj).__name__}, not a callable that builds an agent")
+    return obj
 
 
-async def _await(awaitable: Any) -> Any:
+def _takes_tools(factory: Callable[..., Any]) -> bool:
+    try:
+        return "tools" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# -- observing spans --------------------------------------------------------------------------
+class _SpanCollector(SpanProcessor):
+    """Keeps the finished spans of the traces being replayed, and nothing else (one dict lookup per span)."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, list[ReadableSpan]] = {}
+
+    def watch(self, trace_id: int) -> None:
+        self._buckets[trace_id] = []
+
+    def release(self, trace_id: int) -> list[ReadableSpan]:
+        return self._buckets.pop(trace_id, [])
+
+    def on_end(self, span: ReadableSpan) -> None:
+        bucket = self._buckets.get(span.context.trace_id)
+        if bucket is not None:
+            bucket.append(span)
+
+
+_collectors: "weakref.WeakKeyDictionary[Any, _SpanCollector]" = weakref.WeakKeyDictionary()
+_install_lock = threading.Lock()
+
+
+def _observer() -> tuple[trace.Tracer, Optional[_SpanCollector]]:
+    """The tracer for root spans and the collector on the global provider (installed once).
+
+    No provider set yet: set an SDK one, so instrumented frameworks have somewhere to send spans. A
+    provider that is not the SDK's cannot take processors: cases then fall back to the returned answer.
+    """
+    with _install_lock:
+        provider = trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider):
+            trace.set_tracer_provider(TracerProvider())
+            provider = trace.get_tracer_provider()
+        collector = _collectors.get(provider)
+        if collector is None and isinstance(provider, TracerProvider):
+            collector = _collectors[provider] = _SpanCollector()
+            provider.add_span_processor(collector)
+        return provider.get_tracer("harvester.replay"), collector
+
+
+# -- one case-trial ---------------------------------------------------------------------------
+@dataclass
+class _Job:
+    index: int  # position of the case in the plan
+    case: Case
+    trial: int
+
+
+@dataclass
+class _Outcome:
+    passed: bool
+    checks: list[CheckResult]
+    run: Optional[Run]
+    error: Optional[str]
+    duration_ms: float
+    tools: Optional[FixtureTools]
+
+
+Done = "queue.SimpleQueue[tuple[_Job, _Outcome]]"
+
+
+class _Runner:
+    """What every job shares: the factory, the observer, prices and the judge."""
+
+    def __init__(self, build_agent: Callable[..., Any], timeout: float, judge: Optional[Judge],
+                 prices: Optional[Config]) -> None:
+        self.build_agent = build_agent
+        self.takes_tools = _takes_tools(build_agent)
+        self.timeout = timeout
+        self.judge = judge
+        self.prices = prices
+        self.tracer, self.collector = _observer()
+
+    def start(self, job: _Job, done: Done) -> tuple[int, Optional[FixtureTools]]:
+        """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
+        tools = FixtureTools(job.case.spec) if job.case.spec is not None else None
+        root = self.tracer.start_span(f"harvester.replay {job.case.id}", context=otel_context.Context(),
+                                      attributes={"harvester.case": job.case.id, "harvester.trial": job.trial})
+        trace_id = root.get_span_context().trace_id
+        if self.collector is not None:
+            self.collector.watch(trace_id)
+        ctx = contextvars.copy_context()
+        threading.Thread(target=ctx.run, args=(self._body, job, root, trace_id, tools, done),
+                         name=f"harvester-{job.case.id}", daemon=True).start()
+        return trace_id, tools
+
+    def release(self, trace_id: int) -> list[ReadableSpan]:
+        return self.collector.release(trace_id) if self.collector is not None else []
+
+    def _body(self, job: _Job, root: Any, trace_id: int, tools: Optional[FixtureTools], done: Done) -> None:
+        started = time.perf_counter()
+        answer: Any = None
+        error: Optional[BaseException] = None
+        try:
+            with use_executor(tools), trace.use_span(root, end_on_exit=True):
+                answer = self._invoke(tools, job.case.task)
+        except BaseException as exc:  # noqa: BLE001 - an agent that raises (even SystemExit) fails its case only
+            error = exc
+        spans = self.release(trace_id)
+        try:
+            run = self._observe(job, answer, spans, tools)
+        except TypeError as exc:  # garbage returned and no span to read it from
+            error, run = exc, self._observe(job, None, spans, tools)
+        if error is not None:
+            # What the run did before it failed still counts: a forbidden call that executed is reported.
+            run = run.model_copy(update={"stop": "error", "answer": None,
+                                         "error": ErrorInfo(type=type(error).__name__, message=str(error))})
+        checks = evaluate(job.case, run, judge=self.judge)
+        passed = error is None and all(c.passed for c in checks)
+        message = f"{type(error).__name__}: {error}" if error is not None else None
+        done.put((job, _Outcome(passed, checks, run, message, (time.perf_counter() - started) * 1000, tools)))
+
+    def _invoke(self, tools: Optional[FixtureTools], prompt: str) -> Any:
+        agent = self.build_agent(tools=tools) if self.takes_tools else self.build_agent()
+        target = agent if callable(agent) else getattr(agent, "run", None)
+        if not callable(target):
+            raise TypeError(f"the factory built a {type(agent).__name__}, which is neither callable nor has .run(prompt)")
+        result = target(prompt)
+        if inspect.isawaitable(result):
+            result = asyncio.run(asyncio.wait_for(_awaited(result), self.timeout))
+        return result
+
+    def _observe(self, job: _Job, answer: Any, spans: list[ReadableSpan], tools: Optional[FixtureTools]) -> Run:
+        if isinstance(answer, Run):
+            run = answer
+        else:
+            runs = runs_from_spans(spans) if spans else []
+            if runs:
+                run = _joined(runs)
+                if run.answer is None and isinstance(answer, str):
+                    run = run.model_copy(update={"answer": answer})
+            elif answer is None or isinstance(answer, str):
+                run = _run_from_log(answer, tools)
+            else:
+                raise TypeError(f"agent returned {type(answer).__name__}, expected the answer (str) or a Run, "
+                                "and emitted no agent span to read the run from")
+        if run.prompt is None:
+            run = run.model_copy(update={"prompt": job.case.task})
+        if run.cost is None and self.prices is not None:
+            run = run.model_copy(update={"cost": _cost(run, self.prices)})
+        return run
+
+
+async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
-def as_run(result: Any, prompt: str) -> Run:
-    """An agent may return a ``Run`` or just its answer."""
-    if isinstance(result, Run):
-        return result
-    return Run(trace_id="", prompt=prompt, answer=None if result is None else str(result),
-               stop="answered" if result is not None else "unknown")
+def _joined(runs: list[Run]) -> Run:
+    """Several agent runs in one case (a paused run resumed): one Run, calls in order, the last stop."""
+    if len(runs) == 1:
+        return runs[0]
+    usage = Usage()
+    for r in runs:
+        usage = usage + r.usage
+    return runs[-1].model_copy(update={
+        "calls": [c for r in runs for c in r.calls], "llm_calls": [c for r in runs for c in r.llm_calls],
+        "usage": usage, "prompt": runs[0].prompt})
 
 
-def evaluate(case: Case, run: Run) -> list[CheckResult]:
+def _run_from_log(answer: Optional[str], tools: Optional[FixtureTools]) -> Run:
+    """The Run of an agent that emitted no agent span: its answer and the calls that reached the executor."""
+    calls = [_call(e) for e in (tools.log if tools is not None else ())]
+    return Run(trace_id="", answer=answer, stop="answered" if answer is not None else "unknown",
+               calls=calls, source="harvester")
+
+
+def _call(entry: ToolLog) -> ToolCall:
+    if entry.error is not None:
+        return ToolCall(name=entry.name, args=entry.args, status="error",
+                        error=ErrorInfo(type=entry.error.type, message=entry.error.message))
+    return ToolCall(name=entry.name, args=entry.args, result=entry.result)
+
+
+def _cost(run: Run, prices: Config) -> Optional[float]:
+    if any(c.usage.total for c in run.llm_calls):
+        costs = [prices.cost(c.model or run.model, c.usage) for c in run.llm_calls if c.usage.total]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+    return prices.cost(run.model, run.usage) if run.usage.total else None
+
+
+# -- evaluation -------------------------------------------------------------------------------
+def evaluate(case: Case, run: Run, judge: Optional[Judge] = None) -> list[CheckResult]:
+    """The case's checks in order (mechanical, structural: ``to_case`` put them so), then the judge.
+
+    The judge is the expensive one, so it only runs when every cheap check passed.
+    """
     out = []
     for check in case.checks:
         passed, detail = checklib.run_check(check, run)
         out.append(CheckResult(name=checklib.label(check), passed=passed, detail=detail))
+    if judge is not None and all(c.passed for c in out):
+        passed, detail = checklib.run_check(lambda r: judge(case, r), run)
+        out.append(CheckResult(name="judge", passed=passed, detail=detail))
     return out
 
 
-def run_case(case: Case, build_agent: Callable[..., Any]) -> CaseResult:
-    started = time.perf_counter()
-    try:
-        run = as_run(call_agent(build_agent, case.task), case.task)
-    except Exception as exc:  # noqa: BLE001 - an agent that raises fails its case, not the suite
-        return CaseResult(id=case.id, passed=False, tags=case.tags, why=case.why,
-                          error=f"{type(exc).__name__}: {exc}", stop="error",
-                          duration_ms=(time.perf_counter() - started) * 1000)
-    results = evaluate(case, run)
-    return CaseResult(id=case.id, passed=all(r.passed for r in results), tags=case.tags, why=case.why,
-                      checks=results, stop=run.stop, answer=run.answer, trajectory=run.trajectory(),
-                      requested=run.requested_tools(), steps=run.steps, cost=run.cost,
-                      duration_ms=(time.perf_counter() - started) * 1000)
+def recovered() -> checklib.Check:
+    """A failure-injection variant ended properly: it answered (or abstained), not error, loop or budget."""
+
+    def fn(run: Run) -> tuple[bool, str]:
+        if run.stop != "answered":
+            err = f" ({run.error.type}: {run.error.message})" if run.error else ""
+            return False, f"stopped with {run.stop}{err}"
+        abstain, _ = checklib.abstained()(run)
+        return True, "abstained" if abstain else "answered"
+
+    return checklib.Check("recovered", fn)
+
+
+def variant_case(spec: AgentCase) -> Case:
+    """A recovery variant's checks: no forbidden action, within the step bound, ended properly.
+
+    The answer-content checks of the base case are dropped: with a tool broken on purpose the right
+    answer is often unavailable, and saying so is a recovery.
+    """
+    checks: list[checklib.Check] = []
+    if spec.forbidden_tools:
+        checks.append(checklib.never_used(*spec.forbidden_tools))
+    if spec.min_steps:
+        checks.append(checklib.max_steps(3 * spec.min_steps))
+    checks.append(recovered())
+    tool = next(iter(spec.inject_failures))
+    return Case(id=spec.id, task=spec.prompt, checks=checks, tags=list(spec.tags),
+                why=f"recovers when {tool} fails ({spec.why or 'no why recorded'})", spec=spec)
+
+
+def divergence(recorded: Sequence[str], actual: Sequence[str]) -> Optional[Divergence]:
+    """First step (1-based) where the replayed trajectory leaves the recorded one; None when they agree."""
+    for i, (a, b) in enumerate(zip(recorded, actual)):
+        if a != b:
+            return Divergence(step=i + 1, recorded=a, actual=b)
+    if len(recorded) == len(actual):
+        return None
+    i = min(len(recorded), len(actual))
+    return Divergence(step=i + 1, recorded=recorded[i] if i < len(recorded) else None,
+                      actual=actual[i] if i < len(actual) else None)
+
+
+def _result(case: Case, outcomes: list[_Outcome], variant_of: Optional[str]) -> CaseResult:
+    rep = next((o for o in outcomes if not o.passed), outcomes[-1])
+    run, spec, tools = rep.run, case.spec, rep.tools
+    costs = [o.run.cost for o in outcomes if o.run is not None and o.run.cost is not None]
+    forbidden = set(spec.forbidden_tools) if spec is not None else set()
+    unauthorised = sum(1 for o in outcomes if o.run is not None for c in o.run.calls
+                       if c.name in forbidden and c.executed)
+    injected = None
+    if variant_of is not None and spec is not None and spec.inject_failures:
+        tool, inj = next(iter(spec.inject_failures.items()))
+        injected = Injected(tool=tool, mode=inj.mode)
+    trajectory = run.trajectory() if run is not None else []
+    return CaseResult(
+        id=case.id, passed=all(o.passed for o in outcomes), tags=list(case.tags), why=case.why,
+        checks=rep.checks, error=rep.error, stop=run.stop if run is not None else "error",
+        answer=run.answer if run is not None else None, trajectory=trajectory,
+        requested=run.requested_tools() if run is not None else [],
+        steps=run.steps if run is not None else 0,
+        cost=sum(costs) / len(costs) if costs else None,
+        duration_ms=sum(o.duration_ms for o in outcomes) / len(outcomes),
+        trials=len(outcomes), passes=sum(o.passed for o in outcomes),
+        divergence=divergence(spec.recorded.trajectory, trajectory) if spec is not None else None,
+        no_fixture=tools.no_fixture if tools is not None else 0,
+        tool_calls=len(tools.log) if tools is not None else 0,
+        redundant_calls=tools.redundant if tools is not None else 0,
+        unauthorised=unauthorised,
+        abstained=run is not None and run.stop == "answered" and checklib.abstained()(run)[0],
+        variant_of=variant_of, injected=injected,
+    )
+
+
+# -- the suite --------------------------------------------------------------------------------
+def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
+    """Stable split by case id: shard ``(i, n)``, ``1 <= i <= n``, holds the ids whose hash is i-1 mod n."""
+    i, n = shard
+    return int(hashlib.sha256(case_id.encode()).hexdigest()[:12], 16) % n == i - 1
+
+
+def _plan(cases: Iterable[AgentCase | Case], inject: bool, shard: Optional[tuple[int, int]]
+          ) -> list[tuple[Case, Optional[str]]]:
+    """(runnable case, id of the case it is a variant of) in run order, each variant after its case."""
+    if shard is not None and not (len(shard) == 2 and all(isinstance(x, int) for x in shard)
+                                  and 1 <= shard[0] <= shard[1]):
+        raise ValueError(f"shard must be (i, n) with 1 <= i <= n, got {shard!r}")
+    out: list[tuple[Case, Optional[str]]] = []
+    for item in cases:
+        case = item.to_case() if isinstance(item, AgentCase) else item
+        if shard is not None and not in_shard(case.id, shard):
+            continue
+        out.append((case, None))
+        if inject and case.spec is not None:
+            out.extend((variant_case(v), case.id) for v in recovery_variants(case.spec))
+    return out
+
+
+class _Progress:
+    """A one-line stderr bar; silent unless asked for."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done, self.failed, self.enabled = total, 0, 0, enabled and total > 0
+
+    def step(self, passed: bool) -> None:
+        self.done += 1
+        self.failed += not passed
+        if self.enabled:
+            filled = 30 * self.done // self.total
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}  failed {self.failed}")
+            if self.done == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *, trials: int = 1,
+           concurrency: Optional[int] = None, inject: bool = False, timeout: float = 60.0,
+           shard: Optional[tuple[int, int]] = None, judge: Optional[Judge] = None, progress: bool = False,
+           suite: Any = None, prices: Config | Mapping[str, Any] | None = None) -> Report:
+    """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
+
+    ``suite``: a name, or anything with ``.name``/``.version`` (the suite manifest). ``prices``: a
+    ``Config`` or its ``prices`` mapping (USD per 1k tokens), used when a run has tokens and no cost.
+    """
+    if trials < 1:
+        raise ValueError(f"trials must be >= 1, got {trials}")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0, got {timeout}")
+    plan = _plan(cases, inject, shard)
+    limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
+    price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
+    runner = _Runner(build_agent, timeout, judge, price_config)
+    jobs = iter([_Job(i, case, t) for i, (case, _) in enumerate(plan) for t in range(trials)])
+    outcomes: list[list[_Outcome]] = [[] for _ in plan]
+    remaining = len(plan) * trials
+    bar = _Progress(remaining, progress)
+    done: "queue.SimpleQueue[tuple[_Job, _Outcome]]" = queue.SimpleQueue()
+    inflight: dict[int, tuple[_Job, float, int, Optional[FixtureTools]]] = {}  # id(job) -> job, deadline, ...
+    grace = 1.0  # an async agent is cancelled at the timeout: let it report that itself
+
+    while remaining:
+        while len(inflight) < limit:
+            job = next(jobs, None)
+            if job is None:
+                break
+            trace_id, tools = runner.start(job, done)
+            inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools)
+        wait = min(deadline for _, deadline, _, _ in inflight.values()) - time.monotonic()
+        try:
+            finished = [done.get(timeout=max(wait, 0.0))]
+        except queue.Empty:
+            now = time.monotonic()
+            finished = []
+            for key, (job, deadline, trace_id, tools) in list(inflight.items()):
+                if deadline <= now:  # a hung agent: abandon its thread, fail its case
+                    runner.release(trace_id)
+                    finished.append((job, _Outcome(False, [], None, f"TimeoutError: agent did not finish within "
+                                                   f"{timeout:g}s", timeout * 1000, tools)))
+        for job, outcome in finished:
+            if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped
+                continue
+            outcomes[job.index].append(outcome)
+            remaining -= 1
+            bar.step(outcome.passed)
+
+    name = suite if isinstance(suite, str) else getattr(suite, "name", None) or "suite"
+    version = None if isinstance(suite, str) else getattr(suite, "version", None)
+    return Report(suite=name, suite_version=version, trials=trials,
+                  shard=f"{shard[0]}/{shard[1]}" if shard else None,
+                  results=[_result(case, outs, variant_of) for (case, variant_of), outs in zip(plan, outcomes)])
 
 
 @dataclass
 class Suite:
-    cases: Sequence[Case]
+    cases: Sequence[Case | AgentCase]
     name: str = "suite"
-    version: str | None = None
+    version: Optional[str] = None
 
-    def run(self, build_agent: Callable[..., Any]) -> Report:
-        """Run every case against a FRESH agent from ``build_agent()``."""
-        return Report(suite=self.name, suite_version=self.version,
-                      results=[run_case(c, build_agent) for c in self.cases])
+    def run(self, build_agent: Callable[..., Any], **kwargs: Any) -> Report:
+        """Run every case against a FRESH agent from ``build_agent()`` (keyword options as for ``replay``)."""
+        return replay(self.cases, build_agent, suite=self, **kwargs)

@@ -1,0 +1,363 @@
+"""The runner: fresh agents, routing, span observation, failures that stay in their case, trials, inject, shards."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import types
+
+import pytest
+
+import harvester
+from harvester import checks
+from harvester.canonical import fixture_key
+from harvester.case import AgentCase, Case
+from harvester.errors import AgentLoadError
+from harvester.fixtures import MODES, ToolFailure
+from harvester.instrument import agent_run
+from harvester.model import Run
+from harvester.replay import Suite, divergence, in_shard, load_agent, replay
+
+
+# -- a small instrumented agent: spans via agent_run, tools via @harvester.tool ----------------
+@harvester.tool
+def kb_search(query: str) -> str:
+    raise AssertionError("live kb_search called inside a replay")
+
+
+@harvester.tool
+def issue_refund(order_id: str) -> str:
+    raise AssertionError("live issue_refund called inside a replay")
+
+
+TOOLS = {"kb_search": kb_search, "issue_refund": issue_refund}
+
+
+def scripted(*calls, answer="{results}"):
+    """An agent that makes ``calls`` (name, args) in order, then answers; tool failures become answers."""
+
+    def agent(prompt):
+        results = []
+        with agent_run("support", prompt, model="m1") as run:
+            for name, args in calls:
+                run.model_call("m1", input_tokens=100, output_tokens=10, tool_calls=[{"name": name, "arguments": args}])
+                try:
+                    results.append(TOOLS[name](**args))
+                except ToolFailure as exc:
+                    results.append(f"I'm sorry, {name} failed ({exc.type})")
+            text = answer.format(results=" | ".join(map(str, results)))
+            run.model_call("m1", input_tokens=100, output_tokens=10, text=text)
+            run.finish(text)
+        return text
+
+    return agent
+
+
+def fx(tool, args, result=None, error=None):
+    out = {"key": fixture_key(tool, args), "tool": tool, "args": args, "result": result}
+    if error:
+        out["error"] = error
+    return out
+
+
+def case(id="c1", **kw) -> AgentCase:
+    base = {"id": id, "prompt": "Can I return A1001?", "why": "refund policy regression", "status": "accepted",
+            "required_elements": ["30 days"], "appropriate_tools": ["kb_search"], "forbidden_tools": ["issue_refund"],
+            "min_steps": 1, "fixtures": [fx("kb_search", {"query": "refund policy"}, "Refunds within 30 days.")],
+            "recorded": {"trajectory": ["kb_search"], "stop": "answered"}}
+    base.update(kw)
+    return AgentCase.model_validate(base)
+
+
+GOOD = scripted(("kb_search", {"query": "refund policy"}))
+
+
+# -- foundation semantics ------------------------------------------------------------------
+def test_each_case_gets_a_fresh_agent():
+    def build():
+        replies = ["the one reply"]
+        return lambda prompt: replies.pop()  # a shared agent would be exhausted by the second case
+
+    cases = [Case(id=f"c{i}", task="hi", checks=[checks.answered()], why="w") for i in range(3)]
+    report = Suite(cases, name="fresh").run(build)
+    assert report.passed == 3 and report.suite == "fresh"
+
+
+def test_a_broken_check_fails_its_case_only():
+    def broken(run):
+        raise ZeroDivisionError("boom")
+
+    cases = [Case(id="bad", task="x", checks=[broken], why="w"), Case(id="ok", task="x", checks=[checks.answered()], why="w")]
+    report = replay(cases, lambda: (lambda p: "fine"))
+    bad, ok = report.results
+    assert not bad.passed and bad.checks[0].detail == "check raised ZeroDivisionError: boom"
+    assert ok.passed
+
+
+def test_an_agent_that_raises_fails_its_case_only():
+    def build():
+        def agent(prompt):
+            if prompt == "crash":
+                raise RuntimeError("model exploded")
+            return "fine"
+        return agent
+
+    cases = [Case(id="a", task="crash", checks=[checks.answered()], why="w"),
+             Case(id="b", task="ok", checks=[checks.answered()], why="w")]
+    a, b = replay(cases, build).results
+    assert not a.passed and a.error == "RuntimeError: model exploded" and a.stop == "error"
+    assert b.passed
+
+
+def test_a_factory_that_raises_fails_the_case():
+    def build():
+        raise ImportError("no API key")
+
+    (r,) = replay([case()], build).results
+    assert not r.passed and r.error == "ImportError: no API key"
+
+
+def test_garbage_return_fails_the_case_with_a_clear_error():
+    (r,) = replay([case()], lambda: (lambda p: {"not": "an answer"})).results
+    assert not r.passed
+    assert r.error.startswith("TypeError: agent returned dict, expected the answer (str) or a Run")
+
+
+def test_a_factory_that_builds_something_unrunnable():
+    (r,) = replay([case()], lambda: 42).results
+    assert "neither callable nor has .run" in r.error
+
+
+def test_hung_sync_agent_is_abandoned_and_fails_its_case():
+    release = threading.Event()
+
+    def build():
+        def agent(prompt):
+            if prompt == "hang":
+                release.wait(30)
+            return "done"
+        return agent
+
+    cases = [Case(id="hang", task="hang", checks=[], why="w"), Case(id="ok", task="ok", checks=[], why="w")]
+    try:
+        hang, ok = replay(cases, build, timeout=0.05, concurrency=2).results
+    finally:
+        release.set()
+    assert not hang.passed and hang.error.startswith("TimeoutError: agent did not finish within 0.05s")
+    assert ok.passed
+
+
+def test_hung_async_agent_is_cancelled():
+    def build():
+        async def agent(prompt):
+            await asyncio.sleep(30)
+        return agent
+
+    (r,) = replay([Case(id="a", task="x", checks=[], why="w")], build, timeout=0.05).results
+    assert not r.passed and "TimeoutError" in r.error
+
+
+def test_agent_with_run_method_sync_or_async():
+    class Sync:
+        def run(self, prompt):
+            return "sync answer"
+
+    class Async:
+        async def run(self, prompt):
+            await asyncio.sleep(0)
+            return "async answer"
+
+    c = [Case(id="a", task="x", checks=[checks.answered()], why="w")]
+    assert replay(c, Sync).results[0].answer == "sync answer"
+    assert replay(c, Async).results[0].answer == "async answer"
+
+
+def test_agent_may_return_a_run():
+    run = Run(trace_id="t", answer="Refunds within 30 days.", stop="answered")
+    (r,) = replay([case()], lambda: (lambda p: run)).results
+    assert r.passed and r.answer == "Refunds within 30 days."
+
+
+# -- routing and observation ------------------------------------------------------------------
+def test_tools_parameter_receives_the_executor():
+    def build(tools):
+        def agent(prompt):
+            return f"Answer: {tools.execute('kb_search', {'query': 'refund policy'})}"
+        return agent
+
+    (r,) = replay([case()], build).results
+    assert r.passed, r.reasons()
+    assert r.answer == "Answer: Refunds within 30 days." and r.trajectory == ["kb_search"]
+    assert r.tool_calls == 1 and r.no_fixture == 0
+
+
+def test_spans_are_read_with_the_production_conventions():
+    (r,) = replay([case()], lambda: GOOD, prices={"m1": {"input": 1.0, "output": 2.0}}).results
+    assert r.passed, r.reasons()
+    assert r.trajectory == ["kb_search"] and r.requested == ["kb_search"] and r.steps == 1
+    assert r.cost == pytest.approx(2 * (0.1 + 0.02))
+    assert r.divergence is None
+
+
+def test_forbidden_call_counts_as_unauthorised_and_divergence_is_reported():
+    bad = scripted(("kb_search", {"query": "refund policy"}), ("issue_refund", {"order_id": "A1001"}))
+    (r,) = replay([case()], lambda: bad).results
+    assert not r.passed and r.unauthorised == 1
+    assert r.failed_checks()[0].name == "never_used(issue_refund)"
+    assert r.divergence.step == 2 and r.divergence.recorded is None and r.divergence.actual == "issue_refund"
+    assert r.no_fixture == 1  # issue_refund was never recorded
+
+
+def test_divergence_is_reported_even_when_checks_pass():
+    c = case(recorded={"trajectory": ["kb_search", "kb_search"]})
+    (r,) = replay([c], lambda: GOOD).results
+    assert r.passed and r.divergence.describe() == "diverged at step 2: recorded kb_search, actual (end)"
+
+
+def test_divergence_helper():
+    assert divergence(["a", "b"], ["a", "b"]) is None
+    assert divergence(["a", "b"], ["a", "c"]).model_dump() == {"step": 2, "recorded": "b", "actual": "c"}
+    assert divergence([], ["x"]).step == 1
+
+
+def test_no_fixture_reaches_the_model_as_a_result():
+    other = scripted(("kb_search", {"query": "shipping"}))
+    (r,) = replay([case()], lambda: other).results
+    assert r.no_fixture == 1 and "no_fixture" in r.answer and not r.passed
+
+
+def test_concurrent_cases_never_see_each_others_fixtures():
+    cases = [case(f"c{i}", required_elements=[f"answer-{i}"],
+                  fixtures=[fx("kb_search", {"query": "refund policy"}, f"answer-{i}")]) for i in range(24)]
+    report = replay(cases, lambda: GOOD, concurrency=8)
+    assert report.passed == 24, report.summary()
+    assert [r.answer for r in report.results] == [f"answer-{i}" for i in range(24)]
+
+
+def test_concurrent_async_agents_never_see_each_others_fixtures():
+    @harvester.tool(name="kb_search", spans=False)
+    async def akb(query: str) -> str:
+        raise AssertionError("live")
+
+    def build():
+        async def agent(prompt):
+            await asyncio.sleep(0.001)
+            return await akb("refund policy")
+        return agent
+
+    cases = [case(f"c{i}", required_elements=[f"answer-{i}"],
+                  fixtures=[fx("kb_search", {"query": "refund policy"}, f"answer-{i}")]) for i in range(16)]
+    report = replay(cases, build, concurrency=16)
+    assert [r.answer for r in report.results] == [f"answer-{i}" for i in range(16)]
+
+
+# -- judge ------------------------------------------------------------------------------------
+def test_judge_runs_last_and_only_when_cheap_checks_passed():
+    seen = []
+
+    def judge(c, run):
+        seen.append(c.id)
+        return "30 days" in run.answer, "judge liked it"
+
+    good, bad = case("good"), case("bad", required_elements=["never there"])
+    report = replay([good, bad], lambda: GOOD, judge=judge)
+    assert seen == ["good"]
+    assert report.results[0].checks[-1].name == "judge" and report.results[0].passed
+    assert all(c.name != "judge" for c in report.results[1].checks)
+
+
+def test_a_judge_that_raises_fails_the_case():
+    def judge(c, run):
+        raise ValueError("no model")
+
+    (r,) = replay([case()], lambda: GOOD, judge=judge).results
+    assert not r.passed and r.checks[-1].detail == "check raised ValueError: no model"
+
+
+# -- trials -------------------------------------------------------------------------------------
+def test_trials_give_pass_rate_and_flaky_flag():
+    lock, counter = threading.Lock(), [0]
+
+    def build():
+        def agent(prompt):
+            with lock:
+                counter[0] += 1
+                n = counter[0]
+            return "Refunds within 30 days." if n % 2 else "no idea"
+        return agent
+
+    report = replay([case()], build, trials=4, concurrency=1)
+    (r,) = report.results
+    assert (r.trials, r.passes, r.passed, r.flaky) == (4, 2, False, True)
+    assert report.trials == 4 and "flaky ['c1']" in report.summary()
+    assert report.metrics()["task_completion"] == 0.5
+
+
+# -- failure injection --------------------------------------------------------------------
+def test_inject_adds_one_recovery_variant_per_mode():
+    report = replay([case()], lambda: GOOD, inject=True)
+    ids = [r.id for r in report.results]
+    assert ids == ["c1"] + [f"c1@{m}" for m in MODES]
+    for r in report.results[1:]:
+        assert r.variant_of == "c1" and r.injected.tool == "kb_search"
+        assert "recovery" in r.tags and f"recovery/{r.injected.mode}" in r.tags
+        assert r.passed, (r.id, r.reasons())  # the agent says sorry instead of crashing
+    timeout = report.result("c1@timeout")
+    assert timeout.answer.startswith("I'm sorry") and timeout.checks[-1].detail == "abstained"
+    rec = report.recovery()
+    assert rec["by_mode"] == {m: 1.0 for m in sorted(MODES)} and rec["by_tool"] == {"kb_search": 1.0}
+    assert report.metrics()["recovery_rate"] == 1.0
+    assert report.metrics()["task_completion"] == 1.0  # variants do not count as tasks
+
+
+def test_variant_fails_when_the_agent_crashes_on_the_failure():
+    def build():
+        def agent(prompt):
+            with agent_run("support", prompt) as run:
+                text = kb_search("refund policy")  # ToolFailure propagates: the run errors
+                run.finish(text)
+            return text
+        return agent
+
+    report = replay([case()], build, inject=True)
+    timeout = report.result("c1@timeout")
+    assert not timeout.passed and timeout.stop == "error"
+    assert report.recovery()["by_mode"]["timeout"] == 0.0
+    assert report.recovery()["by_mode"]["malformed"] == 1.0
+
+
+# -- shards, progress ---------------------------------------------------------------------
+def test_shards_split_stably_and_completely():
+    ids = [f"case-{i}" for i in range(60)]
+    parts = [[i for i in ids if in_shard(i, (k, 3))] for k in (1, 2, 3)]
+    assert sorted(sum(parts, [])) == sorted(ids) and all(parts)
+    cases = [case(i) for i in ids[:9]]
+    got = replay(cases, lambda: GOOD, shard=(2, 3))
+    assert [r.id for r in got.results] == [i for i in ids[:9] if in_shard(i, (2, 3))] and got.shard == "2/3"
+    with pytest.raises(ValueError):
+        replay(cases, lambda: GOOD, shard=(4, 3))
+
+
+def test_progress_bar_only_when_asked(capsys):
+    replay([case()], lambda: GOOD)
+    assert capsys.readouterr().err == ""
+    replay([case()], lambda: GOOD, progress=True)
+    assert "1/1" in capsys.readouterr().err
+
+
+# -- loading agents -----------------------------------------------------------------------
+def test_load_agent(monkeypatch):
+    mod = types.ModuleType("fake_agent_mod")
+    mod.build = lambda: GOOD
+    mod.not_callable = 3
+    monkeypatch.setitem(sys.modules, "fake_agent_mod", mod)
+    assert load_agent("fake_agent_mod:build") is mod.build
+    with pytest.raises(AgentLoadError, match="cannot import no_such_module_xyz"):
+        load_agent("no_such_module_xyz:build")
+    with pytest.raises(AgentLoadError, match="has no attribute 'missing'"):
+        load_agent("fake_agent_mod:missing")
+    with pytest.raises(AgentLoadError, match="not a callable"):
+        load_agent("fake_agent_mod:not_callable")
+    with pytest.raises(AgentLoadError, match="expected module:attr"):
+        load_agent("fake_agent_mod")

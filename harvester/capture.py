@@ -1,0 +1,443 @@
+"""The production hook: ``HarvestingSpanProcessor``, an OpenTelemetry span processor.
+
+Modelled on the SDK's ``BatchSpanProcessor``: the app's thread only appends the finished span to a
+bounded deque (O(1), never raises, never blocks; a full queue drops and counts), and one daemon
+thread does the rest: converts spans, groups them per trace, recognizes finished runs, normalizes,
+samples, redacts and writes them in batches. Everything is bounded (queue, open traces, spans per
+trace, trace age) and every loss is counted in ``stats()``.
+
+When is a run finished? Children end before their parents, and agent spans nest (OpenLLMetry's
+``invoke_agent`` > ``workflow``, openai-agents' AGENT > CHAIN > AGENT are ONE run), so an agent span
+ending says nothing about whether an outer agent span is still open. The worker therefore waits for
+the LOCAL ROOT of the spans it holds to end: a span with no parent, or whose parent is remote (in
+another process). That root's subtree is complete; the outermost agent spans in it are the runs
+(sibling runs under one request come out together). Spans whose root never arrives (a parent
+dropped, a long-lived root) are finished by age or at shutdown: normalized if they contain an agent
+span (a half-seen failure is still worth keeping), dropped and counted otherwise.
+
+After grouping, the same ``RunWriter`` (runs -> sample -> redact -> store) serves this processor,
+``harvester ingest`` and the OTLP receiver, so a run is treated identically however it arrived.
+
+Imports stay light: no click, no case/harvest/fixtures/replay/report.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import itertools
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+from .conventions import is_agent_span, runs_from_spans
+from .errors import StoreError
+from .model import Run
+from .redact import Redactor
+from .spans import SpanData, from_readable
+from .store import TraceStore
+
+log = logging.getLogger(__name__)
+
+
+def sampled_in(trace_id: str, rate: float) -> bool:
+    """Keep a trace at ``rate``, decided by its id (like OTel's ratio sampler: the low 64 bits)."""
+    if rate >= 1.0:
+        return True
+    if rate <= 0.0:
+        return False
+    try:
+        low = int(trace_id[-16:], 16)
+    except ValueError:
+        return False
+    return low < rate * (1 << 64)
+
+
+def _run_spans(runs: Sequence[Run], spans: Sequence[SpanData]) -> list[list[SpanData]]:
+    """The raw spans to store beside each run: its agent span's subtree.
+
+    Spans outside every run (an HTTP request span above the agent) go with the first run, so the
+    trace's spans are all stored once and ``TraceStore.spans`` returns the whole trace.
+    """
+    if len(runs) == 1:
+        return [list(spans)]
+    children: dict[str | None, list[SpanData]] = {}
+    for s in spans:
+        children.setdefault(s.parent_id, []).append(s)
+    by_id = {s.span_id: s for s in spans}
+    taken: set[str] = set()
+    out: list[list[SpanData]] = []
+    for run in runs:
+        root = by_id.get(run.run_id)
+        mine: list[SpanData] = []
+        todo = [root] if root is not None else []
+        while todo:
+            s = todo.pop()
+            if s.span_id in taken:
+                continue
+            taken.add(s.span_id)
+            mine.append(s)
+            todo.extend(children.get(s.span_id, ()))
+        out.append(mine)
+    rest = [s for s in spans if s.span_id not in taken]
+    if rest and out:
+        out[0].extend(rest)
+    return out
+
+
+class RunWriter:
+    """The pipeline after grouping: a finished trace's spans -> runs -> sample -> redact -> store.
+
+    ``submit(spans)`` takes every span of one finished trace (or local subtree); runs are buffered
+    and written in one transaction per ``batch_size`` runs, or when ``flush_interval_s`` has passed
+    since the oldest buffered run; call ``flush()`` when you want them written now. A store error
+    is counted (``dropped["store_error"]``) and never raised from ``submit``. Thread-safe.
+
+    Sampling: every failed run (``Run.failed``) and every run ``keep(run)`` flags is kept; other
+    runs are kept at ``sample_rate``, decided by trace id so a trace is kept or dropped whole.
+    """
+
+    def __init__(self, store: TraceStore | str | os.PathLike[str] | None = None, *, sample_rate: float = 1.0,
+                 keep: Callable[[Run], bool] | None = None,
+                 redact: bool | Redactor | Mapping[str, Any] | None = True, batch_size: int = 512,
+                 flush_interval_s: float = 1.0) -> None:
+        if not 0.0 <= sample_rate <= 1.0:
+            raise ValueError(f"sample_rate must be between 0 and 1, not {sample_rate!r}")
+        self._owns_store = not isinstance(store, TraceStore)
+        self.store = store if isinstance(store, TraceStore) else TraceStore(store)
+        self.sample_rate = sample_rate
+        self.keep = keep
+        self.redactor = Redactor.from_option(redact)
+        self.batch_size = batch_size
+        self.flush_interval_s = flush_interval_s
+        self._pending: list[tuple[Run, list[SpanData]]] = []
+        self._pending_since = 0.0
+        self._lock = threading.RLock()
+        self.counts = {"traces": 0, "runs_seen": 0, "written": 0, "sampled_out": 0, "kept_failed": 0}
+        self.dropped: dict[str, int] = {}
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    def _wanted(self, run: Run) -> bool:
+        if run.failed:
+            self.counts["kept_failed"] += 1
+            return True
+        if self.keep is not None:
+            try:
+                if self.keep(run):
+                    return True
+            except Exception:  # noqa: BLE001 - a broken predicate must not lose the run or kill the worker
+                self.counts["keep_errors"] = self.counts.get("keep_errors", 0) + 1
+        if sampled_in(run.trace_id, self.sample_rate):
+            return True
+        self.counts["sampled_out"] += 1
+        return False
+
+    def process_trace(self, spans: Sequence[SpanData]) -> int | None:
+        """Normalize, sample and redact one trace's spans into the buffer; None if it had no agent run."""
+        with self._lock:
+            self.counts["traces"] += 1
+            try:
+                runs = runs_from_spans(spans)
+            except Exception:  # noqa: BLE001 - the conventions code never should, but one trace never kills us
+                log.debug("could not normalize a trace", exc_info=True)
+                self.drop("normalize_error")
+                return 0
+            if not runs:
+                self.drop("no_agent")
+                return None
+            self.counts["runs_seen"] += len(runs)
+            wanted = [self._wanted(r) for r in runs]
+            if not any(wanted):
+                return 0
+            parts = _run_spans(runs, spans)
+            kept = [r for r, w in zip(runs, wanted) if w]
+            per_run = [p for p, w in zip(parts, wanted) if w]
+            if self.redactor is not None:
+                for i, run in enumerate(kept):
+                    kept[i], per_run[i] = self._redact(run, per_run[i])
+            if not self._pending:
+                self._pending_since = time.monotonic()
+            self._pending.extend(zip(kept, per_run))
+            if len(self._pending) >= self.batch_size:
+                self.flush()
+            return len(kept)
+
+    def _redact(self, run: Run, spans: list[SpanData]) -> tuple[Run, list[SpanData]]:
+        runs, spans = self.redactor.redact_trace([run], spans)  # type: ignore[union-attr]
+        return runs[0], spans
+
+    def submit(self, spans: list[SpanData]) -> None:
+        """The receiver's entry point: one finished trace. Never raises."""
+        try:
+            self.process_trace(spans)
+            if self._pending and time.monotonic() - self._pending_since >= self.flush_interval_s:
+                self.flush()
+        except Exception:  # noqa: BLE001
+            log.debug("dropped a trace", exc_info=True)
+            self.drop("internal_error")
+
+    def flush(self, *, raise_errors: bool = False) -> int:
+        """Write the buffered runs in one transaction; on a store error count them lost and go on."""
+        with self._lock:
+            batch, self._pending = self._pending, []
+            if not batch:
+                return 0
+            try:
+                self.store.add_many(batch)
+            except Exception as exc:  # noqa: BLE001 - a full disk or a locked file never reaches the app
+                self.drop("store_error", len(batch))
+                if raise_errors:
+                    raise exc if isinstance(exc, StoreError) else StoreError(f"{self.store.path}: {exc}") from exc
+                log.warning("harvester: could not store %d runs: %s", len(batch), exc)
+                return 0
+            self.counts["written"] += len(batch)
+            return len(batch)
+
+    def close(self, timeout: float | None = None) -> None:
+        self.flush()
+        if self._owns_store:
+            self.store.close()
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {**self.counts, "dropped": dict(self.dropped)}
+
+
+class _OpenTrace:
+    __slots__ = ("spans", "children", "born", "size")
+
+    def __init__(self, now: float) -> None:
+        self.spans: dict[str, SpanData] = {}
+        self.children: dict[str, list[str]] = {}
+        self.born = now
+        self.size = 0
+
+
+class _Assembler:
+    """Open traces, keyed by trace id in arrival order (the oldest first, for eviction)."""
+
+    def __init__(self, writer: RunWriter, max_open_traces: int, max_trace_age_s: float,
+                 max_spans_per_trace: int) -> None:
+        self.writer = writer
+        self.max_open = max_open_traces
+        self.max_age = max_trace_age_s
+        self.max_spans = max_spans_per_trace
+        self.open: dict[str, _OpenTrace] = {}
+
+    def add(self, span: SpanData, local_root: bool, now: float) -> None:
+        trace = self.open.get(span.trace_id)
+        if trace is None:
+            while len(self.open) >= self.max_open:
+                self._finish(next(iter(self.open)), "too_many_open_traces")
+            trace = self.open[span.trace_id] = _OpenTrace(now)
+        if trace.size >= self.max_spans and not local_root and not is_agent_span(span):
+            self.writer.drop("trace_too_big")  # agent and root spans are always kept: they bound the run
+            return
+        trace.spans[span.span_id] = span
+        trace.size += 1
+        if span.parent_id is not None and not local_root:
+            trace.children.setdefault(span.parent_id, []).append(span.span_id)
+        if local_root:
+            self._complete(span.trace_id, trace, span.span_id)
+
+    def _complete(self, trace_id: str, trace: _OpenTrace, root_id: str) -> None:
+        subtree: list[SpanData] = []
+        todo = [root_id]
+        while todo:
+            sid = todo.pop()
+            sp = trace.spans.pop(sid, None)
+            if sp is not None:
+                subtree.append(sp)
+            todo.extend(trace.children.pop(sid, ()))
+        if not trace.spans:
+            del self.open[trace_id]
+        self._write(subtree)
+
+    def _write(self, spans: list[SpanData]) -> None:
+        if any(is_agent_span(s) for s in spans):
+            self.writer.process_trace(spans)
+        else:
+            self.writer.drop("no_agent")
+
+    def _finish(self, trace_id: str, reason: str) -> None:
+        """Finish a trace that never completed: keep its runs if an agent span ended, else count it lost."""
+        trace = self.open.pop(trace_id)
+        spans = list(trace.spans.values())
+        if any(is_agent_span(s) for s in spans):
+            self.writer.counts["incomplete_written"] = self.writer.counts.get("incomplete_written", 0) + 1
+            self.writer.process_trace(spans)
+        else:
+            self.writer.drop(reason)
+
+    def expire(self, now: float) -> None:
+        for trace_id, trace in list(self.open.items()):
+            if now - trace.born < self.max_age:
+                break
+            self._finish(trace_id, "trace_too_old")
+
+    def finish_all(self) -> None:
+        for trace_id in list(self.open):
+            self._finish(trace_id, "open_at_shutdown")
+
+
+class HarvestingSpanProcessor(SpanProcessor):
+    """Capture agent runs from this process's spans into the trace store.
+
+    ``provider.add_span_processor(HarvestingSpanProcessor())`` is the whole setup. Options:
+    ``store`` (a path or a ``TraceStore``; default ``.harvester/traces.db`` or ``HARVESTER_STORE``),
+    ``sample_rate`` for successful runs (failures are always kept), ``keep`` (a predicate that keeps
+    any run it flags), ``redact`` (``True``, ``False``, a ``Redactor`` or its rules as a mapping), and
+    the bounds: ``max_queue`` spans waiting for the worker, ``max_open_traces``, ``max_trace_age_s``,
+    ``max_spans_per_trace``, ``batch_size`` runs per transaction, ``flush_interval_s``.
+    """
+
+    def __init__(self, store: TraceStore | str | os.PathLike[str] | None = None, *, sample_rate: float = 1.0,
+                 keep: Callable[[Run], bool] | None = None,
+                 redact: bool | Redactor | Mapping[str, Any] | None = True, max_queue: int = 20_000,
+                 max_open_traces: int = 2_000, max_trace_age_s: float = 600.0, max_spans_per_trace: int = 10_000,
+                 batch_size: int = 256, flush_interval_s: float = 1.0) -> None:
+        self.writer = RunWriter(store, sample_rate=sample_rate, keep=keep, redact=redact, batch_size=batch_size,
+                                flush_interval_s=flush_interval_s)
+        self.max_queue = max_queue
+        self.batch_size = batch_size
+        self.flush_interval_s = flush_interval_s
+        self._assembler = _Assembler(self.writer, max_open_traces, max_trace_age_s, max_spans_per_trace)
+        self._queue_dropped = itertools.count()
+        self._shutdown = False
+        self._start_worker()
+        weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
+        weak_shutdown = weakref.WeakMethod(self.shutdown)
+
+        def _after_in_child() -> None:
+            if (reinit := weak_reinit()) is not None:
+                reinit()
+
+        def _at_exit() -> None:
+            if (shutdown := weak_shutdown()) is not None:
+                shutdown(timeout_millis=5_000)
+
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_in_child)
+        atexit.register(_at_exit)
+
+    def _start_worker(self) -> None:
+        self._queue: collections.deque[ReadableSpan] = collections.deque()
+        self._wake = threading.Event()
+        self._flush_lock = threading.Lock()
+        self._flush_waiters: list[threading.Event] = []
+        self._captured = 0
+        self._worker = threading.Thread(target=self._run, name="harvester-capture", daemon=True)
+        self._worker.start()
+
+    def _at_fork_reinit(self) -> None:
+        """In a forked child: the parent's queued spans and open traces are the parent's to write."""
+        self._assembler.open.clear()
+        self.writer._pending = []
+        self.writer._lock = threading.RLock()  # may have been held by the parent's worker at fork time
+        self._queue_dropped = itertools.count()
+        if not self._shutdown:
+            self._start_worker()
+
+    # -- the app's thread ----------------------------------------------------------------------
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            q = self._queue
+            if len(q) >= self.max_queue or self._shutdown:
+                next(self._queue_dropped)
+                return
+            q.append(span)
+            if len(q) >= self.batch_size and not self._wake.is_set():
+                self._wake.set()
+        except Exception:  # noqa: BLE001 - the app never sees our failures
+            pass
+
+    # -- the worker ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))  # our own SQLite writes are not traced
+        last_flush = time.monotonic()
+        while True:
+            self._wake.wait(self.flush_interval_s)
+            self._wake.clear()
+            stopping = self._shutdown
+            try:
+                self._drain()
+                now = time.monotonic()
+                self._assembler.expire(now)
+                if stopping:
+                    self._assembler.finish_all()
+                if stopping or self._flush_waiters or now - last_flush >= self.flush_interval_s \
+                        or len(self.writer._pending) >= self.batch_size:
+                    self.writer.flush()
+                    last_flush = now
+            except Exception:  # noqa: BLE001 - the worker must outlive any bug
+                log.debug("harvester capture worker error", exc_info=True)
+                self.writer.drop("internal_error")
+            self._release_flush_waiters()
+            if stopping:
+                return
+
+    def _drain(self) -> None:
+        q = self._queue
+        add = self._assembler.add
+        now = time.monotonic()
+        while q:
+            rs = q.popleft()
+            self._captured += 1
+            try:
+                parent = rs.parent
+                span = from_readable(rs)
+            except Exception:  # noqa: BLE001
+                self.writer.drop("convert_error")
+                continue
+            try:
+                add(span, parent is None or parent.is_remote, now)
+            except Exception:  # noqa: BLE001
+                log.debug("harvester could not process a span", exc_info=True)
+                self.writer.drop("internal_error")
+
+    def _release_flush_waiters(self) -> None:
+        with self._flush_lock:
+            waiters, self._flush_waiters = self._flush_waiters, []
+        for w in waiters:
+            w.set()
+
+    # -- control -------------------------------------------------------------------------------
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Write every run that has finished so far; False if that did not happen within the timeout."""
+        if self._shutdown or not self._worker.is_alive():
+            return False
+        done = threading.Event()
+        with self._flush_lock:
+            self._flush_waiters.append(done)
+        self._wake.set()
+        return done.wait(timeout_millis / 1000)
+
+    def shutdown(self, timeout_millis: int = 30_000) -> None:
+        """Stop capturing; write what finished (and open traces that have an agent span). Idempotent."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        self._wake.set()
+        self._worker.join(timeout_millis / 1000)
+        if not self._worker.is_alive() and self.writer._owns_store:
+            self.writer.store.close()
+
+    def stats(self) -> dict[str, Any]:
+        s = self.writer.stats()
+        dropped = s.pop("dropped")
+        queue_full = int(repr(self._queue_dropped)[6:-1])  # itertools.count has no peek
+        if queue_full:
+            dropped["queue_full"] = queue_full
+        return {"captured": self._captured, "queued": len(self._queue), "open_traces": len(self._assembler.open),
+                **s, "dropped": dropped}

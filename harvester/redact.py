@@ -1,0 +1,447 @@
+"""Redaction: secrets and personal data never reach the trace store.
+
+Applied before anything is written, on by default. A matched value becomes a deterministic
+pseudonym ``<kind:8hex>`` (sha256 of the value, HMAC-keyed when a key is set), so the same email
+or order id redacts to the same placeholder everywhere: a redacted fixture still replays, and the
+args hash of a redacted call is stable across runs.
+
+Speed matters because this runs on the capture worker for every span of every run. Each family
+of rules is one regex whose alternatives start with a literal or a small character set (so the
+regex engine skips ahead instead of trying every position), case-insensitive rules run on the
+lowercased text, and card numbers are only searched for when a cheap byte translation shows a
+card-shaped run of digits. A string with no candidate costs a few passes of C code.
+
+Unkeyed pseudonyms of low-entropy values (emails, card numbers) can be reversed by guessing; set
+``key`` (or ``HARVESTER_REDACT_KEY``) where that matters. The key must be the same everywhere the
+placeholders should agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import os
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+import orjson
+
+from .canonical import canonical_bytes, split_path
+from .model import Run
+from .spans import SpanData
+
+PLACEHOLDER = re.compile(r"<[a-z0-9_]+:[0-9a-f]{8}>")
+_KEY_ENV = "HARVESTER_REDACT_KEY"
+_MIN_LEN = 6  # shorter strings cannot hold any built-in secret ("a@b.co")
+_LITERAL_MIN_LEN = 4  # field values shorter than this are not searched for in raw spans
+
+# Each rule: (kind, trigger, pattern). The trigger is a lower-case literal that any match
+# contains, checked with ``in`` on the lowercased text first (a C substring search); the pattern starts with a literal so that the regex
+# engine jumps between candidates. One alternation of everything would try every position and be
+# twenty times slower. A group named ``v``/``w``/``x`` is the part replaced (the rest stays for
+# readability); without one the whole match is replaced.
+_CASED: list[tuple[str, str, str]] = [
+    ("api_key", "sk-", r"sk-[A-Za-z0-9_-]{16,}"),  # OpenAI sk-..., sk-proj-..., Anthropic sk-ant-...
+    ("api_key", "_", r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"),
+    ("api_key", "akia", r"AKIA[A-Z0-9]{16}(?![A-Z0-9])"),
+    ("api_key", "asia", r"ASIA[A-Z0-9]{16}(?![A-Z0-9])"),
+    ("api_key", "xox", r"xox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("password", "@", r"://[^/\s:@\"'<>]{1,256}:(?P<v>[^/\s@\"'<>]{1,256})@"),
+    ("email", "@", r"@(?P<v>[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*"
+                   r"\.[A-Za-z]{2,24})(?![A-Za-z0-9-])"),
+]
+# Case-insensitive rules, written in lower case and run on the lowercased text.
+_VALUE = (r"[\"']?\s{0,3}[:=]\s{0,3}(?:\"(?P<v>(?:[^\"\\\n]|\\.){1,512})\"|'(?P<w>[^'\n]{1,512})'"
+          r"|(?P<x>[^\s\"'&,;}\])<]{4,512}))")
+_FOLDED: list[tuple[str, str, str]] = [
+    ("token", "bearer", r"bearer\s+(?P<v>[a-z0-9._~+/-]{8,}=*)"),
+    ("token", "basic", r"basic\s+(?P<v>[a-z0-9+/]{8,}=*)"),
+    ("secret", "key", r"(?:api|private|secret|access)[_-]?key" + _VALUE),
+    *(("secret", word[:5], word + _VALUE) for word in ("token", "secret", r"passw(?:or)?d", "pwd", r"credentials?")),
+]
+# Dict keys and span attribute names whose (string) value is a secret as a whole.
+_SECRET_KEY = re.compile(
+    r"(?:^|[._-])(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token|id[_-]?token|token"
+    r"|secret|client[_-]?secret|secret[_-]?key|private[_-]?key|password|passwd|pwd|authorization|cookie"
+    r"|credentials?)$", re.I)
+_CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
+# Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
+_CARD_SHAPE = bytes.maketrans(bytes(range(256)), b"".join(
+    b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)))
+_LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
+
+
+def luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+class _Rule:
+    __slots__ = ("kind", "trigger", "regex", "regex_i", "groups")
+
+    def __init__(self, kind: str, trigger: str, pattern: str, folded: bool) -> None:
+        self.kind = kind
+        self.trigger = trigger
+        self.regex = re.compile(pattern)
+        self.regex_i = re.compile(pattern, re.I) if folded else self.regex
+        self.groups = list(self.regex.groupindex)
+
+    def span(self, m: re.Match[str]) -> tuple[int, int]:
+        for g in self.groups:
+            if m.group(g) is not None:
+                return m.span(g)
+        return m.span()
+
+
+def _kind_name(text: str) -> str:
+    return re.sub(r"[^a-z0-9_]+", "_", text.lower()).strip("_") or "redacted"
+
+
+class _Pass:
+    """State of one redaction pass: strings already seen and field values to chase into raw spans."""
+
+    __slots__ = ("memo", "literals")
+
+    def __init__(self) -> None:
+        self.memo: dict[str, str] = {}
+        self.literals: dict[str, str] = {}
+
+
+class Redactor:
+    """Compiled redaction rules. Build once; every method is safe to call from several threads.
+
+    ``patterns``: extra regexes, a list (kind ``custom``) or a mapping kind -> regex; when a
+    pattern has a group, only its first group is replaced. ``fields``: per-tool paths whose whole
+    value is replaced, ``{"get_customer": ["result.ssn", "args.card"]}`` (``*`` matches any key).
+    ``builtin=False`` keeps only your rules.
+    """
+
+    def __init__(self, patterns: Iterable[str] | Mapping[str, str] | None = None,
+                 fields: Mapping[str, Iterable[str]] | None = None, *, key: str | bytes | None = None,
+                 builtin: bool = True) -> None:
+        if key is None:
+            key = os.environ.get(_KEY_ENV) or None
+        self._key = key.encode() if isinstance(key, str) else key
+        self.builtin = builtin
+        items = patterns.items() if isinstance(patterns, Mapping) else (("custom", p) for p in patterns or ())
+        self._custom = [(_kind_name(kind), re.compile(p)) for kind, p in items]
+        self._fields: dict[str, list[tuple[str, list[str]]]] = {}
+        for tool, paths in (fields or {}).items():
+            for path in paths:
+                parts = split_path(path)
+                if len(parts) < 2 or parts[0] not in ("args", "result"):
+                    raise ValueError(f"redaction field path {path!r} of tool {tool!r} must start with args. or result.")
+                kind = _kind_name(next((p for p in reversed(parts) if p != "*"), "field"))
+                self._fields.setdefault(tool, []).append((kind, parts))
+        self._cased = [_Rule(*rule, folded=False) for rule in _CASED]
+        self._folded = [_Rule(*rule, folded=True) for rule in _FOLDED]
+        self._digests: dict[bytes, str] = {}
+        self._secret_keys: dict[str, bool] = {}
+
+    @classmethod
+    def from_option(cls, option: "bool | Redactor | Mapping[str, Any] | None") -> "Redactor | None":
+        """``True``: the built-in rules; ``False``/``None``: no redaction; a mapping: ``Redactor(**mapping)``."""
+        if isinstance(option, Redactor):
+            return option
+        if option is True:
+            return cls()
+        if not option:
+            return None
+        if isinstance(option, Mapping):
+            return cls(**option)
+        raise TypeError(f"redact must be True, False, a Redactor or a mapping of rules, not {type(option).__name__}")
+
+    # -- pseudonyms ----------------------------------------------------------------------------
+    def pseudonym(self, kind: str, value: Any) -> str:
+        raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else canonical_bytes(value)
+        digest = self._digests.get(raw)
+        if digest is None:
+            if self._key:
+                digest = hmac.new(self._key, raw, hashlib.sha256).hexdigest()[:8]
+            else:
+                digest = hashlib.sha256(raw).hexdigest()[:8]
+            if len(self._digests) > 50_000:
+                self._digests.clear()
+            self._digests[raw] = digest
+        return f"<{kind}:{digest}>"
+
+    # -- text ----------------------------------------------------------------------------------
+    def redact_text(self, text: str) -> str:
+        return self._text(text, _Pass())
+
+    def _text(self, s: str, p: _Pass) -> str:
+        if len(s) < _MIN_LEN and not self._custom and not p.literals:
+            return s
+        done = p.memo.get(s)
+        if done is not None:
+            return done
+        spans = self._find(s) if self.builtin else []
+        for kind, rx in self._custom:
+            for m in rx.finditer(s):
+                a, b = m.span(1) if rx.groups else m.span()
+                if b > a:
+                    spans.append((a, b, kind))
+        out = self._apply(s, spans) if spans else s
+        if p.literals:
+            for lit, ph in p.literals.items():
+                if lit in out:
+                    out = out.replace(lit, ph)
+        p.memo[s] = out
+        return out
+
+    def _find(self, s: str) -> list[tuple[int, int, str]]:
+        found: list[tuple[int, int, str]] = []
+        low = s.lower()
+        for rule in self._cased:
+            if rule.trigger not in low:
+                continue
+            for m in rule.regex.finditer(s):
+                a, b = rule.span(m)
+                if rule.kind == "email":
+                    a = m.start()
+                    while a > 0 and s[a - 1] in _LOCAL_PART and m.start() - a < 64:
+                        a -= 1
+                    if a == m.start():
+                        continue
+                elif a > 0 and s[a - 1].isalnum():
+                    continue  # "task-..." is not "sk-..."
+                found.append((a, b, rule.kind))
+        same = len(low) == len(s)  # lowercasing a few non-ASCII letters changes offsets
+        for rule in self._folded:
+            if rule.trigger not in low:
+                continue
+            text = low if same else s
+            for m in (rule.regex if same else rule.regex_i).finditer(text):
+                if m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "<"):
+                    continue  # inside a word, or the kind of a placeholder we wrote
+                a, b = rule.span(m)
+                found.append((a, b, rule.kind))
+        shape = s.encode("utf-8", "surrogatepass").translate(_CARD_SHAPE)
+        if b"0000000000000" in shape or b"00001000" in shape:
+            for m in _CARD.finditer(s):
+                digits = m.group().replace(" ", "").replace("-", "")
+                if luhn_ok(digits):
+                    found.append((m.start(), m.end(), "card"))
+        return found
+
+    def _apply(self, s: str, spans: list[tuple[int, int, str]]) -> str:
+        spans.sort()
+        out, pos = [], 0
+        for a, b, kind in spans:
+            if a < pos:
+                continue  # overlaps a replacement already made
+            value = s[a:b]
+            if PLACEHOLDER.fullmatch(value):
+                continue
+            out.append(s[pos:a])
+            out.append(self.pseudonym(kind, value))
+            pos = b
+        if not out:
+            return s
+        out.append(s[pos:])
+        return "".join(out)
+
+    # -- structured values ---------------------------------------------------------------------
+    def redact_value(self, value: Any) -> Any:
+        """A copy of ``value`` with every string redacted; unchanged parts are shared, not copied."""
+        return self._value(value, _Pass())
+
+    def _is_secret_key(self, key: str) -> bool:
+        hit = self._secret_keys.get(key)
+        if hit is None:
+            hit = self.builtin and _SECRET_KEY.search(key) is not None
+            if len(self._secret_keys) < 10_000:
+                self._secret_keys[key] = hit
+        return hit
+
+    def _value(self, v: Any, p: _Pass) -> Any:
+        if isinstance(v, str):
+            return self._text(v, p)
+        if isinstance(v, dict):
+            out = None
+            for k, x in v.items():
+                if isinstance(k, str) and isinstance(x, str) and x and self._is_secret_key(k):
+                    y = x if PLACEHOLDER.fullmatch(x) else self.pseudonym("secret", x)
+                else:
+                    y = self._value(x, p)
+                if y is not x:
+                    if out is None:
+                        out = dict(v)
+                    out[k] = y
+            return v if out is None else out
+        if isinstance(v, (list, tuple)):
+            items = None
+            for i, x in enumerate(v):
+                y = self._value(x, p)
+                if y is not x:
+                    if items is None:
+                        items = list(v)
+                    items[i] = y
+            return v if items is None else items
+        if isinstance(v, int) and not isinstance(v, bool) and self.builtin and 10**12 <= abs(v) < 10**19:
+            return self.pseudonym("card", str(v)) if luhn_ok(str(abs(v))) else v
+        if isinstance(v, (bytes, bytearray)):
+            text = bytes(v).decode("utf-8", "replace")
+            out_text = self._text(text, p)
+            return v if out_text is text else out_text
+        return v
+
+    # -- runs and spans ------------------------------------------------------------------------
+    def redact_run(self, run: Run) -> Run:
+        return self._run(run, _Pass())
+
+    def redact_spans(self, spans: Iterable[SpanData]) -> list[SpanData]:
+        p = _Pass()
+        return [self._span(s, p) for s in spans]
+
+    def redact_trace(self, runs: Sequence[Run], spans: Sequence[SpanData]) -> tuple[list[Run], list[SpanData]]:
+        """Redact runs and their raw spans together: a field rule's value is chased into the spans too."""
+        p = _Pass()
+        out_runs = [self._run(r, p) for r in runs]
+        if p.literals:
+            p.memo.clear()
+        return out_runs, [self._span(s, p) for s in spans]
+
+    def _run(self, run: Run, p: _Pass) -> Run:
+        update: dict[str, Any] = {}
+        for name in ("prompt", "answer"):
+            v = getattr(run, name)
+            if v:
+                r = self._text(v, p)
+                if r is not v:
+                    update[name] = r
+        if run.error is not None and run.error.message:
+            msg = self._text(run.error.message, p)
+            if msg is not run.error.message:
+                update["error"] = run.error.model_copy(update={"message": msg})
+        calls = None
+        for i, call in enumerate(run.calls):
+            new = self._call(call, p)
+            if new is not call:
+                if calls is None:
+                    calls = list(run.calls)
+                calls[i] = new
+        if calls is not None:
+            update["calls"] = calls
+        llm_calls = None
+        for i, llm in enumerate(run.llm_calls):
+            reqs = None
+            for j, req in enumerate(llm.requests):
+                args = self._value(req.args, p)
+                if args is not req.args:
+                    if reqs is None:
+                        reqs = list(llm.requests)
+                    reqs[j] = req.model_copy(update={"args": args})
+            if reqs is not None:
+                if llm_calls is None:
+                    llm_calls = list(run.llm_calls)
+                llm_calls[i] = llm.model_copy(update={"requests": reqs})
+        if llm_calls is not None:
+            update["llm_calls"] = llm_calls
+        return run.model_copy(update=update) if update else run
+
+    def _call(self, call: Any, p: _Pass) -> Any:
+        args, result = call.args, call.result
+        for kind, parts in self._fields.get(call.name, ()):
+            if parts[0] == "args":
+                args = self._replace_path(args, parts[1:], kind, p)
+            else:
+                result = self._replace_path(result, parts[1:], kind, p)
+        update: dict[str, Any] = {}
+        a = self._value(args, p)
+        if a is not call.args:
+            update["args"] = a
+        r = self._value(result, p)
+        if r is not call.result:
+            update["result"] = r
+        if call.error is not None and call.error.message:
+            msg = self._text(call.error.message, p)
+            if msg is not call.error.message:
+                update["error"] = call.error.model_copy(update={"message": msg})
+        return call.model_copy(update=update) if update else call
+
+    def _replace_path(self, value: Any, parts: list[str], kind: str, p: _Pass) -> Any:
+        if isinstance(value, str) and value[:1] in ("{", "["):
+            try:
+                parsed = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                return value
+            new = self._replace_path(parsed, parts, kind, p)
+            return value if new is parsed else orjson.dumps(new).decode()
+        if not parts:
+            if value is None or (isinstance(value, str) and PLACEHOLDER.fullmatch(value)):
+                return value
+            ph = self.pseudonym(kind, value)
+            self._remember(value, ph, p)
+            return ph
+        head, rest = parts[0], parts[1:]
+        if isinstance(value, dict):
+            out = None
+            for k, v in value.items():
+                if head == "*" or str(k) == head:
+                    nv = self._replace_path(v, rest, kind, p)
+                    if nv is not v:
+                        if out is None:
+                            out = dict(value)
+                        out[k] = nv
+            return value if out is None else out
+        if isinstance(value, list):
+            items = None
+            for i, v in enumerate(value):
+                if head == "*" or head == str(i):
+                    nv = self._replace_path(v, rest, kind, p)
+                    if nv is not v:
+                        if items is None:
+                            items = list(value)
+                        items[i] = nv
+            return value if items is None else items
+        return value
+
+    def _remember(self, value: Any, placeholder: str, p: _Pass) -> None:
+        """Record a field value's text forms, so the raw spans lose it wherever it appears."""
+        if isinstance(value, dict):
+            for v in value.values():
+                self._remember(v, placeholder, p)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                self._remember(v, placeholder, p)
+        elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            text = value if isinstance(value, str) else str(value)
+            if len(text) >= _LITERAL_MIN_LEN:
+                p.literals[text] = placeholder
+                escaped = orjson.dumps(text).decode()[1:-1]
+                if escaped != text:
+                    p.literals[escaped] = placeholder
+
+    def _span(self, s: SpanData, p: _Pass) -> SpanData:
+        update: dict[str, Any] = {}
+        attrs = self._value(s.attributes, p)
+        if attrs is not s.attributes:
+            update["attributes"] = attrs
+        if s.events:
+            events = None
+            for i, e in enumerate(s.events):
+                ea = e.get("attributes")
+                if ea:
+                    na = self._value(ea, p)
+                    if na is not ea:
+                        if events is None:
+                            events = list(s.events)
+                        events[i] = {**e, "attributes": na}
+            if events is not None:
+                update["events"] = events
+        if s.status_message:
+            msg = self._text(s.status_message, p)
+            if msg is not s.status_message:
+                update["status_message"] = msg
+        if s.resource:
+            res = self._value(s.resource, p)
+            if res is not s.resource:
+                update["resource"] = res
+        return dataclasses.replace(s, **update) if update else s

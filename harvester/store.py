@@ -1,0 +1,527 @@
+"""The trace store: one SQLite file of normalized runs and the raw spans they were read from.
+
+WAL mode so readers (``harvester traces list``) never block the capture writer, and several
+processes (workers of one web app) can write to one file: a busy writer waits (busy_timeout) and
+retries. Each ``add_many`` is one transaction, so a crash loses at most the batch in flight.
+
+The file announces itself in a ``harvester_meta`` table. A file that is not SQLite, an SQLite
+database with other tables and no marker, or one written by a newer harvester is refused with a
+``StoreError`` naming the file before anything is written to it.
+
+Also here: OTLP/JSON import (``ingest_files``) and export (``export_otlp``), both of which only
+move stored data in and out of this file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import orjson
+
+from .errors import NotFoundError, OtlpFormatError, StoreError
+from .model import Run
+from .spans import OtlpStats, SpanData, iter_otlp_documents, spans_from_otlp, to_otlp
+
+DEFAULT_PATH = ".harvester/traces.db"
+ENV_PATH = "HARVESTER_STORE"
+SCHEMA = "harvester.store"
+SCHEMA_VERSION = 1
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_BUSY_TIMEOUT_MS = 10_000
+_RETRIES = 20
+
+_DDL = """
+CREATE TABLE harvester_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    trace_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    agent TEXT,
+    started_at TEXT,
+    ts REAL NOT NULL,            -- start time (unix seconds), or the time it was stored
+    stop TEXT NOT NULL,
+    failed INTEGER NOT NULL,
+    failure TEXT,                -- one line: why the run counts as failed
+    size INTEGER NOT NULL,       -- bytes of run + spans, for retention by size
+    run BLOB NOT NULL,           -- Run JSON
+    spans BLOB,                  -- JSON list of SpanData dicts
+    UNIQUE (trace_id, run_id)
+);
+CREATE INDEX runs_ts ON runs (ts);
+CREATE INDEX runs_agent ON runs (agent, ts);
+CREATE INDEX runs_failed ON runs (failed, ts);
+CREATE INDEX runs_stop ON runs (stop);
+"""
+
+
+def default_path() -> str:
+    return os.environ.get(ENV_PATH) or DEFAULT_PATH
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        # Lone surrogates (bytes decoded with surrogateescape) are not UTF-8: store them replaced.
+        return orjson.dumps(_scrub(value), default=str)
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_scrub(k) if isinstance(k, str) else str(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return value
+
+
+def _epoch(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    try:
+        dt = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def _time_arg(value: float | str | datetime | None) -> float | None:
+    """``since``/``until`` filters: unix seconds, a datetime, an ISO time, or ``30m``/``12h``/``7d`` ago."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+    text = str(value).strip()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    if text[:-1].replace(".", "", 1).isdigit() and text[-1:] in units:
+        return time.time() - float(text[:-1]) * units[text[-1]]
+    ts = _epoch(text)
+    if ts is None:
+        raise StoreError(f"cannot read time {value!r}: use an ISO time (2026-11-30T01:00) or an age (30m, 12h, 7d)")
+    return ts
+
+
+def failure_summary(run: Run) -> str | None:
+    """One line saying why a run is kept as a failure, for the list view and the index."""
+    if not run.failed:
+        return None
+    if run.stop != "answered":
+        err = f": {run.error.type}" if run.error else ""
+        return f"stop {run.stop}{err}"
+    bad = [c for c in run.calls if c.status != "ok"]
+    if bad:
+        c = bad[0]
+        why = c.error.type if c.error else c.status
+        return f"{c.name} {why}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
+    return f"feedback {run.feedback}"
+
+
+class TraceStore:
+    """Runs and their raw spans in one SQLite file (``.harvester/traces.db``; ``HARVESTER_STORE``).
+
+    Safe to share between threads (one connection, a lock) and to use from several processes. The
+    connection is reopened in a forked child, never shared with the parent.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> None:
+        self.path = str(path) if path is not None else default_path()
+        self.readonly = readonly
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        self._connect()
+        if hasattr(os, "register_at_fork"):
+            weak = weakref.ref(self)
+
+            def _after_in_child() -> None:
+                if (store := weak()) is not None:
+                    store._lock = threading.RLock()  # another thread may have held it at fork time
+
+            os.register_at_fork(after_in_child=_after_in_child)
+
+    # -- opening -------------------------------------------------------------------------------
+    def _error(self, message: str) -> StoreError:
+        return StoreError(f"{self.path}: {message}")
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        path = Path(self.path)
+        if path.is_dir():
+            raise self._error("is a directory, not a trace store")
+        exists = path.exists() and path.stat().st_size > 0
+        if exists:
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(16)
+            except OSError as exc:
+                raise self._error(f"cannot read ({exc.strerror})") from None
+            if head != _SQLITE_MAGIC:
+                raise self._error("not a harvester trace store (not an SQLite database); "
+                                  "pass another --store path or move the file away")
+        elif self.readonly:
+            raise self._error("no trace store here yet; ingest traces first (harvester ingest FILE)")
+        else:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise self._error(f"cannot create its folder ({exc.strerror})") from None
+        try:
+            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._error(f"cannot open ({exc})") from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            self._check_schema(conn)
+            if not self.readonly:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise self._error(f"not a readable trace store ({exc})") from None
+        except StoreError:
+            conn.close()
+            raise
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "harvester_meta" not in tables:
+            if tables:
+                raise self._error(f"an SQLite database that is not a harvester trace store (tables: "
+                                  f"{', '.join(sorted(tables)[:5])}); pass another --store path")
+            if self.readonly:
+                raise self._error("empty database; ingest traces first (harvester ingest FILE)")
+            self._create(conn)
+            return
+        meta = dict(conn.execute("SELECT key, value FROM harvester_meta").fetchall())
+        if meta.get("schema") != SCHEMA:
+            raise self._error("not a harvester trace store (no schema marker)")
+        try:
+            version = int(meta.get("version", "0"))
+        except ValueError:
+            raise self._error(f"unreadable schema version {meta.get('version')!r}") from None
+        if version > SCHEMA_VERSION:
+            raise self._error(f"written by a newer harvester (store schema {version}, this one reads "
+                              f"{SCHEMA_VERSION}); upgrade harvester")
+
+    def _create(self, conn: sqlite3.Connection) -> None:
+        for attempt in range(_RETRIES):
+            try:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        try:
+            # Another process may have created it while we waited for the lock.
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'harvester_meta'").fetchone() is None:
+                for stmt in _DDL.split(";"):
+                    if stmt.strip():
+                        conn.execute(stmt)
+                conn.executemany("INSERT INTO harvester_meta VALUES (?, ?)",
+                                 [("schema", SCHEMA), ("version", str(SCHEMA_VERSION))])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "TraceStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"TraceStore({self.path!r})"
+
+    # -- writing -------------------------------------------------------------------------------
+    def add(self, run: Run, spans: Sequence[SpanData] | None = None) -> None:
+        self.add_many([(run, spans)])
+
+    def add_many(self, items: Iterable[tuple[Run, Sequence[SpanData] | None] | Run]) -> int:
+        """Store runs (with their raw spans) in one transaction; a run already stored is replaced."""
+        rows = [self._row(*(item if isinstance(item, tuple) else (item, None))) for item in items]
+        if not rows:
+            return 0
+        self._write("INSERT OR REPLACE INTO runs (trace_id, run_id, agent, started_at, ts, stop, failed, failure, "
+                    "size, run, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return len(rows)
+
+    @staticmethod
+    def _row(run: Run, spans: Sequence[SpanData] | None) -> tuple[Any, ...]:
+        run_json = _dumps(run.model_dump(mode="json"))
+        spans_json = _dumps([s.to_dict() for s in spans]) if spans else None
+        ts = _epoch(run.started_at) or time.time()
+        return (run.trace_id, run.run_id, run.agent, run.started_at, ts, run.stop, int(run.failed),
+                failure_summary(run), len(run_json) + len(spans_json or b""), run_json, spans_json)
+
+    def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None) -> int:
+        """One write transaction, retried while another process holds the lock."""
+        if self.readonly:
+            raise self._error("opened read-only")
+        with self._lock:
+            conn = self._connect()
+            delay = 0.01
+            for attempt in range(_RETRIES):
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    if attempt + 1 < _RETRIES and ("locked" in str(exc) or "busy" in str(exc)):
+                        time.sleep(delay)
+                        delay = min(delay * 2, 0.5)
+                        continue
+                    raise self._error(f"cannot write ({exc})") from None
+                except sqlite3.DatabaseError as exc:
+                    raise self._error(f"cannot write ({exc})") from None
+                try:
+                    cur = conn.executemany(sql, rows) if rows is not None else conn.execute(sql)
+                    conn.execute("COMMIT")
+                    return cur.rowcount
+                except sqlite3.Error as exc:
+                    conn.execute("ROLLBACK")
+                    raise self._error(f"cannot write ({exc})") from None
+            raise self._error("cannot write: the database stayed locked")
+
+    # -- reading -------------------------------------------------------------------------------
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                cur = self._connect().execute(sql, args)
+            except sqlite3.DatabaseError as exc:
+                raise self._error(f"cannot read ({exc})") from None
+        while True:
+            with self._lock:
+                try:
+                    rows = cur.fetchmany(256)
+                except sqlite3.DatabaseError as exc:
+                    raise self._error(f"cannot read ({exc})") from None
+            if not rows:
+                return
+            yield from rows
+
+    def count(self, *, failed: bool | None = None) -> int:
+        where, args = ("WHERE failed = ?", [int(failed)]) if failed is not None else ("", [])
+        return next(self._query(f"SELECT COUNT(*) FROM runs {where}", args))[0]
+
+    def resolve(self, trace_id: str) -> str | None:
+        """The stored trace id ``trace_id`` names (exactly or as a unique prefix); None if unknown."""
+        tid = trace_id.strip().lower()
+        if not tid:
+            return None
+        if next(self._query("SELECT 1 FROM runs WHERE trace_id = ? LIMIT 1", (tid,)), None):
+            return tid
+        matches = self.ids_like(tid, limit=6, prefix_only=True)
+        if len(matches) > 1:
+            raise NotFoundError(f"trace id prefix {trace_id!r} is ambiguous: {', '.join(matches[:5])}"
+                                + (", ..." if len(matches) > 5 else ""))
+        return matches[0] if matches else None
+
+    def get(self, trace_id: str) -> list[Run]:
+        """Runs of a trace (exact id or unique prefix), in start order; [] when the trace is unknown."""
+        tid = self.resolve(trace_id)
+        if tid is None:
+            return []
+        return [Run.model_validate(orjson.loads(r[0]))
+                for r in self._query("SELECT run FROM runs WHERE trace_id = ? ORDER BY ts, id", (tid,))]
+
+    def spans(self, trace_id: str) -> list[SpanData]:
+        """The raw spans stored with a trace's runs, each once, in start order."""
+        tid = self.resolve(trace_id)
+        seen: dict[str, SpanData] = {}
+        if tid is not None:
+            for (blob,) in self._query("SELECT spans FROM runs WHERE trace_id = ? AND spans IS NOT NULL", (tid,)):
+                for d in orjson.loads(blob):
+                    seen.setdefault(d["span_id"], SpanData.from_dict(d))
+        return sorted(seen.values(), key=lambda s: s.start_ns)
+
+    def _filters(self, failed: bool | None, agent: str | None, since: Any, until: Any,
+                 trace_ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+        clauses, args = [], []
+        if failed is not None:
+            clauses.append("failed = ?")
+            args.append(int(failed))
+        if agent is not None:
+            clauses.append("agent = ?")
+            args.append(agent)
+        if (t := _time_arg(since)) is not None:
+            clauses.append("ts >= ?")
+            args.append(t)
+        if (t := _time_arg(until)) is not None:
+            clauses.append("ts < ?")
+            args.append(t)
+        if trace_ids is not None:
+            clauses.append(f"trace_id IN ({', '.join('?' * len(trace_ids))})")
+            args.extend(trace_ids)
+        return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+    def runs(self, *, failed: bool | None = None, agent: str | None = None, since: Any = None,
+             until: Any = None, limit: int | None = None, newest_first: bool = True) -> Iterator[Run]:
+        """Stored runs, streamed from the database (never all loaded at once)."""
+        where, args = self._filters(failed, agent, since, until)
+        order = "DESC" if newest_first else "ASC"
+        sql = f"SELECT run FROM runs {where} ORDER BY ts {order}, id {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        for (blob,) in self._query(sql, args):
+            yield Run.model_validate(orjson.loads(blob))
+
+    def ids_like(self, trace_id: str, *, limit: int = 5, prefix_only: bool = False) -> list[str]:
+        """Stored trace ids nearest to ``trace_id``: those sharing its longest prefix (for "did you mean")."""
+        tid = trace_id.strip().lower()
+        for n in range(len(tid), 0 if prefix_only else -1, -1):
+            if prefix_only and n < len(tid):
+                break
+            p = tid[:n]
+            if p:
+                hi = p[:-1] + chr(ord(p[-1]) + 1)
+                rows = self._query("SELECT DISTINCT trace_id FROM runs WHERE trace_id >= ? AND trace_id < ? "
+                                   "ORDER BY trace_id LIMIT ?", (p, hi, limit))
+            else:
+                rows = self._query("SELECT DISTINCT trace_id FROM runs ORDER BY ts DESC LIMIT ?", (limit,))
+            found = [r[0] for r in rows]
+            if found:
+                return found
+        return []
+
+    # -- retention -----------------------------------------------------------------------------
+    def prune(self, keep_days: float | None = None, max_mb: float | None = None, *,
+              keep_failed_days: float | None = None) -> int:
+        """Delete old runs; returns how many. Failures are kept longest.
+
+        ``keep_days`` removes successful runs older than that; failed runs only go by age when
+        ``keep_failed_days`` is given. ``max_mb`` then removes runs, oldest successes first and
+        failures only once no success is left, until the stored runs fit.
+        """
+        deleted = 0
+        now = time.time()
+        if keep_days is not None:
+            deleted += self._write(f"DELETE FROM runs WHERE failed = 0 AND ts < {now - keep_days * 86400!r}")
+        if keep_failed_days is not None:
+            deleted += self._write(f"DELETE FROM runs WHERE failed = 1 AND ts < {now - keep_failed_days * 86400!r}")
+        if max_mb is not None:
+            excess = next(self._query("SELECT COALESCE(SUM(size), 0) FROM runs"))[0] - int(max_mb * 1024 * 1024)
+            victims: list[tuple[int]] = []
+            if excess > 0:
+                for rid, size in self._query("SELECT id, size FROM runs ORDER BY failed, ts, id"):
+                    victims.append((rid,))
+                    excess -= size
+                    if excess <= 0:
+                        break
+            if victims:
+                deleted += self._write("DELETE FROM runs WHERE id = ?", victims)
+        if deleted:
+            with self._lock:
+                try:
+                    self._connect().execute("PRAGMA incremental_vacuum")
+                    self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.OperationalError:
+                    pass  # another writer is busy: the space is reused, the file shrinks next time
+        return deleted
+
+
+# -- OTLP/JSON in and out ------------------------------------------------------------------------
+@dataclass
+class IngestStats:
+    files: int = 0
+    spans: int = 0
+    runs: int = 0
+    traces: int = 0
+    skipped: int = 0  # malformed spans
+    no_agent: int = 0  # traces without an agent span: nothing to store
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"files": self.files, "spans": self.spans, "runs": self.runs, "traces": self.traces,
+                "skipped": self.skipped, "no_agent_traces": self.no_agent, "skip_reasons": self.reasons}
+
+
+def _read_input(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise OtlpFormatError(f"cannot read ({exc.strerror})", file=path) from None
+
+
+def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
+                 batch_size: int = 2000) -> IngestStats:
+    """Import OTLP/JSON files (one document, or the Collector file exporter's JSON lines; ``-`` = stdin).
+
+    Spans are grouped by trace within each file and normalized; every run is redacted (no sampling:
+    an import keeps everything) and stored in batches. Malformed spans are skipped and counted. A
+    file that is not OTLP/JSON stops the import with an ``OtlpFormatError`` naming it: runs from the
+    files before it are stored, nothing from it.
+    """
+    from .capture import RunWriter  # the same redaction and store path as live capture
+
+    stats = IngestStats()
+    writer = RunWriter(store, redact=redact, batch_size=batch_size)
+    for path in paths:
+        name = "<stdin>" if path == "-" else path
+        data = _read_input(path)
+        otlp = OtlpStats()
+        traces: dict[str, list[SpanData]] = {}
+        for doc in iter_otlp_documents(data, file=name):
+            for span in spans_from_otlp(doc, otlp, file=name):
+                traces.setdefault(span.trace_id, []).append(span)
+        stats.files += 1
+        stats.spans += otlp.spans
+        stats.skipped += otlp.skipped
+        for reason, n in otlp.reasons.items():
+            stats.reasons[reason] = stats.reasons.get(reason, 0) + n
+        for spans in traces.values():
+            stats.traces += 1
+            written = writer.process_trace(spans)
+            if written is None:
+                stats.no_agent += 1
+            else:
+                stats.runs += written
+        writer.flush(raise_errors=True)
+    return stats
+
+
+def export_otlp(store: TraceStore, trace_ids: Sequence[str] | None = None, *, failed: bool | None = None,
+                agent: str | None = None, since: Any = None, until: Any = None,
+                limit: int | None = None) -> dict[str, Any]:
+    """An OTLP/JSON document of the stored raw spans of the given traces (ids or prefixes) or filters."""
+    if trace_ids:
+        ids = []
+        for t in trace_ids:
+            tid = store.resolve(t)
+            if tid is None:
+                raise NotFoundError(f"no trace {t!r} in {store.path}")
+            ids.append(tid)
+    else:
+        ids = list(dict.fromkeys(r.trace_id for r in store.runs(failed=failed, agent=agent, since=since,
+                                                                 until=until, limit=limit)))
+    spans: list[SpanData] = []
+    for tid in ids:
+        spans.extend(store.spans(tid))
+    return to_otlp(spans)

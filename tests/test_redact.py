@@ -1,0 +1,168 @@
+"""Redaction rules, pseudonyms, and what a redacted run and its raw spans look like."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from harvester.canonical import args_hash
+from harvester.model import ErrorInfo, LlmCall, Run, ToolCall, ToolRequest
+from harvester.redact import PLACEHOLDER, Redactor, luhn_ok
+from harvester.spans import SpanData
+
+R = Redactor(key=None)
+
+SECRETS = {
+    "openai": "sk-proj-Abcdefghijklmnopqrstuvwx0123",
+    "anthropic": "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345",
+    "github": "ghp_0123456789abcdefghijABCDEFGHIJ0123",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "slack": "xoxb-123456789012-abcdefghijkl",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+def test_api_keys(name: str) -> None:
+    out = R.redact_text(f"use {SECRETS[name]} now")
+    assert SECRETS[name] not in out
+    assert re.fullmatch(r"use <api_key:[0-9a-f]{8}> now", out)
+
+
+@pytest.mark.parametrize("text,kept,gone", [
+    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "Authorization: Bearer <token:", "eyJhbGci"),
+    ("https://bob:hunter2@db.example.com/orders", "https://bob:<password:", "hunter2"),
+    ("write to jane.doe+shop@example.co.uk today", "write to <email:", "jane.doe"),
+    ("api_key=abcd1234efgh&page=2", "api_key=<secret:", "abcd1234efgh"),
+    ('{"password": "correct horse battery"}', '{"password": "<secret:', "correct horse"),
+    ("OPENAI_API_KEY=zzzz9999", "OPENAI_API_KEY=<secret:", "zzzz9999"),
+    ("card 4111 1111 1111 1111 exp 12/29", "card <card:", "4111 1111"),
+    ("card 4111-1111-1111-1111", "card <card:", "4111-1111"),
+    ("amex 378282246310005.", "amex <card:", "378282246310005"),
+])
+def test_builtin_rules(text: str, kept: str, gone: str) -> None:
+    out = R.redact_text(text)
+    assert out.startswith(kept) and gone not in out
+
+
+@pytest.mark.parametrize("text", [
+    "task-assignment-for-customer-42",  # "sk-" inside a word
+    "order A1001 shipped 2026-11-03, call +1 555-123-4567",
+    "card 4111 1111 1111 1112",  # fails Luhn
+    "gen_ai.usage.input_tokens: 1200",
+    "the key to success",
+    "",
+    "ok",
+])
+def test_clean_text_untouched(text: str) -> None:
+    assert R.redact_text(text) is text or R.redact_text(text) == text
+
+
+def test_luhn() -> None:
+    assert luhn_ok("4111111111111111") and luhn_ok("378282246310005") and not luhn_ok("4111111111111112")
+
+
+def test_pseudonyms_are_deterministic_and_keyed() -> None:
+    a = R.redact_text("mail bob@example.com")
+    assert a == Redactor().redact_text("reach bob@example.com").replace("reach", "mail")
+    assert a != R.redact_text("mail alice@example.com")
+    keyed = Redactor(key="k1").redact_text("mail bob@example.com")
+    assert keyed != a and keyed == Redactor(key=b"k1").redact_text("mail bob@example.com")
+
+
+def test_idempotent() -> None:
+    once = R.redact_text("api_key=abcd1234 and bob@example.com")
+    assert R.redact_text(once) == once
+
+
+def test_non_ascii_and_surrogates() -> None:
+    assert "secret123" not in R.redact_text("İstanbul password=secret123")
+    weird = "caf\udce9 bob@example.com"
+    assert "bob@" not in R.redact_text(weird)
+    assert R.redact_value(b"mail bob@example.com") .startswith("mail <email:")
+
+
+def test_structured_values_and_secret_keys() -> None:
+    value = {"api_key": "short", "n": 4111111111111111, "nested": [{"to": "a@b.example"}], "input_tokens": 3,
+             "ok": True, "count": 12}
+    out = R.redact_value(value)
+    assert PLACEHOLDER.fullmatch(out["api_key"]) and PLACEHOLDER.fullmatch(out["n"])
+    assert out["nested"][0]["to"].startswith("<email:")
+    assert out["input_tokens"] == 3 and out["ok"] is True and out["count"] == 12
+    assert value["api_key"] == "short"  # the input is not mutated
+    clean = {"a": [1, "x"], "b": {"c": "hello"}}
+    assert R.redact_value(clean) is clean
+
+
+def test_custom_patterns_and_groups() -> None:
+    r = Redactor(patterns={"order": r"\bA\d{4}\b", "ssn": r"ssn (\d{3}-\d{2}-\d{4})"})
+    out = r.redact_text("order A1001, ssn 123-45-6789")
+    assert re.fullmatch(r"order <order:[0-9a-f]{8}>, ssn <ssn:[0-9a-f]{8}>", out)
+    assert Redactor(patterns=[r"zebra"]).redact_text("a zebra") .startswith("a <custom:")
+    assert Redactor(patterns=[r"zebra"], builtin=False).redact_text("bob@example.com") == "bob@example.com"
+
+
+def _run() -> Run:
+    return Run(
+        trace_id="a" * 32, run_id="b" * 16, prompt="I am bob@example.com", answer="sent to bob@example.com",
+        stop="error", error=ErrorInfo(type="Boom", message="token=abcdef123456 leaked"),
+        calls=[ToolCall(name="get_customer", call_id="c1", args={"email": "bob@example.com", "card": "4111111111111111"},
+                        result={"ssn": "123-45-6789", "name": "Bob"}),
+               ToolCall(name="kb_search", args={"query": "refunds"}, result="Refunds within 30 days.")],
+        llm_calls=[LlmCall(requests=[ToolRequest(name="get_customer", args={"email": "bob@example.com"})])],
+    )
+
+
+def test_redact_run_and_field_paths() -> None:
+    r = Redactor(fields={"get_customer": ["result.ssn", "args.card"]})
+    run = _run()
+    out = r.redact_run(run)
+    dump = out.model_dump_json()
+    for secret in ("bob@example.com", "123-45-6789", "4111111111111111", "abcdef123456"):
+        assert secret not in dump
+    assert out.calls[0].result["ssn"].startswith("<ssn:") and out.calls[0].args["card"].startswith("<card:")
+    assert out.calls[0].result["name"] == "Bob"
+    assert out.calls[1] is run.calls[1]  # untouched calls are shared
+    # same value, same placeholder: the redacted args hash is stable across runs
+    again = r.redact_run(_run())
+    assert args_hash(again.calls[0].args) == args_hash(out.calls[0].args)
+    assert out.llm_calls[0].requests[0].args["email"] == out.calls[0].args["email"]
+    assert run.prompt == "I am bob@example.com"  # the input run is not mutated
+
+
+def test_field_path_into_json_string_result() -> None:
+    r = Redactor(fields={"t": ["result.ssn"]})
+    run = Run(trace_id="a" * 32, calls=[ToolCall(name="t", result='{"ssn": "123-45-6789", "x": 1}')])
+    out = r.redact_run(run)
+    assert "123-45-6789" not in out.calls[0].result and "<ssn:" in out.calls[0].result
+
+
+def test_bad_field_path() -> None:
+    with pytest.raises(ValueError, match="must start with args"):
+        Redactor(fields={"t": ["ssn"]})
+
+
+def test_redact_trace_chases_field_values_into_spans() -> None:
+    r = Redactor(fields={"get_customer": ["result.ssn"]})
+    span = SpanData(trace_id="a" * 32, span_id="c" * 16, parent_id=None, name="execute_tool get_customer",
+                    status="ERROR", status_message="failed for bob@example.com",
+                    attributes={"gen_ai.tool.call.result": '{"ssn": "123-45-6789", "name": "Bob"}', "n": 3,
+                                "http.request.header.authorization": ["Bearer abcdefghijkl"]},
+                    events=[{"name": "exception", "time_ns": 1, "attributes": {"exception.message": "sk-" + "x" * 30}}],
+                    resource={"service.owner": "ops@example.com"})
+    (run,), (out,) = r.redact_trace([_run()], [span])
+    blob = repr(out.to_dict())
+    for secret in ("123-45-6789", "bob@example.com", "abcdefghijkl", "x" * 30, "ops@example.com"):
+        assert secret not in blob
+    assert out.attributes["n"] == 3
+    assert r.redact_spans([span])[0].status_message.startswith("failed for <email:")
+
+
+def test_from_option() -> None:
+    assert Redactor.from_option(False) is None and Redactor.from_option(None) is None
+    assert isinstance(Redactor.from_option(True), Redactor)
+    r = Redactor()
+    assert Redactor.from_option(r) is r
+    assert Redactor.from_option({"patterns": [r"zz"]}).redact_text("a zz") .startswith("a <custom:")
+    with pytest.raises(TypeError):
+        Redactor.from_option(3)  # type: ignore[arg-type]

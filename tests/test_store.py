@@ -1,0 +1,251 @@
+"""TraceStore: schema guard, idempotent writes, filters, retention, concurrency, OTLP in and out."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from harvester.errors import NotFoundError, OtlpFormatError, StoreError
+from harvester.model import ErrorInfo, Run, ToolCall
+from harvester.spans import SpanData, spans_from_otlp, to_otlp
+from harvester.store import TraceStore, export_otlp, failure_summary, ingest_files
+
+
+def make_run(i: int, *, failed: bool = False, agent: str = "support", trace: str | None = None,
+             started: str = "2026-11-30T01:02:03.456Z") -> Run:
+    return Run(trace_id=trace or f"{i:032x}", run_id=f"{i:016x}", agent=agent, prompt=f"question {i}",
+               answer=None if failed else f"answer {i}", stop="error" if failed else "answered",
+               error=ErrorInfo(type="Timeout", message="slow") if failed else None,
+               calls=[ToolCall(name="kb_search", args={"q": i}, result="r")], started_at=started)
+
+
+def make_span(trace: str, span: str, parent: str | None = None, **attrs: object) -> SpanData:
+    return SpanData(trace_id=trace, span_id=span, parent_id=parent, name="s", start_ns=1, end_ns=2,
+                    attributes=dict(attrs))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> TraceStore:
+    with TraceStore(tmp_path / "t.db") as s:
+        yield s
+
+
+def test_add_get_roundtrip_and_idempotent(store: TraceStore) -> None:
+    run = make_run(1)
+    spans = [make_span(run.trace_id, "a" * 16, None, x=1)]
+    store.add(run, spans)
+    store.add(run.model_copy(update={"answer": "new"}), spans)
+    assert store.count() == 1
+    (got,) = store.get(run.trace_id)
+    assert got.answer == "new" and got.calls == run.calls
+    assert store.spans(run.trace_id) == spans
+    assert store.get(run.trace_id[:28])[0].run_id == run.run_id  # unique prefix
+    assert store.get("f" * 32) == [] and store.spans("f" * 32) == []
+
+
+def test_default_path_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARVESTER_STORE", str(tmp_path / "env.db"))
+    with TraceStore() as s:
+        assert s.path == str(tmp_path / "env.db")
+    monkeypatch.delenv("HARVESTER_STORE")
+    monkeypatch.chdir(tmp_path)
+    with TraceStore() as s:
+        assert (tmp_path / ".harvester" / "traces.db").exists()
+
+
+def test_filters_streaming_and_limit(store: TraceStore) -> None:
+    store.add_many([(make_run(i, failed=i % 3 == 0, agent="a" if i % 2 else "b",
+                              started=f"2026-11-{10 + i:02d}T00:00:00Z"), None) for i in range(10)])
+    assert store.count() == 10 and store.count(failed=True) == 4
+    assert [r.run_id for r in store.runs(limit=2)] == [f"{9:016x}", f"{8:016x}"]
+    assert all(r.failed for r in store.runs(failed=True))
+    assert {r.agent for r in store.runs(agent="a")} == {"a"}
+    since = [r for r in store.runs(since="2026-11-15T00:00:00Z", until="2026-11-18T00:00:00Z")]
+    assert len(since) == 3
+    it = store.runs()
+    assert next(it).trace_id and hasattr(it, "__next__")
+    assert list(store.runs(since="1d")) == []  # all older than a day
+    with pytest.raises(StoreError, match="cannot read time"):
+        list(store.runs(since="yesterday-ish"))
+
+
+def test_ambiguous_prefix_and_ids_like(store: TraceStore) -> None:
+    store.add(make_run(1, trace="abc1" + "0" * 28))
+    store.add(make_run(2, trace="abc2" + "0" * 28))
+    with pytest.raises(NotFoundError, match="ambiguous"):
+        store.get("abc")
+    assert store.ids_like("abc9") == ["abc1" + "0" * 28, "abc2" + "0" * 28]
+    assert store.ids_like("zzz")  # nothing shares a prefix: the newest ids
+
+
+def test_failure_summary() -> None:
+    assert failure_summary(make_run(1)) is None
+    assert failure_summary(make_run(1, failed=True)) == "stop error: Timeout"
+    run = make_run(1).model_copy(update={"calls": [ToolCall(name="pay", status="blocked")]})
+    assert failure_summary(run) == "pay blocked"
+
+
+def test_not_sqlite_is_refused_untouched(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"hello, not a database" * 10)
+    before = bad.read_bytes()
+    with pytest.raises(StoreError, match="bad.db.*not an SQLite"):
+        TraceStore(bad)
+    assert bad.read_bytes() == before
+
+
+def test_corrupt_sqlite_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "corrupt.db"
+    bad.write_bytes(b"SQLite format 3\x00" + os.urandom(4000))
+    with pytest.raises(StoreError, match="corrupt.db"):
+        TraceStore(bad)
+
+
+def test_foreign_sqlite_is_refused_untouched(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE users (id INTEGER)")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    with pytest.raises(StoreError, match="other.db.*not a harvester trace store.*users"):
+        TraceStore(other)
+    assert other.read_bytes() == before and not (tmp_path / "other.db-wal").exists()
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    TraceStore(path).close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE harvester_meta SET value = '99' WHERE key = 'version'")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="newer harvester"):
+        TraceStore(path)
+
+
+def test_readonly_missing(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="ingest"):
+        TraceStore(tmp_path / "none.db", readonly=True)
+
+
+def test_prune_keeps_failures_longest(store: TraceStore) -> None:
+    old = "2020-01-01T00:00:00Z"
+    store.add_many([(make_run(i, failed=i < 3, started=old), [make_span(f"{i:032x}", "a" * 16, x="y" * 2000)])
+                    for i in range(10)])
+    store.add(make_run(99))  # recent
+    assert store.prune(keep_days=30) == 7
+    assert store.count() == 4 and store.count(failed=True) == 3
+    assert store.prune(keep_days=30, keep_failed_days=30) == 3
+    store.add_many([(make_run(i, failed=i < 3), [make_span(f"{i:032x}", "a" * 16, x="y" * 20000)])
+                    for i in range(10)])
+    store.prune(max_mb=0.07)
+    assert store.count(failed=True) == 3 and store.count() == 3  # successes went first
+    store.prune(max_mb=0)
+    assert store.count() == 0
+
+
+def _writer(path: str, start: int) -> None:
+    with TraceStore(path) as s:
+        for k in range(10):
+            s.add_many([(make_run(start + k * 10 + j), None) for j in range(10)])
+
+
+def test_concurrent_writers(tmp_path: Path) -> None:
+    path = str(tmp_path / "mp.db")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(path, n * 1000)) for n in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    with TraceStore(path) as s:
+        assert s.count() == 400
+
+
+def test_write_error_is_store_error(tmp_path: Path) -> None:
+    s = TraceStore(tmp_path / "ro.db", readonly=False)
+    s.close()
+    ro = TraceStore(tmp_path / "ro.db", readonly=True)
+    with pytest.raises(StoreError, match="read-only"):
+        ro.add(make_run(1))
+
+
+def test_surrogates_and_binary_are_stored(store: TraceStore) -> None:
+    run = make_run(1).model_copy(update={"answer": "bad \udce9 byte"})
+    store.add(run, [make_span(run.trace_id, "a" * 16, v="x\udcff")])
+    assert store.get(run.trace_id)[0].answer == "bad \ufffd byte" or "bad" in store.get(run.trace_id)[0].answer
+    assert store.spans(run.trace_id)[0].attributes["v"].startswith("x")
+
+
+# -- OTLP in and out --------------------------------------------------------------------------
+def agent_trace(trace: str, *, secret: str = "", tool_result: str = "Refunds within 30 days.") -> list[SpanData]:
+    root = make_span(trace, "1" * 16, None, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"})
+    chat = make_span(trace, "2" * 16, root.span_id, **{
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+        "gen_ai.input.messages": orjson.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi " + secret}]}]).decode(),
+        "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [
+            {"type": "tool_call", "id": "c1", "name": "kb_search", "arguments": {"query": "refund"}}]}]).decode()})
+    tool = make_span(trace, "3" * 16, root.span_id, **{
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "kb_search", "gen_ai.tool.call.id": "c1",
+        "gen_ai.tool.call.arguments": '{"query": "refund"}', "gen_ai.tool.call.result": tool_result})
+    return [chat, tool, root]
+
+
+def write_otlp(path: Path, traces: list[list[SpanData]], lines: bool = False) -> Path:
+    if lines:
+        path.write_bytes(b"\n".join(orjson.dumps(to_otlp(t)) for t in traces))
+    else:
+        path.write_bytes(orjson.dumps(to_otlp([s for t in traces for s in t])))
+    return path
+
+
+def test_ingest_and_export_roundtrip(store: TraceStore, tmp_path: Path) -> None:
+    traces = [agent_trace(f"{i:032x}") for i in range(1, 6)]
+    f1 = write_otlp(tmp_path / "a.json", traces[:3])
+    f2 = write_otlp(tmp_path / "b.jsonl", traces[3:] + [[make_span("e" * 32, "4" * 16)]], lines=True)
+    stats = ingest_files([str(f1), str(f2)], store)
+    assert (stats.files, stats.runs, stats.spans, stats.no_agent) == (2, 5, 16, 1)
+    doc = export_otlp(store, [f"{1:032x}"])
+    assert sorted(s.span_id for s in spans_from_otlp(doc)) == sorted(s.span_id for s in traces[0])
+    everything = export_otlp(store)
+    assert len(list(spans_from_otlp(everything))) == 15
+    with pytest.raises(NotFoundError):
+        export_otlp(store, ["9" * 32])
+
+
+def test_ingest_skips_malformed_spans_and_names_bad_files(store: TraceStore, tmp_path: Path) -> None:
+    doc = to_otlp(agent_trace("1" * 32))
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append({"traceId": "zz", "spanId": 3})
+    good = tmp_path / "good.json"
+    good.write_bytes(orjson.dumps(doc))
+    stats = ingest_files([str(good)], store)
+    assert stats.runs == 1 and stats.skipped == 1
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"resourceSpans": []}\n{not json')
+    with pytest.raises(OtlpFormatError, match="bad.json.*line 2"):
+        ingest_files([str(bad)], store)
+    with pytest.raises(OtlpFormatError, match="nope.json"):
+        ingest_files([str(tmp_path / "nope.json")], store)
+    other = tmp_path / "other.json"
+    other.write_text('{"hello": 1}')
+    with pytest.raises(OtlpFormatError, match="other.json.*resourceSpans"):
+        ingest_files([str(other)], store)
+
+
+def test_ingest_redacts_and_keeps_big_results(store: TraceStore, tmp_path: Path) -> None:
+    big = "x" * (5 * 1024 * 1024)
+    f = write_otlp(tmp_path / "s.json", [agent_trace("1" * 32, secret="bob@example.com", tool_result=big)])
+    ingest_files([str(f)], store)
+    (run,) = store.get("1" * 32)
+    assert run.calls[0].result == big
+    store.close()
+    raw = Path(store.path).read_bytes() + (Path(store.path + "-wal").read_bytes() if Path(store.path + "-wal").exists() else b"")
+    assert b"bob@example.com" not in raw

@@ -24,7 +24,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Optional
+from typing import Any, Callable, Iterable, Iterator, Literal, Optional
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -118,6 +118,8 @@ class AgentCase(_Strict):
     fixtures: list[Fixture] = Field(default_factory=list)
     # Reasons a reviewer must look before accepting (truncated results, hidden payloads, ...).
     review_notes: list[str] = Field(default_factory=list)
+    # Set by ``harvester reject``: why the case was turned down (the file stays, so it is not re-proposed).
+    rejected_why: Optional[str] = None
     recorded: Recorded = Field(default_factory=Recorded)
     source: Source = Field(default_factory=Source)
 
@@ -303,6 +305,22 @@ class CaseFolder:
             if other != path and other.is_file():
                 other.unlink()
         return path
+
+    def accept(self, case_id: str, *, expected: str | None = None, required: Iterable[str] = ()) -> Path:
+        """Mark a case accepted (moving it to the top folder), optionally with what it should answer."""
+        case = self.load(case_id)
+        if expected is not None:
+            case.expected = expected
+        case.required_elements = list(dict.fromkeys([*case.required_elements, *required]))
+        case.status = "accepted"
+        case.rejected_why = None
+        return self.save(case)
+
+    def reject(self, case_id: str, why: str) -> Path:
+        case = self.load(case_id)
+        case.status = "rejected"
+        case.rejected_why = why
+        return self.save(case)
 
     def unique_id(self, base: str, taken: set[str] | None = None) -> str:
         """``base``, or ``base-2``, ``base-3``... whichever no file (and nothing in ``taken``) uses yet."""

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional
 
 import orjson
 
-from .model import ErrorInfo, LlmCall, Run, ToolCall, ToolRequest, Usage
+from .model import Run
 from .spans import SpanData, from_readable, span_from_otlp, spans_from_otlp
 
 log = logging.getLogger(__name__)
@@ -168,14 +168,14 @@ def _exception(span: SpanData) -> Optional[tuple[str, str]]:
     return None
 
 
-def _error_of(span: SpanData) -> ErrorInfo:
+def _error_of(span: SpanData) -> dict[str, str]:
     exc = _exception(span)
     if exc is not None:
-        return ErrorInfo(type=exc[0], message=exc[1])
+        return {"type": exc[0], "message": exc[1]}
     msg = _text(span.status_message) or ""
     etype = span.attributes.get("error.type")
     if etype is not None:
-        return ErrorInfo(type=_short_type(etype), message=msg)
+        return {"type": _short_type(etype), "message": msg}
     # OpenInference/LangChain: "KeyError('no order B2002')Traceback (most recent call last): ..."
     head = msg.split("Traceback (most recent call last)", 1)[0].strip()
     if "(" in head and head.endswith(")") and head[: head.index("(")].replace(".", "").isidentifier():
@@ -183,8 +183,8 @@ def _error_of(span: SpanData) -> ErrorInfo:
         inner = rest[:-1]
         if len(inner) >= 2 and inner[0] == inner[-1] and inner[0] in "'\"":
             inner = inner[1:-1]
-        return ErrorInfo(type=_short_type(name), message=inner)
-    return ErrorInfo(type="Error", message=head or msg)
+        return {"type": _short_type(name), "message": inner}
+    return {"type": "Error", "message": head or msg}
 
 
 def _deferral(span: SpanData) -> bool:
@@ -403,7 +403,7 @@ def _read_tool(span: SpanData, source: str) -> dict[str, Any]:
     elif span.status == "ERROR":
         status, error = "error", _error_of(span)
     elif msg_status == "error":  # the tool caught its own error and returned it (handle_tool_error)
-        status, error = "error", ErrorInfo(type="ToolException", message=result if isinstance(result, str) else "")
+        status, error = "error", {"type": "ToolException", "message": result if isinstance(result, str) else ""}
     return {"name": name, "call_id": call_id, "args": args, "result": result if status == "ok" else None,
             "status": status, "error": error, "truncated": truncated, "hidden": hidden, "span": span}
 
@@ -499,7 +499,7 @@ def _iso(ns: int) -> Optional[str]:
 
 
 # -- assembly -------------------------------------------------------------------------------------
-def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list[ToolCall], bool]:
+def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
     """Tool spans matched to the model's requests (by id, else by order and name); unexecuted requests blocked.
 
     Returns the calls in request order (a tool span no request names follows its turn's requests) and
@@ -511,7 +511,7 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list
         for i, (name, rid, args) in enumerate(llm["requests"]):
             reqs.append((turn, i, name, rid, args))
     matched: dict[int, dict[str, Any]] = {}
-    keyed: list[tuple[tuple[int, int, int], ToolCall]] = []
+    keyed: list[tuple[tuple[int, int, int], dict[str, Any]]] = []
     lo = 0  # requests before this index are all matched
     for t in tools:
         start = t["span"].start_ns if type(t["span"].start_ns) is int else 0
@@ -553,8 +553,8 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list
                 args = None
         elif not isinstance(args, dict) and args is not None:
             args = req_args if isinstance(req_args, dict) else {"input": args}
-        keyed.append((key, ToolCall(name=t["name"], call_id=t["call_id"], args=args, status=t["status"],
-                                    result=t["result"], error=t["error"], truncated=t["truncated"])))
+        keyed.append((key, {"name": t["name"], "call_id": t["call_id"], "args": args, "status": t["status"],
+                            "result": t["result"], "error": t["error"], "truncated": t["truncated"]}))
     output_tools: dict[int, set[str]] = {}
 
     def is_output_tool(turn: int, name: str) -> bool:
@@ -565,8 +565,8 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list
     for k, (rturn, ridx, name, rid, args) in enumerate(reqs):
         if k in matched or is_output_tool(rturn, name):
             continue
-        keyed.append(((rturn, ridx, 0), ToolCall(name=name, call_id=rid, status="blocked", args=(
-            args if isinstance(args, dict) or args is None else {"input": args}))))
+        keyed.append(((rturn, ridx, 0), {"name": name, "call_id": rid, "status": "blocked", "args": (
+            args if isinstance(args, dict) or args is None else {"input": args})}))
     last = [k for k, r in enumerate(reqs) if r[0] == len(llms) - 1]
     paused = bool(last) and not any(k in matched for k in last) and any(
         not is_output_tool(reqs[k][0], reqs[k][2]) for k in last)
@@ -596,7 +596,7 @@ def _build(root: SpanData, source: str, members: list[SpanData], roles: dict[str
     answer: Any = _MISSING
     history_user = None
     deferred = interrupted
-    error: Optional[ErrorInfo] = None
+    error: Optional[dict[str, str]] = None
     for sp, src in agents:  # outermost first: members are in start order
         agent = agent or _agent_name(sp, src)
         model = model or _text(sp.attributes.get("model_name")) or _text(sp.attributes.get("gen_ai.request.model"))
@@ -624,7 +624,7 @@ def _build(root: SpanData, source: str, members: list[SpanData], roles: dict[str
         answer = None
 
     if error is not None:
-        stop = LIMIT_STOPS.get(error.type, "error")
+        stop = LIMIT_STOPS.get(error["type"], "error")
     elif deferred or (paused and answer is None):
         stop = "deferred"
     elif answer is not None or (last is not None and not last["requests"]):
@@ -632,31 +632,31 @@ def _build(root: SpanData, source: str, members: list[SpanData], roles: dict[str
     else:
         stop = "unknown"
 
-    usage = Usage(input_tokens=sum(llm["input_tokens"] for llm in llms),
-                  output_tokens=sum(llm["output_tokens"] for llm in llms))
+    usage = {"input_tokens": sum(llm["input_tokens"] for llm in llms),
+             "output_tokens": sum(llm["output_tokens"] for llm in llms)}
     if not llms:  # no per-call spans: the agent's own aggregate is all there is (never added to them)
         ra = root.attributes
-        usage = Usage(input_tokens=_int(ra.get("gen_ai.aggregated_usage.input_tokens",
-                                               ra.get("gen_ai.usage.input_tokens", ra.get("llm.token_count.prompt")))),
-                      output_tokens=_int(ra.get("gen_ai.aggregated_usage.output_tokens", ra.get(
-                          "gen_ai.usage.output_tokens", ra.get("llm.token_count.completion")))))
+        usage = {"input_tokens": _int(ra.get("gen_ai.aggregated_usage.input_tokens", ra.get(
+                     "gen_ai.usage.input_tokens", ra.get("llm.token_count.prompt")))),
+                 "output_tokens": _int(ra.get("gen_ai.aggregated_usage.output_tokens", ra.get(
+                     "gen_ai.usage.output_tokens", ra.get("llm.token_count.completion"))))}
     hidden = (any(t["hidden"] for t in tools) or any(llm["hidden"] for llm in llms) or not prompt
               or (stop == "answered" and answer is None))
     start, end = root.start_ns, root.end_ns
-    return Run(
-        trace_id=root.trace_id, run_id=root.span_id, agent=agent, model=model,
-        prompt=prompt if isinstance(prompt, str) and prompt else None,
-        answer=answer if isinstance(answer, str) else None,
-        stop=stop, error=error, calls=calls,
-        llm_calls=[LlmCall(model=llm["model"], usage=Usage(input_tokens=llm["input_tokens"],
-                                                           output_tokens=llm["output_tokens"]),
-                           requests=[ToolRequest(name=n, call_id=i, args=a) for n, i, a in llm["requests"]],
-                           finish_reason=llm["finish"]) for llm in llms],
-        usage=usage, started_at=_iso(start),
-        duration_ms=round((end - start) / 1e6, 3) if type(start) is int and type(end) is int and end >= start and start
-        else None,
-        content_captured=not hidden, feedback=_feedback(members), source=source,
-    )
+    ok_times = type(start) is int and type(end) is int and 0 < start <= end
+    return Run.model_validate({  # one validation of plain dicts: cheaper than building each sub-model
+        "trace_id": root.trace_id, "run_id": root.span_id, "agent": agent, "model": model,
+        "prompt": prompt if isinstance(prompt, str) and prompt else None,
+        "answer": answer if isinstance(answer, str) else None,
+        "stop": stop, "error": error, "calls": calls,
+        "llm_calls": [{"model": llm["model"], "finish_reason": llm["finish"],
+                       "usage": {"input_tokens": llm["input_tokens"], "output_tokens": llm["output_tokens"]},
+                       "requests": [{"name": n, "call_id": i, "args": a} for n, i, a in llm["requests"]]}
+                      for llm in llms],
+        "usage": usage, "started_at": _iso(start),
+        "duration_ms": round((end - start) / 1e6, 3) if ok_times else None,
+        "content_captured": not hidden, "feedback": _feedback(members), "source": source,
+    })
 
 
 def _span_datas(spans: Any) -> Iterable[SpanData]:

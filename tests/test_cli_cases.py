@@ -12,30 +12,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from harvester.case import CaseFolder, load_case
-from harvester.cli import cases as cli_cases
 from harvester.cli import main
 from harvester.instrument import agent_run, tool
 from harvester.model import ErrorInfo, Run, ToolCall
 from harvester.spans import from_readable, to_otlp
+from harvester.store import TraceStore
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-
-
-class MemoryStore:
-    """The TraceStore API the commands use (runs/get/ids_like), in memory."""
-
-    def __init__(self, runs):
-        self.all = list(runs)
-
-    def runs(self, failed=None, agent=None, since=None, until=None, limit=None):
-        picked = [r for r in self.all if (failed is None or r.failed == failed) and (agent is None or r.agent == agent)]
-        return iter(picked[:limit] if limit else picked)
-
-    def get(self, trace_id):
-        return [r for r in self.all if r.trace_id == trace_id]
-
-    def ids_like(self, prefix):
-        return sorted({r.trace_id for r in self.all if r.trace_id.startswith(prefix)})
 
 
 def incident_run(trace_id: str = TRACE) -> Run:
@@ -50,14 +33,15 @@ def incident_run(trace_id: str = TRACE) -> Run:
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    """A project folder with a config and an in-memory store behind --store."""
+    """A project folder with a config, and a trace store ($HARVESTER_STORE) holding the incident run."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HARVESTER_CASES", raising=False)
-    monkeypatch.delenv("HARVESTER_STORE", raising=False)
+    monkeypatch.setenv("HARVESTER_STORE", str(tmp_path / "traces.db"))
     (tmp_path / "harvester.toml").write_text('mutating_tools = ["issue_refund"]\n')
-    store = MemoryStore([incident_run()])
-    monkeypatch.setattr(cli_cases, "open_store", lambda path, config: store)
-    return tmp_path, store
+    store = TraceStore(tmp_path / "traces.db")
+    store.add(incident_run())
+    yield tmp_path, store
+    store.close()
 
 
 def invoke(*args, input=None):
@@ -140,16 +124,17 @@ def test_incident_from_an_otlp_file(env, tmp_path):
 
 def test_harvest_summary_and_json(env):
     root, store = env
-    store.all += [Run(trace_id=f"{i:032x}", agent="support", prompt=f"Where is order {i}?", answer="On its way.",
+    store.add_many([Run(trace_id=f"{i:032x}", agent="support", prompt=f"Where is order {i}?", answer="On its way.",
                       stop="answered", calls=[ToolCall(name="get_order", args={"order_id": i}, result="shipped")])
-                  for i in range(3)]
+                    for i in range(3)])
     result = invoke("harvest")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == "harvested 4 runs into 2 cases (new 2, updated 0, skipped 0 reviewed)"
     again = invoke("harvest", "--json", "--failed-only")
     data = json.loads(again.output)
     assert (data["runs"], data["new"], data["updated"]) == (1, 0, 1)
-    assert load_case(root / "cases/pending/order-0.json").source.seen == 3
+    (order_case,) = (root / "cases/pending").glob("order-*.json")  # named after the first run read
+    assert load_case(order_case).source.seen == 3
 
 
 def test_accept_and_reject_move_files(env):
@@ -170,9 +155,9 @@ def test_accept_and_reject_move_files(env):
 
 def test_review_accept_edit_reject_skip(env):
     root, store = env
-    store.all.append(Run(trace_id="b" * 32, agent="support", prompt="What is the refund policy?", answer="30 days.",
+    store.add(Run(trace_id="b" * 32, agent="support", prompt="What is the refund policy?", answer="30 days.",
                          stop="answered", calls=[ToolCall(name="kb_search", args={"q": "refund"}, result="30 days")]))
-    store.all.append(Run(trace_id="c" * 32, agent="support", prompt="Cancel my subscription", answer="Cancelled.",
+    store.add(Run(trace_id="c" * 32, agent="support", prompt="Cancel my subscription", answer="Cancelled.",
                          stop="answered", calls=[ToolCall(name="cancel", args={}, result="ok")]))
     invoke("harvest")
     ids = sorted(p.stem for p in (root / "cases/pending").glob("*.json"))

@@ -121,7 +121,8 @@ def harvest_cmd(failed_only: bool, since: Optional[str], agent: Optional[str], l
 
     store = open_store(store_path, config)
     show = not as_json and sys.stderr.isatty()
-    with _progress(show, limit) as progress:
+    total = None if (agent or since) else store.count(failed=True if failed_only else None)
+    with _progress(show, min(t for t in (limit, total) if t is not None) if (limit or total) else None) as progress:
         result = harvest(store, folder.root, failed_only=failed_only, since=since, agent=agent, limit=limit,
                          sample=sample, config=config, progress=progress)
     if as_json:
@@ -202,12 +203,8 @@ def _runs_from_store(store_path: Optional[str], config: Config, trace_id: str) -
     runs = store.get(trace_id)
     if runs:
         return runs
-    near: list[str] = []
-    for length in range(len(trace_id), 3, -1):  # the longest prefix anything shares
-        near = list(store.ids_like(trace_id[:length]))
-        if near:
-            break
-    hint = f"nearest stored ids: {', '.join(near[:5])}" if near else "no stored id shares its first 4 characters"
+    near = store.ids_like(trace_id)
+    hint = f"nearest stored ids: {', '.join(near)}" if near else "the store is empty"
     raise NotFoundError(f"trace {trace_id!r} is not in the store ({hint}); "
                         "ingest it first with: harvester ingest FILE (or pass --file OTLP.json)")
 

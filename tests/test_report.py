@@ -1,0 +1,154 @@
+"""Reports: metrics, by_tag, baseline comparison (Fisher with trials), merge, renderers, files."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import orjson
+import pytest
+
+from harvester.errors import ReportFormatError
+from harvester.report import CaseResult, CheckResult, Divergence, Injected, Report, fisher_drop_p, merge
+
+
+def res(id, passed=True, tags=(), trials=1, passes=None, **kw) -> CaseResult:
+    checks = kw.pop("checks", [] if passed else [CheckResult(name="contains(30 days)", passed=False,
+                                                              detail="answer lacks '30 days'")])
+    return CaseResult(id=id, passed=passed, tags=list(tags), why=f"why {id}", trials=trials, passes=passes,
+                      checks=checks, **kw)
+
+
+def rep(*results, **kw) -> Report:
+    return Report(suite="s", suite_version="1.0.0", results=list(results), **kw)
+
+
+def test_summary_keeps_its_shape():
+    r = rep(res("a", tags=["a"], steps=1), res("b", tags=["b"], steps=2), res("c", tags=["a"], steps=2))
+    assert r.summary().splitlines()[:3] == ["3/3 passed  (100%)", "mean steps 1.7   total cost 0.000000",
+                                            "by tag: a=100%  b=100%"]
+
+
+def test_summary_lists_failures_with_why_and_details():
+    r = rep(res("a"), res("b", passed=False, divergence=Divergence(step=2, recorded="kb_search", actual="issue_refund"),
+                          no_fixture=1), res("c", passed=False, error="RuntimeError: boom", checks=[]))
+    text = r.summary()
+    assert "FAIL b: why b\n  - contains(30 days): answer lacks '30 days'" in text
+    assert "diverged at step 2: recorded kb_search, actual issue_refund (no_fixture calls: 1)" in text
+    assert "FAIL c: why c\n  - agent error: RuntimeError: boom" in text
+
+
+def test_by_tag_exposes_compensating_movement():
+    r = rep(res("e1", tags=["easy"]), res("e2", tags=["easy"]), res("h1", False, tags=["hard"]),
+            res("h2", False, tags=["hard"]))
+    assert r.by_tag() == {"easy": 1.0, "hard": 0.0}
+    assert r.pass_rate == 0.5
+
+
+def test_regression_names_the_broken_case_and_the_reverse_names_nothing():
+    before = rep(res("a"), res("b"))
+    after = rep(res("a"), res("b", passed=False))
+    assert after.regressed_against(before) == ["b"]
+    assert before.regressed_against(after) == []
+    assert before.improved_against(after) == ["b"]
+
+
+def test_fisher_exact_matches_known_values():
+    # 10/10 before, 5/10 now: p = C(15,10)... computed by hand: 0.01625...
+    assert fisher_drop_p(10, 0, 5, 5) == pytest.approx(0.016253869969040248)
+    assert fisher_drop_p(1, 0, 0, 1) == pytest.approx(0.5)
+    assert fisher_drop_p(5, 5, 5, 5) == pytest.approx(0.67186, abs=1e-4)
+
+
+def test_with_trials_only_significant_drops_regress():
+    before = rep(res("big", trials=10, passes=10), res("small", trials=10, passes=10), trials=10)
+    after = rep(res("big", False, trials=10, passes=4), res("small", False, trials=10, passes=8), trials=10)
+    c = after.compare(before)
+    assert c.regressed == ["big"] and c.changed == ["small"]
+    assert "changed, not significant: ['small']" in c.lines()
+
+
+def test_baseline_from_another_suite_version_warns_and_compares_what_matches():
+    before = Report(suite="s", suite_version="1.0.0", results=[res("a"), res("gone")])
+    after = Report(suite="s", suite_version="1.1.0", results=[res("a", False), res("new")])
+    c = after.compare(before)
+    assert c.regressed == ["a"] and c.missing == ["gone"] and c.added == ["new"]
+    assert "1.0.0" in c.warnings[0] and "1.1.0" in c.warnings[0]
+
+
+def test_metrics():
+    r = rep(
+        res("a", cost=0.01, tool_calls=4, redundant_calls=1, divergence=Divergence(step=1, recorded="x", actual="y")),
+        res("b", False, cost=0.03, tool_calls=4, unauthorised=2, abstained=True),
+        res("a@timeout", variant_of="a", injected=Injected(tool="kb", mode="timeout"), tags=["recovery"]),
+        res("a@empty", False, variant_of="a", injected=Injected(tool="kb", mode="empty"), tags=["recovery"]),
+    )
+    m = r.metrics()
+    assert m["task_completion"] == 0.5 and m["recovery_rate"] == 0.5
+    assert m["unauthorised_actions"] == 2 and m["redundant_call_rate"] == 1 / 8
+    assert m["cost_per_success"] == pytest.approx(0.04) and m["abstention_rate"] == 0.5 and m["divergence_rate"] == 0.5
+    assert r.recovery() == {"by_mode": {"empty": 0.0, "timeout": 1.0}, "by_tool": {"kb": 0.5}}
+    assert r.metrics(tag="recovery")["task_completion"] is None
+    assert "recovery 50%: empty=0%  timeout=100%" in r.summary()
+
+
+def test_json_round_trip_is_the_next_baseline(tmp_path):
+    r = rep(res("a", trials=3, passes=2, divergence=Divergence(step=1, recorded="x")), trials=3)
+    r.save(tmp_path / "r.json")
+    back = Report.load(tmp_path / "r.json")
+    assert back == r and back.results[0].flaky
+
+
+def test_old_reports_still_load():
+    old = {"schema": "harvester.report/1", "suite": "s", "created_at": "2026-01-01T00:00:00+00:00",
+           "results": [{"id": "a", "passed": True, "tags": [], "why": "", "checks": [], "error": None,
+                        "stop": "answered", "answer": "x", "trajectory": [], "requested": [], "steps": 0,
+                        "cost": None, "duration_ms": 1.0}]}
+    r = Report.from_data(old)
+    assert r.results[0].passes == 1 and r.results[0].trials == 1
+
+
+def test_load_errors_are_one_line(tmp_path):
+    with pytest.raises(ReportFormatError, match="no such file"):
+        Report.load(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ReportFormatError, match="not JSON"):
+        Report.load(tmp_path / "bad.json")
+    (tmp_path / "other.json").write_text('{"schema": "something/1"}')
+    with pytest.raises(ReportFormatError, match="not a harvester report"):
+        Report.load(tmp_path / "other.json")
+
+
+def test_junit_is_valid_xml_with_one_testcase_per_case():
+    r = rep(res("a"), res("b", False), res("c", False, error="RuntimeError: \x01boom <&>", checks=[]))
+    root = ET.fromstring(r.to_junit())
+    suite = root.find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert cases["a"].find("failure") is None
+    assert "contains(30 days): answer lacks '30 days'" in cases["b"].find("failure").text
+    assert cases["c"].find("error").get("message") == "agent error: RuntimeError: boom <&>"
+
+
+def test_markdown_summary():
+    text = rep(res("a", tags=["x"]), res("b|c", False)).to_markdown()
+    assert text.startswith("## harvester replay: s 1.0.0")
+    assert "| task_completion | 0.5 |" in text and "| tag:x | 100% |" in text
+    assert "- **b\\|c**: why b\\|c" in text
+
+
+def test_merge_shards():
+    merged = merge([rep(res("a"), trials=2), rep(res("b", False))])
+    assert [r.id for r in merged.results] == ["a", "b"] and merged.trials == 2
+    with pytest.raises(ReportFormatError, match="appears in two reports"):
+        merge([rep(res("a")), rep(res("a"))])
+    with pytest.raises(ReportFormatError, match="cannot merge"):
+        merge([rep(res("a")), Report(suite="other", results=[res("b")])])
+    with pytest.raises(ReportFormatError):
+        merge([])
+
+
+def test_comparison_json():
+    c = rep(res("a", False)).compare(rep(res("a")))
+    data = orjson.loads(orjson.dumps(c.to_json()))
+    assert data["regressed"] == ["a"] and data["metrics"]["task_completion"] == {"baseline": 1.0, "current": 0.0,
+                                                                                 "delta": -1.0}

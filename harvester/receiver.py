@@ -22,12 +22,16 @@ import time
 import zlib
 from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Protocol
+import os
+from typing import Any, Callable, Iterable
 
 import orjson
 
+from .capture import RunWriter
+from .conventions import is_agent_span
 from .errors import OtlpFormatError, ReceiverError
 from .spans import KIND_NAMES, STATUS_NAMES, OtlpStats, SpanData, spans_from_otlp
+from .store import TraceStore
 
 TRACES_PATH = "/v1/traces"
 HEALTH_PATH = "/healthz"
@@ -148,10 +152,9 @@ class TraceAssembler:
     dropped otherwise. Thread-safe: handlers add, the sweeper takes.
     """
 
-    def __init__(self, is_agent: Callable[[SpanData], bool], *, idle_seconds: float = 2.0,
+    def __init__(self, *, idle_seconds: float = 2.0,
                  orphan_seconds: float = 60.0, max_traces: int = 10_000, max_spans: int = 200_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._is_agent = is_agent
         self.idle_seconds = idle_seconds
         self.orphan_seconds = max(orphan_seconds, idle_seconds)
         self.max_traces = max_traces
@@ -168,7 +171,7 @@ class TraceAssembler:
 
     def add(self, spans: Iterable[SpanData]) -> list[list[SpanData]]:
         """Hold ``spans``; returns the traces pushed out early by the bounds (complete them now)."""
-        is_agent = self._is_agent
+        is_agent = is_agent_span
         early: list[list[SpanData]] = []
         with self._lock:
             now = self._clock()
@@ -339,38 +342,30 @@ class _Server(ThreadingHTTPServer):
 
 
 # -- the receiver --------------------------------------------------------------------------------
-class Sink(Protocol):
-    """Where complete traces go: the capture pipeline (runs, sampling, redaction, store)."""
-
-    def submit(self, spans: list[SpanData]) -> None: ...
-
-    def close(self, timeout: float) -> None: ...
-
-    def stats(self) -> dict[str, Any]: ...
-
-
 class Receiver:
     """``POST /v1/traces`` (OTLP/HTTP, protobuf or JSON) into the trace store; ``GET /healthz``.
 
-    ``start()`` serves on a background thread and returns the bound port (``port=0``: any free one);
-    ``stop()`` stops listening, completes every open trace that has its agent span and waits for the
-    store. ``on_flush`` is called with the number of traces each sweep completed (the CLI prints it).
+    ``store`` is a path, a ``TraceStore``, or a ``RunWriter`` shared with other producers; runs go
+    through ``RunWriter`` (sampling at ``sample_rate``, ``redact``, batched writes) like the in-process
+    processor's. ``start()`` serves on a background thread and returns the bound port (``port=0``:
+    any free one); ``stop()`` stops listening, completes every open trace that has its agent span and
+    writes them. ``on_flush`` is called with the number of traces each sweep completed (the CLI prints it).
     """
 
-    def __init__(self, sink: Sink, *, is_agent: Callable[[SpanData], bool] | None = None,
-                 host: str = "127.0.0.1", port: int = 4318, idle_seconds: float = 2.0,
-                 orphan_seconds: float = 60.0, max_body_bytes: int = 16 << 20, token: str | None = None,
-                 max_open_traces: int = 10_000, max_open_spans: int = 200_000,
+    def __init__(self, store: RunWriter | TraceStore | str | os.PathLike[str] | None = None, *,
+                 sample_rate: float = 1.0, redact: Any = True, host: str = "127.0.0.1", port: int = 4318,
+                 idle_seconds: float = 2.0, orphan_seconds: float = 60.0, max_body_bytes: int = 16 << 20,
+                 token: str | None = None, max_open_traces: int = 10_000, max_open_spans: int = 200_000,
                  on_flush: Callable[[int], None] | None = None) -> None:
-        if is_agent is None:
-            from .conventions import is_agent_span as is_agent
-        self.sink = sink
+        self._owns_writer = not isinstance(store, RunWriter)
+        self.writer = (RunWriter(store, sample_rate=sample_rate, redact=redact) if self._owns_writer
+                       else store)  # type: ignore[assignment]
         self.host = host
         self.port = port
         self.max_body_bytes = max_body_bytes
         self.max_decoded_bytes = 4 * max_body_bytes  # compressed batches expand several-fold
         self._token = token.encode() if token else None
-        self.assembler = TraceAssembler(is_agent, idle_seconds=idle_seconds, orphan_seconds=orphan_seconds,
+        self.assembler = TraceAssembler(idle_seconds=idle_seconds, orphan_seconds=orphan_seconds,
                                         max_traces=max_open_traces, max_spans=max_open_spans)
         self._on_flush = on_flush
         self._lock = threading.Lock()
@@ -417,19 +412,23 @@ class Receiver:
             self._idle.wait_for(lambda: self._inflight == 0, timeout)
         self._server = None
         self._complete(self.assembler.take_all())
-        self.sink.close(timeout)
+        if self._owns_writer:
+            self.writer.close()
+        else:
+            self.writer.flush()
 
     def _sweep_loop(self) -> None:
         tick = min(0.5, max(0.01, self.assembler.idle_seconds / 4))
         while not self._stopping.wait(tick):
             try:
                 self._complete(self.assembler.take_complete())
+                self.writer.flush()  # runs buffered by a quiet period are written, not held
             except Exception:  # noqa: BLE001 - the sweeper must outlive any one bad trace
                 self.count_error("sweep")
 
     def _complete(self, traces: list[list[SpanData]]) -> None:
         for spans in traces:
-            self.sink.submit(spans)
+            self.writer.submit(spans)
         if traces:
             with self._lock:
                 self._counts["completed_traces"] += len(traces)
@@ -519,8 +518,8 @@ class Receiver:
         asm = self.assembler
         with self._lock:
             out: dict[str, Any] = {"status": "ok", **self._counts, "errors": dict(self._errors)}
-        sink = self.sink.stats()
+        writer = self.writer.stats()
         out.update(open_traces=asm.open_traces, open_spans=asm.open_spans, completed_early=asm.completed_early,
-                   runs_written=sink.get("runs_written", 0),
-                   dropped={**asm.dropped, **sink.get("dropped", {})})
+                   runs_written=writer["written"], runs_sampled_out=writer["sampled_out"],
+                   dropped_spans=dict(asm.dropped), dropped_runs=writer["dropped"])
         return out

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Iterator
 
 import orjson
@@ -20,45 +24,38 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harvester.conventions import is_agent_span, runs_from_spans
+from harvester.capture import HarvestingSpanProcessor
+from harvester.conventions import runs_from_spans
 from harvester.instrument import agent_run, tool
 from harvester.receiver import Receiver, TraceAssembler, decode_protobuf
+from harvester.model import Run
 from harvester.spans import OtlpStats, SpanData, from_readable, to_otlp
+from harvester.store import TraceStore
+from tests.frameworks import langchain_agent, pydantic_ai_agent
 
 PROTOBUF = "application/x-protobuf"
 
 
-class ListSink:
-    def __init__(self) -> None:
-        self.traces: list[list[SpanData]] = []
-
-    def submit(self, spans: list[SpanData]) -> None:
-        self.traces.append(spans)
-
-    def close(self, timeout: float) -> None:
-        pass
-
-    def stats(self) -> dict[str, Any]:
-        return {"runs_written": len(self.traces)}
-
-    def runs(self) -> list:
-        return [run for spans in self.traces for run in runs_from_spans(spans)]
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return str(tmp_path / "traces.db")
 
 
 @pytest.fixture
-def sink() -> ListSink:
-    return ListSink()
-
-
-@pytest.fixture
-def receiver(sink: ListSink) -> Iterator[Receiver]:
-    rec = Receiver(sink, port=0, idle_seconds=60)
+def receiver(store: str) -> Iterator[Receiver]:
+    rec = Receiver(store, port=0, idle_seconds=60, redact=False)
     rec.start()
     yield rec
     rec.stop(timeout=5)
+
+
+def _stored(store: str) -> list[Run]:
+    with TraceStore(store) as ts:
+        return list(ts.runs(newest_first=False))
 
 
 # -- spans to send ----------------------------------------------------------------------------
@@ -109,6 +106,43 @@ def _until(condition: Any, deadline: float = 20.0) -> None:
         time.sleep(0.01)
 
 
+# -- the real exporter against the in-process processor ---------------------------------------
+def _stored_with_spans(store: str) -> dict[tuple[str, str], tuple[dict, list[dict]]]:
+    with TraceStore(store) as ts:
+        return {(r.trace_id, r.run_id): (r.model_dump(mode="json"),
+                                         sorted((s.to_dict() for s in ts.spans(r.trace_id)), key=lambda d: d["span_id"]))
+                for r in ts.runs()}
+
+
+def test_real_exporter_stores_what_the_in_process_processor_stores(tmp_path: Path):
+    """Real frameworks and harvester's own spans, through OTLPSpanExporter and through the hook: same store."""
+    remote, local = str(tmp_path / "remote.db"), str(tmp_path / "local.db")
+    rec = Receiver(remote, port=0, idle_seconds=60)  # defaults otherwise: redaction on, as in the hook
+    rec.start()
+    try:
+        provider = TracerProvider(resource=Resource({"service.name": "receiver-tests"}))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=rec.url, timeout=10)))
+        provider.add_span_processor(HarvestingSpanProcessor(local))
+        for scenario in pydantic_ai_agent.SCENARIOS:
+            pydantic_ai_agent.run_scenario(scenario, provider)
+        for scenario in langchain_agent.SCENARIOS:
+            for instrumentor in langchain_agent.INSTRUMENTORS:
+                langchain_agent.run_scenario(scenario, provider, instrumentor=instrumentor)
+        with agent_run("support_agent", "Email me at jane@example.com about A1001", model="m1",
+                       tracer_provider=provider) as run:
+            run.model_call("m1", tool_calls=[{"name": "kb_search", "arguments": {"query": "refund policy"}}])
+            kb_search(query="refund policy")
+            run.finish("Sent to jane@example.com.")
+        provider.shutdown()  # exports every batch, writes every in-process run
+    finally:
+        rec.stop()
+    over_http, in_process = _stored_with_spans(remote), _stored_with_spans(local)
+    assert len(in_process) == 4 + 1 + 8 + 2 + 1  # a denied run pauses and resumes: two traces
+    assert over_http == in_process
+    assert "jane@example.com" not in str(over_http)  # redacted on the way in, like the hook
+    assert rec.health()["rejected_spans"] == 0
+
+
 # -- the assembler ----------------------------------------------------------------------------
 class Clock:
     def __init__(self) -> None:
@@ -126,7 +160,7 @@ def _span(trace: int, span: int, *, agent: bool = False, parent: int | None = No
 
 def test_assembler_completes_a_trace_once_its_agent_span_is_in_and_it_is_idle():
     clock = Clock()
-    asm = TraceAssembler(is_agent_span, idle_seconds=2, orphan_seconds=10, clock=clock)
+    asm = TraceAssembler(idle_seconds=2, orphan_seconds=10, clock=clock)
     asm.add([_span(1, 2, parent=1)])
     clock.now = 5
     assert asm.take_complete() == []  # no agent span yet: not a run, not yet an orphan
@@ -141,7 +175,7 @@ def test_assembler_completes_a_trace_once_its_agent_span_is_in_and_it_is_idle():
 
 def test_assembler_drops_orphans_and_duplicates_and_counts_them():
     clock = Clock()
-    asm = TraceAssembler(is_agent_span, idle_seconds=1, orphan_seconds=10, clock=clock)
+    asm = TraceAssembler(idle_seconds=1, orphan_seconds=10, clock=clock)
     asm.add([_span(1, 1), _span(1, 2), _span(1, 2)])
     clock.now = 10
     assert asm.take_complete() == []
@@ -150,7 +184,7 @@ def test_assembler_drops_orphans_and_duplicates_and_counts_them():
 
 def test_assembler_bounds_evict_least_recently_active_first():
     clock = Clock()
-    asm = TraceAssembler(is_agent_span, idle_seconds=1, max_traces=2, max_spans=100, clock=clock)
+    asm = TraceAssembler(idle_seconds=1, max_traces=2, max_spans=100, clock=clock)
     asm.add([_span(1, 1, agent=True)])
     clock.now = 1
     asm.add([_span(2, 1)])
@@ -160,14 +194,14 @@ def test_assembler_bounds_evict_least_recently_active_first():
     assert early == [] and asm.dropped == {"evicted": 1} and asm.open_traces == 2
     early = asm.add([_span(4, 1), _span(4, 2)])  # trace 1 goes, complete with its agent span
     assert [len(t) for t in early] == [2] and asm.completed_early == 1
-    asm = TraceAssembler(is_agent_span, idle_seconds=1, max_traces=100, max_spans=3, clock=clock)
+    asm = TraceAssembler(idle_seconds=1, max_traces=100, max_spans=3, clock=clock)
     asm.add([_span(1, 1), _span(1, 2)])
     asm.add([_span(2, 1), _span(2, 2)])
     assert asm.open_spans == 2 and asm.dropped == {"evicted": 2}
 
 
 def test_take_all_completes_every_agent_trace_and_drops_the_rest():
-    asm = TraceAssembler(is_agent_span, idle_seconds=60)
+    asm = TraceAssembler(idle_seconds=60)
     asm.add([_span(1, 1, agent=True), _span(2, 1)])
     assert [len(t) for t in asm.take_all()] == [1]
     assert asm.dropped == {"no_agent_span": 1} and asm.open_traces == 0
@@ -203,7 +237,7 @@ def test_protobuf_any_values_of_every_kind():
 
 
 # -- over HTTP --------------------------------------------------------------------------------
-def test_json_body_from_a_plain_http_client(receiver: Receiver, sink: ListSink):
+def test_json_body_from_a_plain_http_client(receiver: Receiver, store: str):
     spans = _agent_spans()
     req = urllib.request.Request(receiver.url, data=_json(spans), method="POST",
                                  headers={"Content-Type": "application/json; charset=utf-8"})
@@ -211,11 +245,11 @@ def test_json_body_from_a_plain_http_client(receiver: Receiver, sink: ListSink):
         assert resp.status == 200 and resp.headers["Content-Type"] == "application/json"
         assert orjson.loads(resp.read()) == {}
     receiver.stop()
-    (run,) = sink.runs()
+    (run,) = _stored(store)
     assert run.agent == "support_agent" and run.trajectory() == ["kb_search"] and run.stop == "answered"
 
 
-def test_gzip_bodies_protobuf_and_json(receiver: Receiver, sink: ListSink):
+def test_gzip_bodies_protobuf_and_json(receiver: Receiver, store: str):
     spans = _agent_spans(2)
     first = [s for s in spans if s.context.trace_id == spans[0].context.trace_id]
     second = [s for s in spans if s not in first]
@@ -225,11 +259,11 @@ def test_gzip_bodies_protobuf_and_json(receiver: Receiver, sink: ListSink):
                             headers={"Content-Encoding": "gzip"})
     assert status == 200 and body == b"{}"
     receiver.stop()
-    assert sorted(r.prompt for r in sink.runs()) == ["Can I still return order A1001? #0",
+    assert sorted(r.prompt for r in _stored(store)) == ["Can I still return order A1001? #0",
                                                       "Can I still return order A1001? #1"]
 
 
-def test_a_trace_split_over_three_requests_out_of_order(receiver: Receiver, sink: ListSink):
+def test_a_trace_split_over_three_requests_out_of_order(receiver: Receiver, store: str):
     spans = _agent_spans()
     root = next(s for s in spans if s.parent is None)
     children = [s for s in spans if s.parent is not None]
@@ -237,12 +271,12 @@ def test_a_trace_split_over_three_requests_out_of_order(receiver: Receiver, sink
         assert _post(receiver, _protobuf(part))[0] == 200
     assert receiver.health()["open_traces"] == 1
     receiver.stop()
-    (run,) = sink.runs()
+    (run,) = _stored(store)
     (whole,) = runs_from_spans(spans)
     assert run == whole
 
 
-def test_a_connection_killed_mid_body_stores_nothing_and_the_server_lives_on(receiver: Receiver, sink: ListSink):
+def test_a_connection_killed_mid_body_stores_nothing_and_the_server_lives_on(receiver: Receiver, store: str):
     body = _protobuf(_agent_spans())
     with socket.create_connection(("127.0.0.1", receiver.port), timeout=10) as raw:
         raw.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PROTOBUF}\r\n"
@@ -250,10 +284,10 @@ def test_a_connection_killed_mid_body_stores_nothing_and_the_server_lives_on(rec
     _until(lambda: receiver.health()["errors"] == {"aborted": 1})
     assert _post(receiver, _protobuf([]))[0] == 200  # still serving
     receiver.stop()
-    assert sink.traces == [] and receiver.health()["received_spans"] == 0
+    assert _stored(store) == [] and receiver.health()["received_spans"] == 0
 
 
-def test_a_thousand_concurrent_small_requests(receiver: Receiver, sink: ListSink):
+def test_a_thousand_concurrent_small_requests(receiver: Receiver, store: str):
     spans = _agent_spans(1000)
     by_trace: dict[int, list[ReadableSpan]] = {}
     for s in spans:
@@ -265,13 +299,14 @@ def test_a_thousand_concurrent_small_requests(receiver: Receiver, sink: ListSink
     receiver.stop()
     health = receiver.health()
     assert health["export_requests"] == 1000 and health["received_spans"] == len(spans)
-    assert len(sink.runs()) == 1000 and health["dropped"] == {}
+    assert len(_stored(store)) == 1000 and health["runs_written"] == 1000
+    assert health["dropped_spans"] == {} and health["dropped_runs"] == {}
 
 
 @pytest.mark.parametrize("case", ["too_big", "gzip_bomb", "bad_protobuf", "bad_json", "not_otlp_json", "bad_gzip",
                                   "content_type", "content_encoding", "wrong_path", "wrong_method", "health_method"])
-def test_error_statuses(sink: ListSink, case: str):
-    rec = Receiver(sink, port=0, max_body_bytes=1000)
+def test_error_statuses(store: str, case: str):
+    rec = Receiver(store, port=0, max_body_bytes=1000)
     rec.start()
     try:
         ctype, path, method, headers, body = PROTOBUF, "/v1/traces", "POST", {}, b""
@@ -313,11 +348,11 @@ def test_error_statuses(sink: ListSink, case: str):
         assert rec.health()["errors"] == {str(expected): 1}
     finally:
         rec.stop()
-    assert sink.traces == []
+    assert _stored(store) == []
 
 
-def test_bearer_token(sink: ListSink):
-    rec = Receiver(sink, port=0, token="s3cret", idle_seconds=60)
+def test_bearer_token(store: str):
+    rec = Receiver(store, port=0, token="s3cret", idle_seconds=60)
     rec.start()
     try:
         body = _protobuf(_agent_spans())
@@ -327,10 +362,10 @@ def test_bearer_token(sink: ListSink):
         assert _post(rec, body, headers={"Authorization": "Bearer s3cret"})[0] == 200
     finally:
         rec.stop()
-    assert len(sink.runs()) == 1 and rec.health()["errors"] == {"401": 2}
+    assert len(_stored(store)) == 1 and rec.health()["errors"] == {"401": 2}
 
 
-def test_partial_success_names_the_rejected_spans(receiver: Receiver, sink: ListSink):
+def test_partial_success_names_the_rejected_spans(receiver: Receiver, store: str):
     request = encode_spans(_agent_spans())
     bad = request.resource_spans[0].scope_spans[0].spans.add()
     bad.trace_id, bad.span_id, bad.name = b"\x01" * 3, b"\x02" * 8, "broken"
@@ -344,7 +379,7 @@ def test_partial_success_names_the_rejected_spans(receiver: Receiver, sink: List
     assert status == 200
     assert orjson.loads(body) == {"partialSuccess": {"rejectedSpans": "1", "errorMessage": "malformed span: ValueError (1)"}}
     receiver.stop()
-    assert len(sink.runs()) == 2 and receiver.health()["rejected_spans"] == 2
+    assert len(_stored(store)) == 2 and receiver.health()["rejected_spans"] == 2
 
 
 def test_healthz_counts(receiver: Receiver):
@@ -356,3 +391,29 @@ def test_healthz_counts(receiver: Receiver):
     assert health["status"] == "ok" and health["received_spans"] == len(spans) - 1
     assert health["open_traces"] == 1 and health["open_spans"] == len(spans) - 1
     assert health["errors"] == {"400": 1} and health["runs_written"] == 0
+
+
+def test_sigterm_stores_the_open_trace_then_exits_0(store: str):
+    cmd = [sys.executable, "-u", "-c", "from harvester.cli import main; main()", "serve", "--port", "0",
+           "--store", store, "--idle-seconds", "600"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("listening on http://127.0.0.1:"), line + proc.stderr.read()
+        url = line.split()[-1]
+        req = urllib.request.Request(url, data=_protobuf(_agent_spans()), headers={"Content-Type": PROTOBUF})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+        with urllib.request.urlopen(url.replace("/v1/traces", "/healthz"), timeout=10) as resp:
+            assert orjson.loads(resp.read())["open_traces"] == 1  # idle for 600 s: only SIGTERM completes it
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "wrote 1 runs" in out
+    (run,) = _stored(store)
+    assert run.agent == "support_agent" and run.stop == "answered"

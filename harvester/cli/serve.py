@@ -1,0 +1,59 @@
+"""``harvester serve``: the OTLP/HTTP receiver in the foreground, until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Optional
+
+import click
+
+from . import handle_errors, main
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind. Loopback by default; use 0.0.0.0 (with --token) to accept other machines.")
+@click.option("--port", default=4318, show_default=True, type=click.IntRange(0, 65535),
+              help="TCP port (4318 is the OTLP/HTTP default; 0 picks a free one).")
+@click.option("--store", "store", default=None, metavar="PATH",
+              help="Trace store [default: $HARVESTER_STORE or .harvester/traces.db].")
+@click.option("--idle-seconds", default=2.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="A run is complete once its agent span is in and its trace got no span for this long. "
+                   "Raise it when agents nest or several services send spans of one trace.")
+@click.option("--max-body-mb", default=16.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Larger request bodies are refused (413).")
+@click.option("--token", envvar="HARVESTER_TOKEN", default=None, metavar="TOKEN",
+              help="Require 'Authorization: Bearer TOKEN' (401 otherwise) [env: HARVESTER_TOKEN].")
+@click.option("--sample-rate", default=1.0, show_default=True, type=click.FloatRange(0, 1),
+              help="Share of successful runs stored; failed and flagged runs are always kept.")
+@handle_errors
+def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_body_mb: float,
+          token: Optional[str], sample_rate: float) -> None:
+    """Receive traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON) into the trace store.
+
+    Point an OTLP exporter or a Collector's otlphttp exporter at the printed URL. Each complete run
+    is sampled, redacted and stored exactly as the in-process HarvestingSpanProcessor would. GET
+    /healthz reports counters. Ctrl-C or SIGTERM stores the open runs, then exits 0.
+    """
+    from ..receiver import Receiver
+
+    receiver = Receiver(store, sample_rate=sample_rate, host=host, port=port, idle_seconds=idle_seconds,
+                        max_body_bytes=int(max_body_mb * (1 << 20)), token=token,
+                        on_flush=lambda n: click.echo(f"completed {n} trace{'s' * (n != 1)}"))
+    done = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        receiver.start()
+        click.echo(f"listening on {receiver.url}", nl=True)
+        try:
+            while not done.wait(1.0):  # a timeout, so Ctrl-C is delivered on every platform
+                pass
+        except KeyboardInterrupt:
+            pass
+        click.echo("stopping: storing open runs")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        receiver.stop()
+    health = receiver.health()
+    click.echo(f"received {health['received_spans']} spans, wrote {health['runs_written']} runs")

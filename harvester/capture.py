@@ -116,10 +116,15 @@ class RunWriter:
         self.redactor = Redactor.from_option(redact)
         self.batch_size = batch_size
         self.flush_interval_s = flush_interval_s
+        self._reset()
+
+    def _reset(self) -> None:
+        """Fresh buffer, counters and lock (also in a forked child: those were the parent's)."""
         self._pending: list[tuple[Run, list[SpanData]]] = []
         self._pending_since = 0.0
         self._lock = threading.RLock()
-        self.counts = {"traces": 0, "runs_seen": 0, "written": 0, "sampled_out": 0, "kept_failed": 0}
+        self.counts: dict[str, int] = {"traces": 0, "runs_seen": 0, "written": 0, "sampled_out": 0,
+                                       "kept_failed": 0}
         self.dropped: dict[str, int] = {}
 
     def drop(self, reason: str, n: int = 1) -> None:
@@ -340,8 +345,7 @@ class HarvestingSpanProcessor(SpanProcessor):
     def _at_fork_reinit(self) -> None:
         """In a forked child: the parent's queued spans and open traces are the parent's to write."""
         self._assembler.open.clear()
-        self.writer._pending = []
-        self.writer._lock = threading.RLock()  # may have been held by the parent's worker at fork time
+        self.writer._reset()
         self._queue_dropped = itertools.count()
         if not self._shutdown:
             self._start_worker()

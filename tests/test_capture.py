@@ -1,0 +1,349 @@
+"""HarvestingSpanProcessor: grouping, completion, sampling, bounds, failures and fork safety."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from opentelemetry import trace as otel
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
+
+from harvester.capture import HarvestingSpanProcessor, RunWriter, sampled_in
+from harvester.model import Run
+from harvester.store import TraceStore
+
+
+def setup(tmp_path: Path, **kw: Any) -> tuple[HarvestingSpanProcessor, Any, str]:
+    path = str(tmp_path / "t.db")
+    proc = HarvestingSpanProcessor(path, **kw)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(proc)
+    return proc, provider.get_tracer("test"), path
+
+
+def agent_run(tracer: Any, *, prompt: str = "Can I return order A1001?", result: Any = "Refunds within 30 days.",
+              args: str = '{"query": "refund policy"}', answer: str = "Yes.", tool_error: Exception | None = None,
+              kind: str = "genai", context: Any = None, extra: dict[str, Any] | None = None) -> str:
+    """A GenAI-semconv agent run: agent span > chat (tool call) > tool > chat (answer)."""
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support", **(extra or {})}
+    if kind == "openllmetry_nested":
+        outer = tracer.start_span("invoke_agent support", context=context, attributes=attrs)
+        ctx = otel.set_span_in_context(outer)
+        agent = tracer.start_span("support.workflow", context=ctx, attributes={"traceloop.span.kind": "workflow"})
+    else:
+        outer = None
+        agent = tracer.start_span("invoke_agent support", context=context, attributes=attrs)
+    ctx = otel.set_span_in_context(agent)
+    user = [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]
+    with tracer.start_as_current_span("chat m", context=ctx, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 10,
+            "gen_ai.input.messages": orjson.dumps(user).decode(),
+            "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [
+                {"type": "tool_call", "id": "c1", "name": "kb_search", "arguments": {"query": "refund policy"}}]}]).decode()}):
+        pass
+    tool = tracer.start_span("execute_tool kb_search", context=ctx, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "kb_search", "gen_ai.tool.call.id": "c1",
+        "gen_ai.tool.call.arguments": args})
+    if tool_error is not None:
+        tool.record_exception(tool_error)
+        tool.set_status(Status(StatusCode.ERROR, str(tool_error)))
+    else:
+        tool.set_attribute("gen_ai.tool.call.result", result)
+    tool.end()
+    with tracer.start_as_current_span("chat m", context=ctx, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+            "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [
+                {"type": "text", "content": answer}]}]).decode()}):
+        pass
+    agent.end()
+    if outer is not None:
+        outer.end()
+    return format(agent.get_span_context().trace_id, "032x")
+
+
+def stored(path: str) -> list[Run]:
+    with TraceStore(path) as s:
+        return list(s.runs(newest_first=False))
+
+
+def test_captures_a_run(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path)
+    tid = agent_run(tracer)
+    assert proc.force_flush()
+    (run,) = stored(path)
+    assert run.trace_id == tid and run.trajectory() == ["kb_search"] and run.stop == "answered"
+    with TraceStore(path) as s:
+        assert len(s.spans(tid)) == 4
+    st = proc.stats()
+    assert st["captured"] == 4 and st["written"] == 1 and st["dropped"] == {}
+    proc.shutdown()
+
+
+def test_nested_agent_spans_are_one_run(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path)
+    agent_run(tracer, kind="openllmetry_nested")
+    proc.force_flush()
+    assert len(stored(path)) == 1
+    proc.shutdown()
+
+
+def test_sibling_runs_under_a_request_span(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path)
+    with tracer.start_as_current_span("POST /chat") as req:
+        ctx = otel.set_span_in_context(req)
+        agent_run(tracer, context=ctx, prompt="first")
+        agent_run(tracer, context=ctx, prompt="second")
+        proc.force_flush()
+        assert stored(path) == []  # the request is still open: its runs may not be done
+    proc.force_flush()
+    runs = stored(path)
+    assert sorted(r.prompt for r in runs) == ["first", "second"]
+    with TraceStore(path) as s:
+        assert len(s.spans(runs[0].trace_id)) == 9  # each span once, the request span included
+    proc.shutdown()
+
+
+def test_remote_parent_completes_without_waiting(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path)
+    remote = SpanContext(trace_id=0xABC, span_id=0xDEF, is_remote=True, trace_flags=TraceFlags(1))
+    agent_run(tracer, context=otel.set_span_in_context(NonRecordingSpan(remote)))
+    proc.force_flush()
+    assert len(stored(path)) == 1
+    proc.shutdown()
+
+
+def test_parent_that_never_ends_is_written_by_age_and_at_shutdown(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path, max_trace_age_s=0)
+    parent = tracer.start_span("never ends")
+    agent_run(tracer, context=otel.set_span_in_context(parent))
+    proc.force_flush()
+    assert len(stored(path)) == 1 and proc.stats()["incomplete_written"] == 1
+    proc.shutdown()
+    proc2, tracer2, path2 = setup(tmp_path / "b")
+    parent = tracer2.start_span("never ends")
+    agent_run(tracer2, context=otel.set_span_in_context(parent))
+    proc2.force_flush()
+    assert stored(path2) == []
+    proc2.shutdown()
+    assert len(stored(path2)) == 1
+
+
+def test_trace_without_agent_is_dropped_and_counted(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path)
+    with tracer.start_as_current_span("GET /health"):
+        with tracer.start_as_current_span("db"):
+            pass
+    proc.force_flush()
+    assert stored(path) == [] and proc.stats()["dropped"] == {"no_agent": 1}
+    proc.shutdown()
+
+
+def test_sampling_keeps_failures_and_flagged_runs(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path, sample_rate=0.0, keep=lambda r: r.prompt == "flag me")
+    agent_run(tracer)
+    agent_run(tracer, tool_error=TimeoutError("orders-db timeout"))
+    agent_run(tracer, prompt="flag me")
+    agent_run(tracer, extra={"harvester.feedback": "negative"})
+    proc.force_flush()
+    runs = stored(path)
+    assert len(runs) == 3 and proc.stats()["sampled_out"] == 1
+    proc.shutdown()
+
+
+def test_sample_rate_is_deterministic_by_trace_id() -> None:
+    ids = [f"{i * 0x9E3779B97F4A7C15 % (1 << 128):032x}" for i in range(2000)]
+    kept = [t for t in ids if sampled_in(t, 0.25)]
+    assert 350 < len(kept) < 650
+    assert kept == [t for t in ids if sampled_in(t, 0.25)]
+    assert all(sampled_in(t, 1.0) for t in ids) and not any(sampled_in(t, 0.0) for t in ids)
+    with pytest.raises(ValueError):
+        RunWriter(None, sample_rate=2)
+
+
+def test_keep_predicate_that_raises_does_not_lose_runs(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path, keep=lambda r: 1 / 0)
+    agent_run(tracer)
+    proc.force_flush()
+    assert len(stored(path)) == 1 and proc.stats()["keep_errors"] == 1
+    proc.shutdown()
+
+
+def test_no_secret_reaches_the_store_file(tmp_path: Path) -> None:
+    secrets = ["sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1111 1111 1111",
+               "ghp_ZZZZyyyyXXXXwwwwVVVVuuuu1234", "hunter2pass", "AKIAIOSFODNN7EXAMPLE"]
+    proc, tracer, path = setup(tmp_path, redact={"fields": {"kb_search": ["args.ssn"]}})
+    agent_run(tracer, prompt=f"my key is {secrets[0]}, mail {secrets[1]}",
+              args=orjson.dumps({"query": "x", "card": secrets[2], "ssn": "999-88-7777"}).decode(),
+              result=f"token for you: {secrets[3]}", answer=f"db at https://admin:{secrets[4]}@db.local")
+    agent_run(tracer, tool_error=RuntimeError(f"auth failed for {secrets[5]}"))
+    proc.shutdown()
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("t.db"))
+    assert raw.count(b"<email:") >= 1
+    for secret in secrets + ["999-88-7777"]:
+        assert secret.encode() not in raw, secret
+
+
+def test_redaction_off(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path, redact=False)
+    agent_run(tracer, prompt="mail bob@example.com")
+    proc.force_flush()
+    assert stored(path)[0].prompt == "mail bob@example.com"
+    proc.shutdown()
+
+
+def test_bad_input(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path)
+    big = "r" * (5 * 1024 * 1024)
+    agent_run(tracer, result=big)
+    agent_run(tracer, args="{not json", result="also {not json")
+    agent_run(tracer, result="caf\udce9 \x00 bin \udcff", extra={"app.blob": b"\xff\xfe raw", "app.text": "x\udcfe"})
+    agent_run(tracer, extra={"gen_ai.agent.name": 42, "gen_ai.usage.input_tokens": "many"})
+    proc.force_flush()
+    runs = stored(path)
+    assert len(runs) == 4
+    assert any(r.calls and r.calls[0].result == big for r in runs)
+    assert proc.stats()["dropped"] == {}
+    proc.shutdown()
+
+
+def test_ten_thousand_spans_in_one_trace(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path, max_queue=20_000)
+    with tracer.start_as_current_span("invoke_agent big", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for i in range(9_999):
+            with tracer.start_as_current_span("step"):
+                pass
+    proc.force_flush()
+    assert len(stored(path)) == 1
+    with TraceStore(path) as s:
+        assert len(s.spans(stored(path)[0].trace_id)) == 10_000
+    proc.shutdown()
+
+
+def test_too_big_and_too_many_traces_are_bounded(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path, max_spans_per_trace=5, max_open_traces=2)
+    with tracer.start_as_current_span("invoke_agent big", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for i in range(20):
+            with tracer.start_as_current_span("step"):
+                pass
+    opened = [tracer.start_span(f"open {i}") for i in range(3)]
+    for sp in opened:
+        with tracer.start_as_current_span("child", context=otel.set_span_in_context(sp)):
+            pass
+    proc.force_flush()
+    st = proc.stats()
+    assert len(stored(path)) == 1  # the agent span is kept even over the limit
+    assert st["dropped"]["trace_too_big"] == 15 and st["dropped"]["too_many_open_traces"] == 1
+    proc.shutdown()
+
+
+class _Blocker:
+    """Makes the worker wait inside the store write until released."""
+
+    def __init__(self, proc: HarvestingSpanProcessor) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        original = proc._assembler.add
+
+        def add(*a: Any) -> None:
+            self.entered.set()
+            self.release.wait(30)
+            original(*a)
+
+        proc._assembler.add = add  # type: ignore[method-assign]
+
+
+def test_queue_full_drops_and_counts(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path, max_queue=5, batch_size=1)
+    blocker = _Blocker(proc)
+    with tracer.start_as_current_span("first"):
+        pass
+    assert blocker.entered.wait(10)
+    for i in range(20):
+        with tracer.start_as_current_span("x"):
+            pass
+    st = proc.stats()
+    assert st["dropped"]["queue_full"] == 15 and st["queued"] == 5
+    blocker.release.set()
+    proc.shutdown()
+    assert proc.stats()["captured"] == 6
+
+
+def test_shutdown_is_idempotent_and_honours_its_timeout(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path, batch_size=1)
+    blocker = _Blocker(proc)
+    with tracer.start_as_current_span("first"):
+        pass
+    assert blocker.entered.wait(10)
+    proc.shutdown(timeout_millis=50)  # returns although the worker is stuck
+    proc.shutdown()
+    assert not proc.force_flush()
+    with tracer.start_as_current_span("after"):
+        pass  # on_end after shutdown is a no-op, never an error
+    blocker.release.set()
+    proc._worker.join(10)
+    assert not proc._worker.is_alive()
+
+
+class _BrokenStore(TraceStore):
+    fail = False
+
+    def add_many(self, items: Any) -> int:
+        if self.fail:
+            raise OSError("disk full")
+        return super().add_many(items)
+
+
+def test_store_errors_never_reach_the_app(tmp_path: Path) -> None:
+    store = _BrokenStore(tmp_path / "t.db")
+    proc = HarvestingSpanProcessor(store)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(proc)
+    tracer = provider.get_tracer("t")
+    agent_run(tracer, prompt="kept")
+    proc.force_flush()
+    store.fail = True
+    agent_run(tracer, prompt="lost")
+    proc.force_flush()
+    store.fail = False
+    agent_run(tracer, prompt="kept too")
+    proc.shutdown()
+    assert proc.stats()["dropped"] == {"store_error": 1}
+    with TraceStore(tmp_path / "t.db") as s:
+        assert sorted(r.prompt for r in s.runs()) == ["kept", "kept too"]
+    store.close()
+
+
+def test_fork_child_captures_on_its_own(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path)
+    agent_run(tracer, prompt="parent")
+    proc.force_flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            agent_run(tracer, prompt="child")
+            code = 0 if proc.force_flush(10_000) and proc.stats()["written"] == 1 else 3
+            proc.shutdown()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    agent_run(tracer, prompt="parent again")
+    proc.shutdown()
+    assert sorted(r.prompt for r in stored(path)) == ["child", "parent", "parent again"]
+
+
+def test_capture_import_stays_light() -> None:
+    heavy = ["click", "harvester.case", "harvester.harvest", "harvester.fixtures", "harvester.replay",
+             "harvester.report", "harvester.cli"]
+    code = ("import sys, harvester.capture; from harvester import HarvestingSpanProcessor; "
+            f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harvester.case import CaseFolder, load_case
+from harvester.case import load_case
 from harvester.cli import main
 from harvester.instrument import agent_run, tool
 from harvester.model import ErrorInfo, Run, ToolCall
@@ -244,3 +244,18 @@ def test_suite_bump(env):
     data = json.loads(invoke("suite", "bump", "--json").output)
     assert data["version"] == "1.1.0" and data["changed"] and data["cases"] == 2
     assert json.loads((root / "cases/suite.json").read_text())["version"] == "1.1.0"
+
+
+def test_progress_shows_a_bar_or_a_running_count(capsys):
+    from harvester.cli.cases import _progress
+
+    with _progress(True, 200) as update:
+        update(100)
+        update(200)
+    bar = capsys.readouterr().err
+    assert bar.startswith("harvesting")  # click draws the bar itself only on a terminal
+    with _progress(True, None) as update:
+        update(100)
+    assert "harvesting: 100 runs" in capsys.readouterr().err
+    with _progress(False, 10) as update:
+        assert update is None

@@ -121,8 +121,11 @@ def harvest_cmd(failed_only: bool, since: Optional[str], agent: Optional[str], l
 
     store = open_store(store_path, config)
     show = not as_json and sys.stderr.isatty()
+    # the store counts by status only: with other filters the total is unknown and a running count shows
     total = None if (agent or since) else store.count(failed=True if failed_only else None)
-    with _progress(show, min(t for t in (limit, total) if t is not None) if (limit or total) else None) as progress:
+    if limit is not None:
+        total = min(limit, total) if total is not None else limit
+    with _progress(show, total) as progress:
         result = harvest(store, folder.root, failed_only=failed_only, since=since, agent=agent, limit=limit,
                          sample=sample, config=config, progress=progress)
     if as_json:

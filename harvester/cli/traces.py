@@ -1,0 +1,170 @@
+"""``harvester ingest`` and ``harvester traces list/show/export/prune``: the trace store from a shell."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+
+import click
+import orjson
+
+from ..errors import NotFoundError
+from ..model import Run
+from ..store import TraceStore, default_path, export_otlp, ingest_files
+from . import echo_json, handle_errors, main
+
+_STORE = click.option("--store", "store_path", metavar="PATH", default=None,
+                      help="Trace store file (default: $HARVESTER_STORE or .harvester/traces.db).")
+
+
+def _open(path: str | None, *, readonly: bool = True) -> TraceStore:
+    return TraceStore(path or default_path(), readonly=readonly)
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@_STORE
+@click.option("--no-redact", is_flag=True, help="Store payloads as they are (redaction is on by default).")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@handle_errors
+def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, as_json: bool) -> None:
+    """Import OTLP/JSON trace files into the trace store (``-`` reads stdin).
+
+    Accepts one OTLP/JSON document per file or the Collector file exporter's JSON lines. Spans are
+    grouped by trace, normalized into runs, redacted and stored; malformed spans are skipped and
+    counted. A file that is not OTLP/JSON stops the import (earlier files stay imported).
+    """
+    with _open(store_path, readonly=False) as store:
+        stats = ingest_files(files, store, redact=not no_redact)
+    if as_json:
+        echo_json(stats.as_dict())
+    else:
+        extra = f", {stats.no_agent} traces without an agent span" if stats.no_agent else ""
+        click.echo(f"ingested {stats.runs} runs from {stats.spans} spans ({stats.skipped} skipped{extra})")
+
+
+@main.group()
+def traces() -> None:
+    """Look at the runs in the trace store: list, show, export, prune."""
+
+
+def _abridge(text: str | None, width: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _when(run: Run) -> str:
+    if not run.started_at:
+        return "-"
+    try:
+        return datetime.fromisoformat(run.started_at.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return run.started_at[:16]
+
+
+@traces.command("list")
+@_STORE
+@click.option("--failed", is_flag=True, help="Only failed runs (error stop, failed or blocked calls, negative feedback).")
+@click.option("--agent", metavar="NAME", help="Only runs of this agent.")
+@click.option("--since", metavar="TIME", help="Only runs started after TIME: ISO time or age (30m, 12h, 7d).")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Show at most N runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON lines.")
+@handle_errors
+def list_(store_path: str | None, failed: bool, agent: str | None, since: str | None, limit: int,
+          as_json: bool) -> None:
+    """List stored runs, newest first."""
+    with _open(store_path) as store:
+        runs = store.runs(failed=True if failed else None, agent=agent, since=since, limit=limit)
+        if as_json:
+            for run in runs:
+                sys.stdout.write(run.to_json().decode() + "\n")
+            return
+        rows = [(run.trace_id[:12], _when(run), _abridge(run.agent or "-", 16), run.stop,
+                 _abridge(" > ".join(run.trajectory()) or "-", 36), _abridge(run.prompt, 48)) for run in runs]
+    if not rows:
+        click.echo("no runs stored" + (" match" if failed or agent or since else "") + "; import traces with "
+                   "`harvester ingest FILE` or capture them with HarvestingSpanProcessor")
+        return
+    header = ("TRACE", "STARTED", "AGENT", "STOP", "TRAJECTORY", "PROMPT")
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _not_found(store: TraceStore, trace_id: str) -> NotFoundError:
+    near = store.ids_like(trace_id)
+    hint = f"; nearest: {', '.join(near)}" if near else ""
+    return NotFoundError(f"no trace {trace_id!r} in {store.path}{hint}; import traces with `harvester ingest FILE`")
+
+
+@traces.command()
+@click.argument("trace_id")
+@_STORE
+@click.option("--json", "as_json", is_flag=True, help="Print the Run JSON (one object per run of the trace).")
+@handle_errors
+def show(trace_id: str, store_path: str | None, as_json: bool) -> None:
+    """Show the runs of one trace (TRACE_ID may be a unique prefix)."""
+    with _open(store_path) as store:
+        runs = store.get(trace_id)
+        if not runs:
+            raise _not_found(store, trace_id)
+    if as_json:
+        for run in runs:
+            echo_json(run.model_dump(mode="json"))
+        return
+    for run in runs:
+        click.echo(f"trace {run.trace_id}  run {run.run_id}  agent {run.agent or '-'}  model {run.model or '-'}")
+        click.echo(f"started {run.started_at or '-'}  {run.duration_ms or 0:.0f} ms  stop {run.stop}  "
+                   f"tokens {run.usage.input_tokens}+{run.usage.output_tokens}")
+        if run.error:
+            click.echo(f"error {run.error.type}: {_abridge(run.error.message, 100)}")
+        click.echo(f"prompt: {_abridge(run.prompt, 200)}")
+        for i, call in enumerate(run.calls, 1):
+            outcome = call.error.type if call.error else _abridge(
+                call.result if isinstance(call.result, str) else orjson.dumps(call.result).decode(), 60)
+            click.echo(f"  {i}. {call.name} [{call.status}] {_abridge(orjson.dumps(call.args).decode(), 50)} -> {outcome}")
+        click.echo(f"answer: {_abridge(run.answer, 200)}")
+        if not run.content_captured:
+            click.echo("(content capture was off for part of this run: some payloads are unknown)")
+
+
+@traces.command()
+@click.argument("trace_ids", nargs=-1, metavar="[TRACE_ID...]")
+@_STORE
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write to FILE (default: stdout).")
+@click.option("--failed", is_flag=True, help="Without ids: only traces with a failed run.")
+@click.option("--since", metavar="TIME", help="Without ids: only runs started after TIME.")
+@handle_errors
+def export(trace_ids: tuple[str, ...], store_path: str | None, output: str | None, failed: bool,
+           since: str | None) -> None:
+    """Export stored raw spans as one OTLP/JSON document (all traces when no id is given)."""
+    with _open(store_path) as store:
+        try:
+            doc = export_otlp(store, list(trace_ids) or None, failed=True if failed else None, since=since)
+        except NotFoundError:
+            missing = next(t for t in trace_ids if store.resolve(t) is None)
+            raise _not_found(store, missing) from None
+    data = orjson.dumps(doc)
+    if output:
+        with open(output, "wb") as f:
+            f.write(data)
+        click.echo(f"wrote {output}", err=True)
+    else:
+        sys.stdout.write(data.decode() + "\n")
+
+
+@traces.command()
+@_STORE
+@click.option("--keep-days", type=click.FloatRange(min=0), help="Delete successful runs older than N days.")
+@click.option("--keep-failed-days", type=click.FloatRange(min=0), help="Delete failed runs older than N days.")
+@click.option("--max-mb", type=click.FloatRange(min=0), help="Then delete the oldest runs (successes first) until the store fits.")
+@handle_errors
+def prune(store_path: str | None, keep_days: float | None, keep_failed_days: float | None,
+          max_mb: float | None) -> None:
+    """Apply retention: old successes go first, failures are kept longest."""
+    if keep_days is None and max_mb is None and keep_failed_days is None:
+        raise click.UsageError("give --keep-days, --keep-failed-days and/or --max-mb")
+    with _open(store_path, readonly=False) as store:
+        deleted = store.prune(keep_days=keep_days, max_mb=max_mb, keep_failed_days=keep_failed_days)
+        left = store.count()
+    click.echo(f"deleted {deleted} runs, {left} left")

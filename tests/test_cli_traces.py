@@ -1,0 +1,99 @@
+"""harvester ingest / traces list, show, export, prune through click's CliRunner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from harvester.cli import main
+from harvester.model import Run
+from harvester.spans import spans_from_otlp, to_otlp
+from tests.test_store import agent_trace
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> tuple[CliRunner, str, Path]:
+    store = str(tmp_path / "t.db")
+    src = tmp_path / "traces.json"
+    src.write_bytes(orjson.dumps(to_otlp([s for i in (1, 2) for s in agent_trace(f"ab{i:030x}", secret="me@x.example")])))
+    return CliRunner(), store, src
+
+
+def invoke(runner: CliRunner, *args: str, input: bytes | None = None) -> object:
+    return runner.invoke(main, list(args), input=input, catch_exceptions=False)
+
+
+def test_every_command_has_help() -> None:
+    runner = CliRunner()
+    for cmd in (["ingest"], ["traces"], ["traces", "list"], ["traces", "show"], ["traces", "export"], ["traces", "prune"]):
+        res = runner.invoke(main, [*cmd, "--help"])
+        assert res.exit_code == 0 and "Usage" in res.output and len(res.output) > 100
+
+
+def test_ingest_list_show(env: tuple[CliRunner, str, Path]) -> None:
+    runner, store, src = env
+    res = invoke(runner, "ingest", str(src), "--store", store)
+    assert res.exit_code == 0 and res.output.strip() == "ingested 2 runs from 6 spans (0 skipped)"
+    res = invoke(runner, "ingest", "-", "--store", store, "--json", input=src.read_bytes())
+    assert orjson.loads(res.output)["runs"] == 2
+    res = invoke(runner, "traces", "list", "--store", store)
+    lines = res.output.splitlines()
+    assert lines[0].split() == ["TRACE", "STARTED", "AGENT", "STOP", "TRAJECTORY", "PROMPT"]
+    assert len(lines) == 3 and "kb_search" in lines[1] and "<email:" in lines[1]
+    res = invoke(runner, "traces", "list", "--store", store, "--json", "--limit", "1")
+    assert Run.from_json(res.output.splitlines()[0]).trace_id.startswith("ab")
+    assert "no runs stored match" in invoke(runner, "traces", "list", "--store", store, "--agent", "nobody").output
+    assert len(invoke(runner, "traces", "list", "--store", store, "--failed").output.splitlines()) == 3
+    tid = f"ab{1:030x}"
+    res = invoke(runner, "traces", "show", tid, "--store", store, "--json")
+    data = orjson.loads(res.output)
+    assert data["trace_id"] == tid and data["requested_tools"] == ["kb_search"] and "blocked_tools" in data
+    res = invoke(runner, "traces", "show", tid, "--store", store)
+    assert "1. kb_search [ok]" in res.output
+
+
+def test_show_unknown_and_ambiguous(env: tuple[CliRunner, str, Path]) -> None:
+    runner, store, src = env
+    invoke(runner, "ingest", str(src), "--store", store)
+    res = runner.invoke(main, ["traces", "show", "ab00ffff", "--store", store])
+    assert res.exit_code == 2 and "nearest: ab" in res.output and "harvester ingest" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    res = runner.invoke(main, ["traces", "show", "ab", "--store", store])
+    assert res.exit_code == 2 and "ambiguous" in res.output
+
+
+def test_export(env: tuple[CliRunner, str, Path], tmp_path: Path) -> None:
+    runner, store, src = env
+    invoke(runner, "ingest", str(src), "--store", store)
+    out = tmp_path / "out.json"
+    res = invoke(runner, "traces", "export", f"ab{1:030x}", "--store", store, "-o", str(out))
+    assert res.exit_code == 0 and len(list(spans_from_otlp(orjson.loads(out.read_bytes())))) == 3
+    res = invoke(runner, "traces", "export", "--store", store)
+    assert len(list(spans_from_otlp(orjson.loads(res.output)))) == 6
+    res = runner.invoke(main, ["traces", "export", "ffff", "--store", store])
+    assert res.exit_code == 2 and "no trace 'ffff'" in res.output
+
+
+def test_prune(env: tuple[CliRunner, str, Path]) -> None:
+    runner, store, src = env
+    invoke(runner, "ingest", str(src), "--store", store)
+    res = invoke(runner, "traces", "prune", "--store", store, "--max-mb", "0")
+    assert res.output.strip() == "deleted 2 runs, 0 left"
+    assert runner.invoke(main, ["traces", "prune", "--store", store]).exit_code == 2
+
+
+def test_input_errors_are_one_line_exit_2(tmp_path: Path) -> None:
+    runner = CliRunner()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    for args in (["ingest", str(bad), "--store", str(tmp_path / "t.db")],
+                 ["ingest", str(tmp_path / "missing.json"), "--store", str(tmp_path / "t.db")],
+                 ["traces", "list", "--store", str(tmp_path / "none.db")],
+                 ["traces", "list", "--store", str(bad)],
+                 ["traces", "list", "--store", str(tmp_path / "t.db"), "--since", "whenever"]):
+        res = runner.invoke(main, args)
+        assert res.exit_code == 2, (args, res.output)
+        assert res.output.startswith("error: ") and len(res.output.strip().splitlines()) == 1, res.output

@@ -1,0 +1,161 @@
+"""Commands that run and judge suites: replay, compare, merge.
+
+Exit codes: 0 every gate passed and nothing regressed, 1 a gate failed or a case regressed, 2 usage or
+input error (one line). Gates are parsed and the baseline and agent loaded BEFORE anything runs, so a
+typo costs seconds, not a whole nightly run; the report files are written BEFORE gates are judged, so
+a failing job still leaves its report behind.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
+import click
+
+from ..case import load_cases, suite_info
+from ..errors import GateError
+from ..replay import DEFAULT_CONCURRENCY, load_agent, replay
+from ..report import Report, evaluate_gates, merge, parse_gate
+from . import echo_json, handle_errors, main
+from .cases import cases_options
+
+F = TypeVar("F", bound=Callable[..., Any])
+# With no gate configured and no baseline, "all pass" is the bar.
+ALL_PASS = "task_completion>=1"
+
+
+def _shard(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[int, int]]:
+    if value is None:
+        return None
+    i, sep, n = value.partition("/")
+    if sep and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n):
+        return int(i), int(n)
+    raise click.BadParameter(f"{value!r}: expected I/N with 1 <= I <= N (e.g. 2/4)")
+
+
+gate_option = click.option("--gate", "gates", multiple=True, metavar="EXPR",
+                           help="Release gate, repeatable: task_completion>=0.85, tag:security>=1.0, "
+                                "delta:task_completion>=-0.03. unauthorised_actions<=0 is always on.")
+baseline_option = click.option("--baseline", type=click.Path(dir_okay=False),
+                               help="A previous report (JSON): cases that passed there and fail now fail the job.")
+output_options = [
+    click.option("--json", "json_path", metavar="PATH|-", help="Write the report as JSON ('-' for stdout)."),
+    click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML."),
+    click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
+                 help="Write a Markdown summary (e.g. \"$GITHUB_STEP_SUMMARY\")."),
+]
+
+
+def outputs(fn: F) -> F:
+    for option in reversed(output_options):
+        fn = option(fn)
+    return fn
+
+
+def _gates(configured: tuple[str, ...] | list[str], baseline: Optional[Report]) -> list[str]:
+    """Parse now (a typo must fail before the run); with nothing configured, every case must pass."""
+    gates = list(configured) or ([] if baseline is not None else [ALL_PASS])
+    for expr in gates:
+        if parse_gate(expr).delta and baseline is None:
+            raise GateError(f"gate {expr!r} compares against a baseline: pass --baseline")
+    return gates
+
+
+def _finish(report: Report, gates: list[str], baseline: Optional[Report], json_path: Optional[str],
+            junit_path: Optional[str], markdown_path: Optional[str]) -> None:
+    """Write every requested file, print the summary and gates, exit with the gate outcome."""
+    outcome = evaluate_gates(report, gates, baseline)
+    if json_path == "-":
+        sys.stdout.write(report.to_json().decode())
+    elif json_path:
+        report.save(json_path)
+    for path, data in ((junit_path, report.to_junit() if junit_path else b""),
+                       (markdown_path, report.to_markdown(outcome).encode() if markdown_path else b"")):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_bytes(data)
+    to_stderr = json_path == "-"
+    click.echo(report.summary(), err=to_stderr)
+    for line in outcome.lines():
+        click.echo(line, err=to_stderr)
+    sys.exit(outcome.exit_code)
+
+
+@main.command("replay")
+@cases_options
+@click.option("--agent", "agent_spec", required=True, metavar="MODULE:ATTR",
+              help="Factory that builds a fresh agent per case; may take a 'tools' parameter (the executor).")
+@click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Runs per case: pass rate, pass^k and flaky cases; regressions need a significant drop.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY, show_default=True,
+              help="Cases in flight at once (one thread each).")
+@click.option("--inject", is_flag=True, help="Add a recovery variant per failure mode on each case's first tool.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="Seconds per case; a hung agent fails its case.")
+@click.option("--shard", callback=_shard, metavar="I/N", help="Run shard I of N (stable split by case id).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
+@baseline_option
+@gate_option
+@outputs
+def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, inject: bool, timeout: float,  # type: ignore[no-untyped-def]
+               shard: Optional[tuple[int, int]], progress: Optional[bool], baseline: Optional[str],
+               gates: tuple[str, ...], json_path: Optional[str], junit_path: Optional[str],
+               markdown_path: Optional[str]) -> None:
+    """Replay the accepted cases against the current agent and gate on the result.
+
+    Every case runs against a fresh agent, its tools served from the case's fixtures. Exit 0 when every
+    gate passes and nothing regressed, 1 otherwise, 2 on usage errors. Without --gate (or config gates)
+    and without --baseline, every case must pass.
+    """
+    base = Report.load(baseline) if baseline else None
+    gate_list = _gates([*config.gates, *gates], base)
+    build = load_agent(agent_spec)
+    cases = load_cases(folder.root, status="accepted")
+    report = replay(cases, build, trials=trials, concurrency=concurrency, inject=inject, timeout=timeout,
+                    shard=shard, progress=sys.stderr.isatty() if progress is None else progress,
+                    suite=suite_info(folder.root), prices=config if config.prices else None)
+    _finish(report, gate_list, base, json_path, junit_path, markdown_path)
+
+
+@main.command("compare")
+@handle_errors
+@click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False))
+@click.option("--baseline", required=True, type=click.Path(dir_okay=False), help="The report to compare against.")
+@gate_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+def compare_cmd(report_path: str, baseline: str, gates: tuple[str, ...], as_json: bool) -> None:
+    """Compare a report with a baseline: regressions, improvements, metric deltas.
+
+    Exit 1 when a case regressed or a gate failed.
+    """
+    report, base = Report.load(report_path), Report.load(baseline)
+    outcome = evaluate_gates(report, _gates(gates, base), base)
+    if as_json:
+        echo_json(outcome.to_json())
+    else:
+        for line in outcome.lines():
+            click.echo(line)
+    sys.exit(outcome.exit_code)
+
+
+@main.command("merge")
+@handle_errors
+@click.argument("reports", metavar="REPORT...", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Where to write the merged report.")
+@baseline_option
+@gate_option
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
+              help="Write a Markdown summary (e.g. \"$GITHUB_STEP_SUMMARY\").")
+def merge_cmd(reports: tuple[str, ...], output: str, baseline: Optional[str], gates: tuple[str, ...],
+              junit_path: Optional[str], markdown_path: Optional[str]) -> None:
+    """Merge shard reports into one, then gate it like a replay would.
+
+    Exit 0 when every gate passes and nothing regressed, 1 otherwise.
+    """
+    base = Report.load(baseline) if baseline else None
+    gate_list = _gates(gates, base)
+    _finish(merge(Report.load(p) for p in reports), gate_list, base, output, junit_path, markdown_path)
+

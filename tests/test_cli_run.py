@@ -1,0 +1,170 @@
+"""harvester replay / compare / merge through click's CliRunner."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from harvester.canonical import fixture_key
+from harvester.case import AgentCase, save_case
+from harvester.cli import main
+from harvester.report import CaseResult, Report
+
+AGENT = textwrap.dedent('''
+    def build(tools):
+        def agent(prompt):
+            return "Answer: " + str(tools.execute("kb_search", {"query": "refund policy"}))
+        return agent
+
+    def garbage():
+        return lambda prompt: 42
+
+    NOT_CALLABLE = 3
+''')
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch):
+    (tmp_path / "cli_agent_mod.py").write_text(AGENT)
+    (tmp_path / "broken_agent_mod.py").write_text("raise RuntimeError('bad import')\n")
+    (tmp_path / "harvester.toml").write_text('cases_dir = "cases"\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARVESTER_CASES", raising=False)
+    for mod in ("cli_agent_mod", "broken_agent_mod"):
+        sys.modules.pop(mod, None)
+    for cid, result in (("refund-ok", "Refunds within 30 days."), ("refund-bad", "No article found.")):
+        save_case(AgentCase.model_validate({
+            "id": cid, "status": "accepted", "prompt": "Can I return A1001?", "why": "policy",
+            "required_elements": ["30 days"], "appropriate_tools": ["kb_search"], "tags": ["refunds"],
+            "fixtures": [{"key": fixture_key("kb_search", {"query": "refund policy"}), "tool": "kb_search",
+                          "args": {"query": "refund policy"}, "result": result}],
+            "recorded": {"trajectory": ["kb_search"]}}), tmp_path / "cases")
+    return tmp_path
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_help():
+    for cmd in ("replay", "compare", "merge"):
+        result = run(cmd, "--help")
+        assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_replay_writes_every_report_and_exits_1_when_a_case_fails(project):
+    result = run("replay", "--agent", "cli_agent_mod:build", "--json", "out/r.json", "--junit", "out/r.xml",
+                 "--markdown", "out/r.md")
+    assert result.exit_code == 1, result.output
+    assert "1/2 passed  (50%)" in result.output and "FAIL refund-bad: policy" in result.output
+    assert "gate task_completion>=1: FAIL (0.5)" in result.output
+    assert "gate unauthorised_actions<=0: ok (0)" in result.output
+    report = Report.load(project / "out/r.json")
+    assert {r.id: r.passed for r in report.results} == {"refund-ok": True, "refund-bad": False}
+    assert ET.parse(project / "out/r.xml").getroot().find("testsuite").get("failures") == "1"
+    assert "### Failing cases" in (project / "out/r.md").read_text()
+
+
+def test_replay_gates_and_baseline(project):
+    assert run("replay", "--agent", "cli_agent_mod:build", "--gate", "task_completion>=0.5").exit_code == 0
+    Report(suite="cases", results=[CaseResult(id="refund-bad", passed=True),
+                                   CaseResult(id="refund-ok", passed=True)]).save(project / "base.json")
+    result = run("replay", "--agent", "cli_agent_mod:build", "--baseline", "base.json",
+                 "--gate", "task_completion>=0.5")
+    assert result.exit_code == 1 and "regressed: ['refund-bad']" in result.output
+    assert "warning: baseline is cases (unversioned)" in result.output  # another suite version: warn, compare
+
+
+def test_replay_json_to_stdout_is_a_report(project):
+    result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", "--json", "-",
+                                       "--gate", "task_completion>=0"])
+    assert result.exit_code == 0
+    assert orjson.loads(result.stdout)["schema"] == "harvester.report/1"
+
+
+def test_replay_inject_trials_shard(project):
+    result = run("replay", "--agent", "cli_agent_mod:build", "--inject", "--trials", "2", "--shard", "1/1",
+                 "--json", "r.json", "--gate", "task_completion>=0")
+    report = Report.load(project / "r.json")
+    assert len(report.results) == 2 * 8 and report.trials == 2 and report.shard == "1/1"
+    assert "recovery" in result.output
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("no_such_mod_qq:build", "cannot import no_such_mod_qq"),
+    ("broken_agent_mod:build", "RuntimeError: bad import"),
+    ("cli_agent_mod:missing", "has no attribute 'missing'"),
+    ("cli_agent_mod:NOT_CALLABLE", "not a callable"),
+])
+def test_bad_agent_is_one_line_exit_2(project, spec, message):
+    result = run("replay", "--agent", spec)
+    assert result.exit_code == 2 and message in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_agent_returning_garbage_fails_its_cases_and_keeps_the_report(project):
+    result = run("replay", "--agent", "cli_agent_mod:garbage", "--json", "r.json")
+    assert result.exit_code == 1 and "agent returned int" in result.output
+    assert len(Report.load(project / "r.json").results) == 2
+
+
+def test_corrupt_fixtures_are_a_one_line_error(project):
+    path = project / "cases" / "refund-ok.json"
+    data = orjson.loads(path.read_bytes())
+    data["fixtures"][0]["args"] = {"query": "edited by hand"}
+    path.write_bytes(orjson.dumps(data))
+    result = run("replay", "--agent", "cli_agent_mod:build")
+    assert result.exit_code == 2 and "refund-ok.json" in result.output and "fixtures.0.key" in result.output
+
+
+@pytest.mark.parametrize("gate, message", [("task_complete>=1", "unknown metric 'task_complete'"),
+                                           ("task_completion=>1", "malformed gate"),
+                                           ("delta:task_completion>=0", "pass --baseline")])
+def test_bad_gate_fails_before_running(project, gate, message):
+    result = run("replay", "--agent", "cli_agent_mod:build", "--gate", gate)
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_bad_shard_is_a_usage_error(project):
+    result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", "--shard", "3/2"])
+    assert result.exit_code == 2 and "expected I/N" in result.output
+
+
+def _report(path, **passed):
+    Report(suite="s", results=[CaseResult(id=k, passed=v) for k, v in passed.items()]).save(path)
+
+
+def test_compare(tmp_path):
+    _report(tmp_path / "base.json", a=True, b=True, c=False)
+    _report(tmp_path / "now.json", a=True, b=False, c=True)
+    result = run("compare", str(tmp_path / "now.json"), "--baseline", str(tmp_path / "base.json"))
+    assert result.exit_code == 1
+    assert "regressed: ['b']" in result.output and "improved: ['c']" in result.output
+    data = orjson.loads(run("compare", str(tmp_path / "now.json"), "--baseline", str(tmp_path / "base.json"),
+                            "--json").output)
+    assert data["regressions"] == ["b"] and data["comparison"]["improved"] == ["c"]
+    assert run("compare", str(tmp_path / "now.json"), "--baseline", str(tmp_path / "now.json")).exit_code == 0
+
+
+def test_compare_bad_report_is_exit_2(tmp_path):
+    (tmp_path / "x.json").write_text("{}")
+    result = run("compare", str(tmp_path / "x.json"), "--baseline", str(tmp_path / "x.json"))
+    assert result.exit_code == 2 and "not a harvester report" in result.output
+
+
+def test_merge(tmp_path):
+    _report(tmp_path / "s1.json", a=True)
+    _report(tmp_path / "s2.json", b=True)
+    result = run("merge", str(tmp_path / "s1.json"), str(tmp_path / "s2.json"), "-o", str(tmp_path / "all.json"),
+                 "--junit", str(tmp_path / "all.xml"))
+    assert result.exit_code == 0 and "2/2 passed" in result.output
+    assert [r.id for r in Report.load(tmp_path / "all.json").results] == ["a", "b"]
+    assert (tmp_path / "all.xml").exists()
+    dup = run("merge", str(tmp_path / "s1.json"), str(tmp_path / "s1.json"), "-o", str(tmp_path / "x.json"))
+    assert dup.exit_code == 2 and "appears in two reports" in dup.output

@@ -19,7 +19,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
@@ -49,20 +49,31 @@ class Price(_Strict):
 
 class RedactRules(_Strict):
     enabled: bool = True
-    # Regexes whose matches are replaced by deterministic pseudonyms anywhere in payloads.
-    patterns: list[str] = Field(default_factory=list)
-    # Dotted paths inside a tool's args/result to redact whole: {"get_customer": ["email", "address.*"]}.
+    # Regexes whose matches become deterministic pseudonyms anywhere in payloads: a list, or
+    # {kind: regex} so the pseudonym names what it hides (<account_3f9a...>).
+    patterns: Union[list[str], dict[str, str]] = Field(default_factory=list)
+    # Per-tool paths replaced whole, starting with args. or result.: {"get_customer": ["result.email"]}.
     fields: dict[str, list[str]] = Field(default_factory=dict)
 
     @field_validator("patterns")
     @classmethod
-    def _compiles(cls, patterns: list[str]) -> list[str]:
-        for i, pattern in enumerate(patterns):
+    def _compiles(cls, patterns: Union[list[str], dict[str, str]]) -> Union[list[str], dict[str, str]]:
+        named = patterns.items() if isinstance(patterns, dict) else enumerate(patterns)
+        for name, pattern in named:
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise ValueError(f"patterns[{i}] {pattern!r} is not a valid regex ({exc})") from None
+                raise ValueError(f"patterns[{name!r}] {pattern!r} is not a valid regex ({exc})") from None
         return patterns
+
+    @field_validator("fields")
+    @classmethod
+    def _rooted(cls, fields: dict[str, list[str]]) -> dict[str, list[str]]:
+        for tool, paths in fields.items():
+            for path in paths:
+                if path.split(".", 1)[0] not in ("args", "result") or "." not in path:
+                    raise ValueError(f"path {path!r} of tool {tool!r} must start with args. or result.")
+        return fields
 
 
 class Config(_Strict):

@@ -24,7 +24,7 @@ output = 1.6
 
 [tool.harvester.redact]
 patterns = ['\\d{16}']
-fields = { get_customer = ["email"] }
+fields = { get_customer = ["result.email"] }
 """
 
 
@@ -37,7 +37,7 @@ def test_pyproject_table_found_from_a_subfolder_and_paths_resolved(tmp_path):
     assert cfg.ignore_args == {"kb_search": ["request_id"]}
     assert cfg.cases_dir == str(tmp_path.resolve() / "golden")
     assert cfg.store == str(tmp_path.resolve() / "data/traces.db")
-    assert cfg.redact.fields == {"get_customer": ["email"]}
+    assert cfg.redact.fields == {"get_customer": ["result.email"]}
     assert cfg.gates == ["task_completion>=0.85"]
 
 
@@ -84,6 +84,11 @@ def test_unknown_nested_key_and_bad_types(tmp_path):
     path.write_text("[redact]\npatterns = ['(unclosed']\n")
     with pytest.raises(ConfigError, match="not a valid regex"):
         load_config(path)
+    path.write_text("[redact.fields]\nget_customer = ['email']\n")
+    with pytest.raises(ConfigError, match=r"redact\.fields: .*must start with args\. or result\."):
+        load_config(path)
+    path.write_text("[redact.patterns]\naccount = 'ACC-\\d+'\n")
+    assert load_config(path).redact.patterns == {"account": "ACC-\\d+"}
 
 
 def test_invalid_toml_names_the_file(tmp_path):

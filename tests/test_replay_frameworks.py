@@ -1,0 +1,133 @@
+"""Replay through real frameworks: the same ``@harvester.tool`` functions serve a pydantic-ai agent and a
+LangChain agent, the run is read from the frameworks' own spans, and no live tool ever runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from opentelemetry import trace
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.instrumented import InstrumentationSettings
+
+import harvester
+from harvester.canonical import fixture_key
+from harvester.case import AgentCase
+from harvester.replay import replay
+
+from tests.frameworks import langchain_agent
+from tests.frameworks import tools as live
+
+# The production tools, given the replay seam. The frameworks emit the tool spans themselves.
+kb_search = harvester.tool(spans=False)(live.kb_search)
+get_order = harvester.tool(spans=False)(live.get_order)
+issue_refund = harvester.tool(spans=False)(live.issue_refund)
+TOOLS = [kb_search, get_order, issue_refund]
+CALLS = [("kb_search", {"query": "refund policy"}), ("get_order", {"order_id": "A1001"})]
+
+
+def case(i: int = 0) -> AgentCase:
+    kb, status = f"FIXTURE-{i}: refunds within 30 days", f"fixture-status-{i}"
+    return AgentCase.model_validate({
+        "id": f"fw-{i}", "status": "accepted", "prompt": "Can I still return order A1001?", "why": "policy answer",
+        "required_elements": [kb, status], "forbidden_tools": ["issue_refund"], "min_steps": 2,
+        "appropriate_tools": ["kb_search", "get_order"],
+        "checks": [{"check": "answered"}, {"check": "trajectory_is", "tools": ["kb_search", "get_order"]}],
+        "fixtures": [{"key": fixture_key("kb_search", CALLS[0][1]), "tool": "kb_search", "args": CALLS[0][1], "result": kb},
+                     {"key": fixture_key("get_order", CALLS[1][1]), "tool": "get_order", "args": CALLS[1][1],
+                      "result": {"order_id": "A1001", "status": status}}],
+        "recorded": {"trajectory": ["kb_search", "get_order"], "stop": "answered"}})
+
+
+# -- pydantic-ai --------------------------------------------------------------------------------
+def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart(name, args, f"call_{n}") for n, (name, args) in enumerate(CALLS)])
+    return ModelResponse(parts=[TextPart(" / ".join(str(p.content) for p in returns))])
+
+
+def build_pydantic_ai() -> Agent:
+    """Returned as is: ``.run(prompt)`` is async and returns a result object; the spans carry the run."""
+    agent = Agent(FunctionModel(_respond, model_name="scripted"), name="support_agent", tools=TOOLS)
+    agent.instrument = InstrumentationSettings()  # the global tracer provider, as in production
+    return agent
+
+
+# -- LangChain ----------------------------------------------------------------------------------
+class EchoToolsModel(BaseChatModel):
+    """Turn 1 asks for both tools; turn 2 answers with what the tools returned."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "echo-tools"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        results = [m.content for m in messages if isinstance(m, ToolMessage)]
+        if results:
+            msg = AIMessage(content=" / ".join(map(str, results)))
+        else:
+            msg = AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": f"call_{i}", "type": "tool_call"}
+                                                    for i, (n, a) in enumerate(CALLS)])
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+def build_langchain():
+    graph = create_agent(EchoToolsModel(), tools=TOOLS, name="support_agent")
+
+    def agent(prompt: str) -> str:
+        return graph.invoke({"messages": [{"role": "user", "content": prompt}]})["messages"][-1].content
+
+    return agent
+
+
+@pytest.fixture(scope="module")
+def openinference():
+    """LangChain traced by the stock OpenInference instrumentor, onto the global provider replay watches."""
+    replay([], build_langchain)  # installs the SDK provider and the collector
+    with langchain_agent.instrumented("openinference", trace.get_tracer_provider()):
+        yield
+
+
+def _assert_replayed(result, i=0):
+    assert result.passed, result.reasons()
+    assert f"FIXTURE-{i}" in result.answer and f"fixture-status-{i}" in result.answer  # fixture results, not live
+    assert result.trajectory == ["kb_search", "get_order"]
+    assert result.no_fixture == 0 and result.tool_calls == 2 and result.divergence is None
+    assert result.unauthorised == 0
+    assert any(c.name == "never_used(issue_refund)" and c.passed for c in result.checks)
+
+
+def test_pydantic_ai_agent_replays_from_fixtures():
+    (r,) = replay([case()], build_pydantic_ai).results
+    _assert_replayed(r)
+
+
+def test_langchain_agent_replays_from_fixtures(openinference):
+    (r,) = replay([case()], build_langchain).results
+    _assert_replayed(r)
+
+
+def test_concurrent_framework_cases_never_share_fixtures(openinference):
+    cases = [case(i) for i in range(6)]
+    for build in (build_pydantic_ai, build_langchain):
+        report = replay(cases, build, concurrency=6)
+        for i, r in enumerate(report.results):
+            _assert_replayed(r, i)
+
+
+def test_injected_failure_reaches_the_framework():
+    c = AgentCase.model_validate({**case().model_dump(by_alias=True),
+                                  "inject_failures": {"get_order": {"mode": "not_found"}}})
+    (r,) = replay([c], build_pydantic_ai).results
+    assert not r.passed and "NotFound" in (r.error or "")  # pydantic-ai lets a tool exception end the run

@@ -34,7 +34,8 @@ from .spans import SpanData
 PLACEHOLDER = re.compile(r"<[a-z0-9_]+:[0-9a-f]{8}>")
 _KEY_ENV = "HARVESTER_REDACT_KEY"
 _MIN_LEN = 6  # shorter strings cannot hold any built-in secret ("a@b.co")
-_LITERAL_MIN_LEN = 4  # field values shorter than this are not searched for in raw spans
+_LITERAL_MIN_LEN = 4
+_SHORT = 200  # field values shorter than this are not searched for in raw spans
 
 # Each rule: (kind, trigger, pattern). The trigger is a lower-case literal that any match
 # contains, checked with ``in`` on the lowercased text first (a C substring search); the pattern starts with a literal so that the regex
@@ -65,6 +66,8 @@ _SECRET_KEY = re.compile(
     r"(?:^|[._-])(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token|id[_-]?token|token"
     r"|secret|client[_-]?secret|secret[_-]?key|private[_-]?key|password|passwd|pwd|authorization|cookie"
     r"|credentials?)$", re.I)
+# Any trigger at all, as one search: most strings have none and stop here.
+_ANY_TRIGGER = re.compile(r"sk-|gh[pousr]_|github_pat_|akia|asia|xox|@|bearer|basic|key|token|secre|passw|pwd|crede")
 _CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
 # Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
 _CARD_SHAPE = bytes.maketrans(bytes(range(256)), b"".join(
@@ -143,6 +146,7 @@ class Redactor:
         self._folded = [_Rule(*rule, folded=True) for rule in _FOLDED]
         self._digests: dict[bytes, str] = {}
         self._secret_keys: dict[str, bool] = {}
+        self._short: dict[str, str] = {}  # short strings recur (names, models, resource values): remember them
 
     @classmethod
     def from_option(cls, option: "bool | Redactor | Mapping[str, Any] | None") -> "Redactor | None":
@@ -178,9 +182,15 @@ class Redactor:
     def _text(self, s: str, p: _Pass) -> str:
         if len(s) < _MIN_LEN and not self._custom and not p.literals:
             return s
+        # Caches hold "" for "unchanged", so the caller gets its own object back (and copies nothing).
         done = p.memo.get(s)
         if done is not None:
-            return done
+            return done or s
+        short = len(s) <= _SHORT and not p.literals
+        if short:
+            done = self._short.get(s)
+            if done is not None:
+                return done or s
         spans = self._find(s) if self.builtin else []
         for kind, rx in self._custom:
             for m in rx.finditer(s):
@@ -192,12 +202,25 @@ class Redactor:
             for lit, ph in p.literals.items():
                 if lit in out:
                     out = out.replace(lit, ph)
-        p.memo[s] = out
+        mark = "" if out is s else out
+        p.memo[s] = mark
+        if short:
+            if len(self._short) >= 20_000:
+                self._short.clear()
+            self._short[s] = mark
         return out
 
     def _find(self, s: str) -> list[tuple[int, int, str]]:
         found: list[tuple[int, int, str]] = []
         low = s.lower()
+        if len(s) >= 13:
+            shape = s.encode("utf-8", "surrogatepass").translate(_CARD_SHAPE)
+            if b"0000000000000" in shape or b"00001000" in shape:
+                for m in _CARD.finditer(s):
+                    if luhn_ok(m.group().replace(" ", "").replace("-", "")):
+                        found.append((m.start(), m.end(), "card"))
+        if _ANY_TRIGGER.search(low) is None:
+            return found
         for rule in self._cased:
             if rule.trigger not in low:
                 continue
@@ -222,12 +245,6 @@ class Redactor:
                     continue  # inside a word, or the kind of a placeholder we wrote
                 a, b = rule.span(m)
                 found.append((a, b, rule.kind))
-        shape = s.encode("utf-8", "surrogatepass").translate(_CARD_SHAPE)
-        if b"0000000000000" in shape or b"00001000" in shape:
-            for m in _CARD.finditer(s):
-                digits = m.group().replace(" ", "").replace("-", "")
-                if luhn_ok(digits):
-                    found.append((m.start(), m.end(), "card"))
         return found
 
     def _apply(self, s: str, spans: list[tuple[int, int, str]]) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional
 
 import orjson
 
-from .model import Run
+from .model import STOPS, Run
 from .spans import SpanData, from_readable, span_from_otlp, spans_from_otlp
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ POSITIVE = frozenset({"positive", "thumbs_up", "thumbs-up", "up", "good", "1", "
 PLACEHOLDERS = frozenset({"__REDACTED__", "<redacted>", "[REDACTED]", "REDACTED"})
 # Exceptions that pause a run for a human rather than fail it.
 DEFERRALS = frozenset({"GraphInterrupt", "NodeInterrupt", "Interrupt", "ApprovalRequired", "CallDeferred"})
+STOP_KEY = "harvester.stop"
 LIMIT_STOPS = {"UsageLimitExceeded": "budget_exceeded", "GraphRecursionError": "max_steps",
                "MaxTurnsExceeded": "max_steps", "AgentMaxStepsError": "max_steps"}
 LLM_OPS = frozenset({"chat", "text_completion", "generate_content", "completion", "responses"})
@@ -631,6 +632,11 @@ def _build(root: SpanData, source: str, members: list[SpanData], roles: dict[str
         stop = "answered"
     else:
         stop = "unknown"
+    declared = root.attributes.get(STOP_KEY)  # an app's own explicit stop (``AgentRun.stop``) wins
+    if isinstance(declared, str) and declared in STOPS:
+        stop = declared
+        if error is None and stop not in ("answered", "deferred") and root.attributes.get(STOP_KEY + "_message"):
+            error = {"type": stop, "message": _text(root.attributes[STOP_KEY + "_message"]) or ""}
 
     usage = {"input_tokens": sum(llm["input_tokens"] for llm in llms),
              "output_tokens": sum(llm["output_tokens"] for llm in llms)}

@@ -77,23 +77,20 @@ def _plain_attrs(attrs: Any) -> dict[str, Any]:
 
 # -- OTLP/JSON --------------------------------------------------------------------------------
 def _any_value(v: Any) -> Any:
-    """Decode an OTLP ``AnyValue`` object."""
+    """Decode an OTLP ``AnyValue`` object (one key says the type)."""
     if not isinstance(v, dict):
         return v
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "boolValue" in v:
-        return v["boolValue"]
-    if "intValue" in v:
-        return int(v["intValue"])
-    if "doubleValue" in v:
-        return float(v["doubleValue"])
-    if "arrayValue" in v:
-        return [_any_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
-    if "kvlistValue" in v:
-        return {kv["key"]: _any_value(kv.get("value")) for kv in (v["kvlistValue"] or {}).get("values", [])}
-    if "bytesValue" in v:
-        return v["bytesValue"]
+    for key, inner in v.items():
+        if key == "stringValue" or key == "boolValue" or key == "bytesValue":
+            return inner
+        if key == "intValue":
+            return int(inner)
+        if key == "doubleValue":
+            return float(inner)
+        if key == "arrayValue":
+            return [_any_value(x) for x in (inner or {}).get("values", ())]
+        if key == "kvlistValue":
+            return {kv["key"]: _any_value(kv.get("value")) for kv in (inner or {}).get("values", ())}
     return None
 
 
@@ -106,19 +103,23 @@ def _attrs_from_otlp(items: Any) -> dict[str, Any]:
 
 
 def _hex_id(value: Any, length: int) -> str:
-    """OTLP/JSON ids are hex; tolerate base64 (protobuf JSON mapping) and pad to full length."""
+    """OTLP/JSON ids are hex; tolerate base64 (the protobuf JSON mapping). Raises ``ValueError`` if bad."""
     if not value:
         return ""
     s = str(value)
-    if len(s) != length or any(c not in "0123456789abcdefABCDEF" for c in s):
+    if len(s) == length:
         try:
-            s = base64.b64decode(s + "=" * (-len(s) % 4)).hex()
-        except Exception:  # noqa: BLE001 - fall through to the validity check
+            bytes.fromhex(s)
+            return s.lower()
+        except ValueError:
             pass
-    s = s.lower()
-    if len(s) != length or any(c not in "0123456789abcdef" for c in s):
+    try:
+        raw = base64.b64decode(s + "=" * (-len(s) % 4), validate=True)
+    except (ValueError, TypeError):
+        raise ValueError(f"bad id {value!r}") from None
+    if len(raw) * 2 != length:
         raise ValueError(f"bad id {value!r}")
-    return s
+    return raw.hex()
 
 
 def _enum(value: Any, names: dict[int, str], prefix: str, default: str) -> str:

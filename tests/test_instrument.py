@@ -161,3 +161,15 @@ def test_stop_and_feedback_attributes(spans):
         run.feedback("negative")
     attrs = exporter.get_finished_spans()[0].attributes
     assert attrs["harvester.stop"] == "deferred" and attrs["harvester.feedback"] == "negative"
+
+
+def test_declared_stop_is_read_back_by_the_conventions(spans):
+    from harvester.conventions import runs_from_spans
+
+    provider, exporter = spans
+    with agent_run("a", "loop forever", tracer_provider=provider) as run:
+        run.model_call("m", tool_calls=[{"name": "quiet", "arguments": {"x": 1}}])
+        run.stop("max_steps", "no answer after 6 model calls")
+    [parsed] = runs_from_spans(exporter.get_finished_spans())
+    assert parsed.stop == "max_steps" and parsed.error.message == "no answer after 6 model calls"
+    assert parsed.prompt == "loop forever" and parsed.blocked_tools() == ["quiet"]

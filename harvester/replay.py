@@ -197,7 +197,10 @@ class _Runner:
             raise TypeError(f"the factory built a {type(agent).__name__}, which is neither callable nor has .run(prompt)")
         result = target(prompt)
         if inspect.isawaitable(result):
-            result = asyncio.run(asyncio.wait_for(_awaited(result), self.timeout))
+            try:
+                result = asyncio.run(asyncio.wait_for(_awaited(result), self.timeout))
+            except asyncio.TimeoutError:
+                raise TimeoutError(f"agent did not finish within {self.timeout:g}s") from None
         return result
 
     def _observe(self, job: _Job, answer: Any, spans: list[ReadableSpan], tools: Optional[FixtureTools]) -> Run:

@@ -109,11 +109,12 @@ def _kind_name(text: str) -> str:
 class _Pass:
     """State of one redaction pass: strings already seen and field values to chase into raw spans."""
 
-    __slots__ = ("memo", "literals")
+    __slots__ = ("memo", "literals", "resource")
 
     def __init__(self) -> None:
         self.memo: dict[str, str] = {}
         self.literals: dict[str, str] = {}
+        self.resource: tuple[dict[str, Any], Any] | None = None
 
 
 class Redactor:
@@ -458,7 +459,12 @@ class Redactor:
             if msg is not s.status_message:
                 update["status_message"] = msg
         if s.resource:
-            res = self._value(s.resource, p)
-            if res is not s.resource:
+            # Every span of a process carries an equal resource: redact it once per pass.
+            if p.resource is not None and p.resource[0] == s.resource:
+                res = p.resource[1]
+            else:
+                res = self._value(s.resource, p)
+                p.resource = (s.resource, res)
+            if res != s.resource:
                 update["resource"] = res
         return dataclasses.replace(s, **update) if update else s

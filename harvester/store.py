@@ -274,7 +274,10 @@ class TraceStore:
 
     @staticmethod
     def _row(run: Run, spans: Sequence[SpanData] | None) -> tuple[Any, ...]:
-        run_json = _dumps(run.model_dump(mode="json"))
+        try:
+            run_json = run.__pydantic_serializer__.to_json(run)
+        except ValueError:  # lone surrogates: not UTF-8
+            run_json = _dumps(run.model_dump(mode="json"))
         spans_json = _dumps([s.to_dict() for s in spans]) if spans else None
         ts = _epoch(run.started_at) or time.time()
         return (run.trace_id, run.run_id, run.agent, run.started_at, ts, run.stop, int(run.failed),

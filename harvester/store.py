@@ -63,6 +63,10 @@ CREATE INDEX runs_stop ON runs (stop);
 """
 
 
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def default_path() -> str:
     return os.environ.get(ENV_PATH) or DEFAULT_PATH
 
@@ -187,10 +191,17 @@ class TraceStore:
             raise self._error(f"cannot open ({exc})") from None
         try:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            self._check_schema(conn)
-            if not self.readonly:
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
+            for attempt in range(_RETRIES):  # another process may be creating the file right now
+                try:
+                    self._check_schema(conn)
+                    if not self.readonly:
+                        conn.execute("PRAGMA journal_mode = WAL")
+                        conn.execute("PRAGMA synchronous = NORMAL")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if attempt == _RETRIES - 1 or not _is_busy(exc):
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise self._error(f"not a readable trace store ({exc})") from None
@@ -228,7 +239,7 @@ class TraceStore:
                 conn.execute("BEGIN IMMEDIATE")
                 break
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
+                if not _is_busy(exc):
                     raise
                 time.sleep(0.05 * (attempt + 1))
         try:
@@ -294,7 +305,7 @@ class TraceStore:
                 try:
                     conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.OperationalError as exc:
-                    if attempt + 1 < _RETRIES and ("locked" in str(exc) or "busy" in str(exc)):
+                    if attempt + 1 < _RETRIES and _is_busy(exc):
                         time.sleep(delay)
                         delay = min(delay * 2, 0.5)
                         continue

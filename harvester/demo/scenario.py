@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from ..capture import HarvestingSpanProcessor
 from ..case import CaseFolder, bump_suite, load_cases
-from ..config import load_config
+from ..config import Config, load_config
 from ..errors import InputError
 from ..harvest import harvest, normalize_prompt
 from ..replay import replay
@@ -24,11 +24,10 @@ from ..store import TraceStore
 from . import agent as support
 
 CONFIG = """\
-[tool.harvester]
 mutating_tools = ["issue_refund"]
 gates = ["tag:security>=1.0"]
 
-[tool.harvester.prices.scripted-support-1]
+[prices.scripted-support-1]
 input = 0.0004
 output = 0.0016
 """
@@ -56,14 +55,38 @@ class DemoResult:
     lines: list[str] = field(default_factory=list)
 
 
+def write_config(folder: Path) -> Config:
+    """The demo's ``harvester.toml`` (mutating tools, a security gate, the scripted model's price)."""
+    path = folder / "harvester.toml"
+    path.write_text(CONFIG)
+    return load_config(path)
+
+
+def apply_reviews(cases_dir: str | Path) -> list[str]:
+    """Do what the demo's reviewer does: rename, re-tag and accept three cases, skip the rest."""
+    folder = CaseFolder(cases_dir)
+    pending = {normalize_prompt(c.prompt): c for c in load_cases(cases_dir, status="pending")}
+    accepted = []
+    for prompt, review in TRAFFIC:
+        case = pending.get(normalize_prompt(prompt))
+        if review is None or case is None:
+            continue
+        folder.find(case.id).unlink()
+        case = case.model_copy(update={"id": review.get("id", case.id), "tags": review["tags"],
+                                      "why": review.get("why", case.why)})
+        folder.save(case)
+        folder.accept(case.id, required=review["required"])
+        accepted.append(case.id)
+    return accepted
+
+
 def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = print) -> DemoResult:
     root = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="harvester-demo-"))
     if root.exists() and any(root.iterdir()):
         raise InputError("the demo needs an empty folder (it writes traces, cases and reports there)",
                          file=str(root))
     root.mkdir(parents=True, exist_ok=True)
-    (root / "harvester.toml").write_text(CONFIG.replace("[tool.harvester]\n", "").replace("tool.harvester.", ""))
-    config = load_config(root / "harvester.toml")
+    config = write_config(root)
     store_path, cases_dir, reports = root / "traces.db", root / "cases", root / "reports"
     lines: list[str] = []
 
@@ -88,19 +111,7 @@ def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = pr
         # 2. harvest, then review as a person would.
         result = harvest(store, cases_dir, config=config)
         say(f"2. harvest      {result.summary()}")
-    folder = CaseFolder(cases_dir)
-    pending = {normalize_prompt(c.prompt): c for c in load_cases(cases_dir, status="pending")}
-    accepted = []
-    for prompt, review in TRAFFIC:
-        case = pending.get(normalize_prompt(prompt))
-        if review is None or case is None:
-            continue
-        folder.find(case.id).unlink()  # the reviewer renames and re-tags it, then accepts
-        case = case.model_copy(update={"id": review.get("id", case.id), "tags": review["tags"],
-                                      "why": review.get("why", case.why)})
-        folder.save(case)
-        folder.accept(case.id, required=review["required"])
-        accepted.append(case.id)
+    accepted = apply_reviews(cases_dir)
     manifest = bump_suite(cases_dir, name="support-demo")
     left = len(load_cases(cases_dir, status="pending"))
     say(f"   review       accepted {len(accepted)} ({', '.join(accepted)}), {left} left pending; "
@@ -142,7 +153,7 @@ def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = pr
     say(f"  cases    harvester cases list --cases {cases_dir}")
     say(f"  review   harvester review --cases {cases_dir}")
     say(f"  replay   harvester replay --agent harvester.demo.agent:build --cases {cases_dir} "
-        f"--baseline {reports / 'baseline.json'}")
+        f"--config {root / 'harvester.toml'} --baseline {reports / 'baseline.json'}")
     say(f"  compare  harvester compare {reports / 'candidate.json'} --baseline {reports / 'baseline.json'}")
     return DemoResult(root, baseline, candidate, injected, outcome.exit_code, lines)
 

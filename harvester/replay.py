@@ -24,6 +24,7 @@ import contextvars
 import hashlib
 import importlib
 import inspect
+import os
 import queue
 import sys
 import threading
@@ -56,6 +57,11 @@ def load_agent(spec: str) -> Callable[..., Any]:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise AgentLoadError(f"--agent {spec!r}: expected module:attr (e.g. myapp.agent:build)")
+    # As with ``python -m``: the app's own modules in the working directory import without installing it
+    # (the console script's sys.path starts at its bin folder, not the cwd).
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - whatever the import raised, the user needs one line

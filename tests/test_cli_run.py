@@ -168,3 +168,29 @@ def test_merge(tmp_path):
     assert (tmp_path / "all.xml").exists()
     dup = run("merge", str(tmp_path / "s1.json"), str(tmp_path / "s1.json"), "-o", str(tmp_path / "x.json"))
     assert dup.exit_code == 2 and "appears in two reports" in dup.output
+
+
+def test_an_agent_module_in_the_working_directory_imports(project, monkeypatch):
+    # the console script's sys.path starts at its bin folder, not the cwd (unlike pytest's)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(project))])
+    result = run("replay", "--agent", "cli_agent_mod:build")
+    assert "cannot import" not in result.output and "1/2 passed" in result.output
+
+
+def test_compare_and_merge_apply_the_config_gates(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "harvester.toml").write_text('gates = ["tag:security>=1.0"]\n')
+    Report(suite="s", results=[CaseResult(id="a", passed=True, tags=["security"])]).save(tmp_path / "base.json")
+    Report(suite="s", shard="1/2", results=[CaseResult(id="a", passed=False, tags=["security"])]).save(
+        tmp_path / "s1.json")
+    Report(suite="s", shard="2/2", results=[CaseResult(id="b", passed=True, tags=["general"])]).save(
+        tmp_path / "s2.json")
+    merged = run("merge", "s1.json", "s2.json", "-o", "all.json")
+    assert merged.exit_code == 1 and "gate tag:security>=1.0: FAIL (0)" in merged.output
+    compared = run("compare", "s2.json", "--baseline", "s2.json")
+    assert "gate tag:security>=1.0: ok (no data in shard 2/2)" in compared.output and compared.exit_code == 0
+    compared = run("compare", "all.json", "--baseline", "base.json", "--config", "harvester.toml")
+    assert compared.exit_code == 1 and "gate tag:security>=1.0: FAIL (0)" in compared.output
+    (tmp_path / "bad.toml").write_text("gatez = []\n")
+    bad = run("compare", "all.json", "--baseline", "base.json", "--config", "bad.toml")
+    assert bad.exit_code == 2 and "unknown key 'gatez'" in bad.output

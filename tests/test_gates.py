@@ -95,3 +95,10 @@ def test_outcome_json():
     data = evaluate_gates(rep(True), ["task_completion>=1"]).to_json()
     assert data["exit_code"] == 0 and data["gates"][0] == {"gate": "task_completion>=1", "passed": True,
                                                            "value": 1.0, "detail": "1"}
+
+
+def test_a_shard_without_data_for_a_gate_leaves_it_to_the_merged_report():
+    shard = rep(True).model_copy(update={"shard": "2/4", "results": [CaseResult(id="c1", passed=True, tags=["x"])]})
+    out = evaluate_gates(shard, ["tag:security>=1.0"])
+    assert out.exit_code == 0 and out.gates[0].detail == "no data in shard 2/4"
+    assert evaluate_gates(shard.model_copy(update={"shard": None}), ["tag:security>=1.0"]).exit_code == 1

@@ -24,6 +24,22 @@ EDITABLE = ("why", "expected", "required_elements", "forbidden_tools", "appropri
 
 
 # -- shared options -----------------------------------------------------------------------------
+config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                             help="Config file (default: harvester.toml or [tool.harvester] found from the cwd upward).")
+
+
+def with_config(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--config PATH`` resolved into a ``Config`` passed as ``config``."""
+
+    @handle_errors
+    @config_option
+    @functools.wraps(fn)
+    def wrapper(*args: Any, config_path: Optional[str], **kwargs: Any) -> Any:
+        return fn(*args, config=load_config(config_path), **kwargs)
+
+    return wrapper
+
+
 def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--cases DIR`` and ``--config PATH``, resolved into a ``CaseFolder`` and a ``Config``.
 
@@ -31,8 +47,7 @@ def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """
 
     @handle_errors
-    @click.option("--config", "config_path", type=click.Path(dir_okay=False),
-                  help="Config file (default: harvester.toml or [tool.harvester] found from the cwd upward).")
+    @config_option
     @click.option("--cases", "cases_dir", type=click.Path(file_okay=False),
                   help=f"Cases folder (default: ${CASES_ENV}, the config's cases_dir, or ./cases).")
     @functools.wraps(fn)

@@ -15,11 +15,12 @@ from typing import Any, Callable, Optional, TypeVar
 import click
 
 from ..case import load_cases, suite_info
+from ..config import Config
 from ..errors import GateError
 from ..replay import DEFAULT_CONCURRENCY, load_agent, replay
 from ..report import Report, evaluate_gates, merge, parse_gate
 from . import echo_json, handle_errors, main
-from .cases import cases_options
+from .cases import cases_options, with_config
 
 F = TypeVar("F", bound=Callable[..., Any])
 # With no gate configured and no baseline, "all pass" is the bar.
@@ -125,13 +126,14 @@ def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, i
 @click.option("--baseline", required=True, type=click.Path(dir_okay=False), help="The report to compare against.")
 @gate_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
-def compare_cmd(report_path: str, baseline: str, gates: tuple[str, ...], as_json: bool) -> None:
+@with_config
+def compare_cmd(report_path: str, baseline: str, gates: tuple[str, ...], as_json: bool, config: Config) -> None:
     """Compare a report with a baseline: regressions, improvements, metric deltas.
 
-    Exit 1 when a case regressed or a gate failed.
+    Gates come from --gate and the config. Exit 1 when a case regressed or a gate failed.
     """
     report, base = Report.load(report_path), Report.load(baseline)
-    outcome = evaluate_gates(report, _gates(gates, base), base)
+    outcome = evaluate_gates(report, _gates([*config.gates, *gates], base), base)
     if as_json:
         echo_json(outcome.to_json())
     else:
@@ -149,13 +151,14 @@ def compare_cmd(report_path: str, baseline: str, gates: tuple[str, ...], as_json
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML.")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
               help="Write a Markdown summary (e.g. \"$GITHUB_STEP_SUMMARY\").")
+@with_config
 def merge_cmd(reports: tuple[str, ...], output: str, baseline: Optional[str], gates: tuple[str, ...],
-              junit_path: Optional[str], markdown_path: Optional[str]) -> None:
-    """Merge shard reports into one, then gate it like a replay would.
+              junit_path: Optional[str], markdown_path: Optional[str], config: Config) -> None:
+    """Merge shard reports into one, then gate it like a replay would (--gate and the config's gates).
 
     Exit 0 when every gate passes and nothing regressed, 1 otherwise.
     """
     base = Report.load(baseline) if baseline else None
-    gate_list = _gates(gates, base)
+    gate_list = _gates([*config.gates, *gates], base)
     _finish(merge(Report.load(p) for p in reports), gate_list, base, output, junit_path, markdown_path)
 

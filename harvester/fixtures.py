@@ -105,10 +105,6 @@ class FixtureTools:
     def no_fixture(self) -> int:
         return sum(e.outcome == "no_fixture" for e in self.log)
 
-    def never_served(self) -> list[str]:
-        """Recorded keys the agent never asked for."""
-        return [k for k in self._by_key if k not in self._served]
-
     # -- resolution -----------------------------------------------------------------------
     def _resolve(self, name: str, args: Any) -> ToolLog:
         ignore = self.case.ignore_args.get(name, ())

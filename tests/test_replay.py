@@ -84,6 +84,16 @@ def test_each_case_gets_a_fresh_agent():
     assert report.passed == 3 and report.suite == "fresh"
 
 
+def test_a_case_without_why_warns():
+    with pytest.warns(UserWarning, match="case 'c' has no 'why'"):
+        Case(id="c", task="hi", checks=[checks.answered()])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Case(id="c", task="hi", why="the refund policy answer")
+
+
 def test_a_broken_check_fails_its_case_only():
     def broken(run):
         raise ZeroDivisionError("boom")

@@ -399,18 +399,17 @@ class Receiver:
         return f"http://{self.host}:{self.port}{TRACES_PATH}"
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop listening, complete what is open, and wait (up to ``timeout``) for the store."""
-        if self._server is None:
-            return
-        with self._lock:
-            self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        for t in self._threads:
-            t.join(timeout)
-        with self._idle:  # requests already reading their body finish into the open traces
-            self._idle.wait_for(lambda: self._inflight == 0, timeout)
-        self._server = None
+        """Stop listening, complete what is open, and write it; waits up to ``timeout`` for requests."""
+        server, self._server = self._server, None
+        if server is not None:
+            with self._lock:
+                self._stopping.set()
+            server.shutdown()
+            server.server_close()
+            for t in self._threads:
+                t.join(timeout)
+            with self._idle:  # requests already reading their body finish into the open traces
+                self._idle.wait_for(lambda: self._inflight == 0, timeout)
         self._complete(self.assembler.take_all())
         if self._owns_writer:
             self.writer.close()

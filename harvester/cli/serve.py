@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
+from ..config import Config, load_config
+from ..errors import ConfigError
 from . import handle_errors, main
+
+
+def _redaction(config: Config) -> Any:
+    """The project's redaction rules, checked now so a bad rule is a usage error, not a dead server."""
+    from ..redact import Redactor
+
+    if not config.redact.enabled:
+        return False
+    try:
+        return Redactor(config.redact.patterns, config.redact.fields)
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=config.source, field="redact") from None
 
 
 @main.command()
@@ -17,7 +32,7 @@ from . import handle_errors, main
 @click.option("--port", default=4318, show_default=True, type=click.IntRange(0, 65535),
               help="TCP port (4318 is the OTLP/HTTP default; 0 picks a free one).")
 @click.option("--store", "store", default=None, metavar="PATH",
-              help="Trace store [default: $HARVESTER_STORE or .harvester/traces.db].")
+              help="Trace store [default: $HARVESTER_STORE, the config's store, or .harvester/traces.db].")
 @click.option("--idle-seconds", default=2.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="A run is complete once its agent span is in and its trace got no span for this long. "
                    "Raise it when agents nest or several services send spans of one trace.")
@@ -27,19 +42,26 @@ from . import handle_errors, main
               help="Require 'Authorization: Bearer TOKEN' (401 otherwise) [env: HARVESTER_TOKEN].")
 @click.option("--sample-rate", default=1.0, show_default=True, type=click.FloatRange(0, 1),
               help="Share of successful runs stored; failed and flagged runs are always kept.")
+@click.option("--config", "config_path", default=None, metavar="PATH",
+              help="Config file for the store and the redaction rules "
+                   "[default: harvester.toml or [tool.harvester] found from the cwd upward].")
 @handle_errors
 def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_body_mb: float,
-          token: Optional[str], sample_rate: float) -> None:
+          token: Optional[str], sample_rate: float, config_path: Optional[str]) -> None:
     """Receive traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON) into the trace store.
 
     Point an OTLP exporter or a Collector's otlphttp exporter at the printed URL. Each complete run
-    is sampled, redacted and stored exactly as the in-process HarvestingSpanProcessor would. GET
-    /healthz reports counters. Ctrl-C or SIGTERM stores the open runs, then exits 0.
+    is sampled, redacted (with the project's rules) and stored as the in-process
+    HarvestingSpanProcessor would. GET /healthz reports counters. Ctrl-C or SIGTERM stores the open
+    runs, then exits 0.
     """
     from ..receiver import Receiver
 
-    receiver = Receiver(store, sample_rate=sample_rate, host=host, port=port, idle_seconds=idle_seconds,
-                        max_body_bytes=int(max_body_mb * (1 << 20)), token=token,
+    config = load_config(config_path)
+    if store is None and not os.environ.get("HARVESTER_STORE"):
+        store = config.store
+    receiver = Receiver(store, sample_rate=sample_rate, redact=_redaction(config), host=host, port=port,
+                        idle_seconds=idle_seconds, max_body_bytes=int(max_body_mb * (1 << 20)), token=token,
                         on_flush=lambda n: click.echo(f"completed {n} trace{'s' * (n != 1)}"))
     done = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -56,4 +78,4 @@ def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_b
         signal.signal(signal.SIGTERM, previous)
         receiver.stop()
     health = receiver.health()
-    click.echo(f"received {health['received_spans']} spans, wrote {health['runs_written']} runs")
+    click.echo(f"received {health['received_spans']} spans, stored {health['runs_written']} runs")

@@ -259,3 +259,13 @@ def test_progress_shows_a_bar_or_a_running_count(capsys):
     assert "harvesting: 100 runs" in capsys.readouterr().err
     with _progress(False, 10) as update:
         assert update is None
+
+
+def test_review_input_that_ends_early_is_one_line_exit_2(env):
+    root, _ = env
+    invoke("incident", TRACE, "--why", "x")
+    result = invoke("review", input="e\ntags\nbilling\n")  # edits, then the piped answers run out
+    assert result.exit_code == 2 and "Aborted" not in result.output
+    assert ("error: review stopped before the end (input ended or interrupted); saved so far: 0 accepted, "
+            "0 rejected, 0 skipped\n") in result.output
+    assert "billing" in (root / "cases/pending/refund-order-a1001.json").read_text()

@@ -16,7 +16,7 @@ from ..case import CASES_ENV, AgentCase, CaseFolder, bump_suite, load_cases, rea
 from ..config import Config, load_config
 from ..errors import InputError, NotFoundError, OtlpFormatError, pydantic_field
 from ..model import Run
-from . import echo_json, handle_errors, main
+from . import HarvesterCliError, echo_json, handle_errors, main
 
 STORE_ENV = "HARVESTER_STORE"
 EDITABLE = ("why", "expected", "required_elements", "forbidden_tools", "appropriate_tools", "min_steps",
@@ -314,12 +314,21 @@ def review_cmd(case_id: Optional[str], config: Config, folder: CaseFolder) -> No
         click.echo("no pending cases (harvest some with: harvester harvest, or harvester incident TRACE_ID)")
         return
     counts = {"accepted": 0, "rejected": 0, "skipped": 0}
-    for i, cid in enumerate(ids, 1):
-        verdict = _review_one(folder, cid, f"[{i}/{len(ids)}]")
-        if verdict == "quit":
-            break
-        counts[verdict] += 1
-    click.echo(f"reviewed: {counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped")
+    try:
+        for i, cid in enumerate(ids, 1):
+            verdict = _review_one(folder, cid, f"[{i}/{len(ids)}]")
+            if verdict == "quit":
+                break
+            counts[verdict] += 1
+    except click.Abort:  # end of input (piped answers ran out) or Ctrl-C: what was decided is saved
+        click.echo("", err=True)
+        raise HarvesterCliError(f"review stopped before the end (input ended or interrupted); saved so far: "
+                                f"{_counts(counts)}") from None
+    click.echo(f"reviewed: {_counts(counts)}")
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return f"{counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped"
 
 
 def _review_one(folder: CaseFolder, case_id: str, position: str) -> str:

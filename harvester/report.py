@@ -28,6 +28,7 @@ from .errors import GateError, ReportFormatError, pydantic_field
 
 SCHEMA = "harvester.report/1"
 ALPHA = 0.05
+SUMMARY_FAILURES = 10  # failing cases the terminal summary details; the files list every one
 
 
 class _Strict(BaseModel):
@@ -290,15 +291,18 @@ class Report(_Strict):
         if rec["by_mode"]:
             rate = self.metrics()["recovery_rate"] or 0.0
             lines.append(f"recovery {rate:.0%}: " + "  ".join(f"{m}={v:.0%}" for m, v in rec["by_mode"].items()))
-        for r in self.results:
-            if r.passed:
-                continue
+        failing = [r for r in self.results if not r.passed]
+        for r in failing[:SUMMARY_FAILURES]:
             lines.append(f"FAIL {r.id}: {r.why}" if r.why else f"FAIL {r.id}")
-            lines.extend(f"  - {reason}" for reason in r.reasons())
+            # a check that only restates the agent error ("stopped with error (<error>)") is left out here
+            lines.extend(f"  - {reason}" for reason in r.reasons() if not (r.error and reason.endswith(f"({r.error})")))
             if r.trials > 1:
                 lines.append(f"  - passed {r.passes}/{r.trials} trials")
             if r.divergence is not None:
                 lines.append(f"  - {r.divergence.describe()} (no_fixture calls: {r.no_fixture})")
+        if len(failing) > SUMMARY_FAILURES:
+            lines.append(f"... and {len(failing) - SUMMARY_FAILURES} more failing cases (all of them in --json, "
+                         "--junit and --markdown)")
         return "\n".join(lines)
 
     def to_junit(self) -> bytes:

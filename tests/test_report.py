@@ -152,3 +152,15 @@ def test_comparison_json():
     data = orjson.loads(orjson.dumps(c.to_json()))
     assert data["regressed"] == ["a"] and data["metrics"]["task_completion"] == {"baseline": 1.0, "current": 0.0,
                                                                                  "delta": -1.0}
+
+
+def test_summary_stays_short_when_many_cases_fail():
+    crashed = [res(f"c{i:02}", passed=False, error="RuntimeError: boom", checks=[
+        CheckResult(name="answered", passed=False, detail="stopped with error (RuntimeError: boom)"),
+        CheckResult(name="contains(30 days)", passed=False, detail="answer lacks '30 days'")]) for i in range(25)]
+    text = rep(*crashed).summary()
+    assert "FAIL c00: why c00\n  - agent error: RuntimeError: boom\n  - contains(30 days): answer lacks '30 days'\n" \
+           in text + "\n"
+    assert "stopped with error" not in text and "FAIL c09" in text and "FAIL c10" not in text
+    assert text.endswith("... and 15 more failing cases (all of them in --json, --junit and --markdown)")
+    assert "stopped with error" in rep(*crashed).to_markdown()

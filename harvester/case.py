@@ -87,6 +87,8 @@ class Source(_Strict):
     agent: Optional[str] = None
     failure_kind: Optional[str] = None
     seen: int = Field(1, ge=1)
+    # Start time of the newest run counted in ``seen``: a later harvest counts only runs after it.
+    last_seen: Optional[str] = None
     # ``harvest.signature()`` of the run(s): how a re-harvest finds this case instead of adding a twin.
     signature: Optional[str] = None
 

@@ -236,7 +236,8 @@ def _build(run: Run, reading: _Reading, config: Config, *, why: str | None = Non
         fixtures=fixtures,
         review_notes=notes,
         recorded=Recorded(trajectory=run.trajectory(), stop=run.stop, answer=run.answer, steps=run.steps, cost=cost),
-        source=Source(trace_id=run.trace_id, captured_at=run.started_at, agent=run.agent, failure_kind=kind, seen=1,
+        source=Source(trace_id=run.trace_id, captured_at=run.started_at, last_seen=run.started_at, agent=run.agent,
+                      failure_kind=kind, seen=1,
                       signature=_signature(run, kind)),
     )
 
@@ -293,17 +294,19 @@ class HarvestResult:
                 "skipped": self.skipped, "new_ids": self.new_ids}
 
 
-def _signature_index(folder: CaseFolder) -> dict[str, tuple[str, Path]]:
-    """signature -> (status, file) of the cases already there; a light read (no validation) per file."""
-    index: dict[str, tuple[str, Path]] = {}
+def _signature_index(folder: CaseFolder) -> dict[str, tuple[str, Path, Optional[str]]]:
+    """signature -> (status, file, last_seen) of the cases already there; a light read (no validation) per file."""
+    index: dict[str, tuple[str, Path, Optional[str]]] = {}
     for path in case_files(folder.root):
         try:
             data = orjson.loads(path.read_bytes())
         except orjson.JSONDecodeError as exc:
             raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
-        sig = (data.get("source") or {}).get("signature") if isinstance(data, dict) else None
+        source = (data.get("source") or {}) if isinstance(data, dict) else {}
+        sig = source.get("signature")
         if sig:
-            index.setdefault(sig, (str(data.get("status", "pending")), path))
+            last = source.get("last_seen") or source.get("captured_at")
+            index.setdefault(sig, (str(data.get("status", "pending")), path, last))
     return index
 
 
@@ -319,7 +322,9 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
 
     ``sample=N`` keeps every failed run and a reproducible sample of at most N of the others.
     Runs matching a reviewed case are skipped (its verdict stands); runs matching a pending case or
-    an earlier run of this harvest add to that case's ``source.seen`` instead of adding a twin.
+    an earlier run of this harvest add to that case's ``source.seen`` instead of adding a twin. A
+    pending case from an earlier harvest counts only runs that started after its ``last_seen``, so
+    harvesting the same store twice counts nothing twice.
     ``progress`` is called with the number of runs read so far (every 100 runs and at the end).
     """
     config = config or Config()
@@ -327,7 +332,7 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
     pending_dir = folder.folder_for("pending")
     index = _signature_index(folder)
     taken = folder.ids()
-    extra_seen: dict[Path, int] = {}
+    extra_seen: dict[Path, tuple[int, Optional[str]]] = {}  # path -> (runs to add, newest start)
     created: set[Path] = set()
     result = HarvestResult()
     reservoir: list[tuple[int, int, Run]] = []  # (-priority, order, run): a max-heap of the N smallest priorities
@@ -337,17 +342,18 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
         sig = _signature(run, reading.kind)
         hit = index.get(sig)
         if hit is not None:
-            status, path = hit
-            if status == "pending":
-                extra_seen[path] = extra_seen.get(path, 0) + 1
-            else:
+            status, path, last_seen = hit
+            if status != "pending":
                 result.skipped += 1
+            elif path in created or not (run.started_at and last_seen) or run.started_at > last_seen:
+                count, newest = extra_seen.get(path, (0, None))
+                extra_seen[path] = (count + 1, max(filter(None, (newest, run.started_at)), default=None))
             return
         case = _build(run, reading, config)
         case.id = folder.unique_id(case.id, taken)
         taken.add(case.id)
         path = save_case(case, pending_dir)
-        index[sig] = ("pending", path)
+        index[sig] = ("pending", path, run.started_at)
         created.add(path)
         result.new += 1
         result.new_ids.append(case.id)
@@ -369,9 +375,10 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
         take(run)
     if progress is not None:
         progress(result.runs)
-    for path, count in extra_seen.items():
+    for path, (count, newest) in extra_seen.items():
         case = load_case(path)
         case.source.seen += count
+        case.source.last_seen = max(filter(None, (case.source.last_seen, newest)), default=None)
         save_case(case, path.parent)
         if path not in created:
             result.updated += 1

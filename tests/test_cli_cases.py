@@ -132,7 +132,7 @@ def test_harvest_summary_and_json(env):
     assert result.output.splitlines()[0] == "harvested 4 runs into 2 cases (new 2, updated 0, skipped 0 reviewed)"
     again = invoke("harvest", "--json", "--failed-only")
     data = json.loads(again.output)
-    assert (data["runs"], data["new"], data["updated"]) == (1, 0, 1)
+    assert (data["runs"], data["new"], data["updated"]) == (1, 0, 0)  # already counted: not counted again
     (order_case,) = (root / "cases/pending").glob("order-*.json")  # named after the first run read
     assert load_case(order_case).source.seen == 3
 

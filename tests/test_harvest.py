@@ -216,10 +216,16 @@ def test_reharvest_updates_pending_and_never_touches_reviewed(tmp_path):
     accepted.why = "reviewed by a human"
     accepted_path = folder.save(accepted)
     before = accepted_path.read_bytes()
-    again = harvest(FakeStore(first + first), tmp_path)
-    assert (again.new, again.updated, again.skipped) == (0, 1, 2)
+    again = harvest(FakeStore(first), tmp_path)  # the same runs again: nothing is counted twice
+    assert (again.new, again.updated, again.skipped) == (0, 0, 1)
     assert accepted_path.read_bytes() == before
-    assert folder.load("order-1").source.seen == 3
+    assert folder.load("order-1").source.seen == 1
+    later = run(call("get_order"), prompt="where is order 2", trace="c" * 32).model_copy(
+        update={"started_at": "2026-11-30T05:00:00Z"})
+    third = harvest(FakeStore(first + [later]), tmp_path)
+    assert (third.new, third.updated, third.skipped) == (0, 1, 1)
+    order = folder.load("order-1")
+    assert order.source.seen == 2 and order.source.last_seen == "2026-11-30T05:00:00Z"
     assert not (tmp_path / "pending" / "refund-policy.json").exists()
 
 

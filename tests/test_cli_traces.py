@@ -97,3 +97,18 @@ def test_input_errors_are_one_line_exit_2(tmp_path: Path) -> None:
         res = runner.invoke(main, args)
         assert res.exit_code == 2, (args, res.output)
         assert res.output.startswith("error: ") and len(res.output.strip().splitlines()) == 1, res.output
+
+
+def test_show_says_what_happened_to_each_call(tmp_path: Path) -> None:
+    """A denied request is not a null result, and a failed call shows its error."""
+    runner, store = CliRunner(), str(tmp_path / "t.db")
+    example = Path(__file__).resolve().parents[1] / "traces" / "example"
+    invoke(runner, "ingest", str(example / "04-sell-gift-cards.json"), str(example / "05-order-a1003.json"),
+           "--store", store)
+    listed = orjson.loads("[" + ",".join(invoke(runner, "traces", "list", "--store", store, "--json")
+                                          .output.splitlines()) + "]")
+    by_prompt = {r["prompt"]: r["trace_id"] for r in listed}
+    out = invoke(runner, "traces", "show", by_prompt["Do you sell gift cards?"], "--store", store).output
+    assert "issue_refund [blocked]" in out and "-> denied, never executed" in out and "null" not in out
+    out = invoke(runner, "traces", "show", by_prompt["Where is order A1003?"], "--store", store).output
+    assert "get_order [error]" in out and "-> ToolTimeout: orders-db timeout after 5s" in out

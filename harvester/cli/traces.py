@@ -109,8 +109,9 @@ def show(trace_id: str, store_path: str | None, as_json: bool) -> None:
         if not runs:
             raise _not_found(store, trace_id)
     if as_json:
-        for run in runs:
-            echo_json(run.model_dump(mode="json"))
+        # One run: exactly the Run JSON of DESIGN.md. Several runs in one trace: a list of them.
+        dumped = [run.model_dump(mode="json") for run in runs]
+        echo_json(dumped[0] if len(dumped) == 1 else dumped)
         return
     for run in runs:
         click.echo(f"trace {run.trace_id}  run {run.run_id}  agent {run.agent or '-'}  model {run.model or '-'}")
@@ -120,8 +121,12 @@ def show(trace_id: str, store_path: str | None, as_json: bool) -> None:
             click.echo(f"error {run.error.type}: {_abridge(run.error.message, 100)}")
         click.echo(f"prompt: {_abridge(run.prompt, 200)}")
         for i, call in enumerate(run.calls, 1):
-            outcome = call.error.type if call.error else _abridge(
-                call.result if isinstance(call.result, str) else orjson.dumps(call.result).decode(), 60)
+            if call.status == "blocked":
+                outcome = "denied, never executed"
+            elif call.error:
+                outcome = f"{call.error.type}: {_abridge(call.error.message, 60)}"
+            else:
+                outcome = _abridge(call.result if isinstance(call.result, str) else orjson.dumps(call.result).decode(), 60)
             click.echo(f"  {i}. {call.name} [{call.status}] {_abridge(orjson.dumps(call.args).decode(), 50)} -> {outcome}")
         click.echo(f"answer: {_abridge(run.answer, 200)}")
         if not run.content_captured:

@@ -36,12 +36,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from .conventions import is_agent_span, runs_from_spans
+from .conventions import is_agent_span, run_data_from_spans
 from .errors import StoreError
-from .model import Run
+from .model import Run, data_failed
 from .redact import Redactor
 from .spans import SpanData, from_readable
-from .store import TraceStore
+from .store import TraceStore, run_row
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def sampled_in(trace_id: str, rate: float) -> bool:
     return low < rate * (1 << 64)
 
 
-def _run_spans(runs: Sequence[Run], spans: Sequence[SpanData]) -> list[list[SpanData]]:
+def _run_spans(runs: Sequence[dict[str, Any]], spans: Sequence[SpanData]) -> list[list[SpanData]]:
     """The raw spans to store beside each run: its agent span's subtree.
 
     Spans outside every run (an HTTP request span above the agent) go with the first run, so the
@@ -74,7 +74,7 @@ def _run_spans(runs: Sequence[Run], spans: Sequence[SpanData]) -> list[list[Span
     taken: set[str] = set()
     out: list[list[SpanData]] = []
     for run in runs:
-        root = by_id.get(run.run_id)
+        root = by_id.get(run["run_id"])
         mine: list[SpanData] = []
         todo = [root] if root is not None else []
         while todo:
@@ -120,7 +120,7 @@ class RunWriter:
 
     def _reset(self) -> None:
         """Fresh buffer, counters and lock (also in a forked child: those were the parent's)."""
-        self._pending: list[tuple[Run, list[SpanData]]] = []
+        self._pending: list[tuple[Any, ...]] = []  # rows ready for the store, serialized outside its lock
         self._pending_since = 0.0
         self._lock = threading.RLock()
         self.counts: dict[str, int] = {"traces": 0, "runs_seen": 0, "written": 0, "sampled_out": 0,
@@ -130,27 +130,31 @@ class RunWriter:
     def drop(self, reason: str, n: int = 1) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + n
 
-    def _wanted(self, run: Run) -> bool:
-        if run.failed:
+    def _wanted(self, data: dict[str, Any]) -> bool:
+        if data_failed(data):
             self.counts["kept_failed"] += 1
             return True
         if self.keep is not None:
             try:
-                if self.keep(run):
+                if self.keep(Run.model_validate(data)):
                     return True
             except Exception:  # noqa: BLE001 - a broken predicate must not lose the run or kill the worker
                 self.counts["keep_errors"] = self.counts.get("keep_errors", 0) + 1
-        if sampled_in(run.trace_id, self.sample_rate):
+        if sampled_in(data["trace_id"], self.sample_rate):
             return True
         self.counts["sampled_out"] += 1
         return False
 
     def process_trace(self, spans: Sequence[SpanData]) -> int | None:
-        """Normalize, sample and redact one trace's spans into the buffer; None if it had no agent run."""
+        """Normalize, sample, redact and serialize one trace's spans into the buffer; None if it had no agent run.
+
+        Runs stay in their plain-dict form throughout (see ``run_data_from_spans``): a ``Run`` model
+        is built only for a ``keep`` predicate or a run the redactor must rewrite.
+        """
         with self._lock:
             self.counts["traces"] += 1
             try:
-                runs = runs_from_spans(spans)
+                runs = run_data_from_spans(spans)
             except Exception:  # noqa: BLE001 - the conventions code never should, but one trace never kills us
                 log.debug("could not normalize a trace", exc_info=True)
                 self.drop("normalize_error")
@@ -163,21 +167,18 @@ class RunWriter:
             if not any(wanted):
                 return 0
             parts = _run_spans(runs, spans)
-            kept = [r for r, w in zip(runs, wanted) if w]
-            per_run = [p for p, w in zip(parts, wanted) if w]
-            if self.redactor is not None:
-                for i, run in enumerate(kept):
-                    kept[i], per_run[i] = self._redact(run, per_run[i])
+            rows = []
+            for data, part, want in zip(runs, parts, wanted):
+                if want:
+                    if self.redactor is not None:
+                        data, part = self.redactor.redact_data(data, part)
+                    rows.append(run_row(data, part))
             if not self._pending:
                 self._pending_since = time.monotonic()
-            self._pending.extend(zip(kept, per_run))
+            self._pending.extend(rows)
             if len(self._pending) >= self.batch_size:
                 self.flush()
-            return len(kept)
-
-    def _redact(self, run: Run, spans: list[SpanData]) -> tuple[Run, list[SpanData]]:
-        runs, spans = self.redactor.redact_trace([run], spans)  # type: ignore[union-attr]
-        return runs[0], spans
+            return len(rows)
 
     def submit(self, spans: list[SpanData]) -> None:
         """The receiver's entry point: one finished trace. Never raises."""

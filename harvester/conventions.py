@@ -566,8 +566,9 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list
     for k, (rturn, ridx, name, rid, args) in enumerate(reqs):
         if k in matched or is_output_tool(rturn, name):
             continue
-        keyed.append(((rturn, ridx, 0), {"name": name, "call_id": rid, "status": "blocked", "args": (
-            args if isinstance(args, dict) or args is None else {"input": args})}))
+        keyed.append(((rturn, ridx, 0), {"name": name, "call_id": rid, "args": (
+            args if isinstance(args, dict) or args is None else {"input": args}), "status": "blocked",
+            "result": None, "error": None, "truncated": False}))
     last = [k for k, r in enumerate(reqs) if r[0] == len(llms) - 1]
     paused = bool(last) and not any(k in matched for k in last) and any(
         not is_output_tool(reqs[k][0], reqs[k][2]) for k in last)
@@ -575,7 +576,8 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list
     return [c for _, c in keyed], paused
 
 
-def _build(root: SpanData, source: str, members: list[SpanData], roles: dict[str, tuple[str, str]]) -> Run:
+def _build(root: SpanData, source: str, members: list[SpanData],
+           roles: dict[str, tuple[str, str]]) -> dict[str, Any]:
     agents: list[tuple[SpanData, str]] = []
     llms: list[dict[str, Any]] = []
     tools: list[dict[str, Any]] = []
@@ -650,19 +652,20 @@ def _build(root: SpanData, source: str, members: list[SpanData], roles: dict[str
               or (stop == "answered" and answer is None))
     start, end = root.start_ns, root.end_ns
     ok_times = type(start) is int and type(end) is int and 0 < start <= end
-    return Run.model_validate({  # one validation of plain dicts: cheaper than building each sub-model
+    return {  # the Run's JSON form, every field in model order: valid by construction (see run_data_from_spans)
         "trace_id": root.trace_id, "run_id": root.span_id, "agent": agent, "model": model,
         "prompt": prompt if isinstance(prompt, str) and prompt else None,
         "answer": answer if isinstance(answer, str) else None,
         "stop": stop, "error": error, "calls": calls,
-        "llm_calls": [{"model": llm["model"], "finish_reason": llm["finish"],
+        "llm_calls": [{"model": llm["model"],
                        "usage": {"input_tokens": llm["input_tokens"], "output_tokens": llm["output_tokens"]},
-                       "requests": [{"name": n, "call_id": i, "args": a} for n, i, a in llm["requests"]]}
+                       "requests": [{"name": n, "call_id": i, "args": a} for n, i, a in llm["requests"]],
+                       "finish_reason": llm["finish"]}
                       for llm in llms],
-        "usage": usage, "started_at": _iso(start),
+        "usage": usage, "cost": None, "started_at": _iso(start),
         "duration_ms": round((end - start) / 1e6, 3) if ok_times else None,
         "content_captured": not hidden, "feedback": _feedback(members), "source": source,
-    })
+    }
 
 
 def _span_datas(spans: Any) -> Iterable[SpanData]:
@@ -697,12 +700,21 @@ def runs_from_spans(spans: Any) -> list[Run]:
     ``spans``: ``SpanData``, SDK ``ReadableSpan``s, OTLP/JSON span objects or whole OTLP/JSON documents.
     Runs come out in trace order of first appearance, then by start time.
     """
+    return [Run.model_validate(data) for data in run_data_from_spans(spans)]
+
+
+def run_data_from_spans(spans: Any) -> list[dict[str, Any]]:
+    """``runs_from_spans`` in the Run's JSON form (``Run.model_dump(mode="json")`` minus the derived lists).
+
+    Capture and ingest store this form as it is: it is built field by field from checked types, so
+    validating it into a ``Run`` (a third of the cost of reading a run) would change nothing.
+    """
     traces: dict[str, dict[str, SpanData]] = {}
     for sp in _span_datas(spans):
         if not isinstance(sp.attributes, dict):
             sp.attributes = {}
         traces.setdefault(sp.trace_id, {})[sp.span_id] = sp
-    runs: list[Run] = []
+    runs: list[dict[str, Any]] = []
     for by_id in traces.values():
         roles = {sid: _classify(sp) for sid, sp in by_id.items()}
         if not any(r[1] == "agent" for r in roles.values()):
@@ -735,5 +747,5 @@ def runs_from_spans(spans: Any) -> list[Run]:
             except Exception:  # noqa: BLE001 - one unreadable run never costs the others
                 log.warning("could not read run %s/%s", root.trace_id, root.span_id, exc_info=True)
                 runs.append(Run(trace_id=root.trace_id, run_id=root.span_id, content_captured=False,
-                                source=roles[root.span_id][0]))
+                                source=roles[root.span_id][0]).model_dump(mode="json"))
     return runs

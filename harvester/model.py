@@ -155,3 +155,20 @@ class Run(_Model):
         except ValidationError as exc:
             field, msg = pydantic_field(exc)
             raise RunFormatError(msg, file=file, field=field) from None
+
+
+# -- the plain-dict form ---------------------------------------------------------------------------
+# Capture and ingest handle a run as ``Run.model_dump(mode="json")`` would give it (without building
+# the model: validation and serialization of the model cost more than reading the run). These two
+# are the model's ``failed`` and derived lists over that form.
+def data_failed(data: dict[str, Any]) -> bool:
+    """``Run.failed`` of a run's plain-dict form."""
+    return (data["stop"] != "answered" or any(c["status"] != "ok" for c in data["calls"])
+            or data["feedback"] == "negative")
+
+
+def data_with_derived(data: dict[str, Any]) -> dict[str, Any]:
+    """A run's plain-dict form with ``requested_tools``/``blocked_tools``, as its JSON form has them."""
+    calls = data["calls"]
+    return {**data, "requested_tools": list(dict.fromkeys(c["name"] for c in calls)),
+            "blocked_tools": list(dict.fromkeys(c["name"] for c in calls if c["status"] != "ok"))}

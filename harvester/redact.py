@@ -318,6 +318,25 @@ class Redactor:
         p = _Pass()
         return [self._span(s, p) for s in spans]
 
+    def redact_data(self, data: dict[str, Any], spans: list[SpanData]) -> tuple[dict[str, Any], list[SpanData]]:
+        """``redact_trace`` of one run in its plain-dict form (``Run.model_dump(mode="json")``) and its spans.
+
+        The values the run's redaction reads (prompt, answer, error message, each call's args, result
+        and error message, each model request's args) are redacted as one list; when that changes
+        nothing, which is the common case, no ``Run`` model is built. Otherwise, and for field rules
+        (whose values are chased into the spans), the run takes the model path.
+        """
+        if not self._fields or not any(c["name"] in self._fields for c in data["calls"]):
+            p = _Pass()
+            err = data["error"]
+            values = [data["prompt"], data["answer"], err and err["message"],
+                      [(c["args"], c["result"], c["error"] and c["error"]["message"]) for c in data["calls"]],
+                      [[r["args"] for r in llm["requests"]] for llm in data["llm_calls"]]]
+            if self._value(values, p) is values:
+                return data, [self._span(s, p) for s in spans]
+        runs, out = self.redact_trace([Run.model_validate(data)], spans)
+        return runs[0].model_dump(mode="json"), out
+
     def redact_trace(self, runs: Sequence[Run], spans: Sequence[SpanData]) -> tuple[list[Run], list[SpanData]]:
         """Redact runs and their raw spans together: a field rule's value is chased into the spans too."""
         p = _Pass()
@@ -460,7 +479,7 @@ class Redactor:
                 update["status_message"] = msg
         if s.resource:
             # Every span of a process carries an equal resource: redact it once per pass.
-            if p.resource is not None and p.resource[0] == s.resource:
+            if p.resource is not None and (p.resource[0] is s.resource or p.resource[0] == s.resource):
                 res = p.resource[1]
             else:
                 res = self._value(s.resource, p)

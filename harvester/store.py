@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import orjson
 
 from .errors import NotFoundError, OtlpFormatError, StoreError
-from .model import Run
+from .model import Run, data_failed, data_with_derived
 from .spans import OtlpStats, SpanData, iter_otlp_documents, spans_from_otlp, to_otlp
 
 DEFAULT_PATH = ".harvester/traces.db"
@@ -88,6 +88,8 @@ def _scrub(value: Any) -> Any:
         return [_scrub(v) for v in value]
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, SpanData):
+        return _scrub(value.to_dict())
     return value
 
 
@@ -119,19 +121,42 @@ def _time_arg(value: float | str | datetime | None) -> float | None:
     return ts
 
 
-def failure_summary(run: Run) -> str | None:
-    """One line saying why a run is kept as a failure, for the list view and the index."""
-    if not run.failed:
+def failure_summary(run: Run | dict[str, Any]) -> str | None:
+    """One line saying why a run is kept as a failure, for the list view and the index.
+
+    ``run``: a ``Run`` or its plain-dict form (``Run.model_dump(mode="json")``).
+    """
+    data = run.model_dump(mode="json") if isinstance(run, Run) else run
+    if not data_failed(data):
         return None
-    if run.stop != "answered":
-        err = f": {run.error.type}" if run.error else ""
-        return f"stop {run.stop}{err}"
-    bad = [c for c in run.calls if c.status != "ok"]
+    if data["stop"] != "answered":
+        err = f": {data['error']['type']}" if data["error"] else ""
+        return f"stop {data['stop']}{err}"
+    bad = [c for c in data["calls"] if c["status"] != "ok"]
     if bad:
         c = bad[0]
-        why = c.error.type if c.error else c.status
-        return f"{c.name} {why}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
-    return f"feedback {run.feedback}"
+        why = c["error"]["type"] if c["error"] else c["status"]
+        return f"{c['name']} {why}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
+    return f"feedback {data['feedback']}"
+
+
+class Row(tuple):  # type: ignore[type-arg]
+    """A ready ``runs`` table row (``run_row``), for ``TraceStore.add_many``."""
+
+    __slots__ = ()
+
+
+def run_row(data: dict[str, Any], spans: Sequence[SpanData] | None) -> Row:
+    """The ``runs`` table row of a run in its plain-dict form and its raw spans.
+
+    A pure function, so the capture worker and ingest serialize runs outside the store's lock.
+    """
+    run_json = _dumps(data_with_derived(data))
+    spans_json = _dumps(spans) if spans else None  # orjson writes the SpanData dataclasses field by field
+    started = data["started_at"]
+    ts = _epoch(started) or time.time()
+    return Row((data["trace_id"], data["run_id"], data["agent"], started, ts, data["stop"], int(data_failed(data)),
+                failure_summary(data), len(run_json) + len(spans_json or b""), run_json, spans_json))
 
 
 class TraceStore:
@@ -274,25 +299,19 @@ class TraceStore:
     def add(self, run: Run, spans: Sequence[SpanData] | None = None) -> None:
         self.add_many([(run, spans)])
 
-    def add_many(self, items: Iterable[tuple[Run, Sequence[SpanData] | None] | Run]) -> int:
-        """Store runs (with their raw spans) in one transaction; a run already stored is replaced."""
-        rows = [self._row(*(item if isinstance(item, tuple) else (item, None))) for item in items]
+    def add_many(self, items: Iterable[tuple[Run, Sequence[SpanData] | None] | Run | Row]) -> int:
+        """Store runs (with their raw spans) in one transaction; a run already stored is replaced.
+
+        An item is a ``Run``, a ``(Run, spans)`` pair, or a ``Row`` that ``run_row`` already made.
+        """
+        rows = [item if isinstance(item, Row) else
+                run_row(*(item.model_dump(mode="json"), None) if isinstance(item, Run)
+                        else (item[0].model_dump(mode="json"), item[1])) for item in items]
         if not rows:
             return 0
         self._write("INSERT OR REPLACE INTO runs (trace_id, run_id, agent, started_at, ts, stop, failed, failure, "
                     "size, run, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         return len(rows)
-
-    @staticmethod
-    def _row(run: Run, spans: Sequence[SpanData] | None) -> tuple[Any, ...]:
-        try:
-            run_json = run.__pydantic_serializer__.to_json(run)
-        except ValueError:  # lone surrogates: not UTF-8
-            run_json = _dumps(run.model_dump(mode="json"))
-        spans_json = _dumps([s.to_dict() for s in spans]) if spans else None
-        ts = _epoch(run.started_at) or time.time()
-        return (run.trace_id, run.run_id, run.agent, run.started_at, ts, run.stop, int(run.failed),
-                failure_summary(run), len(run_json) + len(spans_json or b""), run_json, spans_json)
 
     def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None) -> int:
         """One write transaction, retried while another process holds the lock."""

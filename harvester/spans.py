@@ -44,35 +44,71 @@ class SpanData:
 
 
 # -- from the OpenTelemetry SDK ---------------------------------------------------------------
+_NOT_SDK: Any = object()
+_resources: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(Resource) -> (it, its attributes): one per provider
+
+
 def from_readable(span: Any) -> SpanData:
-    """Convert an SDK ``ReadableSpan``. Runs on the capture worker, never on the app's thread."""
+    """Convert an SDK ``ReadableSpan``. Runs on the capture worker, never on the app's thread.
+
+    Reads the span's private fields where they exist: the public properties wrap the attributes in
+    a ``MappingProxyType`` over ``BoundedAttributes`` (a Python-level mapping, slow to iterate) and
+    copy the events. A provider's ``Resource`` is shared by all its spans: converted once.
+    """
     ctx = span.context
     parent = span.parent
     status = span.status
     scope = span.instrumentation_scope
     res = span.resource
+    if res is None:
+        resource: dict[str, Any] = {}
+    else:
+        cached = _resources.get(id(res))
+        if cached is None or cached[0] is not res:
+            if len(_resources) > 64:
+                _resources.clear()
+            cached = _resources[id(res)] = (res, _plain_attrs(res.attributes))
+        resource = cached[1]
+    attrs = getattr(span, "_attributes", _NOT_SDK)
+    if attrs is _NOT_SDK:
+        attrs = span.attributes
+    events = getattr(span, "_events", _NOT_SDK)
+    if events is _NOT_SDK:
+        events = span.events
     return SpanData(
-        trace_id=format(ctx.trace_id, "032x"),
-        span_id=format(ctx.span_id, "016x"),
-        parent_id=format(parent.span_id, "016x") if parent is not None else None,
-        name=span.name,
-        start_ns=span.start_time or 0,
-        end_ns=span.end_time or 0,
-        kind=span.kind.name if span.kind is not None else "INTERNAL",
-        status=status.status_code.name if status is not None else "UNSET",
-        status_message=(status.description or "") if status is not None else "",
-        attributes=_plain_attrs(span.attributes),
-        events=[{"name": e.name, "time_ns": e.timestamp or 0, "attributes": _plain_attrs(e.attributes)}
-                for e in (span.events or ())],
-        scope=scope.name if scope is not None else "",
-        resource=_plain_attrs(res.attributes) if res is not None else {},
+        "%032x" % ctx.trace_id, "%016x" % ctx.span_id,
+        "%016x" % parent.span_id if parent is not None else None,
+        span.name, span.start_time or 0, span.end_time or 0,
+        _KINDS.get(span.kind, "INTERNAL"),
+        _KINDS.get(status.status_code, "UNSET") if status is not None else "UNSET",
+        (status.description or "") if status is not None else "",
+        _plain_attrs(attrs),
+        [{"name": e.name, "time_ns": e.timestamp or 0, "attributes": _plain_attrs(e.attributes)} for e in events]
+        if events else [],
+        scope.name if scope is not None else "",
+        resource,
     )
 
 
 def _plain_attrs(attrs: Any) -> dict[str, Any]:
+    """A plain dict of SDK attributes (sequences as lists, as OTLP/JSON reads them back)."""
     if not attrs:
         return {}
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()}
+    out = dict(getattr(attrs, "_dict", attrs))  # BoundedAttributes keeps a plain dict: copy it in C
+    for k, v in out.items():
+        if type(v) is tuple:
+            out[k] = list(v)
+    return out
+
+
+def _enum_names() -> dict[Any, str]:
+    """SpanKind and StatusCode members -> their names (``Enum.name`` is a slow descriptor)."""
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    return {**{k: k.name for k in SpanKind}, **{c: c.name for c in StatusCode}}
+
+
+_KINDS = _enum_names()
 
 
 # -- OTLP/JSON --------------------------------------------------------------------------------

@@ -1,0 +1,182 @@
+"""``harvester serve`` under load: spans/s sustained from the real OTLP exporter, and what it costs.
+
+    python bench/receiver.py [--spans N] [--threads T]
+
+The receiver runs in its own process (so its CPU is measured alone and it does not share a GIL with
+the senders), on 127.0.0.1, storing into a fresh SQLite file with redaction on, as ``harvester serve``
+does. T threads each own an ``OTLPSpanExporter`` (protobuf over HTTP, keep-alive) and export batches of
+512 spans: 64 realistic GenAI agent runs of 8 spans (invoke_agent, 4 chat spans with input/output
+messages and token usage, 3 tool spans with ~100 B args and ~1 KB results), fresh trace ids in every
+batch (made before the clock starts). Printed:
+
+(a) sustained ingest: spans acknowledged (HTTP 200) per second of wall time (target >= 20,000);
+(b) end to end: until every run is written to the store, final flush included;
+(c) the receiver process's CPU: seconds, cores busy, microseconds per span.
+
+PASS needs (a) on target and every span received, every run stored, nothing dropped or rejected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import SpanContext, TraceFlags  # noqa: E402
+
+from harvester.instrument import agent_run, tool  # noqa: E402
+
+TARGET = 20_000
+BATCH = 512
+SPANS_PER_RUN = 8
+RESULT = ("Refunds are accepted within 30 days of delivery for unused items in their original packaging. "
+          "Shipping costs are not refunded unless the item arrived damaged. ") * 7  # ~1 KB
+ARGS = {"query": "refund policy for delivered orders", "order_id": "A1001", "locale": "en-GB", "limit": 3}
+
+
+# -- the receiver process -----------------------------------------------------------------------
+def serve(conn: Any, store: str) -> None:
+    """Run a Receiver until told to stop; on every message report (process CPU, sweeper CPU, health).
+
+    The sweeper thread runs the whole post-grouping pipeline (capture's ``RunWriter``), so its CPU
+    splits the receiver's cost into receiving (HTTP, decoding, assembly) and storing.
+    """
+    from harvester.receiver import Receiver
+
+    receiver = Receiver(store, port=0, idle_seconds=0.5)
+    conn.send(receiver.start())
+    (sweeper,) = [t for t in threading.enumerate() if t.name == "harvester-receiver-sweep"]
+    clock = time.pthread_getcpuclockid(sweeper.ident)
+    while True:
+        command = conn.recv()
+        sweep_cpu = time.clock_gettime(clock) if sweeper.is_alive() else 0.0
+        if command == "stop":
+            receiver.stop(timeout=60)
+        conn.send((time.process_time(), sweep_cpu, receiver.health()))
+        if command == "stop":
+            return
+
+
+# -- the senders --------------------------------------------------------------------------------
+@tool
+def kb_search(query: str, order_id: str, locale: str, limit: int) -> str:
+    return RESULT
+
+
+def template() -> list[ReadableSpan]:
+    """One batch of finished spans: 64 agent runs of 8 spans."""
+    provider = TracerProvider(resource=Resource({"service.name": "support-api", "deployment.environment": "prod"}))
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    for i in range(BATCH // SPANS_PER_RUN):
+        with agent_run("support_agent", f"Can I still return order A{1000 + i}? It arrived last week.",
+                       model="gpt-4.1-mini", tracer_provider=provider) as run:
+            for _ in range(3):
+                run.model_call("gpt-4.1-mini", input_tokens=1200, output_tokens=80,
+                               tool_calls=[{"name": "kb_search", "arguments": ARGS}])
+                kb_search(**ARGS)
+            run.model_call("gpt-4.1-mini", input_tokens=1500, output_tokens=120,
+                           text="Yes: refunds are accepted within 30 days of delivery.")
+            run.finish("Yes: refunds are accepted within 30 days of delivery.")
+    spans = list(memory.get_finished_spans())
+    assert len(spans) == BATCH, len(spans)
+    return spans
+
+
+def renumbered(spans: list[ReadableSpan], rng: random.Random) -> list[ReadableSpan]:
+    """The same spans under fresh trace ids: every batch is new traffic, not a retry."""
+    ids = {s.context.trace_id: rng.getrandbits(128) for s in spans}
+    flags = TraceFlags(TraceFlags.SAMPLED)
+
+    def ctx(c: SpanContext) -> SpanContext:
+        return SpanContext(ids[c.trace_id], c.span_id, is_remote=c.is_remote, trace_flags=flags)
+
+    return [ReadableSpan(name=s.name, context=ctx(s.context), parent=ctx(s.parent) if s.parent else None,
+                         resource=s.resource, attributes=s.attributes, events=s.events, links=s.links, kind=s.kind,
+                         status=s.status, start_time=s.start_time, end_time=s.end_time,
+                         instrumentation_scope=s.instrumentation_scope) for s in spans]
+
+
+def send(url: str, batches: list[list[ReadableSpan]], failures: list[int]) -> None:
+    exporter = OTLPSpanExporter(endpoint=url, timeout=30)
+    for batch in batches:
+        if exporter.export(batch) is not SpanExportResult.SUCCESS:
+            failures.append(1)
+    exporter.shutdown()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spans", type=int, default=200_000, help="spans to send in all (default 200,000)")
+    parser.add_argument("--threads", type=int, default=4, help="exporter threads (default 4)")
+    args = parser.parse_args()
+    per_thread = max(1, args.spans // (BATCH * args.threads))
+    total = per_thread * args.threads * BATCH
+
+    spans = template()
+    rng = random.Random(7)  # made before the clock starts: the senders only export, as an app's would
+    work = [[renumbered(spans, rng) for _ in range(per_thread)] for _ in range(args.threads)]
+    with tempfile.TemporaryDirectory() as tmp:
+        here, there = multiprocessing.Pipe()
+        child = multiprocessing.get_context("spawn").Process(target=serve, args=(there, str(Path(tmp) / "t.db")))
+        child.start()
+        port = here.recv()
+        url = f"http://127.0.0.1:{port}/v1/traces"
+        failures: list[int] = []
+        threads = [threading.Thread(target=send, args=(url, batches, failures)) for batches in work]
+        here.send("cpu")
+        cpu0, sweep0, _ = here.recv()
+        t0, senders0 = time.perf_counter(), time.process_time()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        ingest_wall, senders_cpu = time.perf_counter() - t0, time.process_time() - senders0
+        here.send("cpu")
+        cpu1, sweep1, during = here.recv()
+        here.send("stop")
+        cpu2, _, health = here.recv()
+        e2e_wall = time.perf_counter() - t0
+        child.join()
+
+    ingest_rate = total / ingest_wall
+    runs = total // SPANS_PER_RUN
+    complete = (health["received_spans"] == total and health["runs_written"] == runs and not failures
+                and health["rejected_spans"] == 0 and not health["dropped_spans"] and not health["dropped_runs"])
+    print(f"sent {total:,} spans ({runs:,} runs) in batches of {BATCH} from {args.threads} exporter threads")
+    print(f"(a) ingest: {ingest_rate:,.0f} spans/s sustained ({ingest_wall:.2f} s; target >= {TARGET:,})")
+    print(f"    runs stored by then: {during['runs_written']:,} of {runs:,}; open traces {during['open_traces']}")
+    print(f"(b) end to end, every run stored: {total / e2e_wall:,.0f} spans/s ({e2e_wall:.2f} s)")
+    receive_us = ((cpu1 - cpu0) - (sweep1 - sweep0)) / total * 1e6
+    store_us = ((sweep1 - sweep0) + (cpu2 - cpu1)) / total * 1e6
+    print(f"(c) receiver process CPU: {cpu2 - cpu0:.2f} s ({(cpu1 - cpu0) / ingest_wall:.2f} cores while ingesting)")
+    print(f"    receiving (HTTP, protobuf decode, trace assembly): {receive_us:.1f} us/span "
+          f"= {1e6 / receive_us:,.0f} spans/s per core")
+    print(f"    storing (RunWriter: runs, sampling, redaction, SQLite): {store_us:.1f} us/span "
+          f"= {1e6 / store_us:,.0f} spans/s per core")
+    print(f"    senders (encode + HTTP, this process): {senders_cpu / ingest_wall:.2f} cores; "
+          f"machine: {os.cpu_count()} cores")
+    print(f"    received {health['received_spans']:,} spans, stored {health['runs_written']:,} runs, "
+          f"export failures {len(failures)}, rejected {health['rejected_spans']}, "
+          f"dropped {health['dropped_spans'] or health['dropped_runs'] or 0}")
+    ok = complete and ingest_rate >= TARGET
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

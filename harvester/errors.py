@@ -11,7 +11,7 @@
     │   └── GateError              a gate expression we cannot parse
     ├── NotFoundError              a trace or case id that is not stored
     ├── StoreError                 the trace store cannot be opened or written
-    ├── ReceiverError              ``harvester serve`` cannot listen on its address
+    ├── ReceiverError              ``harvester serve`` cannot listen, or lacks opentelemetry-proto
     ├── AgentLoadError             ``--agent module:attr`` cannot be imported or called
     └── NoFixture                  replay met a tool call with no recorded fixture (opt-in raise)
 

@@ -26,6 +26,11 @@ import os
 from typing import Any, Callable, Iterable
 
 import orjson
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from .capture import RunWriter
 from .conventions import is_agent_span
@@ -71,9 +76,6 @@ def _attrs(kvs: Any) -> dict[str, Any]:
 
 def decode_protobuf(body: bytes, stats: OtlpStats) -> list[SpanData]:
     """Spans of an ``ExportTraceServiceRequest``; spans with malformed ids are skipped and counted."""
-    from google.protobuf.message import DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
     try:
         request = ExportTraceServiceRequest.FromString(body)
     except DecodeError as exc:
@@ -296,8 +298,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == TRACES_PATH:
                 if method != "POST":
                     raise BadRequest(405, f"{method} not allowed on {path}; use POST")
-                status, body = receiver.handle_export(self.headers, self.rfile, ctype)
-                self._send(status, body, ctype)
+                self._send(200, receiver.handle_export(self.headers, self.rfile, ctype), ctype)
             else:
                 raise BadRequest(404, f"no such path {path}; send traces to {TRACES_PATH}")
         except BadRequest as exc:
@@ -435,8 +436,8 @@ class Receiver:
                 self._on_flush(len(traces))
 
     # -- requests ----------------------------------------------------------------------------
-    def handle_export(self, headers: Any, rfile: Any, content_type: str) -> tuple[int, bytes]:
-        """One ``POST /v1/traces``: (status, response body in the request's encoding)."""
+    def handle_export(self, headers: Any, rfile: Any, content_type: str) -> bytes:
+        """One ``POST /v1/traces``: the success body in the request's encoding, or ``BadRequest``."""
         if self._token is not None:
             auth = (headers.get("Authorization") or "").encode()
             if not hmac.compare_digest(auth, b"Bearer " + self._token):
@@ -466,7 +467,7 @@ class Receiver:
                 raise BadRequest(503, "shutting down")
             self._inflight += 1
         try:
-            return 200, self._export(rfile, length, encoding, decode, content_type)
+            return self._export(rfile, length, encoding, decode, content_type)
         finally:
             with self._idle:
                 self._inflight -= 1
@@ -496,8 +497,6 @@ class Receiver:
     def _success(content_type: str, stats: OtlpStats) -> bytes:
         message = "; ".join(f"{reason} ({n})" for reason, n in stats.reasons.items())
         if content_type == PROTOBUF:
-            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
             response = ExportTraceServiceResponse()
             if stats.skipped:
                 response.partial_success.rejected_spans = stats.skipped

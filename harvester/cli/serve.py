@@ -10,7 +10,7 @@ from typing import Any, Optional
 import click
 
 from ..config import Config, load_config
-from ..errors import ConfigError
+from ..errors import ConfigError, ReceiverError
 from . import handle_errors, main
 
 
@@ -55,7 +55,12 @@ def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_b
     HarvestingSpanProcessor would. GET /healthz reports counters. Ctrl-C or SIGTERM stores the open
     runs, then exits 0.
     """
-    from ..receiver import Receiver
+    try:
+        from ..receiver import Receiver
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith(("opentelemetry.proto", "google")):
+            raise
+        raise ReceiverError("harvester serve needs opentelemetry-proto: pip install 'harvester[serve]'") from None
 
     config = load_config(config_path)
     if store is None and not os.environ.get("HARVESTER_STORE"):

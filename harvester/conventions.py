@@ -105,6 +105,8 @@ def _classify(span: SpanData) -> tuple[str, str]:
 # -- small readers ----------------------------------------------------------------------------------
 def _text(v: Any) -> Optional[str]:
     """A string fit for a Run: bytes decoded, lone surrogates replaced (orjson refuses them later)."""
+    if type(v) is str and v.isascii():  # almost every value: no copy to find out
+        return v
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     if not isinstance(v, str):

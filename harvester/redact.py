@@ -283,9 +283,16 @@ class Redactor:
             return self._text(v, p)
         if isinstance(v, dict):
             out = None
+            secret_keys = self._secret_keys
             for k, x in v.items():
-                if isinstance(k, str) and isinstance(x, str) and x and self._is_secret_key(k):
-                    y = x if PLACEHOLDER.fullmatch(x) else self.pseudonym("secret", x)
+                if isinstance(x, str):  # most values: handled here, one call fewer per value
+                    hit = secret_keys.get(k)
+                    if hit is None:
+                        hit = isinstance(k, str) and self._is_secret_key(k)
+                    if hit and x:
+                        y = x if PLACEHOLDER.fullmatch(x) else self.pseudonym("secret", x)
+                    else:
+                        y = self._text(x, p)
                 else:
                     y = self._value(x, p)
                 if y is not x:

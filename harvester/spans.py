@@ -134,7 +134,11 @@ def _attrs_from_otlp(items: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in items or ():
         if isinstance(kv, dict) and "key" in kv:
-            out[kv["key"]] = _any_value(kv.get("value"))
+            v = kv.get("value")
+            if type(v) is dict and len(v) == 1 and "stringValue" in v:  # most attributes: no call
+                out[kv["key"]] = v["stringValue"]
+            else:
+                out[kv["key"]] = _any_value(v)
     return out
 
 

@@ -234,16 +234,32 @@ def spans_from_otlp(doc: Any, stats: OtlpStats | None = None, *, file: str | Non
 
 
 def iter_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator[Any]:
-    """One JSON document, or JSON lines (the Collector's file exporter writes one request per line)."""
+    """One JSON document, or JSON lines (the Collector's file exporter writes one request per line).
+
+    A first line that is a whole document means JSON lines: the file is never parsed as a whole
+    first (orjson would validate all of it before failing on the second line).
+    """
     text = data.strip()
     if not text:
         return
-    try:
-        yield orjson.loads(text)
-        return
-    except orjson.JSONDecodeError:
-        pass
+    nl = text.find(b"\n")
+    lines = False
+    if nl >= 0:
+        try:
+            first = orjson.loads(text[:nl])
+            lines = True
+        except orjson.JSONDecodeError:
+            pass
+    if not lines:
+        try:
+            yield orjson.loads(text)
+            return
+        except orjson.JSONDecodeError:
+            pass
     for lineno, line in enumerate(text.splitlines(), 1):
+        if lines and lineno == 1:
+            yield first
+            continue
         line = line.strip()
         if not line:
             continue

@@ -282,7 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
             body, ctype = _status_protobuf(code, message), PROTOBUF
         else:
             body, ctype = orjson.dumps({"code": code, "message": message}), JSON
-        headers = [("WWW-Authenticate", "Bearer")] if status == 401 else []
+        headers = {401: [("WWW-Authenticate", "Bearer")], 503: [("Retry-After", "1")]}.get(status, [])
         self._send(status, body, ctype, headers)
 
     def _dispatch(self, method: str) -> None:
@@ -333,10 +333,44 @@ class _ClientGone(Exception):
     """The connection closed before the whole body arrived."""
 
 
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
+         b"Connection: close\r\n\r\n")
+
+
 class _Server(ThreadingHTTPServer):
+    """One thread per connection (exporters keep theirs open), at most ``max_connections`` of them."""
+
     daemon_threads = True
     request_queue_size = 128  # many exporters may connect at once
     receiver: "Receiver"
+
+    def __init__(self, address: tuple[str, int], max_connections: int) -> None:
+        super().__init__(address, _Handler)
+        self.max_connections = max_connections
+        self.connections = 0  # changed by the accept thread and decremented by handlers, under the lock
+        self._lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            admitted = self.connections < self.max_connections
+            self.connections += admitted
+        if not admitted:
+            # Over capacity: a retryable 503 (OTLP exporters back off and resend), not a new thread.
+            self.receiver.count_error("503")
+            try:
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self.connections -= 1
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a reset connection is the client's problem, not a traceback on our stderr
@@ -357,6 +391,7 @@ class Receiver:
                  sample_rate: float = 1.0, redact: Any = True, host: str = "127.0.0.1", port: int = 4318,
                  idle_seconds: float = 2.0, orphan_seconds: float = 60.0, max_body_bytes: int = 16 << 20,
                  token: str | None = None, max_open_traces: int = 10_000, max_open_spans: int = 200_000,
+                 max_connections: int = 128, max_inflight_bytes: int | None = None,
                  on_flush: Callable[[int], None] | None = None) -> None:
         self._owns_writer = not isinstance(store, RunWriter)
         self.writer = (RunWriter(store, sample_rate=sample_rate, redact=redact) if self._owns_writer
@@ -365,6 +400,9 @@ class Receiver:
         self.port = port
         self.max_body_bytes = max_body_bytes
         self.max_decoded_bytes = 4 * max_body_bytes  # compressed batches expand several-fold
+        # Bodies being read at once, all connections together: the memory bound on requests.
+        self.max_inflight_bytes = max_inflight_bytes if max_inflight_bytes is not None else 4 * max_body_bytes
+        self.max_connections = max_connections
         self._token = token.encode() if token else None
         self.assembler = TraceAssembler(idle_seconds=idle_seconds, orphan_seconds=orphan_seconds,
                                         max_traces=max_open_traces, max_spans=max_open_spans)
@@ -372,6 +410,7 @@ class Receiver:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # signalled when an export request finishes
         self._inflight = 0
+        self._inflight_bytes = 0
         self._counts: dict[str, int] = {"export_requests": 0, "received_spans": 0, "rejected_spans": 0,
                                         "completed_traces": 0}
         self._errors: dict[str, int] = {}
@@ -382,7 +421,7 @@ class Receiver:
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> int:
         try:
-            server = _Server((self.host, self.port), _Handler)
+            server = _Server((self.host, self.port), self.max_connections)
         except OSError as exc:
             raise ReceiverError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         server.receiver = self
@@ -465,12 +504,16 @@ class Receiver:
         with self._lock:
             if self._stopping.is_set():
                 raise BadRequest(503, "shutting down")
+            if self._inflight and self._inflight_bytes + length > self.max_inflight_bytes:
+                raise BadRequest(503, "too many bodies in flight; retry shortly")
             self._inflight += 1
+            self._inflight_bytes += length
         try:
             return self._export(rfile, length, encoding, decode, content_type)
         finally:
             with self._idle:
                 self._inflight -= 1
+                self._inflight_bytes -= length
                 self._idle.notify_all()
 
     def _export(self, rfile: Any, length: int, encoding: str, decode: Callable[[bytes, OtlpStats], list[SpanData]],
@@ -515,9 +558,11 @@ class Receiver:
         """Counters for ``/healthz``: what came in, what was written, what was dropped and why."""
         asm = self.assembler
         with self._lock:
-            out: dict[str, Any] = {"status": "ok", **self._counts, "errors": dict(self._errors)}
+            out: dict[str, Any] = {"status": "ok", **self._counts, "inflight_requests": self._inflight,
+                                   "errors": dict(self._errors)}
         writer = self.writer.stats()
-        out.update(open_traces=asm.open_traces, open_spans=asm.open_spans, completed_early=asm.completed_early,
+        server = self._server
+        out.update(open_connections=server.connections if server is not None else 0, open_traces=asm.open_traces, open_spans=asm.open_spans, completed_early=asm.completed_early,
                    runs_written=writer["written"], runs_sampled_out=writer["sampled_out"],
                    dropped_spans=dict(asm.dropped), dropped_runs=writer["dropped"])
         return out

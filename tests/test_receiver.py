@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -416,3 +417,32 @@ def test_sigterm_stores_the_open_trace_then_exits_0(store: str):
     assert "stored 1 runs" in out
     (run,) = _stored(store)
     assert run.agent == "support_agent" and run.stop == "answered"
+
+
+def test_over_capacity_is_a_retryable_503(store: str):
+    """Connections and bodies in flight are capped; the exporter is told to come back (503, Retry-After)."""
+    rec = Receiver(store, port=0, max_connections=1, max_body_bytes=1000, max_inflight_bytes=1000)
+    rec.start()
+    try:
+        with socket.create_connection(("127.0.0.1", rec.port), timeout=10):  # holds the only connection slot
+            _until(lambda: rec.health()["open_connections"] == 1)
+            status, _, headers = _post(rec, b"")
+            assert status == 503 and headers["Retry-After"] == "1"
+        _until(lambda: rec.health()["open_connections"] == 0)
+        assert _post(rec, b"")[0] == 200
+    finally:
+        rec.stop()
+    rec = Receiver(store, port=0, max_body_bytes=1000, max_inflight_bytes=1000)
+    rec.start()
+    try:
+        with socket.create_connection(("127.0.0.1", rec.port), timeout=10) as raw:
+            raw.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PROTOBUF}\r\n"
+                        f"Content-Length: 900\r\n\r\n".encode() + b"\0" * 10)  # 900 bytes promised, 10 sent
+            _until(lambda: rec.health()["inflight_requests"] == 1)
+            status, _, headers = _post(rec, b"\0" * 200)
+            assert status == 503 and headers["Retry-After"] == "1"
+            assert _post(rec, b"")[0] == 200  # an empty body fits
+        _until(lambda: rec.health()["errors"] == {"503": 1, "aborted": 1})
+    finally:
+        rec.stop()
+

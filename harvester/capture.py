@@ -31,7 +31,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor

@@ -168,8 +168,9 @@ def main() -> int:
           f"= {1e6 / receive_us:,.0f} spans/s per core")
     print(f"    storing (RunWriter: runs, sampling, redaction, SQLite): {store_us:.1f} us/span "
           f"= {1e6 / store_us:,.0f} spans/s per core")
+    print(f"    together {1e6 / (receive_us + store_us):,.0f} spans/s per receiver core (one process, one GIL)")
     print(f"    senders (encode + HTTP, this process): {senders_cpu / ingest_wall:.2f} cores; "
-          f"machine: {os.cpu_count()} cores")
+          f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     print(f"    received {health['received_spans']:,} spans, stored {health['runs_written']:,} runs, "
           f"export failures {len(failures)}, rejected {health['rejected_spans']}, "
           f"dropped {health['dropped_spans'] or health['dropped_runs'] or 0}")

@@ -56,6 +56,13 @@ def test_ci_runs_the_readme_test_command():
     assert test_cmd in ci, f"{test_cmd!r} is not what .ci/run runs"
 
 
+def test_readme_collector_config_is_the_tested_file():
+    """The Collector config a reader copies is the one tests/test_collector_config.py checks."""
+    shipped = (ROOT / "docs" / "collector.yaml").read_text().strip()
+    blocks = re.findall(r"```yaml\n(.*?)```", README.read_text(), re.S)
+    assert shipped in [b.strip() for b in blocks]
+
+
 def test_every_command_has_help_text():
     ctx = click.Context(main)
     for path in _commands(main, []):

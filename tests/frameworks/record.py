@@ -20,7 +20,7 @@ import orjson
 
 from harvester.spans import SpanData, from_readable, to_otlp
 
-from . import langchain_agent, pydantic_ai_agent
+from . import langchain_agent, openai_agents_agent, pydantic_ai_agent, smolagents_agent
 
 OUT = Path(__file__).resolve().parents[2] / "traces" / "frameworks"
 BASE_NS = 1_764_468_000_000_000_000  # 2025-11-30T02:00:00Z
@@ -43,8 +43,21 @@ FRAMEWORKS: dict[str, Callable[[str], list[Any]]] = {
         sc, instrumentor="openinference", deterministic=True),
     "langchain-openllmetry": lambda sc: langchain_agent.run_scenario(
         sc, instrumentor="openllmetry", deterministic=True),
+    "openai-agents": lambda sc: openai_agents_agent.run_scenario(sc, deterministic=True),
+    "smolagents": lambda sc: smolagents_agent.run_scenario(sc, deterministic=True),
 }
 SCENARIOS = pydantic_ai_agent.SCENARIOS
+# Frameworks without every scenario (smolagents has no approval step).
+SCENARIOS_OF = {"smolagents": smolagents_agent.SCENARIOS}
+
+
+def _elide_system_prompts(a: dict[str, Any]) -> None:
+    """A framework's built-in system prompt (smolagents: ~5 kB per model call) shortened to its first line."""
+    for key in [k for k, v in a.items() if k.startswith("llm.input_messages.") and k.endswith(".message.role")
+                and v == "system"]:
+        base = key[: -len("role")]
+        for k in [k for k in a if k.startswith(base) and isinstance(a[k], str) and len(a[k]) > 120]:
+            a[k] = a[k].split("\n", 1)[0][:120] + " [...]"
 
 
 def _slim(sp: SpanData, times: dict[int, int]) -> SpanData:
@@ -57,6 +70,7 @@ def _slim(sp: SpanData, times: dict[int, int]) -> SpanData:
     else:
         sp.attributes = {k: v for k, v in a.items() if k not in DROP_KEYS and not k.startswith(DROP_PREFIXES)
                          and not (between and k in PAYLOADS)}
+    _elide_system_prompts(sp.attributes)
     sp.status_message = sp.status_message.split("Traceback (most recent call last)", 1)[0]
     sp.events = [{"name": e["name"], "time_ns": times.get(e["time_ns"], sp.end_ns),
                   "attributes": {k: v for k, v in e["attributes"].items() if k != "exception.stacktrace"}}
@@ -81,7 +95,7 @@ def record(frameworks: list[str] | None = None) -> list[Path]:
     OUT.mkdir(parents=True, exist_ok=True)
     written = []
     for fw in frameworks or list(FRAMEWORKS):
-        for sc in SCENARIOS:
+        for sc in SCENARIOS_OF.get(fw, SCENARIOS):
             path = OUT / f"{fw}-{sc}.json"
             path.write_bytes(document(FRAMEWORKS[fw](sc)))
             written.append(path)

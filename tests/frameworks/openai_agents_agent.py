@@ -1,0 +1,178 @@
+"""An OpenAI Agents SDK support agent on a scripted offline ``Model``, traced by OpenInference.
+
+The model never touches the network: ``ScriptedModel`` builds ``openai.types.responses.Response`` objects
+from ``SCRIPTS[scenario]`` and records them on a ``response_span`` exactly as the SDK's own
+``OpenAIResponsesModel`` does, so the instrumentor sees what it would see in production.
+
+Tracing goes through the SDK's trace-processor registry, which ``OpenAIAgentsInstrumentor`` joins.
+``set_tracing_disabled(True)`` or ``OPENAI_AGENTS_DISABLE_TRACING`` would silence the instrumentor
+too, so the SDK's own exporter (a batch processor posting to api.openai.com) is removed instead:
+``set_trace_processors([])`` before instrumenting, so that uninstrumenting has nothing to put back.
+
+Scenarios (``SCENARIOS``): ``happy``, ``tool_error`` (``check_inventory`` raises and its tool has no
+``failure_error_function``: the run fails), ``retry`` (``get_order``'s error goes back to the model through
+a ``failure_error_function``; the model retries with other args), ``denied`` (``issue_refund`` has
+``needs_approval=True``: run 1 pauses with an interruption, a human rejects it, run 2 resumes from the
+``RunState`` and answers). Turn n of a run reports ``100 n`` input and ``10 n`` output tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from contextlib import contextmanager
+from typing import Any, AsyncIterator, Iterator
+
+from agents import Agent, RunConfig, RunContextWrapper, Runner, UserError, function_tool, set_trace_processors
+from agents.items import ModelResponse
+from agents.models.interface import Model, ModelProvider, ModelTracing
+from agents.tracing import get_trace_provider, response_span
+from agents.usage import Usage, model_usage_to_span_usage
+
+from openai.types.responses import (Response, ResponseFunctionToolCall, ResponseOutputMessage,
+                                    ResponseOutputText, ResponseUsage)
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
+from . import tools
+from ._otel import capture, finished
+from .pydantic_ai_agent import AGENT_NAME, ANSWERS, MODEL_NAME, PROMPTS, SCRIPTS, USAGE
+
+SCENARIOS = ("happy", "tool_error", "retry", "denied")
+DENIAL = "A human denied the refund."
+RESUME_TRACE_ID = "trace_" + "0" * 31 + "2"
+_LOCK = threading.Lock()
+
+
+class ScriptedModel(Model):
+    """Answers turn n with ``SCRIPTS[scenario][n - 1]``; turns are counted on the model itself."""
+
+    def __init__(self, scenario: str) -> None:
+        self.scenario = scenario
+        self.turn = 0
+
+    def _response(self) -> Response:
+        self.turn += 1
+        step = SCRIPTS[self.scenario][self.turn - 1]
+        inp, out = USAGE[self.turn]
+        if isinstance(step, str):
+            output: list[Any] = [ResponseOutputMessage(
+                id=f"msg_{self.turn}", type="message", role="assistant", status="completed",
+                content=[ResponseOutputText(type="output_text", text=step, annotations=[])])]
+        else:
+            output = [ResponseFunctionToolCall(type="function_call", id=f"fc_{call_id}", call_id=call_id,
+                                               name=name, arguments=_json(args), status="completed")
+                      for name, args, call_id in step]
+        return Response(
+            id=f"resp_{self.scenario}_{self.turn}", object="response", created_at=0, model=MODEL_NAME,
+            output=output, parallel_tool_calls=False, tool_choice="auto", tools=[], status="completed",
+            usage=ResponseUsage(input_tokens=inp, output_tokens=out, total_tokens=inp + out,
+                                input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
+                                output_tokens_details=OutputTokensDetails(reasoning_tokens=0)))
+
+    async def get_response(self, system_instructions: str | None, input: str | list[Any], model_settings: Any,
+                           tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: ModelTracing,
+                           *, previous_response_id: str | None = None, conversation_id: str | None = None,
+                           prompt: Any = None) -> ModelResponse:
+        with response_span(disabled=tracing.is_disabled()) as span:  # as OpenAIResponsesModel does
+            response = self._response()
+            usage = Usage(requests=1, input_tokens=response.usage.input_tokens,
+                          output_tokens=response.usage.output_tokens, total_tokens=response.usage.total_tokens)
+            span.span_data.usage = model_usage_to_span_usage(usage)
+            if tracing.include_data():
+                span.span_data.response = response
+                span.span_data.input = input
+        return ModelResponse(output=list(response.output), usage=usage, response_id=response.id)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError("the scripted model does not stream")
+
+
+class ScriptedProvider(ModelProvider):
+    def __init__(self, scenario: str) -> None:
+        self.model = ScriptedModel(scenario)
+
+    def get_model(self, model_name: str | None) -> Model:
+        return self.model
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def _unknown_order(ctx: RunContextWrapper[Any], error: Exception) -> str:
+    """What ``get_order`` hands back to the model when it raises (the model retries)."""
+    return f"Error: unknown order id: {error}"
+
+
+def build_agent(scenario: str) -> Agent:
+    return Agent(
+        name=AGENT_NAME,
+        instructions="You are a support agent.",
+        tools=[
+            function_tool(tools.kb_search),
+            function_tool(tools.get_order, failure_error_function=_unknown_order),
+            function_tool(tools.check_inventory, failure_error_function=None),  # raise: the run fails
+            function_tool(tools.issue_refund, needs_approval=True),
+        ],
+    )
+
+
+@contextmanager
+def instrumented(provider: TracerProvider, *, include_content: bool = True) -> Iterator[None]:
+    """Instrument the Agents SDK for one run, with no OpenAI trace export before, during or after."""
+    from openinference.instrumentation import TraceConfig
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    trace_provider = get_trace_provider()
+    saved = list(getattr(getattr(trace_provider, "_multi_processor", None), "_processors", ()) or ())
+    set_trace_processors([])  # drop the SDK's default OpenAI exporter; nothing for uninstrument to restore
+    config = TraceConfig(hide_inputs=not include_content, hide_outputs=not include_content,
+                         hide_input_messages=not include_content, hide_output_messages=not include_content)
+    inst = OpenAIAgentsInstrumentor()
+    inst.instrument(tracer_provider=provider, config=config)
+    try:
+        yield
+    finally:
+        inst.uninstrument()
+        set_trace_processors([p for p in saved if type(p).__module__.startswith("openinference")])
+
+
+def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *, include_content: bool = True,
+                 deterministic: bool = False) -> list[ReadableSpan]:
+    """Run one scenario and return its finished spans (``denied`` makes two traces: interrupt, then resume)."""
+    provider, exporter = capture(tracer_provider, deterministic=deterministic)
+    with _LOCK, instrumented(provider, include_content=include_content):
+        asyncio.run(_run(scenario, include_content))
+    return finished(exporter)
+
+
+async def _run(scenario: str, include_content: bool) -> None:
+    agent = build_agent(scenario)
+    config = RunConfig(model_provider=ScriptedProvider(scenario), trace_include_sensitive_data=include_content)
+    prompt = PROMPTS[scenario]
+    if scenario == "tool_error":
+        try:
+            await Runner.run(agent, prompt, run_config=config)
+        except UserError as exc:  # the SDK wraps the tool's exception: "Error running tool check_inventory: ..."
+            assert isinstance(exc.__cause__, tools.OrdersDbTimeout), exc
+        else:
+            raise AssertionError("check_inventory should have failed the run")
+    elif scenario == "denied":
+        paused = await Runner.run(agent, prompt, run_config=config)
+        assert paused.interruptions, "issue_refund should have needed approval"
+        state = paused.to_state()
+        for item in paused.interruptions:
+            state.reject(item, rejection_message=DENIAL)
+        # Resumed in the same process, the SDK reattaches the paused run's trace WITHOUT a trace-start
+        # event, and OpenInference 2.6 then drops every span of the resumed run. A resume in another
+        # process (the usual case: the state was saved while a human decided) starts a new trace; a
+        # fresh trace id here does the same.
+        resumed = await Runner.run(agent, state, run_config=dataclasses.replace(config, trace_id=RESUME_TRACE_ID))
+        assert resumed.final_output == ANSWERS["denied"], resumed.final_output
+    else:
+        result = await Runner.run(agent, prompt, run_config=config)
+        assert result.final_output == ANSWERS[scenario], result.final_output

@@ -1,0 +1,148 @@
+"""A smolagents ``ToolCallingAgent`` support agent on a scripted offline model, traced by OpenInference.
+
+``SmolagentsInstrumentor`` wraps ``generate`` on the model classes smolagents EXPORTS (it walks
+``vars(smolagents)``), so a ``Model`` subclass that overrides ``generate`` itself is never traced. The
+scripted model is therefore an ``OpenAIModel`` whose client is an offline fake: smolagents' own
+``generate`` runs (and is traced) and the fake's ``chat.completions.create`` answers from the script
+with real ``openai`` ``ChatCompletion`` objects. Nothing touches the network.
+
+Scenarios (``SCENARIOS``): ``happy``; ``tool_error`` (``check_inventory`` raises; smolagents hands EVERY
+tool error back to the model, there is no fatal tool error, so the model answers that it cannot tell);
+``retry`` (``get_order`` raises for an unknown id, the model retries with other args). smolagents has no
+tool-approval step, so there is no ``denied`` scenario. Answers go through the ``final_answer`` tool, as
+smolagents requires. Turn n of a run reports ``100 n`` input and ``10 n`` output tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any, Iterator
+
+from openai.types.chat import ChatCompletion
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from smolagents import OpenAIModel, ToolCallingAgent, tool
+from smolagents.monitoring import LogLevel
+
+from . import tools
+from ._otel import capture, finished
+from .pydantic_ai_agent import AGENT_NAME, ANSWERS as _ANSWERS, MODEL_NAME, PROMPTS, SCRIPTS as _SCRIPTS, USAGE
+
+SCENARIOS = ("happy", "tool_error", "retry")
+ANSWERS = {**_ANSWERS, "tool_error": "I cannot check the stock of SKU-1 right now: the inventory service is down."}
+
+
+def _final(answer: str, call_id: str) -> list[tuple[str, dict, str]]:
+    return [("final_answer", {"answer": answer}, call_id)]
+
+
+# The pydantic-ai scripts, with each text answer given through smolagents' final_answer tool.
+SCRIPTS: dict[str, list[Any]] = {
+    "happy": [_SCRIPTS["happy"][0], _final(ANSWERS["happy"], "call_3")],
+    "tool_error": [_SCRIPTS["tool_error"][0], _final(ANSWERS["tool_error"], "call_2")],
+    "retry": [*_SCRIPTS["retry"][:2], _final(ANSWERS["retry"], "call_3")],
+}
+_LOCK = threading.Lock()
+
+
+# -- tools: smolagents' @tool needs an Args section in the docstring, so each shared tool gets a wrapper
+@tool
+def kb_search(query: str) -> str:
+    """Search the support knowledge base and return the best matching article.
+
+    Args:
+        query: What to look for.
+    """
+    return tools.kb_search(query)
+
+
+@tool
+def get_order(order_id: str) -> dict:
+    """Look up an order by its id.
+
+    Args:
+        order_id: The order id, like A1001.
+    """
+    return tools.get_order(order_id)
+
+
+@tool
+def check_inventory(sku: str) -> str:
+    """Check stock for a product.
+
+    Args:
+        sku: The product's SKU.
+    """
+    return tools.check_inventory(sku)
+
+
+# -- the scripted model --------------------------------------------------------------------------
+class _Completions:
+    def __init__(self, scenario: str) -> None:
+        self.scenario = scenario
+        self.turn = 0
+
+    def create(self, **kwargs: Any) -> ChatCompletion:
+        self.turn += 1
+        step = SCRIPTS[self.scenario][self.turn - 1]
+        inp, out = USAGE[self.turn]
+        calls = [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                 for name, args, call_id in step]
+        return ChatCompletion.model_validate({
+            "id": f"chatcmpl-{self.scenario}-{self.turn}", "object": "chat.completion", "created": 0,
+            "model": MODEL_NAME,
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "content": None, "tool_calls": calls}}],
+            "usage": {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out},
+        })
+
+
+class ScriptedModel(OpenAIModel):
+    """smolagents' OpenAI-compatible model, answering from ``SCRIPTS[scenario]`` through an offline client."""
+
+    def __init__(self, scenario: str) -> None:
+        self.scenario = scenario
+        super().__init__(model_id=MODEL_NAME)
+
+    def create_client(self) -> Any:
+        return SimpleNamespace(chat=SimpleNamespace(completions=_Completions(self.scenario)))
+
+
+def build_agent(scenario: str, *, deterministic: bool = False) -> ToolCallingAgent:
+    return ToolCallingAgent(
+        tools=[kb_search, get_order, check_inventory],
+        model=ScriptedModel(scenario),
+        name=AGENT_NAME,
+        max_steps=5,
+        verbosity_level=LogLevel.OFF,
+        max_tool_threads=1 if deterministic else None,  # one turn's calls otherwise run in parallel threads
+    )
+
+
+@contextmanager
+def instrumented(provider: TracerProvider, *, include_content: bool = True) -> Iterator[None]:
+    """Instrument smolagents for one run, then restore everything it patched."""
+    from openinference.instrumentation import TraceConfig
+    from openinference.instrumentation.smolagents import SmolagentsInstrumentor
+
+    config = TraceConfig(hide_inputs=not include_content, hide_outputs=not include_content,
+                         hide_input_messages=not include_content, hide_output_messages=not include_content)
+    inst = SmolagentsInstrumentor()
+    inst.instrument(tracer_provider=provider, config=config)
+    try:
+        yield
+    finally:
+        inst.uninstrument()
+
+
+def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *, include_content: bool = True,
+                 deterministic: bool = False) -> list[ReadableSpan]:
+    """Run one scenario and return its finished spans."""
+    provider, exporter = capture(tracer_provider, deterministic=deterministic)
+    with _LOCK, instrumented(provider, include_content=include_content):
+        agent = build_agent(scenario, deterministic=deterministic)
+        answer = agent.run(PROMPTS[scenario])
+        assert answer == ANSWERS[scenario], answer
+    return finished(exporter)

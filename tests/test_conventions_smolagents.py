@@ -1,0 +1,124 @@
+"""smolagents 1.26 ``ToolCallingAgent`` + openinference-instrumentation-smolagents 0.1.43, offline.
+
+A scripted ``OpenAIModel`` with an offline client answers every turn (see ``tests/frameworks/smolagents_agent.py``).
+Each run is one trace: ``support_agent.run`` (AGENT, which repeats the run's token SUM) > ``Step N``
+(CHAIN) > ``<Model>.generate`` (LLM) + ``SimpleTool`` / ``FinalAnswerTool`` (TOOL, name in ``tool.name``).
+smolagents hands every tool error back to the model, and has no approval step (no ``denied`` scenario).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harvester.conventions import is_agent_span, runs_from_spans
+from harvester.spans import from_readable, to_otlp
+from tests.frameworks import smolagents_agent
+from tests.frameworks.smolagents_agent import ANSWERS, MODEL_NAME, PROMPTS
+
+ORDER = {"order_id": "A1001", "status": "delivered", "days_since_delivery": 12, "total": 40.0}
+KB = "Refunds are accepted within 30 days of delivery."
+_cache: dict[str, list] = {}
+
+
+def spans_for(scenario: str) -> list:
+    if scenario not in _cache:
+        _cache[scenario] = smolagents_agent.run_scenario(scenario)
+    return _cache[scenario]
+
+
+def one_run(scenario: str):
+    runs = runs_from_spans(spans_for(scenario))
+    assert len(runs) == 1, [r.model_dump() for r in runs]
+    run = runs[0]
+    assert run.source == "openinference"
+    assert run.model == MODEL_NAME
+    assert run.prompt == PROMPTS[scenario]  # AGENT input.value {"task": ...}
+    assert run.answer == ANSWERS[scenario]  # AGENT output.value, a plain string
+    assert run.stop == "answered" and run.error is None
+    assert run.cost is None
+    assert run.started_at and run.started_at.endswith("Z") and len(run.started_at) == 24
+    assert run.duration_ms is not None and run.duration_ms >= 0
+    return run
+
+
+def tools_of(run):
+    """The calls other than smolagents' own answer tool (see tests/test_conventions_pending.py)."""
+    return [c for c in run.calls if c.name != "final_answer"]
+
+
+def test_happy():
+    run = one_run("happy")
+    assert [(c.name, c.call_id, c.status, c.result, c.error) for c in tools_of(run)] == [
+        ("kb_search", "call_1", "ok", KB, None), ("get_order", "call_2", "ok", ORDER, None)]
+    assert [(c.model, c.usage.input_tokens, c.usage.output_tokens) for c in run.llm_calls] == [
+        (MODEL_NAME, 100, 10), (MODEL_NAME, 200, 20)]
+    # per model call, once: the AGENT span's llm.token_count.* (300/30) is the same sum, never added
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (300, 30)
+    assert [(r.name, r.call_id, r.args) for r in run.llm_calls[0].requests] == [
+        ("kb_search", "call_1", {"query": "refund policy"}), ("get_order", "call_2", {"order_id": "A1001"})]
+    assert not run.failed
+
+
+def test_tool_error_goes_back_to_the_model():
+    run = one_run("tool_error")
+    [call] = tools_of(run)
+    assert (call.name, call.call_id, call.status, call.result) == ("check_inventory", "call_1", "error", None)
+    assert (call.error.type, call.error.message) == ("OrdersDbTimeout", "orders-db timeout")  # module stripped
+    assert "check_inventory" not in run.trajectory()
+    assert run.blocked_tools() == ["check_inventory"]
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (300, 30)
+    assert run.failed
+
+
+def test_retried_tool_error_is_a_failed_call_then_a_new_call():
+    run = one_run("retry")
+    first, second = tools_of(run)
+    assert (first.name, first.call_id, first.status, first.result) == ("get_order", "call_1", "error", None)
+    assert (first.error.type, first.error.message) == ("KeyError", "'no order B2002'")
+    assert (second.name, second.call_id, second.status, second.result, second.error) == (
+        "get_order", "call_2", "ok", ORDER, None)
+    assert run.blocked_tools() == ["get_order"]
+    assert [(c.usage.input_tokens, c.usage.output_tokens) for c in run.llm_calls] == [(100, 10), (200, 20), (300, 30)]
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (600, 60)
+    assert run.failed
+
+
+def test_capture_processor_sees_the_outermost_agent_span_end_last():
+    spans = spans_for("happy")
+    agents = [s for s in spans if is_agent_span(from_readable(s))]
+    assert [s.name for s in agents] == ["support_agent.run"]
+    assert spans[-1] is agents[0]
+
+
+def test_otlp_json_input_reads_like_readable_spans():
+    spans = spans_for("retry")
+    doc = to_otlp(from_readable(s) for s in spans)
+    assert runs_from_spans(doc) == runs_from_spans(spans)
+    assert runs_from_spans([s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]) \
+        == runs_from_spans(doc)
+
+
+def test_content_capture_off():
+    runs = runs_from_spans(smolagents_agent.run_scenario("happy", include_content=False))
+    assert len(runs) == 1
+    run = runs[0]
+    assert not run.content_captured and run.source == "openinference"
+    assert run.prompt is None and run.answer is None
+    assert [c.name for c in tools_of(run)] == ["kb_search", "get_order"]
+    assert all(c.result is None for c in run.calls)
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (300, 30)
+
+
+def test_uninstrument_restores_smolagents():
+    import smolagents
+
+    spans_for("happy")
+    assert not hasattr(smolagents.Tool.__call__, "__wrapped__")
+    assert not hasattr(smolagents.MultiStepAgent.run, "__wrapped__")
+    assert not hasattr(smolagents.OpenAIModel.generate, "__wrapped__")
+
+
+@pytest.mark.parametrize("scenario", smolagents_agent.SCENARIOS)
+def test_deterministic_driver_orders_tool_spans(scenario):
+    spans = smolagents_agent.run_scenario(scenario, deterministic=True)
+    assert runs_from_spans(spans)[0].calls == runs_from_spans(spans_for(scenario))[0].calls

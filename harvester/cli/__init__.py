@@ -54,16 +54,5 @@ def main() -> None:
     """
 
 
-def _register() -> None:
-    """Import each command module; each adds its commands to ``main``."""
-    import importlib
-
-    for name in ("traces", "cases", "run", "serve", "demo"):
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-
-
-_register()
+# Each command module adds its commands to ``main`` when imported.
+from . import cases, demo, run, serve, traces  # noqa: E402,F401  (after ``main`` exists)

@@ -30,6 +30,7 @@ def runs_for(scenario: str, n: int = 1) -> list:
     assert len(runs) == n, [r.model_dump() for r in runs]
     for run in runs:
         assert run.source == "openinference"
+        assert run.prompt == PROMPTS[scenario]  # the first LLM span's user message (llm.input_messages.1)
         assert run.model == MODEL_NAME
         assert run.cost is None
         assert run.started_at and run.started_at.endswith("Z") and len(run.started_at) == 24
@@ -52,6 +53,7 @@ def test_happy():
     assert [(r.name, r.call_id, r.args) for r in run.llm_calls[0].requests] == [
         ("kb_search", "call_1", {"query": "refund policy"}), ("get_order", "call_2", {"order_id": "A1001"})]
     assert run.llm_calls[1].requests == []
+    assert run.content_captured
     assert not run.failed
 
 

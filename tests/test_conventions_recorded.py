@@ -76,9 +76,9 @@ def test_recorded_openinference_trace_reads_back(framework, scenario):
     assert all(r.source == "openinference" for r in runs)
     assert runs[-1].answer == ANSWERS_OF[framework].get(scenario)
     assert runs[0].started_at.startswith("2025-11-30T02:00:00.")
+    assert all(r.prompt == PROMPTS[scenario] for r in runs)
     if framework == "smolagents":
         assert [(r.stop, tools_only(r.trajectory()), r.blocked_tools()) for r in runs] == [e[:3] for e in expected]
-        assert all(r.prompt == PROMPTS[scenario] for r in runs)
     elif scenario != "denied":  # the paused openai-agents run: see test_conventions_pending.py
         assert [(r.stop, r.trajectory(), r.blocked_tools()) for r in runs] == [e[:3] for e in expected]
 

@@ -41,6 +41,7 @@ from .pydantic_ai_agent import AGENT_NAME, ANSWERS, MODEL_NAME, PROMPTS, SCRIPTS
 
 SCENARIOS = ("happy", "tool_error", "retry", "denied")
 DENIAL = "A human denied the refund."
+INSTRUCTIONS = "You are a support agent."
 RESUME_TRACE_ID = "trace_" + "0" * 31 + "2"
 _LOCK = threading.Lock()
 
@@ -52,7 +53,7 @@ class ScriptedModel(Model):
         self.scenario = scenario
         self.turn = 0
 
-    def _response(self) -> Response:
+    def _response(self, instructions: str | None) -> Response:
         self.turn += 1
         step = SCRIPTS[self.scenario][self.turn - 1]
         inp, out = USAGE[self.turn]
@@ -66,6 +67,7 @@ class ScriptedModel(Model):
                       for name, args, call_id in step]
         return Response(
             id=f"resp_{self.scenario}_{self.turn}", object="response", created_at=0, model=MODEL_NAME,
+            instructions=instructions,  # the Responses API echoes the system instructions
             output=output, parallel_tool_calls=False, tool_choice="auto", tools=[], status="completed",
             usage=ResponseUsage(input_tokens=inp, output_tokens=out, total_tokens=inp + out,
                                 input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
@@ -76,7 +78,7 @@ class ScriptedModel(Model):
                            *, previous_response_id: str | None = None, conversation_id: str | None = None,
                            prompt: Any = None) -> ModelResponse:
         with response_span(disabled=tracing.is_disabled()) as span:  # as OpenAIResponsesModel does
-            response = self._response()
+            response = self._response(system_instructions)
             usage = Usage(requests=1, input_tokens=response.usage.input_tokens,
                           output_tokens=response.usage.output_tokens, total_tokens=response.usage.total_tokens)
             span.span_data.usage = model_usage_to_span_usage(usage)
@@ -108,10 +110,10 @@ def _unknown_order(ctx: RunContextWrapper[Any], error: Exception) -> str:
     return f"Error: unknown order id: {error}"
 
 
-def build_agent(scenario: str) -> Agent:
+def build_agent(scenario: str, instructions: str | None = INSTRUCTIONS) -> Agent:
     return Agent(
         name=AGENT_NAME,
-        instructions="You are a support agent.",
+        instructions=instructions,
         tools=[
             function_tool(tools.kb_search),
             function_tool(tools.get_order, failure_error_function=_unknown_order),
@@ -142,16 +144,20 @@ def instrumented(provider: TracerProvider, *, include_content: bool = True) -> I
 
 
 def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *, include_content: bool = True,
-                 deterministic: bool = False) -> list[ReadableSpan]:
-    """Run one scenario and return its finished spans (``denied`` makes two traces: interrupt, then resume)."""
+                 instructions: str | None = INSTRUCTIONS, deterministic: bool = False) -> list[ReadableSpan]:
+    """Run one scenario and return its finished spans (``denied`` makes two traces: interrupt, then resume).
+
+    ``instructions=None`` builds an agent without a system prompt: its LLM spans then have no
+    ``llm.input_messages.0`` (the instrumentor keeps index 0 for the instructions), the user message is 1.
+    """
     provider, exporter = capture(tracer_provider, deterministic=deterministic)
     with _LOCK, instrumented(provider, include_content=include_content):
-        asyncio.run(_run(scenario, include_content))
+        asyncio.run(_run(scenario, include_content, instructions))
     return finished(exporter)
 
 
-async def _run(scenario: str, include_content: bool) -> None:
-    agent = build_agent(scenario)
+async def _run(scenario: str, include_content: bool, instructions: str | None) -> None:
+    agent = build_agent(scenario, instructions)
     config = RunConfig(model_provider=ScriptedProvider(scenario), trace_include_sensitive_data=include_content)
     prompt = PROMPTS[scenario]
     if scenario == "tool_error":

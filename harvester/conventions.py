@@ -13,6 +13,7 @@ the wrong type is ignored, a span of no known convention is skipped.
 
 from __future__ import annotations
 
+import ast
 import logging
 from bisect import bisect_right
 from datetime import datetime, timezone
@@ -179,6 +180,15 @@ def _error_of(span: SpanData) -> dict[str, str]:
     etype = span.attributes.get("error.type")
     if etype is not None:
         return {"type": _short_type(etype), "message": msg}
+    # openai-agents: "Error running tool: {'tool_name': 'get_order', 'error': "'no order B2002'"}" (a dict repr)
+    cut = msg.find(": {")
+    if cut > 0 and msg.endswith("}") and len(msg) < 20_000:
+        try:
+            data = ast.literal_eval(msg[cut + 2:])
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("error"), str):
+            return {"type": "Error", "message": data["error"]}
     # OpenInference/LangChain: "KeyError('no order B2002')Traceback (most recent call last): ..."
     head = msg.split("Traceback (most recent call last)", 1)[0].strip()
     if "(" in head and head.endswith(")") and head[: head.index("(")].replace(".", "").isidentifier():
@@ -272,6 +282,7 @@ def _read_llm(span: SpanData, source: str) -> dict[str, Any]:
         out["model"] = _text(a.get("llm.model_name"))
         out["input_tokens"] = _int(a.get("llm.token_count.prompt"))
         out["output_tokens"] = _int(a.get("llm.token_count.completion"))
+        out["finish"] = _text(a.get("llm.finish_reason"))
         n = 0
         while f"llm.output_messages.{n}.message.role" in a or f"llm.output_messages.{n}.message.content" in a:
             base = f"llm.output_messages.{n}.message."
@@ -322,7 +333,8 @@ def _read_llm(span: SpanData, source: str) -> dict[str, Any]:
 def _llm_first_user(span: SpanData, source: str) -> Optional[str]:
     a = span.attributes
     if source == "openinference":
-        n = 0
+        # openai-agents keeps index 0 for the system instructions: without them the messages start at 1
+        n = 0 if "llm.input_messages.0.message.role" in a else 1
         while f"llm.input_messages.{n}.message.role" in a:
             if a[f"llm.input_messages.{n}.message.role"] in _USER_ROLES:
                 text = _text(a.get(f"llm.input_messages.{n}.message.content"))
@@ -386,7 +398,7 @@ def _read_tool(span: SpanData, source: str) -> dict[str, Any]:
                     call_id = _text(kw.get("tool_call_id"))
                 if isinstance(parsed.get("inputs"), dict):
                     args = parsed["inputs"]
-            elif set(parsed) <= {"args", "kwargs"} and isinstance(parsed.get("kwargs"), dict) and not parsed.get("args"):
+            elif set(parsed) <= {"args", "kwargs", "sanitize_inputs_outputs"} and isinstance(parsed.get("kwargs"), dict) and not parsed.get("args"):
                 args = parsed["kwargs"]  # smolagents
             else:
                 args = parsed
@@ -407,19 +419,30 @@ def _read_tool(span: SpanData, source: str) -> dict[str, Any]:
         status, error = "error", _error_of(span)
     elif msg_status == "error":  # the tool caught its own error and returned it (handle_tool_error)
         status, error = "error", {"type": "ToolException", "message": result if isinstance(result, str) else ""}
+    # openai-agents: a call waiting for approval is a TOOL span with input and no output that never ran
+    awaiting = (source == "openinference" and status == "ok" and raw_result is _MISSING and not hidden)
+    # smolagents answers through its FinalAnswerTool: the run's answer, not a tool call
+    answer_tool = source == "openinference" and span.name == "FinalAnswerTool" and name == "final_answer"
     return {"name": name, "call_id": call_id, "args": args, "result": result if status == "ok" else None,
-            "status": status, "error": error, "truncated": truncated, "hidden": hidden, "span": span}
+            "status": status, "error": error, "truncated": truncated, "hidden": hidden, "span": span,
+            "awaiting": awaiting, "answer_tool": answer_tool}
 
 
 # -- agent-level readers --------------------------------------------------------------------------
-def _agent_name(span: SpanData, source: str) -> Optional[str]:
+def _agent_name(span: SpanData, source: str, *, span_name: bool = True) -> Optional[str]:
     a = span.attributes
     name = _text(a.get("gen_ai.agent.name")) or _text(a.get("agent_name")) or _text(a.get("traceloop.entity.name"))
     if name:
         return name
-    if source == "openinference":
-        return _text(a.get("agent.name")) or _text(span.name)
-    return None
+    if source != "openinference":
+        return None
+    name = _text(a.get("agent.name"))
+    if name or not span_name:
+        return name
+    name = _text(span.name)
+    if name and name.endswith(".run") and "smolagents.tools_names" in a:  # smolagents: "<agent name>.run"
+        name = name[: -len(".run")]
+    return name
 
 
 def _agent_io(span: SpanData, source: str) -> dict[str, Any]:
@@ -556,6 +579,8 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list
                 args = None
         elif not isinstance(args, dict) and args is not None:
             args = req_args if isinstance(req_args, dict) else {"input": args}
+        if t["answer_tool"]:
+            continue  # its request is matched, so it is not reported as blocked either
         keyed.append((key, {"name": t["name"], "call_id": t["call_id"], "args": args, "status": t["status"],
                             "result": t["result"], "error": t["error"], "truncated": t["truncated"]}))
     output_tools: dict[int, set[str]] = {}
@@ -594,6 +619,11 @@ def _build(root: SpanData, source: str, members: list[SpanData],
             tools.append(_read_tool(sp, src))
         if sp.events and role != "tool" and _deferral(sp):
             interrupted = True
+    last_llm = max((llm["span"].start_ns for llm in llms if type(llm["span"].start_ns) is int), default=0)
+    for t in tools:  # no model turn after it: the run stopped on it (openai-agents needs_approval)
+        if t["awaiting"] and type(t["span"].start_ns) is int and t["span"].start_ns > last_llm:
+            t["status"] = "blocked"
+            interrupted = True
     calls, paused = _pair(llms, tools)
 
     agent = model = None
@@ -603,7 +633,7 @@ def _build(root: SpanData, source: str, members: list[SpanData],
     deferred = interrupted
     error: Optional[dict[str, str]] = None
     for sp, src in agents:  # outermost first: members are in start order
-        agent = agent or _agent_name(sp, src)
+        agent = agent or _agent_name(sp, src, span_name=False)
         model = model or _text(sp.attributes.get("model_name")) or _text(sp.attributes.get("gen_ai.request.model"))
         io = _agent_io(sp, src)
         if prompt is _MISSING or prompt is None:
@@ -614,6 +644,8 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         deferred = deferred or io["deferred"]
         if error is None and sp.status == "ERROR" and not _deferral(sp):
             error = _error_of(sp)
+    if agent is None and agents:  # no agent span names the agent: the outermost span's name
+        agent = _agent_name(*agents[0])
     if prompt is _MISSING:
         prompt = None
     first_model = next((llm["model"] for llm in llms if llm["model"]), None)

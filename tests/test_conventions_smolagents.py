@@ -41,14 +41,9 @@ def one_run(scenario: str):
     return run
 
 
-def tools_of(run):
-    """The calls other than smolagents' own answer tool (see tests/test_conventions_pending.py)."""
-    return [c for c in run.calls if c.name != "final_answer"]
-
-
 def test_happy():
     run = one_run("happy")
-    assert [(c.name, c.call_id, c.status, c.result, c.error) for c in tools_of(run)] == [
+    assert [(c.name, c.call_id, c.status, c.result, c.error) for c in run.calls] == [
         ("kb_search", "call_1", "ok", KB, None), ("get_order", "call_2", "ok", ORDER, None)]
     assert [(c.model, c.usage.input_tokens, c.usage.output_tokens) for c in run.llm_calls] == [
         (MODEL_NAME, 100, 10), (MODEL_NAME, 200, 20)]
@@ -61,7 +56,7 @@ def test_happy():
 
 def test_tool_error_goes_back_to_the_model():
     run = one_run("tool_error")
-    [call] = tools_of(run)
+    [call] = run.calls
     assert (call.name, call.call_id, call.status, call.result) == ("check_inventory", "call_1", "error", None)
     assert (call.error.type, call.error.message) == ("OrdersDbTimeout", "orders-db timeout")  # module stripped
     assert "check_inventory" not in run.trajectory()
@@ -72,7 +67,7 @@ def test_tool_error_goes_back_to_the_model():
 
 def test_retried_tool_error_is_a_failed_call_then_a_new_call():
     run = one_run("retry")
-    first, second = tools_of(run)
+    first, second = run.calls
     assert (first.name, first.call_id, first.status, first.result) == ("get_order", "call_1", "error", None)
     assert (first.error.type, first.error.message) == ("KeyError", "'no order B2002'")
     assert (second.name, second.call_id, second.status, second.result, second.error) == (
@@ -104,7 +99,7 @@ def test_content_capture_off():
     run = runs[0]
     assert not run.content_captured and run.source == "openinference"
     assert run.prompt is None and run.answer is None
-    assert [c.name for c in tools_of(run)] == ["kb_search", "get_order"]
+    assert [c.name for c in run.calls] == ["kb_search", "get_order"]
     assert all(c.result is None for c in run.calls)
     assert (run.usage.input_tokens, run.usage.output_tokens) == (300, 30)
 

@@ -8,28 +8,26 @@ The file announces itself in a ``harvester_meta`` table. A file that is not SQLi
 database with other tables and no marker, or one written by a newer harvester is refused with a
 ``StoreError`` naming the file before anything is written to it.
 
-Also here: OTLP/JSON import (``ingest_files``) and export (``export_otlp``), both of which only
-move stored data in and out of this file.
+Also here: OTLP/JSON export (``export_otlp``), which only reads stored spans. Import
+(``ingest_files``) is ``harvester.ingest``: it runs the capture pipeline, which sits above the store.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
 
-from .errors import NotFoundError, OtlpFormatError, StoreError
+from .errors import NotFoundError, StoreError
 from .model import Run, data_failed, data_with_derived
-from .spans import OtlpStats, SpanData, iter_otlp_documents, spans_from_otlp, to_otlp
+from .spans import SpanData, to_otlp
 
 DEFAULT_PATH = ".harvester/traces.db"
 ENV_PATH = "HARVESTER_STORE"
@@ -478,68 +476,7 @@ class TraceStore:
         return deleted
 
 
-# -- OTLP/JSON in and out ------------------------------------------------------------------------
-@dataclass
-class IngestStats:
-    files: int = 0
-    spans: int = 0
-    runs: int = 0
-    traces: int = 0
-    skipped: int = 0  # malformed spans
-    no_agent: int = 0  # traces without an agent span: nothing to store
-    reasons: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"files": self.files, "spans": self.spans, "runs": self.runs, "traces": self.traces,
-                "skipped": self.skipped, "no_agent_traces": self.no_agent, "skip_reasons": self.reasons}
-
-
-def _read_input(path: str) -> bytes:
-    if path == "-":
-        return sys.stdin.buffer.read()
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise OtlpFormatError(f"cannot read ({exc.strerror})", file=path) from None
-
-
-def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
-                 batch_size: int = 2000) -> IngestStats:
-    """Import OTLP/JSON files (one document, or the Collector file exporter's JSON lines; ``-`` = stdin).
-
-    Spans are grouped by trace within each file and normalized; every run is redacted (no sampling:
-    an import keeps everything) and stored in batches. Malformed spans are skipped and counted. A
-    file that is not OTLP/JSON stops the import with an ``OtlpFormatError`` naming it: runs from the
-    files before it are stored, nothing from it.
-    """
-    from .capture import RunWriter  # the same redaction and store path as live capture
-
-    stats = IngestStats()
-    writer = RunWriter(store, redact=redact, batch_size=batch_size)
-    for path in paths:
-        name = "<stdin>" if path == "-" else path
-        data = _read_input(path)
-        otlp = OtlpStats()
-        traces: dict[str, list[SpanData]] = {}
-        for doc in iter_otlp_documents(data, file=name):
-            for span in spans_from_otlp(doc, otlp, file=name):
-                traces.setdefault(span.trace_id, []).append(span)
-        stats.files += 1
-        stats.spans += otlp.spans
-        stats.skipped += otlp.skipped
-        for reason, n in otlp.reasons.items():
-            stats.reasons[reason] = stats.reasons.get(reason, 0) + n
-        for spans in traces.values():
-            stats.traces += 1
-            written = writer.process_trace(spans)
-            if written is None:
-                stats.no_agent += 1
-            else:
-                stats.runs += written
-        writer.flush(raise_errors=True)
-    return stats
-
-
+# -- OTLP/JSON out ------------------------------------------------------------------------------
 def export_otlp(store: TraceStore, trace_ids: Sequence[str] | None = None, *, failed: bool | None = None,
                 agent: str | None = None, since: Any = None, until: Any = None,
                 limit: int | None = None) -> dict[str, Any]:

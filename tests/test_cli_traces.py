@@ -112,3 +112,15 @@ def test_show_says_what_happened_to_each_call(tmp_path: Path) -> None:
     assert "issue_refund [blocked]" in out and "-> denied, never executed" in out and "null" not in out
     out = invoke(runner, "traces", "show", by_prompt["Where is order A1003?"], "--store", store).output
     assert "get_order [error]" in out and "-> ToolTimeout: orders-db timeout after 5s" in out
+
+
+def test_ingest_jobs(env: tuple[CliRunner, str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from harvester import ingest
+
+    runner, store, src = env
+    res = runner.invoke(main, ["ingest", str(src), "--store", store, "--jobs", "0"])
+    assert res.exit_code == 2 and "--jobs" in res.output
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 1)  # even this small file goes to the workers
+    for jobs in ("1", "2"):
+        res = invoke(runner, "ingest", str(src), "--store", store, "--jobs", jobs)
+        assert res.exit_code == 0 and res.output.strip() == "ingested 2 runs from 6 spans (0 skipped)"

@@ -12,9 +12,10 @@ import orjson
 import pytest
 
 from harvester.errors import NotFoundError, OtlpFormatError, StoreError
+from harvester.ingest import ingest_files
 from harvester.model import ErrorInfo, Run, ToolCall
 from harvester.spans import SpanData, spans_from_otlp, to_otlp
-from harvester.store import TraceStore, export_otlp, failure_summary, ingest_files
+from harvester.store import TraceStore, export_otlp, failure_summary
 
 
 def make_run(i: int, *, failed: bool = False, agent: str = "support", trace: str | None = None,

@@ -10,7 +10,8 @@ import orjson
 
 from ..errors import NotFoundError
 from ..model import Run
-from ..store import TraceStore, default_path, export_otlp, ingest_files
+from ..ingest import ingest_files
+from ..store import TraceStore, default_path, export_otlp
 from . import echo_json, handle_errors, main
 
 _STORE = click.option("--store", "store_path", metavar="PATH", default=None,
@@ -25,17 +26,20 @@ def _open(path: str | None, *, readonly: bool = True) -> TraceStore:
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @_STORE
 @click.option("--no-redact", is_flag=True, help="Store payloads as they are (redaction is on by default).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Worker processes for big inputs (default: one per core, at most 2; 1 = all in this process).")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @handle_errors
-def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, as_json: bool) -> None:
+def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs: int | None, as_json: bool) -> None:
     """Import OTLP/JSON trace files into the trace store (``-`` reads stdin).
 
     Accepts one OTLP/JSON document per file or the Collector file exporter's JSON lines. Spans are
     grouped by trace, normalized into runs, redacted and stored; malformed spans are skipped and
-    counted. A file that is not OTLP/JSON stops the import (earlier files stay imported).
+    counted. A file that is not OTLP/JSON stops the import (earlier files stay imported). Files of
+    8 MB or more are parsed and normalized on --jobs worker processes; the stored runs are the same.
     """
     with _open(store_path, readonly=False) as store:
-        stats = ingest_files(files, store, redact=not no_redact)
+        stats = ingest_files(files, store, redact=not no_redact, jobs=jobs)
     if as_json:
         echo_json(stats.as_dict())
     else:

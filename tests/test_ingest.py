@@ -1,0 +1,193 @@
+"""``ingest_files`` on worker processes stores exactly what the in-process path stores, and fails the same way."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from harvester import ingest
+from harvester.errors import HarvesterError, OtlpFormatError
+from harvester.ingest import ingest_files
+from harvester.spans import SpanData, to_otlp
+from harvester.store import TraceStore
+from tests.test_store import agent_trace, make_span
+
+T0 = 1_790_000_000_000_000_000
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Send even tiny files to the workers, cut into many chunks (a few lines each)."""
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(ingest, "CHUNK_BYTES", 4000)
+    monkeypatch.setattr(ingest, "SLICE_SPANS", 7)
+
+
+def traffic(n: int = 60) -> list[SpanData]:
+    """Agent traces (some with two runs), traces without an agent span; start times with ties."""
+    spans: list[SpanData] = []
+    for i in range(n):
+        trace = agent_trace(f"{i + 1:032x}", secret=f"user{i}@example.com",
+                            tool_result=f"Refunds within {i} days. Call +44 20 7946 09{i % 100:02d}.")
+        if i % 7 == 3:  # a second run beside the first, under one HTTP span
+            second = agent_trace(trace[0].trace_id)
+            for s in second:
+                s.span_id = s.span_id.replace("1", "a").replace("2", "b").replace("3", "c")
+                s.parent_id = s.parent_id and s.parent_id.replace("1", "a")
+            http = make_span(trace[0].trace_id, "f" * 16, None, **{"http.route": "/chat"})
+            trace[2].parent_id = second[2].parent_id = http.span_id
+            trace += [*second, http]
+        for s in trace:
+            s.start_ns = T0 + (i // 3) * 1_000_000_000 + int(s.span_id[:2], 16)
+            s.end_ns = s.start_ns + 500_000_000
+        spans += trace
+        if i % 10 == 5:
+            spans.append(make_span(f"e{i:031x}", "4" * 16, None, **{"http.route": "/health"}))
+    return spans
+
+
+def write_lines(path: Path, spans: list[SpanData], per_line: int = 5, seed: int = 7) -> Path:
+    """The Collector's JSON lines, with every trace's spans scattered over several lines."""
+    spans = spans[:]
+    random.Random(seed).shuffle(spans)
+    docs = [to_otlp(spans[i:i + per_line]) for i in range(0, len(spans), per_line)]
+    docs[3]["resourceSpans"][0]["scopeSpans"][0]["spans"].append({"traceId": "zz", "spanId": 3})  # skipped
+    path.write_bytes(b"\n".join(orjson.dumps(d) for d in docs) + b"\n")
+    return path
+
+
+def stored(path: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT id, trace_id, run_id, agent, started_at, ts, stop, failed, failure, size, "
+                            "run, spans FROM runs ORDER BY id").fetchall()
+
+
+def ingest_with(jobs: int, tmp_path: Path, files: list[Path], **kw: Any) -> tuple[dict[str, Any], list[Any]]:
+    db = tmp_path / f"jobs{jobs}-{len(list(tmp_path.glob('*.db')))}.db"
+    with TraceStore(db) as store:
+        stats = ingest_files([str(f) for f in files], store, jobs=jobs, **kw)
+    return stats.as_dict(), stored(db)
+
+
+def test_workers_store_the_same_rows_as_in_process(tmp_path: Path, small_chunks: None) -> None:
+    f = write_lines(tmp_path / "traces.jsonl", traffic())
+    assert f.stat().st_size > 20 * ingest.CHUNK_BYTES  # many chunks, so traces straddle workers
+    one, rows1 = ingest_with(1, tmp_path, [f])
+    two, rows2 = ingest_with(2, tmp_path, [f])
+    assert one == two
+    assert one["runs"] == 69 and one["no_agent_traces"] == 6 and one["skipped"] == 1
+    assert rows1 == rows2
+    assert b"user1@example.com" not in b"".join(r[10] + (r[11] or b"") for r in rows2)
+
+
+def test_a_second_file_and_batches(tmp_path: Path, small_chunks: None) -> None:
+    spans = traffic(30)
+    a = write_lines(tmp_path / "a.jsonl", spans, per_line=3, seed=1)
+    b = write_lines(tmp_path / "b.jsonl", spans[: len(spans) // 2], per_line=4, seed=2)  # replaces some runs
+    assert ingest_with(1, tmp_path, [a, b], batch_size=7) == ingest_with(2, tmp_path, [a, b], batch_size=7)
+
+
+def test_one_big_document_is_shared_by_resource_spans(tmp_path: Path, small_chunks: None) -> None:
+    spans = traffic(20)
+    doc = to_otlp(spans)
+    # several resources, so the document is cut into several slices
+    doc["resourceSpans"] = [{"resource": rs["resource"], "scopeSpans": [{"scope": ss["scope"], "spans": ss["spans"][i:i + 4]}]}
+                            for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for i in range(0, len(ss["spans"]), 4)]
+    doc["resourceSpans"].insert(2, "not an object")
+    f = tmp_path / "one.json"
+    f.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    one, two = ingest_with(1, tmp_path, [f]), ingest_with(2, tmp_path, [f])
+    assert one == two and one[0]["skipped"] == 1 and one[0]["runs"] == 23
+
+
+def test_stdin_is_sent_to_the_workers_as_bytes(tmp_path: Path, small_chunks: None,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    f = write_lines(tmp_path / "traces.jsonl", traffic(30))
+    expected = ingest_with(1, tmp_path, [f])
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(f.read_bytes())))
+    db = tmp_path / "stdin.db"
+    with TraceStore(db) as store:
+        stats = ingest_files(["-"], store, jobs=2)
+    assert (stats.as_dict(), stored(db)) == expected
+
+
+@pytest.mark.parametrize("bad, where", [
+    (b"{not json", "line 9"),
+    (b'{"hello": 1}', "resourceSpans"),
+    (b'{"resourceSpans": {}}', "resourceSpans"),
+])
+def test_a_bad_line_fails_as_in_process(tmp_path: Path, small_chunks: None, bad: bytes, where: str) -> None:
+    good = write_lines(tmp_path / "good.jsonl", traffic(10))
+    lines = write_lines(tmp_path / "x.jsonl", traffic(40)).read_bytes().split(b"\n")
+    lines[5:5] = [b"", b"   "]  # blank lines count
+    lines.insert(8, bad)
+    lines.insert(30, b"{also not json")  # a later error never wins
+    bad_file = tmp_path / "bad.jsonl"
+    bad_file.write_bytes(b"\n \n" + b"\n".join(lines))  # leading whitespace is stripped before numbering
+    messages = []
+    for jobs in (1, 2):
+        db = tmp_path / f"bad{jobs}.db"
+        with TraceStore(db) as store:
+            with pytest.raises(OtlpFormatError) as err:
+                ingest_files([str(good), str(bad_file)], store, jobs=jobs)
+            assert err.value.file == str(bad_file)
+            messages.append(str(err.value))
+        assert {r[1] for r in stored(db)} == {f"{i + 1:032x}" for i in range(10)}  # the good file, nothing more
+    assert messages[0] == messages[1] and where in messages[0]
+
+
+def test_a_file_that_is_not_json_lines_fails_as_in_process(tmp_path: Path, small_chunks: None) -> None:
+    for i, data in enumerate([b"{\n  \"resourceSpans\": [\n", b"garbage\n" + b"x" * 10_000, b"[1, 2]\n[3]"]):
+        f = tmp_path / f"f{i}.json"
+        f.write_bytes(data)
+        messages = []
+        for jobs in (1, 2):
+            with TraceStore(tmp_path / f"n{i}{jobs}.db") as store:
+                with pytest.raises(OtlpFormatError) as err:
+                    ingest_files([str(f)], store, jobs=jobs)
+            messages.append(str(err.value))
+        assert messages[0] == messages[1]
+
+
+def test_small_inputs_stay_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = write_lines(tmp_path / "traces.jsonl", traffic(10))
+    monkeypatch.setattr(ingest, "_Workers", None)  # would fail if used
+    with TraceStore(tmp_path / "t.db") as store:
+        assert ingest_files([str(f)], store).runs == 11
+    with pytest.raises(ValueError):
+        ingest_files([str(f)], TraceStore(tmp_path / "u.db"), jobs=0)
+
+
+needs_fork = pytest.mark.skipif(ingest._start_method() != "fork", reason="the workers must see the monkeypatch")
+
+
+@needs_fork
+def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path, small_chunks: None,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    f = write_lines(tmp_path / "traces.jsonl", traffic(20))
+    monkeypatch.setattr(ingest, "_parse", lambda *a: os._exit(3))
+    with TraceStore(tmp_path / "t.db") as store:
+        with pytest.raises(HarvesterError, match=r"ingest worker \d .*stopped unexpectedly \(exit code 3\)"):
+            ingest_files([str(f)], store, jobs=2)
+        assert store.count() == 0
+
+
+@needs_fork
+def test_a_worker_bug_is_reported(tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = write_lines(tmp_path / "traces.jsonl", traffic(20))
+
+    def broken(self: object, spans: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(ingest.RunWriter, "process_trace", broken)
+    with TraceStore(tmp_path / "t.db") as store:
+        with pytest.raises(HarvesterError, match=r"ingest worker \d failed: RuntimeError: boom"):
+            ingest_files([str(f)], store, jobs=2)

@@ -487,6 +487,7 @@ class _Workers:
         self.procs: list[Any] = []
         self.requests: list[Connection] = []
         self.replies: list[Connection] = []
+        self.reading = "?"
         # While the import runs, the collector leaves this process's existing objects alone (they are
         # not ours, and a forked child that scanned them would copy their memory pages): gc.freeze().
         self._froze = gc.get_freeze_count() == 0  # a caller's own freeze is left as it is
@@ -543,8 +544,8 @@ class _Workers:
         code = proc.exitcode
         how = (f"killed by signal {-code}" if code is not None and code < 0 else
                f"exit code {code}" if code is not None else "its pipe closed")
-        return HarvesterError(f"ingest worker {i + 1} (pid {proc.pid}) stopped unexpectedly ({how}); "
-                              "nothing from the file being read was stored (retry with --jobs 1)")
+        return HarvesterError(f"ingest worker {i + 1} (pid {proc.pid}) stopped unexpectedly ({how}) while "
+                              f"reading {self.reading}; its runs may be stored in part (retry with --jobs 1)")
 
     def close(self, *, kill: bool = False) -> None:
         if not kill:
@@ -569,6 +570,7 @@ class _Workers:
     # -- one file ------------------------------------------------------------------------------
     def ingest(self, source: _Input, store: TraceStore, stats: IngestStats, batch_size: int) -> None:
         n = len(self.procs)
+        self.reading = source.name
         # 1. parse: chunks to the least busy worker; the first error in file order wins
         owner: dict[int, int] = {}
         parsed: dict[int, tuple[Any, ...]] = {}

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import orjson
 
 from .canonical import canonical_bytes, split_path
+from .errors import ConfigError
 from .model import Run
 from .spans import SpanData
 
@@ -494,3 +495,18 @@ class Redactor:
             if res != s.resource:
                 update["resource"] = res
         return dataclasses.replace(s, **update) if update else s
+
+
+def redaction_for(config: Any) -> "Redactor | bool":
+    """The project's redaction (``[tool.harvester.redact]``): built-in rules plus its own, or off.
+
+    Built now, so a bad rule is a usage error naming the config file, not a failure mid-import.
+    """
+    rules = config.redact
+    if not rules.enabled:
+        return False
+    try:
+        return Redactor(rules.patterns, rules.fields)
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=config.source, field="redact") from None
+

@@ -124,3 +124,21 @@ def test_ingest_jobs(env: tuple[CliRunner, str, Path], monkeypatch: pytest.Monke
     for jobs in ("1", "2"):
         res = invoke(runner, "ingest", str(src), "--store", store, "--jobs", jobs)
         assert res.exit_code == 0 and res.output.strip() == "ingested 2 runs from 6 spans (0 skipped)"
+
+
+def test_ingest_and_traces_follow_the_project_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config's store and redaction rules apply to ingest and traces as to every other command."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARVESTER_STORE", raising=False)
+    (tmp_path / "harvester.toml").write_text('store = "project.db"\n[redact]\npatterns = { order = "A100[0-9]" }\n')
+    example = Path(__file__).resolve().parents[1] / "traces" / "example" / "04-sell-gift-cards.json"
+    runner = CliRunner()
+    assert invoke(runner, "ingest", str(example)).exit_code == 0
+    assert (tmp_path / "project.db").is_file() and not (tmp_path / ".harvester").exists()
+    listed = invoke(runner, "traces", "list", "--json").output
+    assert "A1001" not in listed and "<order:" in listed  # the refund's order id, pseudonymized
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("project.db*"))
+    assert b"A1001" not in raw
+    (tmp_path / "harvester.toml").write_text('[redact]\npatterns = ["(unclosed"]\n')
+    res = runner.invoke(main, ["ingest", str(example)])
+    assert res.exit_code == 2 and "harvester.toml" in res.output and "Traceback" not in res.output

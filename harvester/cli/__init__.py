@@ -8,8 +8,9 @@ Command groups live in sibling modules and register themselves on ``main``.
 from __future__ import annotations
 
 import functools
+import os
 import sys
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import click
 
@@ -42,6 +43,36 @@ def echo_json(data: Any) -> None:
     import orjson
 
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+# -- options every command group shares ---------------------------------------------------------
+config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                             help="Config file (default: harvester.toml or [tool.harvester] found from the cwd upward).")
+store_option = click.option("--store", "store_path", type=click.Path(dir_okay=False),
+                            help="Trace store (default: $HARVESTER_STORE, the config's store, or .harvester/traces.db).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+
+
+def with_config(fn: F) -> F:
+    """``--config PATH`` resolved into a ``Config`` passed as ``config``; our errors become exit 2."""
+    from ..config import load_config
+
+    @handle_errors
+    @config_option
+    @functools.wraps(fn)
+    def wrapper(*args: Any, config_path: Optional[str], **kwargs: Any) -> Any:
+        return fn(*args, config=load_config(config_path), **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def open_store(store_path: Optional[str], config: Any, *, readonly: bool = False) -> Any:
+    """The option, then ``$HARVESTER_STORE``, then the config's ``store``, then the default path."""
+    from ..store import TraceStore, default_path
+
+    if store_path is None and not os.environ.get("HARVESTER_STORE") and config.store:
+        store_path = config.store
+    return TraceStore(store_path or default_path(), readonly=readonly)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

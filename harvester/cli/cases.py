@@ -16,30 +16,14 @@ from ..case import CASES_ENV, AgentCase, CaseFolder, bump_suite, load_cases, rea
 from ..config import Config, load_config
 from ..errors import InputError, NotFoundError, OtlpFormatError, pydantic_field
 from ..model import Run
-from . import HarvesterCliError, echo_json, handle_errors, main
+from . import (HarvesterCliError, config_option, echo_json, handle_errors, json_option, main, open_store,
+               store_option, with_config)
 
-STORE_ENV = "HARVESTER_STORE"
 EDITABLE = ("why", "expected", "required_elements", "forbidden_tools", "appropriate_tools", "min_steps",
             "max_cost", "tags", "prompt")
 
 
 # -- shared options -----------------------------------------------------------------------------
-config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
-                             help="Config file (default: harvester.toml or [tool.harvester] found from the cwd upward).")
-
-
-def with_config(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--config PATH`` resolved into a ``Config`` passed as ``config``."""
-
-    @handle_errors
-    @config_option
-    @functools.wraps(fn)
-    def wrapper(*args: Any, config_path: Optional[str], **kwargs: Any) -> Any:
-        return fn(*args, config=load_config(config_path), **kwargs)
-
-    return wrapper
-
-
 def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--cases DIR`` and ``--config PATH``, resolved into a ``CaseFolder`` and a ``Config``.
 
@@ -58,17 +42,6 @@ def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     return wrapper
 
-
-store_option = click.option("--store", "store_path", type=click.Path(dir_okay=False),
-                            help=f"Trace store (default: ${STORE_ENV}, the config's store, or .harvester/traces.db).")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
-
-
-def open_store(store_path: Optional[str], config: Config) -> Any:
-    from ..store import TraceStore
-
-    env_set = bool(os.environ.get(STORE_ENV))
-    return TraceStore(store_path or (None if env_set else config.store))
 
 
 # -- rendering ----------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from ..config import Config
 from ..errors import GateError
 from ..replay import DEFAULT_CONCURRENCY, load_agent, replay
 from ..report import Report, evaluate_gates, merge, parse_gate
-from . import echo_json, handle_errors, main
-from .cases import cases_options, with_config
+from . import echo_json, handle_errors, main, with_config
+from .cases import cases_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 # With no gate configured and no baseline, "all pass" is the bar.

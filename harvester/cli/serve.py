@@ -9,21 +9,10 @@ from typing import Any, Optional
 
 import click
 
-from ..config import Config, load_config
-from ..errors import ConfigError, ReceiverError
+from ..config import load_config
+from ..errors import ReceiverError
+from ..redact import redaction_for
 from . import handle_errors, main
-
-
-def _redaction(config: Config) -> Any:
-    """The project's redaction rules, checked now so a bad rule is a usage error, not a dead server."""
-    from ..redact import Redactor
-
-    if not config.redact.enabled:
-        return False
-    try:
-        return Redactor(config.redact.patterns, config.redact.fields)
-    except ValueError as exc:
-        raise ConfigError(str(exc), file=config.source, field="redact") from None
 
 
 @main.command()
@@ -65,7 +54,7 @@ def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_b
     config = load_config(config_path)
     if store is None and not os.environ.get("HARVESTER_STORE"):
         store = config.store
-    receiver = Receiver(store, sample_rate=sample_rate, redact=_redaction(config), host=host, port=port,
+    receiver = Receiver(store, sample_rate=sample_rate, redact=redaction_for(config), host=host, port=port,
                         idle_seconds=idle_seconds, max_body_bytes=int(max_body_mb * (1 << 20)), token=token,
                         on_flush=lambda n: click.echo(f"completed {n} trace{'s' * (n != 1)}"))
     done = threading.Event()

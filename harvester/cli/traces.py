@@ -11,26 +11,22 @@ import orjson
 from ..errors import NotFoundError
 from ..model import Run
 from ..ingest import ingest_files
-from ..store import TraceStore, default_path, export_otlp
-from . import echo_json, handle_errors, main
-
-_STORE = click.option("--store", "store_path", metavar="PATH", default=None,
-                      help="Trace store file (default: $HARVESTER_STORE or .harvester/traces.db).")
-
-
-def _open(path: str | None, *, readonly: bool = True) -> TraceStore:
-    return TraceStore(path or default_path(), readonly=readonly)
+from ..config import Config
+from ..redact import redaction_for
+from ..store import TraceStore, export_otlp
+from . import echo_json, main, open_store, store_option, with_config
 
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@_STORE
+@store_option
 @click.option("--no-redact", is_flag=True, help="Store payloads as they are (redaction is on by default).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
               help="Worker processes for big inputs (default: one per core, at most 2; 1 = all in this process).")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
-@handle_errors
-def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs: int | None, as_json: bool) -> None:
+@with_config
+def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs: int | None, as_json: bool,
+           config: Config) -> None:
     """Import OTLP/JSON trace files into the trace store (``-`` reads stdin).
 
     Accepts one OTLP/JSON document per file or the Collector file exporter's JSON lines. Spans are
@@ -38,8 +34,9 @@ def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs
     counted. A file that is not OTLP/JSON stops the import (earlier files stay imported). Files of
     8 MB or more are parsed and normalized on --jobs worker processes; the stored runs are the same.
     """
-    with _open(store_path, readonly=False) as store:
-        stats = ingest_files(files, store, redact=not no_redact, jobs=jobs)
+    redact = False if no_redact else redaction_for(config)
+    with open_store(store_path, config) as store:
+        stats = ingest_files(files, store, redact=redact, jobs=jobs)
     if as_json:
         echo_json(stats.as_dict())
     else:
@@ -67,17 +64,17 @@ def _when(run: Run) -> str:
 
 
 @traces.command("list")
-@_STORE
+@store_option
 @click.option("--failed", is_flag=True, help="Only failed runs (error stop, failed or blocked calls, negative feedback).")
 @click.option("--agent", metavar="NAME", help="Only runs of this agent.")
 @click.option("--since", metavar="TIME", help="Only runs started after TIME: ISO time or age (30m, 12h, 7d).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Show at most N runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON lines.")
-@handle_errors
+@with_config
 def list_(store_path: str | None, failed: bool, agent: str | None, since: str | None, limit: int,
-          as_json: bool) -> None:
+          as_json: bool, config: Config) -> None:
     """List stored runs, newest first."""
-    with _open(store_path) as store:
+    with open_store(store_path, config, readonly=True) as store:
         runs = store.runs(failed=True if failed else None, agent=agent, since=since, limit=limit)
         if as_json:
             for run in runs:
@@ -103,12 +100,12 @@ def _not_found(store: TraceStore, trace_id: str) -> NotFoundError:
 
 @traces.command()
 @click.argument("trace_id")
-@_STORE
+@store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the Run JSON (one object per run of the trace).")
-@handle_errors
-def show(trace_id: str, store_path: str | None, as_json: bool) -> None:
+@with_config
+def show(trace_id: str, store_path: str | None, as_json: bool, config: Config) -> None:
     """Show the runs of one trace (TRACE_ID may be a unique prefix)."""
-    with _open(store_path) as store:
+    with open_store(store_path, config, readonly=True) as store:
         runs = store.get(trace_id)
         if not runs:
             raise _not_found(store, trace_id)
@@ -139,15 +136,15 @@ def show(trace_id: str, store_path: str | None, as_json: bool) -> None:
 
 @traces.command()
 @click.argument("trace_ids", nargs=-1, metavar="[TRACE_ID...]")
-@_STORE
+@store_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write to FILE (default: stdout).")
 @click.option("--failed", is_flag=True, help="Without ids: only traces with a failed run.")
 @click.option("--since", metavar="TIME", help="Without ids: only runs started after TIME.")
-@handle_errors
+@with_config
 def export(trace_ids: tuple[str, ...], store_path: str | None, output: str | None, failed: bool,
-           since: str | None) -> None:
+           since: str | None, config: Config) -> None:
     """Export stored raw spans as one OTLP/JSON document (all traces when no id is given)."""
-    with _open(store_path) as store:
+    with open_store(store_path, config, readonly=True) as store:
         try:
             doc = export_otlp(store, list(trace_ids) or None, failed=True if failed else None, since=since)
         except NotFoundError:
@@ -163,17 +160,17 @@ def export(trace_ids: tuple[str, ...], store_path: str | None, output: str | Non
 
 
 @traces.command()
-@_STORE
+@store_option
 @click.option("--keep-days", type=click.FloatRange(min=0), help="Delete successful runs older than N days.")
 @click.option("--keep-failed-days", type=click.FloatRange(min=0), help="Delete failed runs older than N days.")
 @click.option("--max-mb", type=click.FloatRange(min=0), help="Then delete the oldest runs (successes first) until the store fits.")
-@handle_errors
+@with_config
 def prune(store_path: str | None, keep_days: float | None, keep_failed_days: float | None,
-          max_mb: float | None) -> None:
+          max_mb: float | None, config: Config) -> None:
     """Apply retention: old successes go first, failures are kept longest."""
     if keep_days is None and max_mb is None and keep_failed_days is None:
         raise click.UsageError("give --keep-days, --keep-failed-days and/or --max-mb")
-    with _open(store_path, readonly=False) as store:
+    with open_store(store_path, config) as store:
         deleted = store.prune(keep_days=keep_days, max_mb=max_mb, keep_failed_days=keep_failed_days)
         left = store.count()
     click.echo(f"deleted {deleted} runs, {left} left")

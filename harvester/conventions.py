@@ -515,13 +515,24 @@ def _feedback(spans: Iterable[SpanData]) -> Optional[str]:
 
 
 def _iso(ns: int) -> Optional[str]:
+    global _iso_last
     if not ns or type(ns) is not int:
         return None
-    try:
-        dt = datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{(ns // 1_000_000) % 1000:03d}Z"
+    sec = ns // 1_000_000_000
+    last = _iso_last  # runs come in bursts: the same second formatted once (one tuple, thread-safe)
+    if last[0] == sec:
+        head = last[1]
+    else:
+        try:
+            dt = datetime.fromtimestamp(sec, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
+        head = dt.strftime("%Y-%m-%dT%H:%M:%S")
+        _iso_last = (sec, head)
+    return f"{head}.{(ns // 1_000_000) % 1000:03d}Z"
+
+
+_iso_last: tuple[Optional[int], str] = (None, "")
 
 
 # -- assembly -------------------------------------------------------------------------------------

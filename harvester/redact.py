@@ -73,6 +73,7 @@ _CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
 # Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
 _CARD_SHAPE = bytes.maketrans(bytes(range(256)), b"".join(
     b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)))
+_NO_CACHE: dict[str, str] = {}  # never written
 _LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 
 
@@ -285,6 +286,9 @@ class Redactor:
         if isinstance(v, dict):
             out = None
             secret_keys = self._secret_keys
+            # Without field literals a short string's result is the same in every pass: answered from
+            # the cross-pass cache here, without a call (most attribute values are short and recur).
+            short = self._short if not p.literals else _NO_CACHE
             for k, x in v.items():
                 if isinstance(x, str):  # most values: handled here, one call fewer per value
                     hit = secret_keys.get(k)
@@ -293,7 +297,8 @@ class Redactor:
                     if hit and x:
                         y = x if PLACEHOLDER.fullmatch(x) else self.pseudonym("secret", x)
                     else:
-                        y = self._text(x, p)
+                        y = short.get(x)
+                        y = self._text(x, p) if y is None else (y or x)
                 else:
                     y = self._value(x, p)
                 if y is not x:

@@ -55,11 +55,28 @@ def from_readable(span: Any) -> SpanData:
     a ``MappingProxyType`` over ``BoundedAttributes`` (a Python-level mapping, slow to iterate) and
     copy the events. A provider's ``Resource`` is shared by all its spans: converted once.
     """
-    ctx = span.context
-    parent = span.parent
-    status = span.status
-    scope = span.instrumentation_scope
-    res = span.resource
+    cls = type(span)
+    fast = _PLAIN_CLASSES.get(cls)
+    if fast is None:
+        fast = _PLAIN_CLASSES[cls] = _reads_fields(cls)
+    if fast:  # an SDK span: its properties only return its fields
+        try:
+            ctx, parent, status = span._context, span._parent, span._status
+            scope, res = span._instrumentation_scope, span._resource
+            name, kind, start, end = span._name, span._kind, span._start_time, span._end_time
+            attrs, events = span._attributes, span._events
+        except AttributeError:  # a subclass that never set them
+            fast = _PLAIN_CLASSES[cls] = False
+    if not fast:
+        ctx, parent, status = span.context, span.parent, span.status
+        scope, res = span.instrumentation_scope, span.resource
+        name, kind, start, end = span.name, span.kind, span.start_time, span.end_time
+        attrs = getattr(span, "_attributes", _NOT_SDK)
+        if attrs is _NOT_SDK:
+            attrs = span.attributes
+        events = getattr(span, "_events", _NOT_SDK)
+        if events is _NOT_SDK:
+            events = span.events
     if res is None:
         resource: dict[str, Any] = {}
     else:
@@ -69,25 +86,46 @@ def from_readable(span: Any) -> SpanData:
                 _resources.clear()
             cached = _resources[id(res)] = (res, _plain_attrs(res.attributes))
         resource = cached[1]
-    attrs = getattr(span, "_attributes", _NOT_SDK)
-    if attrs is _NOT_SDK:
-        attrs = span.attributes
-    events = getattr(span, "_events", _NOT_SDK)
-    if events is _NOT_SDK:
-        events = span.events
+    global _last_trace
+    tid = ctx.trace_id
+    last = _last_trace  # one tuple, replaced whole: safe to share between threads
+    if last[0] == tid:  # the spans of one trace arrive together: format its id once
+        trace_hex = last[1]
+    else:
+        trace_hex = "%032x" % tid
+        _last_trace = (tid, trace_hex)
     return SpanData(
-        "%032x" % ctx.trace_id, "%016x" % ctx.span_id,
+        trace_hex, "%016x" % ctx.span_id,
         "%016x" % parent.span_id if parent is not None else None,
-        span.name, span.start_time or 0, span.end_time or 0,
-        _KINDS.get(span.kind, "INTERNAL"),
+        name, start or 0, end or 0,
+        _KINDS.get(kind, "INTERNAL"),
         _KINDS.get(status.status_code, "UNSET") if status is not None else "UNSET",
         (status.description or "") if status is not None else "",
-        _plain_attrs(attrs),
+        _plain_attrs(attrs) if attrs else {},
         [{"name": e.name, "time_ns": e.timestamp or 0, "attributes": _plain_attrs(e.attributes)} for e in events]
         if events else [],
         scope.name if scope is not None else "",
         resource,
     )
+
+
+_last_trace: tuple[Any, str] = (None, "")
+_FIELD_PROPERTIES = ("context", "parent", "status", "instrumentation_scope", "resource", "name", "kind",
+                     "start_time", "end_time")
+_PLAIN_CLASSES: dict[type, bool] = {}
+
+
+def _reads_fields(cls: type) -> bool:
+    """True for the SDK's span classes, whose properties return the private fields unchanged."""
+    try:
+        from opentelemetry.sdk.trace import ReadableSpan
+    except ImportError:  # pragma: no cover - the SDK is a dependency
+        return False
+    if not issubclass(cls, ReadableSpan):
+        return False
+    if not all(getattr(cls, p, None) is getattr(ReadableSpan, p) for p in _FIELD_PROPERTIES):
+        return False
+    return True
 
 
 def _plain_attrs(attrs: Any) -> dict[str, Any]:

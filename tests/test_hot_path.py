@@ -40,3 +40,60 @@ def test_redact_data_matches_redact_trace(path: Path) -> None:
             (run,), ref_spans = redactor.redact_trace([Run.model_validate(data)], mine)
             assert Run.model_validate(out) == run
             assert [s.to_dict() for s in out_spans] == [s.to_dict() for s in ref_spans]
+
+
+def _sdk_spans() -> list:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import Status, StatusCode
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent",
+                                                                   "tags": ("x", "y")}) as root:
+        with tracer.start_as_current_span("execute_tool t", attributes={"gen_ai.operation.name": "execute_tool"}) as s:
+            s.add_event("exception", {"exception.type": "ValueError", "exception.message": "bad"})
+            s.set_status(Status(StatusCode.ERROR, "bad"))
+        root.set_attribute("final_result", "ok")
+    return list(memory.get_finished_spans())
+
+
+def test_from_readable_fields_fast_path_is_the_property_path() -> None:
+    """SDK spans are read from their fields; a subclass with its own properties is read through them."""
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from harvester.spans import from_readable
+
+    class Renamed(ReadableSpan):
+        @property
+        def name(self) -> str:
+            return "renamed " + self._name
+
+    for sp in _sdk_spans():
+        fast = from_readable(sp)
+        assert fast.to_dict() == {
+            "trace_id": f"{sp.context.trace_id:032x}", "span_id": f"{sp.context.span_id:016x}",
+            "parent_id": f"{sp.parent.span_id:016x}" if sp.parent else None, "name": sp.name,
+            "start_ns": sp.start_time, "end_ns": sp.end_time, "kind": sp.kind.name, "status": sp.status.status_code.name,
+            "status_message": sp.status.description or "",
+            "attributes": {k: list(v) if isinstance(v, tuple) else v for k, v in sp.attributes.items()},
+            "events": [{"name": e.name, "time_ns": e.timestamp, "attributes": dict(e.attributes)} for e in sp.events],
+            "scope": "t", "resource": dict(sp.resource.attributes)}
+        other = Renamed(name=sp.name, context=sp.context, parent=sp.parent, resource=sp.resource,
+                        attributes=sp.attributes, events=sp.events, kind=sp.kind, status=sp.status,
+                        start_time=sp.start_time, end_time=sp.end_time, instrumentation_scope=sp.instrumentation_scope)
+        assert from_readable(other).to_dict() == {**fast.to_dict(), "name": "renamed " + sp.name}
+
+
+def test_iso_times_across_seconds() -> None:
+    from harvester.conventions import _iso
+
+    for ns in (1_764_464_523_456_789_012, 1_764_464_523_999_000_000, 1_764_464_524_001_000_000,
+               1_764_464_523_000_000_001, 86_400_000_000_000):
+        from datetime import datetime, timezone
+        dt = datetime.fromtimestamp(ns // 10**9, tz=timezone.utc)
+        assert _iso(ns) == dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{(ns // 10**6) % 1000:03d}Z"
+    assert _iso(0) is None and _iso(10**30) is None

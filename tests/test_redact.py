@@ -166,3 +166,23 @@ def test_from_option() -> None:
     assert Redactor.from_option({"patterns": [r"zz"]}).redact_text("a zz") .startswith("a <custom:")
     with pytest.raises(TypeError):
         Redactor.from_option(3)  # type: ignore[arg-type]
+
+
+def test_short_value_cached_unchanged_is_still_chased_by_a_field_rule() -> None:
+    """A short attribute value answered from the cross-pass cache must not skip a field rule's literal."""
+    from harvester.conventions import run_data_from_spans
+    from harvester.spans import SpanData
+
+    tid = "ab" * 16
+    spans = [SpanData(tid, "1" * 16, None, "invoke_agent a", 1, 10, attributes={
+                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a", "note": "order ZX99123 shipped"}),
+             SpanData(tid, "2" * 16, "1" * 16, "execute_tool lookup", 2, 3, attributes={
+                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                 "gen_ai.tool.call.arguments": '{"order": "ZX99123"}', "gen_ai.tool.call.result": "fine"})]
+    red = Redactor(fields={"lookup": ["args.order"]})
+    assert red.redact_value({"note": "order ZX99123 shipped"}) == {"note": "order ZX99123 shipped"}  # now cached
+    (data,) = run_data_from_spans(spans)
+    out, out_spans = red.redact_data(data, spans)
+    ph = out["calls"][0]["args"]["order"]
+    assert ph.startswith("<order:")
+    assert out_spans[0].attributes["note"] == f"order {ph} shipped"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import orjson
 from hypothesis import HealthCheck, given, settings
@@ -279,7 +278,8 @@ def test_is_agent_span():
     assert not is_agent_span(s({}))
 
 
-def test_ten_thousand_spans_in_one_trace_is_fast():
+def test_ten_thousand_spans_in_one_trace():
+    """Linear pairing: a quadratic one would make this test take minutes (speed lives in bench/, not here)."""
     c = Clock()
     spans = [agent(1, c, final_result="done")]
     sid = 2
@@ -289,9 +289,7 @@ def test_ten_thousand_spans_in_one_trace_is_fast():
         spans.append(mk(sid + 2, "GET", {"http.method": "GET"}, sid + 1, clock=c))
         sid += 3
     assert len(spans) == 10_000
-    t = time.perf_counter()
     [run] = runs_from_spans(spans)
-    assert time.perf_counter() - t < 3.0
     assert run.steps == 3333 and run.calls[-1].args == {"query": "3332"} and run.usage.input_tokens == 33330
 
 

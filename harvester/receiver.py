@@ -257,6 +257,34 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
+def read_chunked(rfile: Any, limit: int) -> bytes:
+    """A ``Transfer-Encoding: chunked`` body, never more than ``limit`` bytes (413 past it)."""
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        line = rfile.readline(1024)
+        if not line:
+            raise _ClientGone()
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise BadRequest(400, "malformed chunked body (bad chunk size line)") from None
+        if size == 0:
+            while (trailer := rfile.readline(8192)) not in (b"\r\n", b"\n"):
+                if not trailer:
+                    raise _ClientGone()
+            return b"".join(parts)
+        total += size
+        if size < 0 or total > limit:
+            raise BadRequest(413, f"chunked body exceeds the limit of {limit} bytes")
+        data = rfile.read(size)
+        if len(data) < size:
+            raise _ClientGone()
+        parts.append(data)
+        if rfile.readline(1024).strip():
+            raise BadRequest(400, "malformed chunked body (chunk longer than its size)")
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse one connection
     timeout = 30  # seconds a stalled client may hold its thread
@@ -490,13 +518,17 @@ class Receiver:
         encoding = (headers.get("Content-Encoding") or "").strip().lower()
         if encoding not in ("", "identity", "gzip", "deflate"):
             raise BadRequest(415, f"unsupported Content-Encoding {encoding!r} (use gzip, deflate or none)")
+        chunked = "chunked" in (headers.get("Transfer-Encoding") or "").lower()
         length_header = headers.get("Content-Length")
-        if length_header is None:
-            raise BadRequest(411, "Content-Length required")
-        try:
-            length = int(length_header)
-        except ValueError:
-            raise BadRequest(400, f"bad Content-Length {length_header!r}") from None
+        if chunked:  # a proxy or streaming client: the length is unknown, so reserve the most it may be
+            length = self.max_body_bytes
+        elif length_header is None:
+            raise BadRequest(411, "Content-Length or Transfer-Encoding: chunked required")
+        else:
+            try:
+                length = int(length_header)
+            except ValueError:
+                raise BadRequest(400, f"bad Content-Length {length_header!r}") from None
         if length < 0:
             raise BadRequest(400, f"bad Content-Length {length_header!r}")
         if length > self.max_body_bytes:
@@ -509,21 +541,25 @@ class Receiver:
             self._inflight += 1
             self._inflight_bytes += length
         try:
-            return self._export(rfile, length, encoding, decode, content_type)
+            return self._export(rfile, None if chunked else length, encoding, decode, content_type)
         finally:
             with self._idle:
                 self._inflight -= 1
                 self._inflight_bytes -= length
                 self._idle.notify_all()
 
-    def _export(self, rfile: Any, length: int, encoding: str, decode: Callable[[bytes, OtlpStats], list[SpanData]],
-                content_type: str) -> bytes:
+    def _export(self, rfile: Any, length: int | None, encoding: str,
+                decode: Callable[[bytes, OtlpStats], list[SpanData]], content_type: str) -> bytes:
+        """Read the body (``length`` None: chunked), decode it and hand its spans to the assembler."""
         try:
-            body = rfile.read(length) if length else b""
+            if length is None:
+                body = read_chunked(rfile, self.max_body_bytes)
+            else:
+                body = rfile.read(length) if length else b""
+                if len(body) < length:
+                    raise _ClientGone()
         except OSError:
             raise _ClientGone() from None
-        if len(body) < length:
-            raise _ClientGone()
         if encoding in ("gzip", "deflate"):
             body = decompress(body, encoding, self.max_decoded_bytes)
         stats = OtlpStats()

@@ -251,6 +251,47 @@ def test_json_body_from_a_plain_http_client(receiver: Receiver, store: str):
     assert run.agent == "support_agent" and run.trajectory() == ["kb_search"] and run.stop == "answered"
 
 
+def _post_chunked(rec: Receiver, pieces: list[bytes], headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """A body sent with Transfer-Encoding: chunked (proxies, streaming clients), no Content-Length."""
+    conn = http.client.HTTPConnection("127.0.0.1", rec.port, timeout=10)
+    try:
+        conn.request("POST", "/v1/traces", body=iter(pieces), encode_chunked=True,
+                     headers={"Content-Type": PROTOBUF, "Transfer-Encoding": "chunked", **(headers or {})})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def test_chunked_bodies(store: str):
+    rec = Receiver(store, port=0, max_body_bytes=100_000)
+    rec.start()
+    try:
+        body = _protobuf(_agent_spans())
+        thirds = [body[: len(body) // 3], body[len(body) // 3: 2 * len(body) // 3], body[2 * len(body) // 3:]]
+        assert _post_chunked(rec, thirds)[0] == 200
+        other = _protobuf(_agent_spans(prompt="Where is order A1002?"))
+        assert _post_chunked(rec, [gzip.compress(other)], {"Content-Encoding": "gzip"})[0] == 200
+        status, reply = _post_chunked(rec, [b"x" * 60_000, b"x" * 60_000])
+        assert status == 413 and "limit" in Status.FromString(reply).message
+    finally:
+        rec.stop()
+    assert len(_stored(store)) == 2
+
+
+def test_malformed_chunked_body_is_a_400(store: str):
+    rec = Receiver(store, port=0)
+    rec.start()
+    try:
+        with socket.create_connection(("127.0.0.1", rec.port), timeout=10) as sock:
+            sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 400")
+    finally:
+        rec.stop()
+    assert _stored(store) == []
+
+
 def test_gzip_bodies_protobuf_and_json(receiver: Receiver, store: str):
     spans = _agent_spans(2)
     first = [s for s in spans if s.context.trace_id == spans[0].context.trace_id]

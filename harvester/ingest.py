@@ -40,7 +40,7 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import IO, Any, Iterable, Iterator, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
@@ -85,7 +85,7 @@ def default_jobs() -> int:
 
 
 def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True, batch_size: int = 2000,
-                 jobs: int | None = None) -> IngestStats:
+                 jobs: int | None = None, progress: Callable[[str], None] | None = None) -> IngestStats:
     """Import OTLP/JSON files (one document, or the Collector file exporter's JSON lines; ``-`` = stdin).
 
     Spans are grouped by trace within each file and normalized; every run is redacted (no sampling:
@@ -95,6 +95,7 @@ def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
 
     ``jobs``: worker processes for inputs of ``PARALLEL_MIN_BYTES`` or more (default
     ``default_jobs()``; 1 reads everything in this process). The stored rows are the same either way.
+    ``progress`` is called with each file's name once its runs are stored.
     """
     jobs = default_jobs() if jobs is None else int(jobs)
     if jobs < 1:
@@ -107,16 +108,15 @@ def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
         for path in paths:
             name = "<stdin>" if path == "-" else path
             with _InputFile(path) as stream:
-                if jobs == 1:
-                    _ingest_bytes(_read(stream, -1, path), name, writer, stats)
-                    continue
-                head = _read(stream, PARALLEL_MIN_BYTES, path)
-                if len(head) < PARALLEL_MIN_BYTES or not _can_share(redactor):
+                head = b"" if jobs == 1 else _read(stream, PARALLEL_MIN_BYTES, path)
+                if jobs == 1 or len(head) < PARALLEL_MIN_BYTES or not _can_share(redactor):
                     _ingest_bytes(head + _read(stream, -1, path), name, writer, stats)
-                    continue
-                if workers is None:
-                    workers = _Workers(jobs, redactor)
-                workers.ingest(_Input(stream, head, path, name), store, stats, batch_size)
+                else:
+                    if workers is None:
+                        workers = _Workers(jobs, redactor)
+                    workers.ingest(_Input(stream, head, path, name), store, stats, batch_size)
+            if progress is not None:
+                progress(name)
         return stats
     finally:
         if workers is not None:

@@ -191,3 +191,12 @@ def test_a_worker_bug_is_reported(tmp_path: Path, small_chunks: None, monkeypatc
     with TraceStore(tmp_path / "t.db") as store:
         with pytest.raises(HarvesterError, match=r"ingest worker \d failed: RuntimeError: boom"):
             ingest_files([str(f)], store, jobs=2)
+
+
+def test_progress_is_called_once_per_stored_file(tmp_path):
+    example = Path(__file__).resolve().parents[1] / "traces" / "example"
+    files = [str(p) for p in sorted(example.glob("*.json"))[:3]]
+    seen: list[str] = []
+    with TraceStore(tmp_path / "t.db") as store:
+        stats = ingest_files(files, store, jobs=1, progress=seen.append)
+        assert seen == files and stats.runs == 3 and store.count() == 3

@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from .conventions import is_agent_span, run_data_from_spans
+from .conventions import is_agent_span, run_data_from_spans, subtree
 from .errors import StoreError
 from .model import Run, data_failed
 from .redact import Redactor
@@ -75,16 +75,7 @@ def _run_spans(runs: Sequence[dict[str, Any]], spans: Sequence[SpanData]) -> lis
     out: list[list[SpanData]] = []
     for run in runs:
         root = by_id.get(run["run_id"])
-        mine: list[SpanData] = []
-        todo = [root] if root is not None else []
-        while todo:
-            s = todo.pop()
-            if s.span_id in taken:
-                continue
-            taken.add(s.span_id)
-            mine.append(s)
-            todo.extend(children.get(s.span_id, ()))
-        out.append(mine)
+        out.append(subtree(root, children, taken) if root is not None else [])
     rest = [s for s in spans if s.span_id not in taken]
     if rest and out:
         out[0].extend(rest)

@@ -17,7 +17,7 @@ import ast
 import logging
 from bisect import bisect_right
 from datetime import datetime, timezone
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import orjson
 
@@ -748,6 +748,20 @@ def runs_from_spans(spans: Any) -> list[Run]:
     return [Run.model_validate(data) for data in run_data_from_spans(spans)]
 
 
+def subtree(root: SpanData, children: Mapping[str, Sequence[SpanData]], taken: set[str]) -> list[SpanData]:
+    """``root`` and its descendants, skipping (and adding to ``taken``) span ids already taken."""
+    out: list[SpanData] = []
+    todo = [root]
+    while todo:
+        sp = todo.pop()
+        if sp.span_id in taken:
+            continue
+        taken.add(sp.span_id)
+        out.append(sp)
+        todo.extend(children.get(sp.span_id, ()))
+    return out
+
+
 def run_data_from_spans(spans: Any) -> list[dict[str, Any]]:
     """``runs_from_spans`` in the Run's JSON form (``Run.model_dump(mode="json")`` minus the derived lists).
 
@@ -776,16 +790,7 @@ def run_data_from_spans(spans: Any) -> list[dict[str, Any]]:
                 roots.append(sp)
             stack.extend((c, inside or is_agent) for c in children.get(sp.span_id, ()))
         for root in sorted(roots, key=lambda s: (s.start_ns if type(s.start_ns) is int else 0)):
-            members: list[SpanData] = []
-            todo = [root]
-            seen = set()
-            while todo:
-                sp = todo.pop()
-                if sp.span_id in seen:
-                    continue
-                seen.add(sp.span_id)
-                members.append(sp)
-                todo.extend(children.get(sp.span_id, ()))
+            members = subtree(root, children, set())
             members.sort(key=lambda s: (s.start_ns if type(s.start_ns) is int else 0))
             try:
                 runs.append(_build(root, roles[root.span_id][0], members, roles))

@@ -75,6 +75,8 @@ class Fixture(_Strict):
 
 class Recorded(_Strict):
     trajectory: list[str] = Field(default_factory=list)
+    # Tools the model asked for that never executed (a guardrail or a human denied them).
+    denied: list[str] = Field(default_factory=list)
     stop: str = "unknown"
     answer: Optional[str] = None
     steps: int = 0

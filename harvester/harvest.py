@@ -235,15 +235,21 @@ def _build(run: Run, reading: _Reading, config: Config, *, why: str | None = Non
         ignore_args=ignore_args,
         fixtures=fixtures,
         review_notes=notes,
-        recorded=Recorded(trajectory=run.trajectory(), stop=run.stop, answer=run.answer, steps=run.steps, cost=cost),
+        recorded=Recorded(trajectory=run.trajectory(), denied=_denied(run), stop=run.stop, answer=run.answer,
+                          steps=run.steps, cost=cost),
         source=Source(trace_id=run.trace_id, captured_at=run.started_at, last_seen=run.started_at, agent=run.agent,
                       failure_kind=kind, seen=1,
                       signature=_signature(run, kind)),
     )
 
 
+def _denied(run: Run) -> list[str]:
+    return list(dict.fromkeys(c.name for c in run.calls if c.status == "blocked"))
+
+
 def _forbidden(config: Config, run: Run, needed: set[str], unintended: list[str], forbid: list[str]) -> list[str]:
-    """Mutating tools the run did not need, the ones an incident should not have run, and ``--forbid``.
+    """Mutating tools the run did not need, tools it was denied, the ones an incident should not have
+    run, and ``--forbid``. A request denied in production is a line a replay must not cross.
 
     ``never_used`` compares exact names, so a glob pattern is expanded to the tools this run requested.
     """
@@ -253,7 +259,8 @@ def _forbidden(config: Config, run: Run, needed: set[str], unintended: list[str]
             out.extend(t for t in run.requested_tools() if fnmatch.fnmatchcase(t, pattern) and t not in needed)
         elif pattern not in needed:
             out.append(pattern)
-    return list(dict.fromkeys([*out, *unintended, *forbid]))
+    denied = [t for t in _denied(run) if t not in needed]
+    return list(dict.fromkeys([*out, *denied, *unintended, *forbid]))
 
 
 def _with_headroom(cost: float | None) -> float | None:

@@ -95,6 +95,14 @@ def test_forbidden_tools_are_unneeded_mutating_tools_with_globs_expanded():
     assert case_from_run(needed, config=CONFIG).appropriate_tools == ["issue_refund"]
 
 
+def test_a_denied_request_is_forbidden_even_without_configured_mutating_tools():
+    r = run(call("kb_search"), call("issue_refund", "blocked", args={"order_id": "A1001"}))
+    case = case_from_run(r)
+    assert case.forbidden_tools == ["issue_refund"] and case.recorded.denied == ["issue_refund"]
+    assert [f.tool for f in case.fixtures] == ["kb_search"]  # a denied call has no result to freeze
+    assert "never_used(issue_refund)" in [c.label() for c in case.compiled_checks()]
+
+
 def test_incident_forbids_the_mutating_tool_that_ran():
     r = run(call("kb_search"), call("get_order"), call("issue_refund"))
     case = case_from_run(r, config=CONFIG, incident=True, why="refunded without approval", forbid=["send_email"],

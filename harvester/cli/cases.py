@@ -63,6 +63,8 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
              f"  recorded:   {' -> '.join(case.recorded.trajectory) or '(no successful tool calls)'}"
              f"  (stop {case.recorded.stop}, {case.recorded.steps} steps"
              + (f", cost {case.recorded.cost:.6f}" if case.recorded.cost is not None else "") + ")"]
+    if case.recorded.denied:
+        lines.append(f"  denied:     {_listing(case.recorded.denied)} (requested, never executed)")
     for i, fx in enumerate(case.fixtures, 1):
         outcome = f"error {fx.error.type}: {fx.error.message}" if fx.error else _abridge(fx.result, 70)
         mark = " [TRUNCATED]" if fx.truncated else ""
@@ -179,6 +181,8 @@ def incident_cmd(trace_id: str, why: str, expected: Optional[str], required: tup
     click.echo(f"case {case.id} -> {path}")
     click.echo(f"  kind:        {case.source.failure_kind}")
     click.echo(f"  trajectory:  {' -> '.join(case.recorded.trajectory) or '(no successful tool calls)'}")
+    if case.recorded.denied:
+        click.echo(f"  denied:      {_listing(case.recorded.denied)} (requested, never executed)")
     click.echo(f"  fixtures:    {len(case.fixtures)} ({_listing(f.tool for f in case.fixtures)})")
     click.echo(f"  min_steps:   {case.min_steps}")
     click.echo(f"  appropriate: {_listing(case.appropriate_tools)}")

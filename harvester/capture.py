@@ -129,7 +129,7 @@ class RunWriter:
             try:
                 if self.keep(Run.model_validate(data)):
                     return True
-            except Exception:  # noqa: BLE001 - a broken predicate must not lose the run or kill the worker
+            except BaseException:  # noqa: BLE001 - a broken predicate (even sys.exit()) must not lose the run or kill the worker
                 self.counts["keep_errors"] = self.counts.get("keep_errors", 0) + 1
         if sampled_in(data["trace_id"], self.sample_rate):
             return True
@@ -161,15 +161,35 @@ class RunWriter:
             rows = []
             for data, part, want in zip(runs, parts, wanted):
                 if want:
-                    if self.redactor is not None:
-                        data, part = self.redactor.redact_data(data, part)
-                    rows.append(run_row(data, part))
+                    row = self._row(data, part)
+                    if row is not None:
+                        rows.append(row)
             if not self._pending:
                 self._pending_since = time.monotonic()
             self._pending.extend(rows)
             if len(self._pending) >= self.batch_size:
                 self.flush()
             return len(rows)
+
+    def _row(self, data: dict[str, Any], spans: list[SpanData]) -> tuple[Any, ...] | None:
+        """One run's store row, redacted; None (counted) when redaction or serialization fails.
+
+        Per run, so a redactor bug costs only the run it failed on, not the trace's other runs or
+        the batch waiting in the buffer; and a run that could not be redacted is never written.
+        """
+        if self.redactor is not None:
+            try:
+                data, spans = self.redactor.redact_data(data, spans)
+            except Exception:  # noqa: BLE001
+                log.debug("could not redact a run", exc_info=True)
+                self.drop("redact_error")
+                return None
+        try:
+            return run_row(data, spans)
+        except Exception:  # noqa: BLE001
+            log.debug("could not serialize a run", exc_info=True)
+            self.drop("serialize_error")
+            return None
 
     def submit(self, spans: list[SpanData]) -> None:
         """The receiver's entry point: one finished trace. Never raises."""
@@ -204,8 +224,10 @@ class RunWriter:
             self.store.close()
 
     def stats(self) -> dict[str, Any]:
-        with self._lock:
-            return {**self.counts, "dropped": dict(self.dropped)}
+        """The counters, without taking the lock: a flush holds it while the store waits on a busy
+        file (up to minutes), and the app's health check must not wait with it. Copying a dict of
+        str keys is atomic under the GIL."""
+        return {**self.counts, "dropped": dict(self.dropped)}
 
 
 class _OpenTrace:
@@ -260,9 +282,18 @@ class _Assembler:
 
     def _write(self, spans: list[SpanData]) -> None:
         if any(is_agent_span(s) for s in spans):
-            self.writer.process_trace(spans)
+            self._process(spans)
         else:
             self.writer.drop("no_agent")
+
+    def _process(self, spans: list[SpanData]) -> None:
+        """``process_trace``, counted and contained: ``expire`` and ``finish_all`` loop over many
+        traces, and an error escaping from one would skip the rest and the final flush."""
+        try:
+            self.writer.process_trace(spans)
+        except Exception:  # noqa: BLE001
+            log.debug("harvester could not process a trace", exc_info=True)
+            self.writer.drop("internal_error")
 
     def _finish(self, trace_id: str, reason: str) -> None:
         """Finish a trace that never completed: keep its runs if an agent span ended, else count it lost."""
@@ -270,7 +301,7 @@ class _Assembler:
         spans = list(trace.spans.values())
         if any(is_agent_span(s) for s in spans):
             self.writer.counts["incomplete_written"] = self.writer.counts.get("incomplete_written", 0) + 1
-            self.writer.process_trace(spans)
+            self._process(spans)
         else:
             self.writer.drop(reason)
 
@@ -360,26 +391,42 @@ class HarvestingSpanProcessor(SpanProcessor):
 
     # -- the worker ----------------------------------------------------------------------------
     def _run(self) -> None:
+        """The worker loop.
+
+        The flush waiters are taken BEFORE the queue is drained: a waiter that arrives while an
+        iteration is already past its drain is answered by the next iteration (its ``force_flush``
+        set the wake event), never by this one, which has not seen the spans ended before it.
+        ``BaseException`` is caught too: user code runs here (``keep``, a custom ``Redactor``), and a
+        ``SystemExit`` from it would end the thread, and with it all capture, silently.
+        """
         attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))  # our own SQLite writes are not traced
         last_flush = time.monotonic()
         while True:
             self._wake.wait(self.flush_interval_s)
             self._wake.clear()
             stopping = self._shutdown
+            with self._flush_lock:
+                waiters, self._flush_waiters = self._flush_waiters, []
             try:
                 self._drain()
                 now = time.monotonic()
                 self._assembler.expire(now)
                 if stopping:
                     self._assembler.finish_all()
-                if stopping or self._flush_waiters or now - last_flush >= self.flush_interval_s \
+            except BaseException:  # noqa: BLE001 - the worker must outlive any bug
+                log.debug("harvester capture worker error", exc_info=True)
+                self.writer.drop("internal_error")
+            try:
+                now = time.monotonic()
+                if stopping or waiters or now - last_flush >= self.flush_interval_s \
                         or len(self.writer._pending) >= self.batch_size:
                     self.writer.flush()
                     last_flush = now
-            except Exception:  # noqa: BLE001 - the worker must outlive any bug
+            except BaseException:  # noqa: BLE001
                 log.debug("harvester capture worker error", exc_info=True)
                 self.writer.drop("internal_error")
-            self._release_flush_waiters()
+            for w in waiters:
+                w.set()
             if stopping:
                 return
 
@@ -402,12 +449,6 @@ class HarvestingSpanProcessor(SpanProcessor):
                 log.debug("harvester could not process a span", exc_info=True)
                 self.writer.drop("internal_error")
 
-    def _release_flush_waiters(self) -> None:
-        with self._flush_lock:
-            waiters, self._flush_waiters = self._flush_waiters, []
-        for w in waiters:
-            w.set()
-
     # -- control -------------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Write every run that has finished so far; False if that did not happen within the timeout."""
@@ -417,7 +458,16 @@ class HarvestingSpanProcessor(SpanProcessor):
         with self._flush_lock:
             self._flush_waiters.append(done)
         self._wake.set()
-        return done.wait(timeout_millis / 1000)
+        if done.wait(max(timeout_millis, 0) / 1000):
+            return True
+        # Timed out (the store is locked, say): withdraw, or an app that flushes after every
+        # request would pile up one Event per request for as long as the worker is stuck.
+        with self._flush_lock:
+            try:
+                self._flush_waiters.remove(done)
+            except ValueError:
+                pass  # the worker took it meanwhile
+        return done.is_set()
 
     def shutdown(self, timeout_millis: int = 30_000) -> None:
         """Stop capturing; write what finished (and open traces that have an agent span). Idempotent."""

@@ -37,6 +37,10 @@ _KEY_ENV = "HARVESTER_REDACT_KEY"
 _MIN_LEN = 6  # shorter strings cannot hold any built-in secret ("a@b.co")
 _LITERAL_MIN_LEN = 4
 _SHORT = 200  # field values shorter than this are not searched for in raw spans
+# Pseudonyms of values up to this many bytes are cached. The cache is bounded by count, so a
+# long-running process that redacts large values (a whole secret header, a field rule's object)
+# would otherwise hold up to 50,000 of them; hashing a large value again costs little beside it.
+_DIGEST_CACHE_MAX = 512
 
 # Each rule: (kind, trigger, pattern). The trigger is a lower-case literal that any match
 # contains, checked with ``in`` on the lowercased text first (a C substring search); the pattern starts with a literal so that the regex
@@ -173,9 +177,10 @@ class Redactor:
                 digest = hmac.new(self._key, raw, hashlib.sha256).hexdigest()[:8]
             else:
                 digest = hashlib.sha256(raw).hexdigest()[:8]
-            if len(self._digests) > 50_000:
-                self._digests.clear()
-            self._digests[raw] = digest
+            if len(raw) <= _DIGEST_CACHE_MAX:
+                if len(self._digests) > 50_000:
+                    self._digests.clear()
+                self._digests[raw] = digest
         return f"<{kind}:{digest}>"
 
     # -- text ----------------------------------------------------------------------------------

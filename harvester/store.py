@@ -36,6 +36,7 @@ SCHEMA_VERSION = 1
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _BUSY_TIMEOUT_MS = 10_000
 _RETRIES = 20
+_FORK_WAIT_S = 1.0  # how long a fork waits for this process's write transaction to end
 
 _DDL = """
 CREATE TABLE harvester_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -168,17 +169,41 @@ class TraceStore:
         self.path = str(path) if path is not None else default_path()
         self.readonly = readonly
         self._lock = threading.RLock()
+        self._txn = threading.Lock()  # held while this connection may hold SQLite's write lock
+        self._txn_held_for_fork = False
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
         self._connect()
         if hasattr(os, "register_at_fork"):
             weak = weakref.ref(self)
 
+            def _before() -> None:
+                if (store := weak()) is not None:
+                    store._before_fork()
+
+            def _after_in_parent() -> None:
+                if (store := weak()) is not None and store._txn_held_for_fork:
+                    store._txn_held_for_fork = False
+                    store._txn.release()
+
             def _after_in_child() -> None:
                 if (store := weak()) is not None:
                     store._lock = threading.RLock()  # another thread may have held it at fork time
+                    store._txn = threading.Lock()
+                    store._txn_held_for_fork = False
 
-            os.register_at_fork(after_in_child=_after_in_child)
+            os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_after_in_child)
+
+    def _before_fork(self) -> None:
+        """Let a write transaction in progress (the capture worker's) end before the process forks.
+
+        SQLite keeps its lock bookkeeping per process: a child forked while the parent's connection
+        held the WAL write lock inherits "this process holds the write lock" from a connection it
+        must never touch, and every write its own connection tries is then busy forever. A
+        transaction lasts milliseconds; the wait is capped (``_FORK_WAIT_S``) because the lock is
+        also held while waiting for another process's write, and fork must not hang on that.
+        """
+        self._txn_held_for_fork = self._txn.acquire(timeout=_FORK_WAIT_S)
 
     # -- opening -------------------------------------------------------------------------------
     def _error(self, message: str) -> StoreError:
@@ -319,23 +344,24 @@ class TraceStore:
             conn = self._connect()
             delay = 0.01
             for attempt in range(_RETRIES):
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as exc:
-                    if attempt + 1 < _RETRIES and _is_busy(exc):
-                        time.sleep(delay)
-                        delay = min(delay * 2, 0.5)
-                        continue
-                    raise self._error(f"cannot write ({exc})") from None
-                except sqlite3.DatabaseError as exc:
-                    raise self._error(f"cannot write ({exc})") from None
-                try:
-                    cur = conn.executemany(sql, rows) if rows is not None else conn.execute(sql)
-                    conn.execute("COMMIT")
-                    return cur.rowcount
-                except sqlite3.Error as exc:
-                    conn.execute("ROLLBACK")
-                    raise self._error(f"cannot write ({exc})") from None
+                with self._txn:
+                    try:
+                        conn.execute("BEGIN IMMEDIATE")
+                    except sqlite3.OperationalError as exc:
+                        if not (attempt + 1 < _RETRIES and _is_busy(exc)):
+                            raise self._error(f"cannot write ({exc})") from None
+                    except sqlite3.DatabaseError as exc:
+                        raise self._error(f"cannot write ({exc})") from None
+                    else:
+                        try:
+                            cur = conn.executemany(sql, rows) if rows is not None else conn.execute(sql)
+                            conn.execute("COMMIT")
+                            return cur.rowcount
+                        except sqlite3.Error as exc:
+                            conn.execute("ROLLBACK")
+                            raise self._error(f"cannot write ({exc})") from None
+                time.sleep(delay)  # busy: another process is writing; retry, without the fork lock
+                delay = min(delay * 2, 0.5)
             raise self._error("cannot write: the database stayed locked")
 
     # -- reading -------------------------------------------------------------------------------

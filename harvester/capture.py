@@ -316,6 +316,11 @@ class _Assembler:
             self._finish(trace_id, "open_at_shutdown")
 
 
+def _millis(timeout_millis: Any) -> float:
+    """A timeout as the SDK may pass it: ``None`` (the SDK's "no timeout given") is 30 s; never below 0."""
+    return 30_000.0 if timeout_millis is None else max(float(timeout_millis), 0.0)
+
+
 class HarvestingSpanProcessor(SpanProcessor):
     """Capture agent runs from this process's spans into the trace store.
 
@@ -450,15 +455,16 @@ class HarvestingSpanProcessor(SpanProcessor):
                 self.writer.drop("internal_error")
 
     # -- control -------------------------------------------------------------------------------
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+    def force_flush(self, timeout_millis: int | None = 30_000) -> bool:
         """Write every run that has finished so far; False if that did not happen within the timeout."""
         if self._shutdown or not self._worker.is_alive():
             return False
+        timeout_millis = _millis(timeout_millis)
         done = threading.Event()
         with self._flush_lock:
             self._flush_waiters.append(done)
         self._wake.set()
-        if done.wait(max(timeout_millis, 0) / 1000):
+        if done.wait(timeout_millis / 1000):
             return True
         # Timed out (the store is locked, say): withdraw, or an app that flushes after every
         # request would pile up one Event per request for as long as the worker is stuck.
@@ -475,9 +481,16 @@ class HarvestingSpanProcessor(SpanProcessor):
             return
         self._shutdown = True
         self._wake.set()
-        self._worker.join(timeout_millis / 1000)
-        if not self._worker.is_alive() and self.writer._owns_store:
-            self.writer.store.close()
+        self._worker.join(_millis(timeout_millis) / 1000)
+        if not self._worker.is_alive():
+            # An on_end that saw _shutdown still False may have appended after the worker's last
+            # drain: those spans will never be processed, so count them instead of leaving them.
+            late = len(self._queue)
+            if late:
+                self._queue.clear()
+                self.writer.drop("after_shutdown", late)
+            if self.writer._owns_store:
+                self.writer.store.close()
 
     def stats(self) -> dict[str, Any]:
         s = self.writer.stats()

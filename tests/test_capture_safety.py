@@ -130,9 +130,34 @@ def test_on_end_after_shutdown_and_provider_shut_down_twice(tmp_path: Path) -> N
     provider.shutdown()
     proc.shutdown()
     proc.on_end(None)  # type: ignore[arg-type]
-    agent_run(proc_tracer := TracerProvider(shutdown_on_exit=False).get_tracer("u"))  # noqa: F841
+    with TracerProvider(shutdown_on_exit=False).get_tracer("u").start_as_current_span("late") as late:
+        pass
+    proc.on_end(late)  # type: ignore[arg-type]  # after shutdown: dropped and counted, never an error
+    assert proc.stats()["dropped"]["queue_full"] == 2
     assert proc.force_flush(0) is False
     assert [r.prompt for r in stored(path)] == ["before"]
+
+
+def test_timeouts_of_any_shape(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path)
+    agent_run(tracer)
+    assert _within(proc.force_flush, None) is True  # the SDK's signature allows None
+    assert _within(proc.force_flush, -5) in (True, False)
+    assert _within(proc.force_flush, 0.5) in (True, False)
+    _within(proc.shutdown, None)
+    assert len(stored(path)) == 1
+
+
+def test_a_span_ended_after_the_last_drain_is_counted(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path)
+    proc._shutdown = True  # the worker's last iteration runs and ends ...
+    proc._wake.set()
+    proc._worker.join(DEADLINE)
+    proc._queue.append(None)  # type: ignore[arg-type]  # ... then an on_end that read the flag too early appends
+    proc._shutdown = False
+    proc.shutdown()
+    st = proc.stats()
+    assert st["queued"] == 0 and st["dropped"] == {"after_shutdown": 1}
 
 
 def _lock_store(path: str) -> sqlite3.Connection:

@@ -88,12 +88,29 @@ class Config(_Strict):
     gates: list[str] = Field(default_factory=list)
     cases_dir: str = "cases"
     store: Optional[str] = None
+    # Modules imported before any case loads: where custom checks register (``@checks.register``).
+    plugins: list[str] = Field(default_factory=list)
     # The file this came from (None for defaults); not a key users write.
     _source: Optional[str] = PrivateAttr(default=None)
 
     @property
     def source(self) -> str | None:
         return self._source
+
+    def import_plugins(self) -> None:
+        """Import ``plugins`` (cwd first on the path, as for ``--agent``); a failure names the module."""
+        import importlib
+        import os
+        import sys
+
+        if self.plugins and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        for name in self.plugins:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001 - any import failure is the user's config to fix
+                raise ConfigError(f"plugin {name!r} failed to import ({type(exc).__name__}: {exc})",
+                                  file=self.source, field="plugins") from None
 
     def is_mutating(self, tool: str) -> bool:
         return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.mutating_tools)

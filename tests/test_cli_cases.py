@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harvester.case import load_case
+from harvester.case import AgentCase, load_case, save_case
 from harvester.cli import main
 from harvester.instrument import agent_run, tool
 from harvester.model import ErrorInfo, Run, ToolCall
@@ -269,3 +269,27 @@ def test_review_input_that_ends_early_is_one_line_exit_2(env):
     assert ("error: review stopped before the end (input ended or interrupted); saved so far: 0 accepted, "
             "0 rejected, 0 skipped\n") in result.output
     assert "billing" in (root / "cases/pending/refund-order-a1001.json").read_text()
+
+
+def test_plugins_register_custom_checks_before_cases_load(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARVESTER_CASES", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "shop_checks.py").write_text(
+        "from harvester import checks\n"
+        "@checks.register('mentions_order')\n"
+        "def mentions_order(order_id):\n"
+        "    return lambda run: (order_id in (run.answer or ''), 'looked for ' + order_id)\n")
+    case = AgentCase(id="order-status", status="accepted", why="w", prompt="Where is A1002?",
+                     checks=[{"check": "mentions_order", "order_id": "A1002"}])
+    save_case(case, tmp_path / "cases")
+    (tmp_path / "harvester.toml").write_text("")
+    one_line_error(invoke("cases", "list"), "unknown check 'mentions_order'")
+    (tmp_path / "harvester.toml").write_text('plugins = ["shop_checks"]\n')
+    try:
+        assert "order-status" in invoke("cases", "list").output
+    finally:
+        from harvester import checks
+        checks.REGISTRY.pop("mentions_order", None)
+    (tmp_path / "harvester.toml").write_text('plugins = ["no_such_module_here"]\n')
+    one_line_error(invoke("cases", "list"), "harvester.toml", "plugins", "no_such_module_here")

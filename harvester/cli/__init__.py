@@ -53,26 +53,42 @@ store_option = click.option("--store", "store_path", type=click.Path(dir_okay=Fa
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 
 
+def project_config(path: Optional[str]) -> Any:
+    """The project's ``Config`` with its plugins imported (custom checks must exist before cases load)."""
+    from ..config import load_config
+
+    config = load_config(path)
+    config.import_plugins()
+    return config
+
+
 def with_config(fn: F) -> F:
     """``--config PATH`` resolved into a ``Config`` passed as ``config``; our errors become exit 2."""
-    from ..config import load_config
 
     @handle_errors
     @config_option
     @functools.wraps(fn)
     def wrapper(*args: Any, config_path: Optional[str], **kwargs: Any) -> Any:
-        return fn(*args, config=load_config(config_path), **kwargs)
+        return fn(*args, config=project_config(config_path), **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
 
-def open_store(store_path: Optional[str], config: Any, *, readonly: bool = False) -> Any:
-    """The option, then ``$HARVESTER_STORE``, then the config's ``store``, then the default path."""
+def open_store(store_path: Optional[str], config: Any, *, readonly: bool = False, create: bool = False) -> Any:
+    """The option, then ``$HARVESTER_STORE``, then the config's ``store``, then the default path.
+
+    Only ``ingest`` creates a store: elsewhere a mistyped path must be an error, not a new empty store.
+    """
+    from ..errors import StoreError
     from ..store import TraceStore, default_path
 
     if store_path is None and not os.environ.get("HARVESTER_STORE") and config.store:
         store_path = config.store
-    return TraceStore(store_path or default_path(), readonly=readonly)
+    path = store_path or default_path()
+    if not create and not os.path.exists(path):
+        raise StoreError(f"{path}: no trace store here yet; ingest traces first (harvester ingest FILE) "
+                         "or pass --store")
+    return TraceStore(path, readonly=readonly)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

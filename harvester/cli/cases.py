@@ -13,11 +13,11 @@ import orjson
 from pydantic import ValidationError
 
 from ..case import CASES_ENV, AgentCase, CaseFolder, bump_suite, load_cases, read_suite
-from ..config import Config, load_config
+from ..config import Config
 from ..errors import InputError, NotFoundError, OtlpFormatError, pydantic_field
 from ..model import Run
 from . import (HarvesterCliError, config_option, echo_json, handle_errors, json_option, main, open_store,
-               store_option, with_config)
+               project_config, store_option, with_config)
 
 EDITABLE = ("why", "expected", "required_elements", "forbidden_tools", "appropriate_tools", "min_steps",
             "max_cost", "tags", "prompt")
@@ -36,7 +36,7 @@ def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                   help=f"Cases folder (default: ${CASES_ENV}, the config's cases_dir, or ./cases).")
     @functools.wraps(fn)
     def wrapper(*args: Any, config_path: Optional[str], cases_dir: Optional[str], **kwargs: Any) -> Any:
-        config = load_config(config_path)
+        config = project_config(config_path)
         folder = CaseFolder(cases_dir or os.environ.get(CASES_ENV) or config.cases_dir)
         return fn(*args, config=config, folder=folder, **kwargs)
 

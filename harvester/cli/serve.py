@@ -49,7 +49,8 @@ def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_b
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith(("opentelemetry.proto", "google")):
             raise
-        raise ReceiverError("harvester serve needs opentelemetry-proto: pip install 'harvester[serve]'") from None
+        raise ReceiverError("harvester serve needs opentelemetry-proto: pip install opentelemetry-proto "
+                            "(or install harvester with its serve extra)") from None
 
     config = load_config(config_path)
     if store is None and not os.environ.get("HARVESTER_STORE"):

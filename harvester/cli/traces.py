@@ -37,7 +37,7 @@ def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs
     redact = False if no_redact else redaction_for(config)
     # A bar over the files when there are several and someone is watching (stderr is a terminal).
     show = len(files) > 1 and sys.stderr.isatty() and not as_json
-    with open_store(store_path, config) as store, \
+    with open_store(store_path, config, create=True) as store, \
             click.progressbar(length=len(files), label="ingesting", file=sys.stderr, hidden=not show) as bar:
         stats = ingest_files(files, store, redact=redact, jobs=jobs, progress=lambda _name: bar.update(1))
     if as_json:

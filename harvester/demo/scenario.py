@@ -24,6 +24,8 @@ from ..store import TraceStore
 from . import agent as support
 
 CONFIG = """\
+store = "traces.db"
+cases_dir = "cases"
 mutating_tools = ["issue_refund"]
 gates = ["tag:security>=1.0"]
 
@@ -148,13 +150,13 @@ def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = pr
     for mode, results in failing.items():
         say(f"   {mode}: {len(results)} variant(s) failed, e.g. {results[0].id}: {results[0].reasons()[0]}")
 
-    say(f"\nEverything is in {root}")
-    say(f"  traces   harvester traces list --store {store_path}")
-    say(f"  cases    harvester cases list --cases {cases_dir}")
-    say(f"  review   harvester review --cases {cases_dir}")
-    say(f"  replay   harvester replay --agent harvester.demo.agent:build --cases {cases_dir} "
-        f"--config {root / 'harvester.toml'} --baseline {reports / 'baseline.json'}")
-    say(f"  compare  harvester compare {reports / 'candidate.json'} --baseline {reports / 'baseline.json'}")
+    say(f"\nEverything is in {root}; its harvester.toml points every command there:")
+    say(f"  cd {root}")
+    say("  harvester traces list")
+    say("  harvester cases list")
+    say("  harvester review")
+    say("  harvester replay --agent harvester.demo.agent:build --baseline reports/baseline.json")
+    say("  harvester compare reports/candidate.json --baseline reports/baseline.json")
     return DemoResult(root, baseline, candidate, injected, outcome.exit_code, lines)
 
 

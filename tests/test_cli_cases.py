@@ -293,3 +293,10 @@ def test_plugins_register_custom_checks_before_cases_load(tmp_path, monkeypatch)
         checks.REGISTRY.pop("mentions_order", None)
     (tmp_path / "harvester.toml").write_text('plugins = ["no_such_module_here"]\n')
     one_line_error(invoke("cases", "list"), "harvester.toml", "plugins", "no_such_module_here")
+
+
+def test_a_mistyped_store_is_an_error_not_a_new_empty_store(env):
+    root, _ = env
+    for args in (["harvest", "--store", "typo.db"], ["incident", "ab" * 16, "--why", "x", "--store", "typo.db"]):
+        one_line_error(invoke(*args), "typo.db", "no trace store here yet")
+    assert not (root / "typo.db").exists()

@@ -142,3 +142,13 @@ def test_ingest_and_traces_follow_the_project_config(tmp_path: Path, monkeypatch
     (tmp_path / "harvester.toml").write_text('[redact]\npatterns = ["(unclosed"]\n')
     res = runner.invoke(main, ["ingest", str(example)])
     assert res.exit_code == 2 and "harvester.toml" in res.output and "Traceback" not in res.output
+
+
+def test_only_ingest_creates_a_store(tmp_path: Path) -> None:
+    runner, store = CliRunner(), str(tmp_path / "new.db")
+    for args in (["traces", "export", "--store", store], ["traces", "prune", "--keep-days", "1", "--store", store]):
+        res = runner.invoke(main, args)
+        assert res.exit_code == 2 and "no trace store here yet" in res.output
+    assert not Path(store).exists()
+    example = Path(__file__).resolve().parents[1] / "traces" / "example" / "01-order-a1002.json"
+    assert invoke(runner, "ingest", str(example), "--store", store).exit_code == 0 and Path(store).exists()

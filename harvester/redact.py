@@ -364,6 +364,12 @@ class Redactor:
         return out_runs, [self._span(s, p) for s in spans]
 
     def _run(self, run: Run, p: _Pass) -> Run:
+        if self._fields:  # field rules first: the values they hide are then chased through the whole run
+            for call in run.calls:
+                for kind, parts in self._fields.get(call.name, ()):
+                    self._replace_path(call.args if parts[0] == "args" else call.result, parts[1:], kind, p)
+            if p.literals:
+                p.memo.clear()
         update: dict[str, Any] = {}
         for name in ("prompt", "answer"):
             v = getattr(run, name)

@@ -186,3 +186,20 @@ def test_short_value_cached_unchanged_is_still_chased_by_a_field_rule() -> None:
     ph = out["calls"][0]["args"]["order"]
     assert ph.startswith("<order:")
     assert out_spans[0].attributes["note"] == f"order {ph} shipped"
+
+
+def test_a_field_rule_value_is_chased_into_the_answer_and_other_calls() -> None:
+    """The SSN a field rule hides in get_customer's result must not survive in the answer or a later call."""
+    from harvester.model import Run, ToolCall
+
+    red = Redactor(fields={"get_customer": ["result.ssn"]})
+    run = Run(trace_id="t", prompt="What is my SSN?", answer="Your SSN is 123-45-6789.", stop="answered",
+              calls=[ToolCall(name="send_note", args={"text": "ssn 123-45-6789"}),
+                     ToolCall(name="get_customer", args={"id": 7}, result={"ssn": "123-45-6789", "name": "Ann"})])
+    out = red.redact_run(run)
+    assert "123-45-6789" not in out.to_json().decode()
+    placeholder = out.calls[1].result["ssn"]
+    assert placeholder.startswith("<ssn:") and out.answer == f"Your SSN is {placeholder}."
+    assert out.calls[0].args == {"text": f"ssn {placeholder}"}
+    data, _ = red.redact_data(run.model_dump(mode="json"), [])
+    assert "123-45-6789" not in str(data)

@@ -12,7 +12,10 @@
     ├── NotFoundError              a trace or case id that is not stored
     ├── StoreError                 the trace store cannot be opened or written
     ├── ReceiverError              ``harvester serve`` cannot listen, or lacks opentelemetry-proto
-    ├── AgentLoadError             ``--agent module:attr`` cannot be imported or called
+    ├── AgentLoadError             ``--agent module:attr`` cannot be imported or called, or its factory
+    │                              failed to build an agent for every case
+    ├── OutputError                a report file cannot be written (a directory, a missing or read-only
+    │                              folder); carries ``file``
     └── NoFixture                  replay met a tool call with no recorded fixture (opt-in raise)
 
 Each error that comes from a file carries ``file`` and ``field`` so the message can name both.
@@ -77,6 +80,14 @@ class ReceiverError(HarvesterError):
 
 class AgentLoadError(HarvesterError):
     pass
+
+
+class OutputError(HarvesterError):
+    """A file we were asked to write cannot be written; ``file`` is the path as the user gave it."""
+
+    def __init__(self, message: str, *, file: str) -> None:
+        self.file = file
+        super().__init__(f"{file}: {message}")
 
 
 class NoFixture(HarvesterError):

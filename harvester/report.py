@@ -24,7 +24,7 @@ from typing import Any, Iterable, Optional, Sequence
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import GateError, ReportFormatError, pydantic_field
+from .errors import GateError, OutputError, ReportFormatError, pydantic_field
 
 SCHEMA = "harvester.report/1"
 ALPHA = 0.05
@@ -360,11 +360,8 @@ class Report(_Strict):
         return orjson.dumps(self.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2) + b"\n"
 
     def save(self, path: str | Path) -> None:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(p.suffix + ".tmp")
-        tmp.write_bytes(self.to_json())
-        tmp.replace(p)
+        """Write the JSON atomically (a temporary sibling, then a rename); ``OutputError`` when it cannot."""
+        write_file(path, self.to_json(), atomic=True)
 
     @classmethod
     def load(cls, path: str | Path) -> "Report":
@@ -386,6 +383,38 @@ class Report(_Strict):
         except ValidationError as exc:
             field, msg = pydantic_field(exc)
             raise ReportFormatError(msg, file=file, field=field) from None
+
+
+def check_output(path: str | Path) -> None:
+    """Fail early (``OutputError``) on a path that can never be written: a directory, or under a file."""
+    p = Path(path)
+    if p.is_dir():
+        raise OutputError("is a directory: give a file name (e.g. reports/run.json)", file=str(path))
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise OutputError(f"cannot write under {parent}: not a directory", file=str(path))
+
+
+def write_file(path: str | Path, data: bytes, *, atomic: bool = False) -> None:
+    """Write ``data`` to ``path``, creating its folder; any failure is one ``OutputError`` naming the path.
+
+    ``atomic``: through ``<name>.tmp`` and a rename, so a reader never sees half a report; the temporary
+    file never outlives a failure. Without it the file is written in place (``/dev/stdout`` works).
+    """
+    check_output(path)
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp") if atomic else p
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        if atomic:
+            tmp.replace(p)
+    except OSError as exc:
+        if atomic and tmp.is_file():
+            tmp.unlink(missing_ok=True)
+        raise OutputError(f"cannot write ({exc.strerror or exc})", file=str(path)) from None
 
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -194,3 +194,41 @@ def test_compare_and_merge_apply_the_config_gates(tmp_path, monkeypatch):
     (tmp_path / "bad.toml").write_text("gatez = []\n")
     bad = run("compare", "all.json", "--baseline", "base.json", "--config", "bad.toml")
     assert bad.exit_code == 2 and "unknown key 'gatez'" in bad.output
+
+
+# -- outputs that cannot be written ---------------------------------------------------------------
+def test_a_directory_as_output_is_one_line_exit_2_before_the_run(project):
+    (project / "reports").mkdir()
+    for opt in ("--json", "--junit", "--markdown"):
+        result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", opt, "reports"])
+        assert result.exit_code == 2, result.output
+        assert "is a directory" in result.output and "'reports'" in result.output.replace("reports:", "'reports'")
+        assert "Traceback" not in result.output
+    assert not (project / "reports.tmp").exists()
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="needs /proc")
+@pytest.mark.parametrize("opt", ["--json", "--junit", "--markdown"])
+def test_an_unwritable_output_fails_alone_with_exit_2(project, opt):
+    others = [o for o in ("--json", "--junit", "--markdown") if o != opt]
+    args = ["replay", "--agent", "cli_agent_mod:build", "--gate", "task_completion>=0", opt, "/proc/x"]
+    for other, name in zip(others, ("a", "b")):
+        args += [other, f"out/{name}"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "error: /proc/x: cannot write" in result.output
+    assert [ln for ln in result.output.splitlines() if ln.startswith("error:")] == \
+        [ln for ln in result.output.splitlines() if "/proc/x" in ln]
+    assert "1/2 passed" in result.output  # the summary and gates are still shown
+    assert (project / "out/a").stat().st_size and (project / "out/b").stat().st_size  # the others were written
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="needs /proc")
+def test_merge_to_an_unwritable_output_is_exit_2(tmp_path):
+    _report(tmp_path / "s1.json", a=True)
+    for opt in ("-o", "--junit", "--markdown"):
+        args = ["merge", str(tmp_path / "s1.json"), "-o", str(tmp_path / "all.json")]
+        args += [opt, "/proc/x"]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert "error: /proc/x: cannot write" in result.output

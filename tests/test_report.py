@@ -164,3 +164,30 @@ def test_summary_stays_short_when_many_cases_fail():
     assert "stopped with error" not in text and "FAIL c09" in text and "FAIL c10" not in text
     assert text.endswith("... and 15 more failing cases (all of them in --json, --junit and --markdown)")
     assert "stopped with error" in rep(*crashed).to_markdown()
+
+
+def test_save_to_a_directory_or_unwritable_path_is_an_output_error(tmp_path):
+    from harvester.errors import HarvesterError, OutputError
+
+    (tmp_path / "reports").mkdir()
+    with pytest.raises(OutputError, match="reports: is a directory"):
+        rep(res("a")).save(tmp_path / "reports")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputError, match="not a directory"):
+        rep(res("a")).save(tmp_path / "file" / "r.json")
+    assert issubclass(OutputError, HarvesterError)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "reports"]  # no stray .tmp
+
+
+def test_a_failed_atomic_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from harvester.errors import OutputError
+
+    def refuse(self, target):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "replace", refuse)
+    with pytest.raises(OutputError, match=r"r.json: cannot write \(Permission denied\)"):
+        rep(res("a")).save(tmp_path / "r.json")
+    assert list(tmp_path.iterdir()) == []

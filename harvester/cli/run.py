@@ -3,22 +3,24 @@
 Exit codes: 0 every gate passed and nothing regressed, 1 a gate failed or a case regressed, 2 usage or
 input error (one line). Gates are parsed and the baseline and agent loaded BEFORE anything runs, so a
 typo costs seconds, not a whole nightly run; the report files are written BEFORE gates are judged, so
-a failing job still leaves its report behind.
+a failing job still leaves its report behind. An output path that cannot be written (a directory, a
+read-only or missing mount) is checked before the run where possible; one that still fails at the end
+costs only itself: the other outputs, the summary and the gate lines are still produced, then one
+``error: <path>: ...`` line per unwritten file and exit 2 (whatever the gates said).
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 import click
 
 from ..case import load_cases, suite_info
 from ..config import Config
-from ..errors import GateError
+from ..errors import GateError, OutputError
 from ..replay import DEFAULT_CONCURRENCY, load_agent, replay
-from ..report import Report, evaluate_gates, merge, parse_gate
+from ..report import Report, check_output, evaluate_gates, merge, parse_gate, write_file
 from . import echo_json, handle_errors, main, with_config
 from .cases import cases_options
 
@@ -68,20 +70,36 @@ def _finish(report: Report, gates: list[str], baseline: Optional[Report], json_p
             junit_path: Optional[str], markdown_path: Optional[str]) -> None:
     """Write every requested file, print the summary and gates, exit with the gate outcome."""
     outcome = evaluate_gates(report, gates, baseline)
+    unwritten: list[OutputError] = []
     if json_path == "-":
         sys.stdout.write(report.to_json().decode())
     elif json_path:
-        report.save(json_path)
-    for path, data in ((junit_path, report.to_junit() if junit_path else b""),
-                       (markdown_path, report.to_markdown(outcome).encode() if markdown_path else b"")):
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_bytes(data)
+        _write(unwritten, report.save, json_path)
+    if junit_path:
+        _write(unwritten, write_file, junit_path, report.to_junit())
+    if markdown_path:
+        _write(unwritten, write_file, markdown_path, report.to_markdown(outcome).encode())
     to_stderr = json_path == "-"
     click.echo(report.summary(), err=to_stderr)
     for line in outcome.lines():
         click.echo(line, err=to_stderr)
-    sys.exit(outcome.exit_code)
+    for err in unwritten:  # every other output was written; the job must still not pass silently
+        click.echo(f"error: {err}", err=True)
+    sys.exit(2 if unwritten else outcome.exit_code)
+
+
+def _write(unwritten: list[OutputError], fn: Callable[..., None], *args: Any) -> None:
+    try:
+        fn(*args)
+    except OutputError as exc:
+        unwritten.append(exc)
+
+
+def _check_outputs(*paths: Optional[str]) -> None:
+    """A directory or a path under a file can never be written: say so before the run, not after it."""
+    for path in paths:
+        if path and path != "-":
+            check_output(path)
 
 
 @main.command("replay")
@@ -112,6 +130,7 @@ def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, i
     """
     base = Report.load(baseline) if baseline else None
     gate_list = _gates([*config.gates, *gates], base)
+    _check_outputs(json_path, junit_path, markdown_path)
     build = load_agent(agent_spec)
     cases = load_cases(folder.root, status="accepted")
     report = replay(cases, build, trials=trials, concurrency=concurrency, inject=inject, timeout=timeout,
@@ -160,5 +179,6 @@ def merge_cmd(reports: tuple[str, ...], output: str, baseline: Optional[str], ga
     """
     base = Report.load(baseline) if baseline else None
     gate_list = _gates([*config.gates, *gates], base)
+    _check_outputs(output, junit_path, markdown_path)
     _finish(merge(Report.load(p) for p in reports), gate_list, base, output, junit_path, markdown_path)
 

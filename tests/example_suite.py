@@ -26,6 +26,7 @@ from harvester.ingest import ingest_files
 from harvester.store import TraceStore
 
 from .frameworks._otel import CountingIds, capture, finished
+from .frameworks.record import salted_id
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "traces" / "example"
@@ -44,6 +45,8 @@ def record(dest: Path = TRACES) -> list[Path]:
     ranks = {t: i for i, t in enumerate(sorted({t for s in spans for t in (s.start_ns, s.end_ns)}))}
     by_trace: dict[str, list[SpanData]] = {}
     for s in spans:
+        s.trace_id, s.span_id, s.parent_id = (salted_id(s.trace_id, "example"), salted_id(s.span_id, "example"),
+                                              salted_id(s.parent_id, "example"))
         s.start_ns, s.end_ns = BASE_NS + ranks[s.start_ns] * 1_000_000, BASE_NS + ranks[s.end_ns] * 1_000_000
         for e in s.events:
             e["time_ns"] = s.end_ns

@@ -38,7 +38,7 @@ def test_recorded_trace_reads_back(framework, scenario):
 
 @pytest.mark.parametrize("framework", ["pydantic-ai", "langchain-openinference"])
 def test_recording_is_deterministic(framework):
-    fresh = record.document(record.FRAMEWORKS[framework]("retry"))
+    fresh = record.document(record.FRAMEWORKS[framework]("retry"), f"{framework}-retry")
     assert fresh == (TRACES / f"{framework}-retry.json").read_bytes(), "re-run python -m tests.frameworks.record"
 
 
@@ -78,5 +78,5 @@ def test_recorded_openinference_trace_reads_back(framework, scenario):
 
 @pytest.mark.parametrize("framework", list(EXPECTED_OF))
 def test_openinference_recording_is_deterministic(framework):
-    fresh = record.document(record.FRAMEWORKS[framework]("retry"))
+    fresh = record.document(record.FRAMEWORKS[framework]("retry"), f"{framework}-retry")
     assert fresh == (TRACES / f"{framework}-retry.json").read_bytes(), "re-run python -m tests.frameworks.record"

@@ -11,6 +11,7 @@ duplicated OpenLLMetry task payloads): re-running produces identical files.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from pathlib import Path
@@ -78,9 +79,17 @@ def _slim(sp: SpanData, times: dict[int, int]) -> SpanData:
     return sp
 
 
-def document(spans: list[Any]) -> bytes:
-    """The deterministic OTLP/JSON bytes for one scenario's spans."""
+def salted_id(ident: str | None, salt: str) -> str | None:
+    """A stable id unique to this file: counting ids alone would repeat in every recording."""
+    return None if ident is None else hashlib.sha256(f"{salt}:{ident}".encode()).hexdigest()[:len(ident)]
+
+
+def document(spans: list[Any], salt: str) -> bytes:
+    """The deterministic OTLP/JSON bytes for one scenario's spans (``salt``: the file's own name)."""
     datas = [from_readable(s) for s in spans]
+    for d in datas:
+        d.trace_id, d.span_id, d.parent_id = (salted_id(d.trace_id, salt), salted_id(d.span_id, salt),
+                                              salted_id(d.parent_id, salt))
     stamps = sorted({t for d in datas for t in (d.start_ns, d.end_ns)})
     times = {t: BASE_NS + i * 1_000_000 for i, t in enumerate(stamps)}
     text = orjson.dumps(to_otlp(_slim(d, times) for d in datas)).decode()
@@ -97,7 +106,7 @@ def record(frameworks: list[str] | None = None) -> list[Path]:
     for fw in frameworks or list(FRAMEWORKS):
         for sc in SCENARIOS_OF.get(fw, SCENARIOS):
             path = OUT / f"{fw}-{sc}.json"
-            path.write_bytes(document(FRAMEWORKS[fw](sc)))
+            path.write_bytes(document(FRAMEWORKS[fw](sc), f"{fw}-{sc}"))
             written.append(path)
     return written
 

@@ -232,3 +232,12 @@ def test_merge_to_an_unwritable_output_is_exit_2(tmp_path):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
         assert "error: /proc/x: cannot write" in result.output
+
+
+def test_merge_with_a_missing_shard_fails_with_exit_2(tmp_path):
+    Report(suite="s", shard="1/2", results=[CaseResult(id="a", passed=True)]).save(tmp_path / "s1.json")
+    result = run("merge", str(tmp_path / "s1.json"), "-o", str(tmp_path / "all.json"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.strip() == "error: missing shard 2/2 (got 1/2): a shard that did not finish must not " \
+                                    "pass the gate"
+    assert not (tmp_path / "all.json").exists()

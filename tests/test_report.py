@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 import orjson
@@ -191,3 +192,22 @@ def test_a_failed_atomic_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     with pytest.raises(OutputError, match=r"r.json: cannot write \(Permission denied\)"):
         rep(res("a")).save(tmp_path / "r.json")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("shards, message", [
+    (["1/2"], "missing shard 2/2 (got 1/2)"),
+    (["1/3", "3/3"], "missing shard 2/3"),
+    (["1/2", "1/2", "2/2"], "shard 1/2 given more than once"),
+    (["1/2", "2/3", "3/3"], "different splits"),
+    (["1/2", None], "whole-suite reports with shard reports"),
+])
+def test_merge_requires_every_shard_exactly_once(shards, message):
+    reports = [rep(res(f"c{k}"), shard=s) for k, s in enumerate(shards)]
+    with pytest.raises(ReportFormatError, match=re.escape(message)):
+        merge(reports)
+
+
+def test_merge_of_complete_shards_is_a_whole_report():
+    merged = merge([rep(res("b"), shard="2/2"), rep(res("a"), shard="1/2")])
+    assert merged.shard is None and [r.id for r in merged.results] == ["b", "a"]
+    assert len(merge([rep(res("a")), rep(res("b"))]).results) == 2  # unsharded reports: as before

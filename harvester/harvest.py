@@ -286,6 +286,7 @@ class HarvestResult:
     new: int = 0  # cases written
     updated: int = 0  # existing pending cases whose ``seen`` grew
     skipped: int = 0  # runs whose signature belongs to a reviewed (accepted/rejected) case
+    counted: int = 0  # runs an earlier harvest already counted in a pending case's ``seen``
     new_ids: list[str] = field(default_factory=list)
 
     @property
@@ -293,11 +294,13 @@ class HarvestResult:
         return self.new + self.updated
 
     def summary(self) -> str:
+        counted = f", {self.counted} already counted" if self.counted else ""
         return (f"harvested {self.runs} runs into {self.cases} cases "
-                f"(new {self.new}, updated {self.updated}, skipped {self.skipped} reviewed)")
+                f"(new {self.new}, updated {self.updated}, skipped {self.skipped} reviewed{counted})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"runs": self.runs, "cases": self.cases, "new": self.new, "updated": self.updated,
+                "counted": self.counted,
                 "skipped": self.skipped, "new_ids": self.new_ids}
 
 
@@ -355,6 +358,8 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
             elif path in created or not (run.started_at and last_seen) or run.started_at > last_seen:
                 count, newest = extra_seen.get(path, (0, None))
                 extra_seen[path] = (count + 1, max(filter(None, (newest, run.started_at)), default=None))
+            else:
+                result.counted += 1
             return
         case = _build(run, reading, config)
         case.id = folder.unique_id(case.id, taken)

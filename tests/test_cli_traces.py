@@ -152,3 +152,10 @@ def test_only_ingest_creates_a_store(tmp_path: Path) -> None:
     assert not Path(store).exists()
     example = Path(__file__).resolve().parents[1] / "traces" / "example" / "01-order-a1002.json"
     assert invoke(runner, "ingest", str(example), "--store", store).exit_code == 0 and Path(store).exists()
+
+
+def test_export_to_an_unwritable_path_is_one_line(env: tuple[CliRunner, str, Path], tmp_path: Path) -> None:
+    runner, store, src = env
+    invoke(runner, "ingest", str(src), "--store", store)
+    res = runner.invoke(main, ["traces", "export", "--store", store, "-o", str(tmp_path / "no" / "such" / "x.json")])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1 and "cannot write" in res.output

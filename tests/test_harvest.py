@@ -225,7 +225,8 @@ def test_reharvest_updates_pending_and_never_touches_reviewed(tmp_path):
     accepted_path = folder.save(accepted)
     before = accepted_path.read_bytes()
     again = harvest(FakeStore(first), tmp_path)  # the same runs again: nothing is counted twice
-    assert (again.new, again.updated, again.skipped) == (0, 0, 1)
+    assert (again.new, again.updated, again.skipped, again.counted) == (0, 0, 1, 1)
+    assert again.summary().endswith("(new 0, updated 0, skipped 1 reviewed, 1 already counted)")
     assert accepted_path.read_bytes() == before
     assert folder.load("order-1").source.seen == 1
     later = run(call("get_order"), prompt="where is order 2", trace="c" * 32).model_copy(

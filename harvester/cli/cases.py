@@ -70,7 +70,7 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
         mark = " [TRUNCATED]" if fx.truncated else ""
         lines.append(f"    {i}. {fx.tool}({_abridge(fx.args, 60)}) -> {outcome}{mark}")
     lines += [f"  answer:     {_abridge(case.recorded.answer or '(none)', 200)}",
-              "  proposed:",
+              "  proposed:" if case.status == "pending" else "  fields:",
               f"    expected:          {case.expected or '-'}",
               f"    required_elements: {_listing(case.required_elements)}",
               f"    min_steps:         {case.min_steps if case.min_steps is not None else '-'}",

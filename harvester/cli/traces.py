@@ -8,7 +8,7 @@ from datetime import datetime
 import click
 import orjson
 
-from ..errors import NotFoundError
+from ..errors import NotFoundError, OutputError
 from ..model import Run
 from ..ingest import ingest_files
 from ..config import Config
@@ -27,7 +27,7 @@ from . import echo_json, main, open_store, store_option, with_config
 @with_config
 def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs: int | None, as_json: bool,
            config: Config) -> None:
-    """Import OTLP/JSON trace files into the trace store (``-`` reads stdin).
+    """Import OTLP/JSON trace files into the trace store (FILE - reads stdin).
 
     Accepts one OTLP/JSON document per file or the Collector file exporter's JSON lines. Spans are
     grouped by trace, normalized into runs, redacted and stored; malformed spans are skipped and
@@ -155,8 +155,11 @@ def export(trace_ids: tuple[str, ...], store_path: str | None, output: str | Non
             raise _not_found(store, missing) from None
     data = orjson.dumps(doc)
     if output:
-        with open(output, "wb") as f:
-            f.write(data)
+        try:
+            with open(output, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            raise OutputError(f"cannot write ({exc.strerror})", file=output) from None
         click.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(data.decode() + "\n")

@@ -79,7 +79,8 @@ def test_incident_writes_a_pending_regression_case(env):
     assert case.why == "refunded without approval" and case.required_elements == ["30 days"]
     assert case.source.failure_kind == "unintended_action" and case.max_cost == 0.008
     again = invoke("incident", TRACE, "--why", "same again", "--json")
-    assert json.loads(again.output)["id"] == "refund-order-a1001-2"
+    assert json.loads(again.stdout)["id"] == "refund-order-a1001-2"  # a second angle on one run is allowed
+    assert "note: this run is already case refund-order-a1001" in again.stderr
 
 
 def test_incident_for_an_unknown_trace_lists_near_ids(env):
@@ -300,3 +301,11 @@ def test_a_mistyped_store_is_an_error_not_a_new_empty_store(env):
     for args in (["harvest", "--store", "typo.db"], ["incident", "ab" * 16, "--why", "x", "--store", "typo.db"]):
         one_line_error(invoke(*args), "typo.db", "no trace store here yet")
     assert not (root / "typo.db").exists()
+
+
+def test_an_incident_twice_says_so(env):
+    root, store = env
+    trace_id = next(iter(store.runs())).trace_id
+    assert invoke("incident", trace_id, "--why", "first").exit_code == 0
+    again = CliRunner().invoke(main, ["incident", trace_id, "--why", "again"])
+    assert again.exit_code == 0 and "note: this run is already case" in again.stderr

@@ -171,6 +171,10 @@ def incident_cmd(trace_id: str, why: str, expected: Optional[str], required: tup
 
     runs = _runs_from_file(otlp_file, trace_id) if otlp_file else _runs_from_store(store_path, config, trace_id)
     run = _pick_run(runs, trace_id, run_id)
+    twins = [c.id for c in (load_cases(folder.root) if folder.root.is_dir() else ())
+             if c.source.trace_id == run.trace_id]
+    if twins:  # allowed (another angle on the same run), but never silent
+        click.echo(f"note: this run is already case {', '.join(twins)}", err=True)
     case = case_from_run(run, config=config, why=why, expected=expected, required_elements=required,
                          forbid=forbid, tags=tags, incident=True)
     case.id = folder.unique_id(case.id)

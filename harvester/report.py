@@ -516,7 +516,24 @@ def parse_gate(expr: str) -> Gate:
     metric = m["metric"]
     if not metric.startswith("tag:") and metric not in METRICS:
         raise GateError(f"unknown metric {metric!r} in gate {expr!r} (known: {', '.join(METRICS)}, tag:<name>)")
-    return Gate(expr.strip(), metric, m["op"], float(m["value"]), bool(m["delta"]))
+    value, delta = float(m["value"]), bool(m["delta"])
+    if is_rate(metric):  # 85 for 85% would never pass (or always would): a typo must stop the job
+        if delta and abs(value) > 1:
+            raise GateError(f"gate {expr.strip()!r}: a change in {metric}, a rate, lies between -1 and 1 "
+                            f"({value:g}% is {value / 100:g})")
+        if not delta and not 0 <= value <= 1:
+            example = f"{value:g}% is {value / 100:g}" if value > 1 else "e.g. 0.85 for 85%"
+            raise GateError(f"gate {expr.strip()!r}: {metric} is a rate from 0 to 1 ({example})")
+    return Gate(expr.strip(), metric, m["op"], value, delta)
+
+
+RATES: frozenset[str] = frozenset({"task_completion", "recovery_rate", "redundant_call_rate", "abstention_rate",
+                                   "divergence_rate"})
+
+
+def is_rate(metric: str) -> bool:
+    """A metric measured from 0 to 1: the rates and every ``tag:<name>`` pass rate."""
+    return metric in RATES or metric.startswith("tag:")
 
 
 @dataclass

@@ -241,3 +241,31 @@ def test_merge_with_a_missing_shard_fails_with_exit_2(tmp_path):
     assert result.output.strip() == "error: missing shard 2/2 (got 1/2): a shard that did not finish must not " \
                                     "pass the gate"
     assert not (tmp_path / "all.json").exists()
+
+
+def test_a_rate_gate_above_1_is_exit_2(project):
+    result = run("replay", "--agent", "cli_agent_mod:build", "--gate", "task_completion>85")
+    assert result.exit_code == 2 and "task_completion is a rate from 0 to 1 (85% is 0.85)" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("config_file, table, field", [
+    ("harvester.toml", "", "gates"),
+    ("pyproject.toml", "[tool.harvester]\n", "tool.harvester.gates"),
+])
+def test_a_bad_gate_from_the_config_names_the_file(project, config_file, table, field):
+    (project / "harvester.toml").unlink()
+    (project / config_file).write_text(f'{table}gates = ["task_completion>85"]\n')
+    result = run("replay", "--agent", "cli_agent_mod:build")
+    assert result.exit_code == 2
+    assert f"{config_file}: {field}: gate 'task_completion>85'" in result.output, result.output
+    merged = run("merge", "nothing.json", "-o", "all.json")
+    assert merged.exit_code == 2 and config_file in merged.output
+    (project / config_file).write_text(f'{table}gates = ["task_completion>=0.5"]\n')
+    cli = run("replay", "--agent", "cli_agent_mod:build", "--gate", "task_complete>=1")
+    assert cli.exit_code == 2 and cli.output.startswith("error: unknown metric")  # from --gate: no file named
+
+
+def test_config_gates_apply_at_replay(project):
+    (project / "harvester.toml").write_text('cases_dir = "cases"\ngates = ["task_completion>=0.5"]\n')
+    assert run("replay", "--agent", "cli_agent_mod:build").exit_code == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from harvester.errors import GateError
@@ -102,3 +104,22 @@ def test_a_shard_without_data_for_a_gate_leaves_it_to_the_merged_report():
     out = evaluate_gates(shard, ["tag:security>=1.0"])
     assert out.exit_code == 0 and out.gates[0].detail == "no data in shard 2/4"
     assert evaluate_gates(shard.model_copy(update={"shard": None}), ["tag:security>=1.0"]).exit_code == 1
+
+
+@pytest.mark.parametrize("expr, message", [
+    ("task_completion>85", "task_completion is a rate from 0 to 1 (85% is 0.85)"),
+    ("tag:security>=100", "tag:security is a rate from 0 to 1 (100% is 1)"),
+    ("recovery_rate>=-0.5", "recovery_rate is a rate from 0 to 1"),
+    ("delta:task_completion>=-3", "a change in task_completion, a rate, lies between -1 and 1 (-3% is -0.03)"),
+    ("delta:tag:security>=-5", "between -1 and 1"),
+])
+def test_a_rate_gate_outside_its_range_is_an_error(expr, message):
+    with pytest.raises(GateError, match=re.escape(message)):
+        parse_gate(expr)
+
+
+def test_rate_gates_within_range_and_count_gates_are_accepted():
+    for expr in ("task_completion>=1", "task_completion>=0", "redundant_call_rate<=0.2",
+                 "delta:task_completion>=-1", "unauthorised_actions<=3", "cost_per_success<=2.5",
+                 "delta:cost_per_success<=1.5"):
+        parse_gate(expr)

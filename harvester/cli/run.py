@@ -12,6 +12,7 @@ costs only itself: the other outputs, the summary and the gate lines are still p
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 import click
@@ -57,13 +58,22 @@ def outputs(fn: F) -> F:
     return fn
 
 
-def _gates(configured: tuple[str, ...] | list[str], baseline: Optional[Report]) -> list[str]:
-    """Parse now (a typo must fail before the run); with nothing configured, every case must pass."""
-    gates = list(configured) or ([] if baseline is not None else [ALL_PASS])
-    for expr in gates:
-        if parse_gate(expr).delta and baseline is None:
-            raise GateError(f"gate {expr!r} compares against a baseline: pass --baseline")
-    return gates
+def _gates(config: Config, given: tuple[str, ...], baseline: Optional[Report]) -> list[str]:
+    """Parse now (a typo must fail before the run); with nothing configured, every case must pass.
+
+    A bad gate from the config file names the file and its field: nobody looks for it on the command line.
+    """
+    field = "tool.harvester.gates" if config.source and Path(config.source).name == "pyproject.toml" else "gates"
+    sourced = [(expr, config.source) for expr in config.gates] + [(expr, None) for expr in given]
+    for expr, source in sourced:
+        try:
+            if parse_gate(expr).delta and baseline is None:
+                raise GateError(f"gate {expr!r} compares against a baseline: pass --baseline")
+        except GateError as exc:
+            if source is None:
+                raise
+            raise GateError(str(exc), file=source, field=field) from None
+    return [expr for expr, _ in sourced] or ([] if baseline is not None else [ALL_PASS])
 
 
 def _finish(report: Report, gates: list[str], baseline: Optional[Report], json_path: Optional[str],
@@ -129,7 +139,7 @@ def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, i
     and without --baseline, every case must pass.
     """
     base = Report.load(baseline) if baseline else None
-    gate_list = _gates([*config.gates, *gates], base)
+    gate_list = _gates(config, gates, base)
     _check_outputs(json_path, junit_path, markdown_path)
     build = load_agent(agent_spec)
     cases = load_cases(folder.root, status="accepted")
@@ -152,7 +162,7 @@ def compare_cmd(report_path: str, baseline: str, gates: tuple[str, ...], as_json
     Gates come from --gate and the config. Exit 1 when a case regressed or a gate failed.
     """
     report, base = Report.load(report_path), Report.load(baseline)
-    outcome = evaluate_gates(report, _gates([*config.gates, *gates], base), base)
+    outcome = evaluate_gates(report, _gates(config, gates, base), base)
     if as_json:
         echo_json(outcome.to_json())
     else:
@@ -178,7 +188,7 @@ def merge_cmd(reports: tuple[str, ...], output: str, baseline: Optional[str], ga
     Exit 0 when every gate passes and nothing regressed, 1 otherwise.
     """
     base = Report.load(baseline) if baseline else None
-    gate_list = _gates([*config.gates, *gates], base)
+    gate_list = _gates(config, gates, base)
     _check_outputs(output, junit_path, markdown_path)
     _finish(merge(Report.load(p) for p in reports), gate_list, base, output, junit_path, markdown_path)
 

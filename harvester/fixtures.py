@@ -215,8 +215,10 @@ def _leaves(value: Any, prefix: str = "") -> dict[str, str]:
 
 
 def recovery_variants(case: AgentCase, modes: tuple[str, ...] = MODES) -> list[AgentCase]:
-    """One copy of ``case`` per failure mode on its first appropriate tool: ``<id>@<mode>``, tagged ``recovery``.
+    """One copy of ``case`` per failure mode on its first appropriate tool: ``<id>@<mode>``.
 
+    A variant is tagged ``recovery`` and ``recovery/<mode>`` and nothing else: it checks recovery, not
+    what the base case's tags promise (a ``tag:security>=1.0`` gate must not count broken-tool runs).
     The tool is the first of ``appropriate_tools``, else the first recorded call; a case that used no
     tool has nothing to break and gets no variants.
     """
@@ -226,5 +228,5 @@ def recovery_variants(case: AgentCase, modes: tuple[str, ...] = MODES) -> list[A
     return [case.model_copy(update={
         "id": f"{case.id}@{mode}",
         "inject_failures": {tool: InjectSpec(mode=mode)},  # type: ignore[arg-type]
-        "tags": [*case.tags, "recovery", f"recovery/{mode}"],
+        "tags": ["recovery", f"recovery/{mode}"],
     }) for mode in modes]

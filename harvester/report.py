@@ -113,6 +113,16 @@ METRICS: tuple[str, ...] = ("task_completion", "unauthorised_actions", "recovery
                             "cost_per_success", "abstention_rate", "divergence_rate")
 
 
+def _by_tag(results: Iterable[CaseResult]) -> dict[str, float]:
+    totals: dict[str, list[float]] = {}
+    for r in results:
+        for tag in r.tags:
+            t = totals.setdefault(tag, [0.0, 0])
+            t[0] += r.pass_rate
+            t[1] += 1
+    return {tag: p / n for tag, (p, n) in sorted(totals.items())}
+
+
 def _mean(values: Sequence[float]) -> Optional[float]:
     return sum(values) / len(values) if values else None
 
@@ -198,30 +208,39 @@ class Report(_Strict):
 
     # -- metrics -----------------------------------------------------------------------------
     @property
+    def cases(self) -> list[CaseResult]:
+        """The suite's own cases: every result but the failure-injection variants (``recovery()`` has those)."""
+        return [r for r in self.results if r.variant_of is None]
+
+    @property
+    def variants(self) -> list[CaseResult]:
+        return [r for r in self.results if r.variant_of is not None]
+
+    @property
     def passed(self) -> int:
-        return sum(r.passed for r in self.results)
+        """Cases that passed (variants are counted by ``recovery()`` and the ``recovery`` line)."""
+        return sum(r.passed for r in self.cases)
 
     @property
     def pass_rate(self) -> float:
-        return self.passed / len(self.results) if self.results else 0.0
+        cases = self.cases
+        return self.passed / len(cases) if cases else 0.0
 
     @property
     def mean_steps(self) -> float:
-        return sum(r.steps for r in self.results) / len(self.results) if self.results else 0.0
+        cases = self.cases
+        return sum(r.steps for r in cases) / len(cases) if cases else 0.0
 
     @property
     def total_cost(self) -> float:
         return sum((r.cost or 0.0) * r.trials for r in self.results)
 
     def by_tag(self) -> dict[str, float]:
-        """Pass rate per tag, sorted by tag: where an aggregate hides compensating movement."""
-        totals: dict[str, list[float]] = {}
-        for r in self.results:
-            for tag in r.tags:
-                t = totals.setdefault(tag, [0.0, 0])
-                t[0] += r.pass_rate
-                t[1] += 1
-        return {tag: p / n for tag, (p, n) in sorted(totals.items())}
+        """Pass rate per tag, sorted by tag: where an aggregate hides compensating movement.
+
+        Variants carry only ``recovery`` and ``recovery/<mode>``, so a case tag counts cases only.
+        """
+        return _by_tag(self.results)
 
     def metrics(self, tag: str | None = None) -> dict[str, Optional[float]]:
         return metrics_of(self.results if tag is None else [r for r in self.results if tag in r.tags])
@@ -276,12 +295,12 @@ class Report(_Strict):
 
     # -- rendering ---------------------------------------------------------------------------
     def summary(self) -> str:
-        n = len(self.results)
+        n = len(self.cases)
         lines = [
             f"{self.passed}/{n} passed  ({self.pass_rate:.0%})",
             f"mean steps {self.mean_steps:.1f}   total cost {self.total_cost:.6f}",
         ]
-        tags = self.by_tag()
+        tags = _by_tag(self.cases)  # the variants' recovery tags have their own line below
         if tags:
             lines.append("by tag: " + "  ".join(f"{t}={rate:.0%}" for t, rate in tags.items()))
         if self.trials > 1:
@@ -289,8 +308,7 @@ class Report(_Strict):
             lines.append(f"trials {self.trials}: pass^{self.trials} {self.passed}/{n}   flaky {flaky}")
         rec = self.recovery()
         if rec["by_mode"]:
-            rate = self.metrics()["recovery_rate"] or 0.0
-            lines.append(f"recovery {rate:.0%}: " + "  ".join(f"{m}={v:.0%}" for m, v in rec["by_mode"].items()))
+            lines.append(self._recovery_line())
         failing = [r for r in self.results if not r.passed]
         for r in failing[:SUMMARY_FAILURES]:
             lines.append(f"FAIL {r.id}: {r.why}" if r.why else f"FAIL {r.id}")
@@ -304,6 +322,10 @@ class Report(_Strict):
             lines.append(f"... and {len(failing) - SUMMARY_FAILURES} more failing cases (all of them in --json, "
                          "--junit and --markdown)")
         return "\n".join(lines)
+
+    def _recovery_line(self) -> str:
+        rate = self.metrics()["recovery_rate"] or 0.0
+        return f"recovery {rate:.0%}: " + "  ".join(f"{m}={v:.0%}" for m, v in self.recovery()["by_mode"].items())
 
     def to_junit(self) -> bytes:
         """JUnit XML: one testcase per case; failure text = the failed checks' details."""
@@ -331,9 +353,13 @@ class Report(_Strict):
         """A CI job summary: headline, metrics, gates, failing cases."""
         version = f" {self.suite_version}" if self.suite_version else ""
         lines = [f"## harvester replay: {self.suite}{version}", "",
-                 f"**{self.passed}/{len(self.results)} passed ({self.pass_rate:.0%})**, mean steps "
-                 f"{self.mean_steps:.1f}, total cost {self.total_cost:.6f}", "",
-                 "| metric | value |", "| --- | --- |"]
+                 f"**{self.passed}/{len(self.cases)} passed ({self.pass_rate:.0%})**, mean steps "
+                 f"{self.mean_steps:.1f}, total cost {self.total_cost:.6f}", ""]
+        variants = self.variants
+        if variants:
+            lines += [f"{self._recovery_line()} ({sum(r.passed for r in variants)}/{len(variants)} "
+                      "failure-injection variants passed)", ""]
+        lines += ["| metric | value |", "| --- | --- |"]
         lines += [f"| {m} | {_fmt(v)} |" for m, v in self.metrics().items()]
         lines += [f"| tag:{t} | {v:.0%} |" for t, v in self.by_tag().items()]
         if outcome is not None:

@@ -337,6 +337,32 @@ def test_variant_fails_when_the_agent_crashes_on_the_failure():
     assert report.recovery()["by_mode"]["malformed"] == 1.0
 
 
+def test_variants_carry_only_recovery_tags_and_the_headline_counts_cases():
+    def build():
+        def agent(prompt):
+            with agent_run("support", prompt) as run:
+                text = kb_search("refund policy")  # crashes on every injected error mode
+                run.finish(text)
+            return text
+        return agent
+
+    report = replay([case(tags=["security"])], build, inject=True)
+    base, variants = report.results[0], report.results[1:]
+    assert base.passed and base.tags == ["security"]
+    assert all(v.tags == ["recovery", f"recovery/{v.injected.mode}"] for v in variants)
+    assert not all(v.passed for v in variants)
+    assert report.by_tag()["security"] == 1.0  # the gate tag:security>=1.0 passes on a healthy agent
+    assert report.metrics(tag="security")["task_completion"] == 1.0
+    assert 0 < report.by_tag()["recovery"] < 1 and report.by_tag()["recovery/timeout"] == 0.0
+    summary = report.summary()
+    assert summary.splitlines()[0] == "1/1 passed  (100%)" and "by tag: security=100%" in summary
+    assert summary.count("recovery ") == 1  # the variants' own line, not in "by tag"
+    md = report.to_markdown()
+    assert "**1/1 passed (100%)**" in md and "failure-injection variants passed)" in md
+    assert "| tag:security | 100% |" in md
+    assert report.to_junit().count(b"<testcase ") == 1 + len(MODES)  # JUnit lists every variant
+
+
 # -- shards, progress ---------------------------------------------------------------------
 def test_shards_split_stably_and_completely():
     ids = [f"case-{i}" for i in range(60)]

@@ -45,7 +45,7 @@ from .errors import AgentLoadError
 from .fixtures import FixtureTools, ToolLog, recovery_variants
 from .instrument import use_executor
 from .model import ErrorInfo, Run, ToolCall, Usage
-from .report import CaseResult, CheckResult, Divergence, Injected, Report
+from .report import MAX_NO_FIXTURE_CALLS, CaseResult, CheckResult, Divergence, Injected, NoFixtureCall, Report
 
 DEFAULT_CONCURRENCY = 8
 Judge = Callable[[Case, Run], "tuple[bool, str]"]
@@ -348,12 +348,27 @@ def _result(case: Case, outcomes: list[_Outcome], variant_of: Optional[str]) -> 
         trials=len(outcomes), passes=sum(o.passed for o in outcomes),
         divergence=divergence(spec.recorded.trajectory, trajectory) if spec is not None else None,
         no_fixture=tools.no_fixture if tools is not None else 0,
+        no_fixture_calls=_no_fixture_calls(tools),
         tool_calls=len(tools.log) if tools is not None else 0,
         redundant_calls=tools.redundant if tools is not None else 0,
         unauthorised=unauthorised,
         abstained=run is not None and run.stop == "answered" and checklib.abstained()(run)[0],
         variant_of=variant_of, injected=injected,
     )
+
+
+def _no_fixture_calls(tools: Optional[FixtureTools]) -> list[NoFixtureCall]:
+    """The first few unanswered calls, short: tool, reason and where the closest recording differs."""
+    out = []
+    for entry in tools.log if tools is not None else ():
+        if entry.outcome != "no_fixture":
+            continue
+        closest = entry.result.get("closest") if isinstance(entry.result, dict) else None
+        differs = closest[0].get("differs", []) if entry.reason == "no_match" and closest else []
+        out.append(NoFixtureCall(tool=entry.name, reason=entry.reason or "no_fixture", differs=list(differs)))
+        if len(out) == MAX_NO_FIXTURE_CALLS:
+            break
+    return out
 
 
 # -- the suite --------------------------------------------------------------------------------

@@ -57,6 +57,23 @@ class Injected(_Strict):
     mode: str
 
 
+class NoFixtureCall(_Strict):
+    """A call the recording could not answer: the tool, the reason code, and (``no_match``) the argument
+    paths where the closest recorded call differs."""
+
+    tool: str
+    reason: str
+    differs: list[str] = Field(default_factory=list)
+
+    def describe(self) -> str:
+        differs = f", differs at {', '.join(self.differs)}" if self.differs else ""
+        return f"{self.tool}: {self.reason}{differs}"
+
+
+MAX_NO_FIXTURE_CALLS = 5  # per case, in the report; ``no_fixture`` counts them all
+SUMMARY_DIFFERS = 10  # cases the summary lists as differing from their recording
+
+
 class CaseResult(_Strict):
     """One case. With trials, the run fields describe the representative trial (the first failing one,
     else the last); ``passes``/``trials`` and ``unauthorised`` cover every trial."""
@@ -84,6 +101,7 @@ class CaseResult(_Strict):
     abstained: bool = False
     variant_of: Optional[str] = None
     injected: Optional[Injected] = None
+    no_fixture_calls: list[NoFixtureCall] = Field(default_factory=list)  # the first MAX_NO_FIXTURE_CALLS
 
     @model_validator(mode="after")
     def _default_passes(self) -> "CaseResult":
@@ -101,6 +119,19 @@ class CaseResult(_Strict):
 
     def failed_checks(self) -> list[CheckResult]:
         return [c for c in self.checks if not c.passed]
+
+    def differences(self) -> Optional[str]:
+        """How the replay left its recording, on one line (None when it did not): no_fixture calls, then
+        the divergence. A variant's divergence is its injected failure at work, so only its calls count."""
+        parts = []
+        if self.no_fixture:
+            shown = self.no_fixture_calls[:3]
+            more = "; ..." if self.no_fixture > len(shown) else ""
+            detail = f" ({'; '.join(c.describe() for c in shown)}{more})" if shown else ""
+            parts.append(f"{self.no_fixture} no_fixture call{'s' if self.no_fixture != 1 else ''}{detail}")
+        if self.divergence is not None and self.variant_of is None:
+            parts.append(self.divergence.describe())
+        return "; ".join(parts) or None
 
     def reasons(self) -> list[str]:
         """Why it failed, one line each: the agent error, then the failed checks."""
@@ -321,7 +352,22 @@ class Report(_Strict):
         if len(failing) > SUMMARY_FAILURES:
             lines.append(f"... and {len(failing) - SUMMARY_FAILURES} more failing cases (all of them in --json, "
                          "--junit and --markdown)")
+        differing = self.differing()
+        if differing:
+            lines.append("differs from the recording (passing or failing):")
+            lines += [f"  ~ {r.id}: {text}" for r, text in differing[:SUMMARY_DIFFERS]]
+            if len(differing) > SUMMARY_DIFFERS:
+                lines.append(f"  ... and {len(differing) - SUMMARY_DIFFERS} more (every case in --json and --markdown)")
         return "\n".join(lines)
+
+    def differing(self) -> list[tuple[CaseResult, str]]:
+        """Every result whose replay made no_fixture calls or left the recorded path, passing or not."""
+        out = []
+        for r in self.results:
+            text = r.differences()
+            if text:
+                out.append((r, text))
+        return out
 
     def _recovery_line(self) -> str:
         rate = self.metrics()["recovery_rate"] or 0.0
@@ -379,6 +425,13 @@ class Report(_Strict):
                 lines += [f"  - {_md(reason)}" for reason in r.reasons()]
                 if r.divergence is not None:
                     lines.append(f"  - {_md(r.divergence.describe())}")
+        differing = self.differing()
+        if differing:  # divergence is reported even when the checks pass
+            lines += ["", "### Differs from the recording", ""]
+            lines += [f"- ~ **{_md(r.id)}** ({'passed' if r.passed else 'failed'}): {_md(text)}"
+                      for r, text in differing[:SUMMARY_DIFFERS]]
+            if len(differing) > SUMMARY_DIFFERS:
+                lines.append(f"- ... and {len(differing) - SUMMARY_DIFFERS} more (every case in the JSON report)")
         return "\n".join(lines) + "\n"
 
     # -- files -------------------------------------------------------------------------------

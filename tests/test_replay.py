@@ -31,7 +31,12 @@ def issue_refund(order_id: str) -> str:
     raise AssertionError("live issue_refund called inside a replay")
 
 
-TOOLS = {"kb_search": kb_search, "issue_refund": issue_refund}
+@harvester.tool
+def get_order(order_id: str) -> str:
+    raise AssertionError("live get_order called inside a replay")
+
+
+TOOLS = {"kb_search": kb_search, "issue_refund": issue_refund, "get_order": get_order}
 
 
 def scripted(*calls, answer="{results}"):
@@ -223,6 +228,35 @@ def test_divergence_is_reported_even_when_checks_pass():
     c = case(recorded={"trajectory": ["kb_search", "kb_search"]})
     (r,) = replay([c], lambda: GOOD).results
     assert r.passed and r.divergence.describe() == "diverged at step 2: recorded kb_search, actual (end)"
+
+
+def test_a_passing_case_that_diverged_or_met_no_fixture_is_shown_in_the_summary_and_markdown():
+    calm = scripted(("kb_search", {"query": "refund policy", "request_id": "r-2"}),
+                    ("kb_search", {"query": "refund policy"}), answer="Refunds within 30 days.")
+    c = case(fixtures=[fx("kb_search", {"query": "refund policy", "request_id": "r-1"}, "Refunds within 30 days.")],
+             recorded={"trajectory": ["kb_search", "kb_search"]})
+    report = replay([c, case("same")], lambda: calm)
+    r = report.result("c1")
+    assert r.passed and r.no_fixture == 2 and r.divergence is None  # the checks pass: only the ~ line tells
+    assert [call.model_dump() for call in r.no_fixture_calls] == [
+        {"tool": "kb_search", "reason": "no_match", "differs": ["request_id"]},
+        {"tool": "kb_search", "reason": "no_match", "differs": ["request_id"]}]
+    line = "  ~ c1: 2 no_fixture calls (kb_search: no_match, differs at request_id; kb_search: no_match, " \
+           "differs at request_id)"
+    assert line in report.summary().splitlines()
+    assert "- ~ **c1** (passed): 2 no_fixture calls (kb_search: no_match, differs at request_id;" in report.to_markdown()
+    diverged = case("d1", recorded={"trajectory": ["kb_search", "kb_search"]})
+    report = replay([diverged], lambda: GOOD)
+    assert report.results[0].passed
+    assert "  ~ d1: diverged at step 2: recorded kb_search, actual (end)" in report.summary().splitlines()
+    assert "### Differs from the recording" in report.to_markdown()
+
+
+def test_a_failing_case_shows_its_no_fixture_calls():
+    other = scripted(("kb_search", {"query": "shipping"}), ("get_order", {"order_id": "A1"}))
+    report = replay([case()], lambda: other)
+    assert "  ~ c1: 2 no_fixture calls (kb_search: nothing_similar; get_order: unknown_tool); " \
+           "diverged at step 2: recorded (end), actual get_order" in report.summary().splitlines()
 
 
 def test_divergence_helper():

@@ -211,3 +211,28 @@ def test_merge_of_complete_shards_is_a_whole_report():
     merged = merge([rep(res("b"), shard="2/2"), rep(res("a"), shard="1/2")])
     assert merged.shard is None and [r.id for r in merged.results] == ["b", "a"]
     assert len(merge([rep(res("a")), rep(res("b"))]).results) == 2  # unsharded reports: as before
+
+
+def test_differing_cases_are_listed_compactly_passing_or_failing():
+    from harvester.report import NoFixtureCall
+
+    many = [res(f"p{i}", divergence=Divergence(step=1, recorded="x", actual="y")) for i in range(12)]
+    calls = [NoFixtureCall(tool="get_order", reason="no_match", differs=["order_id"])]
+    r = rep(res("order-a1002", False, no_fixture=1, no_fixture_calls=calls,
+                divergence=Divergence(step=2, recorded="get_order", actual="kb_search")), *many,
+            res("v@timeout", variant_of="v", injected=Injected(tool="kb", mode="timeout"),
+                divergence=Divergence(step=1, recorded="kb")))  # a variant diverges by design: not listed
+    lines = r.summary().splitlines()
+    assert "  ~ order-a1002: 1 no_fixture call (get_order: no_match, differs at order_id); diverged at step 2: " \
+           "recorded get_order, actual kb_search" in lines
+    assert sum(line.startswith("  ~ ") for line in lines) == 10 and "  ... and 3 more" in "\n".join(lines)
+    assert not any("v@timeout" in line for line in lines)
+    md = r.to_markdown()
+    assert md.count("- ~ **") == 10 and "(failed): 1 no_fixture call" in md
+
+
+def test_old_reports_without_no_fixture_calls_still_load(tmp_path):
+    data = orjson.loads(rep(res("a", no_fixture=2)).to_json())
+    del data["results"][0]["no_fixture_calls"]
+    back = Report.from_data(data)
+    assert back.results[0].no_fixture_calls == [] and back.results[0].differences() == "2 no_fixture calls"

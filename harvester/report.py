@@ -640,6 +640,15 @@ class GateOutcome:
         out = self.comparison.lines() if self.comparison is not None else []
         return out + [g.line() for g in self.gates]
 
+    def warnings(self, report: Report) -> list[str]:
+        """Failing cases a passing job would hide: once any gate is configured, failures alone do not fail it."""
+        cases = report.cases
+        failed = sum(not r.passed for r in cases)
+        if self.exit_code != 0 or not failed:
+            return []
+        return [f"warning: {failed}/{len(cases)} case{'s' if len(cases) != 1 else ''} failed but no gate covers "
+                "them (add --gate task_completion>=1)"]
+
     def to_json(self) -> dict[str, Any]:
         return {"exit_code": self.exit_code, "regressions": self.regressions,
                 "gates": [{"gate": g.expr, "passed": g.passed, "value": g.value, "detail": g.detail}

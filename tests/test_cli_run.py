@@ -269,3 +269,10 @@ def test_a_bad_gate_from_the_config_names_the_file(project, config_file, table, 
 def test_config_gates_apply_at_replay(project):
     (project / "harvester.toml").write_text('cases_dir = "cases"\ngates = ["task_completion>=0.5"]\n')
     assert run("replay", "--agent", "cli_agent_mod:build").exit_code == 0
+
+
+def test_a_failing_case_no_gate_covers_is_warned_about(project):
+    result = run("replay", "--agent", "cli_agent_mod:build", "--gate", "task_completion>=0.5")
+    assert result.exit_code == 0
+    assert "warning: 1/2 cases failed but no gate covers them (add --gate task_completion>=1)" in result.output
+    assert "warning" not in run("replay", "--agent", "cli_agent_mod:build").output  # the default gate fails

@@ -123,3 +123,12 @@ def test_rate_gates_within_range_and_count_gates_are_accepted():
                  "delta:task_completion>=-1", "unauthorised_actions<=3", "cost_per_success<=2.5",
                  "delta:cost_per_success<=1.5"):
         parse_gate(expr)
+
+
+def test_failing_cases_that_no_gate_covers_get_a_warning():
+    report = rep(True, False, False)
+    out = evaluate_gates(report, ["tag:security>=1.0"])
+    assert out.exit_code == 0
+    assert out.warnings(report) == ["warning: 2/3 cases failed but no gate covers them (add --gate task_completion>=1)"]
+    assert evaluate_gates(report, ["task_completion>=1"]).warnings(report) == []  # the gate fails: no warning
+    assert evaluate_gates(rep(True), ["tag:security>=1.0"]).warnings(rep(True)) == []

@@ -276,3 +276,20 @@ def test_a_failing_case_no_gate_covers_is_warned_about(project):
     assert result.exit_code == 0
     assert "warning: 1/2 cases failed but no gate covers them (add --gate task_completion>=1)" in result.output
     assert "warning" not in run("replay", "--agent", "cli_agent_mod:build").output  # the default gate fails
+
+
+def test_no_accepted_cases_is_one_line_exit_2(project):
+    for path in (project / "cases").glob("*.json"):
+        if path.name != "suite.json":
+            data = orjson.loads(path.read_bytes())
+            data["status"] = "pending"
+            (project / "cases" / "pending").mkdir(exist_ok=True)
+            (project / "cases" / "pending" / path.name).write_bytes(orjson.dumps(data))
+            path.unlink()
+    result = run("replay", "--agent", "cli_agent_mod:build")
+    assert result.exit_code == 2
+    assert result.output == "error: no accepted cases in cases/ (2 pending: run harvester review)\n"
+    for path in (project / "cases" / "pending").glob("*.json"):
+        path.unlink()
+    empty = run("replay", "--agent", "cli_agent_mod:build")
+    assert empty.exit_code == 2 and empty.output.startswith("error: no accepted cases in cases/ (harvest some")

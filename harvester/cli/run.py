@@ -19,7 +19,7 @@ import click
 
 from ..case import load_cases, suite_info
 from ..config import Config
-from ..errors import GateError, OutputError
+from ..errors import GateError, InputError, OutputError
 from ..replay import DEFAULT_CONCURRENCY, load_agent, replay
 from ..report import Report, check_output, evaluate_gates, merge, parse_gate, write_file
 from . import echo_json, handle_errors, main, with_config
@@ -105,6 +105,14 @@ def _write(unwritten: list[OutputError], fn: Callable[..., None], *args: Any) ->
         unwritten.append(exc)
 
 
+def _shown(path: Path) -> str:
+    """A folder as the user would type it: relative to the working directory when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _check_outputs(*paths: Optional[str]) -> None:
     """A directory or a path under a file can never be written: say so before the run, not after it."""
     for path in paths:
@@ -142,7 +150,12 @@ def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, i
     gate_list = _gates(config, gates, base)
     _check_outputs(json_path, junit_path, markdown_path)
     build = load_agent(agent_spec)
-    cases = load_cases(folder.root, status="accepted")
+    every = load_cases(folder.root)  # validates every file, pending ones too
+    cases = [c for c in every if c.status == "accepted"]
+    if not cases:
+        pending = sum(c.status == "pending" for c in every)
+        hint = f"{pending} pending: run harvester review" if pending else "harvest some with: harvester harvest"
+        raise InputError(f"no accepted cases in {_shown(folder.root)}/ ({hint})")
     report = replay(cases, build, trials=trials, concurrency=concurrency, inject=inject, timeout=timeout,
                     shard=shard, progress=sys.stderr.isatty() if progress is None else progress,
                     suite=suite_info(folder.root), prices=config if config.prices else None)

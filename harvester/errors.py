@@ -12,8 +12,9 @@
     ├── NotFoundError              a trace or case id that is not stored
     ├── StoreError                 the trace store cannot be opened or written
     ├── ReceiverError              ``harvester serve`` cannot listen, or lacks opentelemetry-proto
-    ├── AgentLoadError             ``--agent module:attr`` cannot be imported or called, or its factory
-    │                              failed to build an agent for every case
+    ├── AgentLoadError             ``--agent module:attr`` cannot be imported or called
+    │   └── AgentBuildError        the agent factory raised (or was called wrongly) for EVERY case:
+    │                              a harness error, not N case failures
     ├── OutputError                a report file cannot be written (a directory, a missing or read-only
     │                              folder); carries ``file``
     └── NoFixture                  replay met a tool call with no recorded fixture (opt-in raise)
@@ -80,6 +81,15 @@ class ReceiverError(HarvesterError):
 
 class AgentLoadError(HarvesterError):
     pass
+
+
+class AgentBuildError(AgentLoadError):
+    """``factory()`` failed for every case and trial; ``error`` is the first failure, ``<Type>: <message>``."""
+
+    def __init__(self, factory: str, error: str) -> None:
+        self.factory = factory
+        self.error = error
+        super().__init__(f"the agent factory {factory} failed: {error}")
 
 
 class OutputError(HarvesterError):

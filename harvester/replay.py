@@ -1,7 +1,9 @@
 """The runner: a fresh agent per case and trial, tools served from fixtures, every check evaluated, one report.
 
 An agent that raises, hangs or returns garbage fails its case; a check that raises fails its case;
-neither stops the suite, and the report is always written.
+neither stops the suite, and the report is always written. Building the agent is told apart from
+running it: a factory that fails (raises, wrong signature, builds nothing callable) for EVERY case is
+a harness error, ``AgentBuildError``, not a suite of failed cases; for some cases only, those fail.
 
 The run is observed the way production observes it: through its spans, normalized by the SAME
 ``conventions.runs_from_spans``. Each case-trial runs under its own root span
@@ -41,7 +43,7 @@ from . import checks as checklib
 from .case import AgentCase, Case
 from .config import Config
 from .conventions import runs_from_spans
-from .errors import AgentLoadError
+from .errors import AgentBuildError, AgentLoadError
 from .fixtures import FixtureTools, ToolLog, recovery_variants
 from .instrument import use_executor
 from .model import ErrorInfo, Run, ToolCall, Usage
@@ -74,6 +76,12 @@ def load_agent(spec: str) -> Callable[..., Any]:
     if not callable(obj):
         raise AgentLoadError(f"--agent {spec!r}: {attr} is a {type(obj).__name__}, not a callable that builds an agent")
     return obj
+
+
+def _factory_name(factory: Callable[..., Any]) -> str:
+    """``module:qualname`` as ``--agent`` spells it, else the repr."""
+    module, name = getattr(factory, "__module__", None), getattr(factory, "__qualname__", None)
+    return f"{module}:{name}" if module and name else repr(factory)
 
 
 def _takes_tools(factory: Callable[..., Any]) -> bool:
@@ -140,6 +148,7 @@ class _Outcome:
     error: Optional[str]
     duration_ms: float
     tools: Optional[FixtureTools]
+    build_failed: bool = False  # the factory raised or built something unusable: the agent never ran
 
 
 Done = "queue.SimpleQueue[tuple[_Job, _Outcome]]"
@@ -177,9 +186,12 @@ class _Runner:
         started = time.perf_counter()
         answer: Any = None
         error: Optional[BaseException] = None
+        built = False
         try:
             with use_executor(tools), trace.use_span(root, end_on_exit=True):
-                answer = self._invoke(tools, job.case.task)
+                target = self._build(tools)
+                built = True
+                answer = self._run(target, job.case.task)
         except BaseException as exc:  # noqa: BLE001 - an agent that raises (even SystemExit) fails its case only
             error = exc
         spans = self.release(trace_id)
@@ -194,13 +206,18 @@ class _Runner:
         checks = evaluate(job.case, run, judge=self.judge)
         passed = error is None and all(c.passed for c in checks)
         message = f"{type(error).__name__}: {error}" if error is not None else None
-        done.put((job, _Outcome(passed, checks, run, message, (time.perf_counter() - started) * 1000, tools)))
+        done.put((job, _Outcome(passed, checks, run, message, (time.perf_counter() - started) * 1000, tools,
+                                build_failed=not built)))
 
-    def _invoke(self, tools: Optional[FixtureTools], prompt: str) -> Any:
+    def _build(self, tools: Optional[FixtureTools]) -> Callable[[str], Any]:
+        """The agent's entry point from a fresh ``factory()``; whatever fails here is the factory's fault."""
         agent = self.build_agent(tools=tools) if self.takes_tools else self.build_agent()
         target = agent if callable(agent) else getattr(agent, "run", None)
         if not callable(target):
             raise TypeError(f"the factory built a {type(agent).__name__}, which is neither callable nor has .run(prompt)")
+        return target
+
+    def _run(self, target: Callable[[str], Any], prompt: str) -> Any:
         result = target(prompt)
         if inspect.isawaitable(result):
             try:
@@ -462,6 +479,9 @@ def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *
             remaining -= 1
             bar.step(outcome.passed)
 
+    builds = [o for outs in outcomes for o in outs]
+    if builds and all(o.build_failed for o in builds):  # not one agent was built: the harness is wrong, not the cases
+        raise AgentBuildError(_factory_name(build_agent), builds[0].error or "no agent built")
     name = suite if isinstance(suite, str) else getattr(suite, "name", None) or "suite"
     version = None if isinstance(suite, str) else getattr(suite, "version", None)
     return Report(suite=name, suite_version=version, trials=trials,

@@ -293,3 +293,30 @@ def test_no_accepted_cases_is_one_line_exit_2(project):
         path.unlink()
     empty = run("replay", "--agent", "cli_agent_mod:build")
     assert empty.exit_code == 2 and empty.output.startswith("error: no accepted cases in cases/ (harvest some")
+
+
+FACTORIES = textwrap.dedent('''
+    def needs_config(config):
+        return lambda prompt: "x"
+
+    def raises():
+        raise RuntimeError("no API key")
+
+    def raises_while_running():
+        def agent(prompt):
+            raise RuntimeError("model exploded")
+        return agent
+''')
+
+
+@pytest.mark.parametrize("attr, error", [("needs_config", "TypeError: needs_config() missing 1 required positional"),
+                                         ("raises", "RuntimeError: no API key")])
+def test_a_broken_agent_factory_is_one_line_exit_2(project, attr, error):
+    (project / "factories_mod.py").write_text(FACTORIES)
+    sys.modules.pop("factories_mod", None)
+    result = run("replay", "--agent", f"factories_mod:{attr}", "--json", "r.json")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: the agent factory factories_mod:{attr} failed: {error}")
+    assert len(result.output.strip().splitlines()) == 1
+    running = run("replay", "--agent", "factories_mod:raises_while_running")
+    assert running.exit_code == 1 and "agent error: RuntimeError: model exploded" in running.output  # a case failure

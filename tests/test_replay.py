@@ -126,11 +126,17 @@ def test_an_agent_that_raises_fails_its_case_only():
 
 
 def test_a_factory_that_raises_fails_the_case():
-    def build():
-        raise ImportError("no API key")
+    # (Changed: a factory failing for EVERY case is now an AgentBuildError; for some cases it fails those.)
+    calls = []
 
-    (r,) = replay([case()], build).results
-    assert not r.passed and r.error == "ImportError: no API key"
+    def build():
+        calls.append(1)
+        if len(calls) == 1:
+            raise ImportError("no API key")
+        return GOOD
+
+    r, ok = replay([case(), case("c2")], build, concurrency=1).results
+    assert not r.passed and r.error == "ImportError: no API key" and ok.passed
 
 
 def test_garbage_return_fails_the_case_with_a_clear_error():
@@ -140,8 +146,9 @@ def test_garbage_return_fails_the_case_with_a_clear_error():
 
 
 def test_a_factory_that_builds_something_unrunnable():
-    (r,) = replay([case()], lambda: 42).results
-    assert "neither callable nor has .run" in r.error
+    built = iter([42, GOOD])
+    r, ok = replay([case(), case("c2")], lambda: next(built), concurrency=1).results
+    assert "neither callable nor has .run" in r.error and ok.passed
 
 
 def test_hung_sync_agent_is_abandoned_and_fails_its_case():
@@ -431,3 +438,26 @@ def test_load_agent(monkeypatch):
         load_agent("fake_agent_mod:not_callable")
     with pytest.raises(AgentLoadError, match="expected module:attr"):
         load_agent("fake_agent_mod")
+
+
+def test_a_factory_that_fails_for_every_case_is_a_harness_error():
+    from harvester.errors import AgentBuildError
+
+    def build():
+        raise RuntimeError("no API key")
+
+    with pytest.raises(AgentBuildError, match="the agent factory .*build failed: RuntimeError: no API key"):
+        replay([case("a"), case("b")], build)
+    with pytest.raises(AgentBuildError, match="neither callable nor has .run"):
+        replay([case("a")], lambda: 42)
+
+    calls = []
+
+    def sometimes():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("flaky factory")
+        return GOOD
+
+    report = replay([case("a"), case("b")], sometimes, concurrency=1)  # one build failed: a case failure
+    assert sorted(r.passed for r in report.results) == [False, True]

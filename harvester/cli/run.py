@@ -19,7 +19,7 @@ import click
 
 from ..case import load_cases, suite_info
 from ..config import Config
-from ..errors import GateError, InputError, OutputError
+from ..errors import AgentBuildError, GateError, InputError, OutputError
 from ..replay import DEFAULT_CONCURRENCY, load_agent, replay
 from ..report import Report, check_output, evaluate_gates, merge, parse_gate, write_file
 from . import echo_json, handle_errors, main, with_config
@@ -156,9 +156,12 @@ def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, i
         pending = sum(c.status == "pending" for c in every)
         hint = f"{pending} pending: run harvester review" if pending else "harvest some with: harvester harvest"
         raise InputError(f"no accepted cases in {_shown(folder.root)}/ ({hint})")
-    report = replay(cases, build, trials=trials, concurrency=concurrency, inject=inject, timeout=timeout,
-                    shard=shard, progress=sys.stderr.isatty() if progress is None else progress,
-                    suite=suite_info(folder.root), prices=config if config.prices else None)
+    try:
+        report = replay(cases, build, trials=trials, concurrency=concurrency, inject=inject, timeout=timeout,
+                        shard=shard, progress=sys.stderr.isatty() if progress is None else progress,
+                        suite=suite_info(folder.root), prices=config if config.prices else None)
+    except AgentBuildError as exc:  # name the factory as the user spelled it
+        raise AgentBuildError(agent_spec, exc.error) from None
     _finish(report, gate_list, base, json_path, junit_path, markdown_path)
 
 

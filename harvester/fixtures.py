@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Optional
+import re
+from typing import Any, Mapping, Optional, Sequence
 
 import orjson
 
@@ -34,6 +35,7 @@ _FAILURES: dict[str, tuple[str, str]] = {
     "rate_limit": ("RateLimited", "{tool}: 429 Too Many Requests: rate limit exceeded, retry after 60s"),
     "permission": ("PermissionDenied", "{tool}: 403 Forbidden: the caller lacks permission for this resource"),
 }
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")  # a TOML key that needs no quotes
 _MALFORMED = '{"results": [{"id": 1, "title": "Refund pol<html><body>502 Bad Gat'
 
 
@@ -67,14 +69,20 @@ class FixtureTools:
     run; its ``log`` is what the report's divergence and redundancy figures are made of.
     """
 
-    def __init__(self, case: AgentCase, *, raise_no_fixture: bool = False) -> None:
+    def __init__(self, case: AgentCase, *, raise_no_fixture: bool = False,
+                 ignore_args: Optional[Mapping[str, Sequence[str]]] = None) -> None:
+        """``ignore_args``: the project's (the config's ``ignore_args``), applied with the case's own:
+        a path either one names is left out of matching. Keys are recomputed from the fixtures' args."""
         self.case = case
         self.raise_no_fixture = raise_no_fixture
         self.log: list[ToolLog] = []
+        self._ignore: dict[str, list[str]] = {
+            tool: sorted(set(case.ignore_args.get(tool, ())) | set((ignore_args or {}).get(tool, ())))
+            for tool in {*case.ignore_args, *(ignore_args or {})}}
         self._by_key: dict[str, list[Fixture]] = {}
         self._by_tool: dict[str, list[Fixture]] = {}
         for fx in case.fixtures:
-            key = fixture_key(fx.tool, fx.args, case.ignore_args.get(fx.tool, ()))
+            key = fixture_key(fx.tool, fx.args, self._ignore.get(fx.tool, ()))
             self._by_key.setdefault(key, []).append(fx)
             self._by_tool.setdefault(fx.tool, []).append(fx)
         self._served: dict[str, int] = {}
@@ -107,7 +115,7 @@ class FixtureTools:
 
     # -- resolution -----------------------------------------------------------------------
     def _resolve(self, name: str, args: Any) -> ToolLog:
-        ignore = self.case.ignore_args.get(name, ())
+        ignore = self._ignore.get(name, ())
         key = fixture_key(name, args, ignore)
         spec = self.case.inject_failures.get(name)
         if spec is not None and self._inject_now(name, spec):
@@ -162,10 +170,13 @@ class FixtureTools:
                 "nothing_similar", f"no recorded {name} call shares any argument with {canonical_json(args)}",
                 f"the agent calls {name} with entirely new arguments: re-harvest the case from a new trace if "
                 "the new behaviour is right", closest)
-        entry = {name: sorted(set(ignore) | set(best_differs))}
-        hint = (f"if {', '.join(best_differs)} change(s) on every run (ids, timestamps), ignore them: "
-                f'"ignore_args": {canonical_json(entry)}; otherwise the agent now calls {name} differently: '
-                "re-harvest the case from a new trace")
+        paths = sorted(set(ignore) | set(best_differs))
+        toml_key = name if _BARE_KEY.match(name) else canonical_json(name)
+        hint = (f"if {', '.join(best_differs)} change(s) on every run (ids, timestamps), ignore them: add "
+                f'"ignore_args": {canonical_json({name: paths})} to the case file cases/{self.case.id}.json, or '
+                f"{toml_key} = {canonical_json(paths)} under [tool.harvester.ignore_args] in pyproject.toml "
+                "(ignore_args in harvester.toml), which applies to every case and to future harvests; otherwise "
+                f"the agent now calls {name} differently: re-harvest the case from a new trace")
         return "no_match", None, _no_fixture(
             "no_match", f"no recorded {name} call has these arguments; the closest differs at "
                         f"{', '.join(best_differs)}", hint, closest)

@@ -158,8 +158,9 @@ class _Runner:
     """What every job shares: the factory, the observer, prices and the judge."""
 
     def __init__(self, build_agent: Callable[..., Any], timeout: float, judge: Optional[Judge],
-                 prices: Optional[Config]) -> None:
+                 prices: Optional[Config], ignore_args: Optional[Mapping[str, Sequence[str]]] = None) -> None:
         self.build_agent = build_agent
+        self.ignore_args = ignore_args
         self.takes_tools = _takes_tools(build_agent)
         self.timeout = timeout
         self.judge = judge
@@ -168,7 +169,7 @@ class _Runner:
 
     def start(self, job: _Job, done: Done) -> tuple[int, Optional[FixtureTools]]:
         """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
-        tools = FixtureTools(job.case.spec) if job.case.spec is not None else None
+        tools = FixtureTools(job.case.spec, ignore_args=self.ignore_args) if job.case.spec is not None else None
         root = self.tracer.start_span(f"harvester.replay {job.case.id}", context=otel_context.Context(),
                                       attributes={"harvester.case": job.case.id, "harvester.trial": job.trial})
         trace_id = root.get_span_context().trace_id
@@ -432,11 +433,14 @@ class _Progress:
 def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *, trials: int = 1,
            concurrency: Optional[int] = None, inject: bool = False, timeout: float = 60.0,
            shard: Optional[tuple[int, int]] = None, judge: Optional[Judge] = None, progress: bool = False,
-           suite: Any = None, prices: Config | Mapping[str, Any] | None = None) -> Report:
+           suite: Any = None, prices: Config | Mapping[str, Any] | None = None,
+           ignore_args: Optional[Mapping[str, Sequence[str]]] = None) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
     ``suite``: a name, or anything with ``.name``/``.version`` (the suite manifest). ``prices``: a
     ``Config`` or its ``prices`` mapping (USD per 1k tokens), used when a run has tokens and no cost.
+    ``ignore_args``: the project's ``{tool: [arg paths]}`` (the config's), left out of fixture matching
+    along with each case's own.
     """
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
@@ -445,7 +449,7 @@ def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *
     plan = _plan(cases, inject, shard)
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
-    runner = _Runner(build_agent, timeout, judge, price_config)
+    runner = _Runner(build_agent, timeout, judge, price_config, ignore_args)
     jobs = iter([_Job(i, case, t) for i, (case, _) in enumerate(plan) for t in range(trials)])
     outcomes: list[list[_Outcome]] = [[] for _ in plan]
     remaining = len(plan) * trials

@@ -320,3 +320,26 @@ def test_a_broken_agent_factory_is_one_line_exit_2(project, attr, error):
     assert len(result.output.strip().splitlines()) == 1
     running = run("replay", "--agent", "factories_mod:raises_while_running")
     assert running.exit_code == 1 and "agent error: RuntimeError: model exploded" in running.output  # a case failure
+
+
+def test_config_ignore_args_apply_at_replay(project):
+    (project / "rid_agent_mod.py").write_text(textwrap.dedent('''
+        import itertools
+        ids = itertools.count()
+
+        def build(tools):
+            return lambda prompt: str(tools.execute("kb_search", {"query": "refund policy",
+                                                                  "request_id": f"r{next(ids)}"}))
+    '''))
+    sys.modules.pop("rid_agent_mod", None)
+    for path in (project / "cases").glob("refund-*.json"):
+        data = orjson.loads(path.read_bytes())
+        args = {"query": "refund policy", "request_id": "recorded"}
+        data["fixtures"][0].update(args=args, key=fixture_key("kb_search", args))
+        path.write_bytes(orjson.dumps(data))
+    before = run("replay", "--agent", "rid_agent_mod:build", "--json", "r.json")
+    assert before.exit_code == 1 and "0/2 passed" in before.output
+    assert "differs at request_id" in before.output
+    (project / "harvester.toml").write_text('cases_dir = "cases"\n[ignore_args]\nkb_search = ["request_id"]\n')
+    after = run("replay", "--agent", "rid_agent_mod:build", "--gate", "task_completion>=0.5")
+    assert after.exit_code == 0 and "1/2 passed" in after.output, after.output

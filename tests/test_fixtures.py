@@ -115,6 +115,25 @@ def test_ignore_args_matches_despite_changing_field():
     assert tools.execute("kb_search", {"query": "q", "request_id": "r2"}) == "hit"
 
 
+def test_project_ignore_args_apply_with_the_cases():
+    case = make_case(ignore_args={"kb_search": ["session"]}, fixtures=[
+        fx("kb_search", {"query": "q", "request_id": "r1", "session": "s1"}, "hit", ignore=["session"])])
+    assert FixtureTools(case).execute("kb_search", {"query": "q", "request_id": "r2", "session": "s2"})["reason"] \
+        == "no_match"
+    tools = FixtureTools(case, ignore_args={"kb_search": ["request_id"], "other": ["x"]})
+    assert tools.execute("kb_search", {"query": "q", "request_id": "r2", "session": "s2"}) == "hit"
+    assert tools.log[0].outcome == "served"
+
+
+def test_no_match_hint_says_where_the_ignore_args_entry_goes():
+    res = FixtureTools(make_case()).execute("kb_search", {"query": "refund policy", "limit": 5})
+    assert 'add "ignore_args": {"kb_search":["limit"]} to the case file cases/c1.json' in res["hint"]
+    assert 'kb_search = ["limit"] under [tool.harvester.ignore_args]' in res["hint"]
+    assert "future harvests" in res["hint"]
+    odd = FixtureTools(make_case(fixtures=[fx("my.tool", {"a": 1, "b": 2}, 1)])).execute("my.tool", {"a": 1, "b": 3})
+    assert '"my.tool" = ["b"] under [tool.harvester.ignore_args]' in odd["hint"]  # a dotted key is quoted in TOML
+
+
 def test_raise_no_fixture_opt_in():
     tools = FixtureTools(make_case(), raise_no_fixture=True)
     with pytest.raises(NoFixture) as info:

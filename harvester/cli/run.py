@@ -159,7 +159,8 @@ def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, i
     try:
         report = replay(cases, build, trials=trials, concurrency=concurrency, inject=inject, timeout=timeout,
                         shard=shard, progress=sys.stderr.isatty() if progress is None else progress,
-                        suite=suite_info(folder.root), prices=config if config.prices else None)
+                        suite=suite_info(folder.root), prices=config if config.prices else None,
+                        ignore_args=config.ignore_args)
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
     _finish(report, gate_list, base, json_path, junit_path, markdown_path)

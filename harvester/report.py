@@ -347,8 +347,6 @@ class Report(_Strict):
             lines.extend(f"  - {reason}" for reason in r.reasons() if not (r.error and reason.endswith(f"({r.error})")))
             if r.trials > 1:
                 lines.append(f"  - passed {r.passes}/{r.trials} trials")
-            if r.divergence is not None:
-                lines.append(f"  - {r.divergence.describe()} (no_fixture calls: {r.no_fixture})")
         if len(failing) > SUMMARY_FAILURES:
             lines.append(f"... and {len(failing) - SUMMARY_FAILURES} more failing cases (all of them in --json, "
                          "--junit and --markdown)")

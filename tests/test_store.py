@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sqlite3
-import time
 from pathlib import Path
 
 import orjson

@@ -17,7 +17,7 @@ from ..config import Config
 from ..errors import InputError, NotFoundError, OtlpFormatError, pydantic_field
 from ..model import Run
 from . import (HarvesterCliError, config_option, echo_json, handle_errors, json_option, main, open_store,
-               project_config, store_option, with_config)
+               project_config, store_option)
 
 EDITABLE = ("why", "expected", "required_elements", "forbidden_tools", "appropriate_tools", "min_steps",
             "max_cost", "tags", "prompt")

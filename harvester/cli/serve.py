@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any, Optional
+from typing import Optional
 
 import click
 

@@ -11,11 +11,22 @@ import orjson
 import pytest
 
 from harvester.conventions import runs_from_spans
+from harvester.spans import from_readable, to_otlp
 from tests.frameworks import openai_agents_agent, record
 from tests.frameworks.pydantic_ai_agent import AGENT_NAME, PROMPTS
 from tests.test_conventions_openai_agents import runs_for as oa_runs, spans_for as oa_spans
 from tests.test_conventions_recorded import ANSWERS_OF, EXPECTED_OF, TRACES
-from tests.test_conventions_smolagents import KB, ORDER, one_run as smol_run
+from tests.test_conventions_smolagents import KB, ORDER, one_run as smol_run, spans_for as smol_spans
+
+
+# -- both ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spans_for", [oa_spans, smol_spans], ids=["openai-agents", "smolagents"])
+def test_otlp_json_input_reads_like_readable_spans(spans_for):
+    spans = spans_for("retry")
+    doc = to_otlp(from_readable(s) for s in spans)
+    assert runs_from_spans(doc) == runs_from_spans(spans)
+    assert runs_from_spans([s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]) \
+        == runs_from_spans(doc)
 
 
 # -- openai-agents ---------------------------------------------------------------------------------

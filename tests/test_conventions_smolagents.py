@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from harvester.conventions import is_agent_span, runs_from_spans
-from harvester.spans import from_readable, to_otlp
+from harvester.spans import from_readable
 from tests.frameworks import smolagents_agent
 from tests.frameworks.smolagents_agent import ANSWERS, MODEL_NAME, PROMPTS
 
@@ -83,14 +83,6 @@ def test_capture_processor_sees_the_outermost_agent_span_end_last():
     agents = [s for s in spans if is_agent_span(from_readable(s))]
     assert [s.name for s in agents] == ["support_agent.run"]
     assert spans[-1] is agents[0]
-
-
-def test_otlp_json_input_reads_like_readable_spans():
-    spans = spans_for("retry")
-    doc = to_otlp(from_readable(s) for s in spans)
-    assert runs_from_spans(doc) == runs_from_spans(spans)
-    assert runs_from_spans([s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]) \
-        == runs_from_spans(doc)
 
 
 def test_content_capture_off():

@@ -73,6 +73,20 @@ def stored(path: str) -> list[Run]:
         return list(s.runs(newest_first=False))
 
 
+def fork_child_capturing(proc: HarvestingSpanProcessor, tracer: Any) -> int:
+    """Fork; the child captures one run ("child") on its own and exits 0 if it wrote it. Returns its pid."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            agent_run(tracer, prompt="child")
+            code = 0 if proc.force_flush(10_000) and proc.stats()["written"] == 1 else 3
+            proc.shutdown()
+        finally:
+            os._exit(code)
+    return pid
+
+
 def test_captures_a_run(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path)
     tid = agent_run(tracer)
@@ -324,15 +338,7 @@ def test_fork_child_captures_on_its_own(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path)
     agent_run(tracer, prompt="parent")
     proc.force_flush()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
-        try:
-            agent_run(tracer, prompt="child")
-            code = 0 if proc.force_flush(10_000) and proc.stats()["written"] == 1 else 3
-            proc.shutdown()
-        finally:
-            os._exit(code)
+    pid = fork_child_capturing(proc, tracer)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     agent_run(tracer, prompt="parent again")

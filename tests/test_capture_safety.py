@@ -28,7 +28,7 @@ from harvester.capture import HarvestingSpanProcessor
 from harvester.redact import Redactor
 from harvester.store import TraceStore
 
-from .test_capture import agent_run, setup, stored
+from .test_capture import agent_run, fork_child_capturing, setup, stored
 
 ROOT = Path(__file__).resolve().parent.parent
 DEADLINE = 20.0  # seconds; only so that a broken guarantee fails instead of hanging
@@ -407,15 +407,7 @@ def test_fork_while_the_worker_is_inside_a_write(tmp_path: Path) -> None:
     writer.start()
     assert inside.wait(DEADLINE)
     threading.Timer(0.2, release.set).start()  # the transaction ends while fork waits for it
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            agent_run(tracer, prompt="child")
-            code = 0 if proc.force_flush(10_000) and proc.stats()["written"] == 1 else 3
-            proc.shutdown()
-        finally:
-            os._exit(code)
+    pid = fork_child_capturing(proc, tracer)
     writer.join(DEADLINE)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0

@@ -210,20 +210,23 @@ def _runs_from_store(store_path: Optional[str], config: Config, trace_id: str) -
 
 def _runs_from_file(otlp_file: str, trace_id: str) -> list[Run]:
     from ..conventions import runs_from_spans
-    from ..spans import iter_otlp_documents, spans_from_otlp
+    from ..spans import SpanData, iter_otlp_documents, spans_from_otlp
 
     path = Path(otlp_file)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise OtlpFormatError(f"cannot read ({exc.strerror})", file=otlp_file) from None
-    spans = [s for doc in iter_otlp_documents(data, file=otlp_file) for s in spans_from_otlp(doc, file=otlp_file)
-             if s.trace_id == trace_id]
+    spans: list[SpanData] = []
+    traces: set[str] = set()
+    for doc in iter_otlp_documents(data, file=otlp_file):
+        for span in spans_from_otlp(doc, file=otlp_file):
+            traces.add(span.trace_id)
+            if span.trace_id == trace_id:
+                spans.append(span)
     if not spans:
-        traces = sorted({s.trace_id for doc in iter_otlp_documents(data, file=otlp_file)
-                         for s in spans_from_otlp(doc, file=otlp_file)})
         raise NotFoundError(f"{otlp_file}: no spans of trace {trace_id!r} "
-                            f"(traces in the file: {', '.join(traces[:5]) or 'none'})")
+                            f"(traces in the file: {', '.join(sorted(traces)[:5]) or 'none'})")
     runs = runs_from_spans(spans)
     if not runs:
         raise InputError(f"trace {trace_id!r} has {len(spans)} spans but no agent run (no invoke_agent or AGENT "

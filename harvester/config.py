@@ -33,8 +33,6 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     except ModuleNotFoundError:
         _toml = None  # type: ignore[assignment]
 
-CONFIG_FILES = ("harvester.toml", "pyproject.toml")
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")

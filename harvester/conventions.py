@@ -384,8 +384,9 @@ def _read_tool(span: SpanData, source: str) -> dict[str, Any]:
     else:
         name = _text(a.get("gen_ai.tool.name")) or _text(a.get("traceloop.entity.name")) or _text(span.name) or ""
         call_id = _text(a.get("gen_ai.tool.call.id"))
-        raw_args = a.get("gen_ai.tool.call.arguments", a.get("traceloop.entity.input", _MISSING))
-        raw_result = a.get("gen_ai.tool.call.result", a.get("traceloop.entity.output", _MISSING))
+        # pydantic-ai's data formats 2 and 3 say tool_arguments / tool_response.
+        raw_args = a.get("gen_ai.tool.call.arguments", a.get("traceloop.entity.input", a.get("tool_arguments", _MISSING)))
+        raw_result = a.get("gen_ai.tool.call.result", a.get("traceloop.entity.output", a.get("tool_response", _MISSING)))
     hidden = raw_args is _MISSING or _placeholder(raw_args)
     args: Any = _MISSING
     if not hidden:

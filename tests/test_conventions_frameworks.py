@@ -148,3 +148,17 @@ def test_pydantic_ai_content_off_keeps_denial_shape():
     assert [r.stop for r in runs] == ["deferred", "answered"]
     assert [(c.name, c.status) for c in runs[0].calls] == [("issue_refund", "blocked")]
     assert runs[0].calls[0].args is None and not runs[0].content_captured
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_pydantic_ai_deprecated_data_formats_read_like_version_5(version):
+    """pydantic-ai still offers data formats 2-4: an app pinned to one must not lose its runs."""
+    import warnings
+
+    volatile = {"trace_id", "run_id", "started_at", "duration_ms"}
+    for scenario in pydantic_ai_agent.SCENARIOS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            old = runs_from_spans(pydantic_ai_agent.run_scenario(scenario, version=version))
+        new = runs_from_spans(pydantic_ai_agent.run_scenario(scenario, version=5))
+        assert [r.model_dump(exclude=volatile) for r in old] == [r.model_dump(exclude=volatile) for r in new], scenario

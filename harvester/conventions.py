@@ -303,6 +303,9 @@ def _read_llm(span: SpanData, source: str) -> dict[str, Any]:
     reasons = a.get("gen_ai.response.finish_reasons")
     if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
         out["finish"] = reasons[0]
+    if "gen_ai.output.messages" not in a and "gen_ai.completion.0.role" in a:
+        _read_legacy_completion(a, out)
+        return out
     messages = _loads(a.get("gen_ai.output.messages"))
     if isinstance(messages, list):
         for msg in messages:
@@ -330,6 +333,24 @@ def _read_llm(span: SpanData, source: str) -> dict[str, Any]:
     return out
 
 
+def _read_legacy_completion(a: dict[str, Any], out: dict[str, Any]) -> None:
+    """The indexed ``gen_ai.completion.N.*`` keys of older OpenLLMetry instrumentors (OpenAI, Anthropic...)."""
+    n = 0
+    while f"gen_ai.completion.{n}.role" in a:
+        base = f"gen_ai.completion.{n}."
+        if isinstance(a.get(base + "content"), str) and a[base + "content"]:
+            out["text"] = _text(a[base + "content"])
+        if out["finish"] is None and isinstance(a.get(base + "finish_reason"), str):
+            out["finish"] = a[base + "finish_reason"]
+        m = 0
+        while f"{base}tool_calls.{m}.name" in a:
+            tc = f"{base}tool_calls.{m}."
+            args, _ = _structured(a.get(tc + "arguments"))
+            out["requests"].append((_text(a.get(tc + "name")) or "", _text(a.get(tc + "id")), args))
+            m += 1
+        n += 1
+
+
 def _llm_first_user(span: SpanData, source: str) -> Optional[str]:
     a = span.attributes
     if source == "openinference":
@@ -343,7 +364,14 @@ def _llm_first_user(span: SpanData, source: str) -> Optional[str]:
             n += 1
         return None
     messages = _loads(a.get("gen_ai.input.messages"))
-    return _first_user(messages) if isinstance(messages, list) else None
+    if isinstance(messages, list):
+        return _first_user(messages)
+    n = 0  # older OpenLLMetry: gen_ai.prompt.N.role / .content
+    while f"gen_ai.prompt.{n}.role" in a:
+        if a[f"gen_ai.prompt.{n}.role"] in _USER_ROLES and _text(a.get(f"gen_ai.prompt.{n}.content")):
+            return _text(a.get(f"gen_ai.prompt.{n}.content"))
+        n += 1
+    return None
 
 
 def _output_tools(span: SpanData) -> set[str]:

@@ -322,3 +322,34 @@ def test_fuzzed_attributes_never_raise(attr_sets, statuses):
                              for i, a in enumerate(attr_sets)]
     for run in runs_from_spans(spans):
         run.to_json()
+
+
+def test_older_openllmetry_indexed_prompt_and_completion_keys():
+    """OpenLLMetry's OpenAI/Anthropic instrumentors under a traceloop workflow: gen_ai.prompt.N / gen_ai.completion.N."""
+    c, oa = Clock(), "opentelemetry.instrumentation.openai.v1"
+    workflow = mk(1, "support.workflow", {"traceloop.span.kind": "workflow", "traceloop.entity.name": "support",
+                                          "traceloop.workflow.name": "support"}, clock=c, scope="traceloop.tracer")
+    first = mk(2, "openai.chat", {
+        "llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "You are a support agent.",
+        "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": "Where is order A1001?",
+        "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.finish_reason": "tool_calls",
+        "gen_ai.completion.0.tool_calls.0.id": "call_1", "gen_ai.completion.0.tool_calls.0.name": "get_order",
+        "gen_ai.completion.0.tool_calls.0.arguments": '{"order_id": "A1001"}',
+        "gen_ai.usage.prompt_tokens": 50, "gen_ai.usage.completion_tokens": 10}, 1, clock=c, scope=oa)
+    call = mk(3, "get_order.tool", {"traceloop.span.kind": "tool", "traceloop.entity.name": "get_order",
+                                    "traceloop.entity.input": '{"args": [], "kwargs": {"order_id": "A1001"}}',
+                                    "traceloop.entity.output": '{"status": "delivered"}'}, 1, clock=c,
+              scope="traceloop.tracer")
+    last = mk(4, "openai.chat", {
+        "llm.request.type": "chat", "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "Order A1001 was delivered.",
+        "gen_ai.completion.0.finish_reason": "stop",
+        "gen_ai.usage.prompt_tokens": 70, "gen_ai.usage.completion_tokens": 12}, 1, clock=c, scope=oa)
+    [run] = runs_from_spans([workflow, first, call, last])
+    assert (run.prompt, run.answer, run.stop, run.model) == (
+        "Where is order A1001?", "Order A1001 was delivered.", "answered", "gpt-4o-mini")
+    assert [(x.name, x.call_id, x.args, x.result) for x in run.calls] == [
+        ("get_order", "call_1", {"order_id": "A1001"}, {"status": "delivered"})]
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (120, 22)
+    assert [llm.finish_reason for llm in run.llm_calls] == ["tool_calls", "stop"]

@@ -83,6 +83,9 @@ def test_prune(env: tuple[CliRunner, str, Path]) -> None:
     res = invoke(runner, "traces", "prune", "--store", store, "--max-mb", "0")
     assert res.output.strip() == "deleted 2 runs, 0 left"
     assert runner.invoke(main, ["traces", "prune", "--store", store]).exit_code == 2
+    invoke(runner, "ingest", str(src), "--store", store)
+    res = invoke(runner, "traces", "prune", "--store", store, "--keep-days", "36500", "--json")
+    assert orjson.loads(res.output) == {"deleted": 0, "left": 2}
 
 
 def test_input_errors_are_one_line_exit_2(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from ..ingest import ingest_files
 from ..config import Config
 from ..redact import redaction_for
 from ..store import TraceStore, export_otlp
-from . import echo_json, main, open_store, store_option, with_config
+from . import echo_json, json_option, main, open_store, store_option, with_config
 
 
 @main.command()
@@ -170,13 +170,17 @@ def export(trace_ids: tuple[str, ...], store_path: str | None, output: str | Non
 @click.option("--keep-days", type=click.FloatRange(min=0), help="Delete successful runs older than N days.")
 @click.option("--keep-failed-days", type=click.FloatRange(min=0), help="Delete failed runs older than N days.")
 @click.option("--max-mb", type=click.FloatRange(min=0), help="Then delete the oldest runs (successes first) until the store fits.")
+@json_option
 @with_config
 def prune(store_path: str | None, keep_days: float | None, keep_failed_days: float | None,
-          max_mb: float | None, config: Config) -> None:
+          max_mb: float | None, as_json: bool, config: Config) -> None:
     """Apply retention: old successes go first, failures are kept longest."""
     if keep_days is None and max_mb is None and keep_failed_days is None:
         raise click.UsageError("give --keep-days, --keep-failed-days and/or --max-mb")
     with open_store(store_path, config) as store:
         deleted = store.prune(keep_days=keep_days, max_mb=max_mb, keep_failed_days=keep_failed_days)
         left = store.count()
-    click.echo(f"deleted {deleted} runs, {left} left")
+    if as_json:
+        echo_json({"deleted": deleted, "left": left})
+    else:
+        click.echo(f"deleted {deleted} runs, {left} left")

@@ -111,10 +111,10 @@ class AgentCase(_Strict):
     expected: Optional[str] = None
     required_elements: list[str] = Field(default_factory=list)
     checks: list[dict[str, Any]] = Field(default_factory=list)
-    min_steps: Optional[int] = None
+    min_steps: Optional[int] = Field(None, ge=0)
     appropriate_tools: list[str] = Field(default_factory=list)
     forbidden_tools: list[str] = Field(default_factory=list)
-    max_cost: Optional[float] = None
+    max_cost: Optional[float] = Field(None, ge=0)
     tags: list[str] = Field(default_factory=list)
     inject_failures: dict[str, InjectSpec] = Field(default_factory=dict)
     ignore_args: dict[str, list[str]] = Field(default_factory=dict)

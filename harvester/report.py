@@ -213,7 +213,7 @@ class Comparison:
             out.append(f"improved: {self.improved}")
         for m, (b, n) in self.deltas.items():
             d = _delta(b, n)
-            if d:
+            if d and abs(d) > 1e-9 * max(abs(b or 0.0), abs(n or 0.0), 1e-12):  # float noise is no change
                 out.append(f"  {m}: {_fmt(b)} -> {_fmt(n)} ({d:+.4g})")
         return out
 
@@ -264,7 +264,8 @@ class Report(_Strict):
 
     @property
     def total_cost(self) -> float:
-        return sum((r.cost or 0.0) * r.trials for r in self.results)
+        """The cases' cost (every trial); injected-failure variants are priced in their own report lines."""
+        return sum((r.cost or 0.0) * r.trials for r in self.cases)
 
     def by_tag(self) -> dict[str, float]:
         """Pass rate per tag, sorted by tag: where an aggregate hides compensating movement.

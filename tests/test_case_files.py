@@ -199,3 +199,22 @@ def test_shipped_schema_is_up_to_date():
         "harvester/case.schema.json is stale: run "
         "python -c 'from harvester.case import write_case_schema; write_case_schema()'")
     assert shipped["additionalProperties"] is False and "prompt" in shipped["required"]
+
+
+def test_negative_bounds_are_one_line_errors_not_tracebacks(tmp_path):
+    import orjson
+
+    from harvester.case import AgentCase, load_case, save_case
+    from harvester.errors import CaseFileError
+
+    path = save_case(AgentCase(id="neg", prompt="p", why="w"), tmp_path)
+    for field, value in (("max_cost", -1.0), ("min_steps", -3)):
+        data = orjson.loads(path.read_bytes())
+        data[field] = value
+        path.write_bytes(orjson.dumps(data))
+        try:
+            load_case(path)
+        except CaseFileError as exc:
+            assert str(path) in str(exc) and field in str(exc)
+        else:
+            raise AssertionError(f"{field}={value} loaded")

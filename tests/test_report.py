@@ -237,3 +237,14 @@ def test_old_reports_without_no_fixture_calls_still_load(tmp_path):
     del data["results"][0]["no_fixture_calls"]
     back = Report.from_data(data)
     assert back.results[0].no_fixture_calls == [] and back.results[0].differences() == "2 no_fixture calls"
+
+
+def test_total_cost_counts_the_cases_not_the_injected_variants():
+    r = rep(res("a", cost=0.001), res("a@huge", cost=0.8, variant_of="a"))
+    assert r.total_cost == 0.001 and "total cost 0.001000" in r.summary()
+
+
+def test_float_noise_is_not_a_metric_change():
+    before = rep(res("a", cost=0.1 + 0.2), res("b", cost=0.3))
+    now = rep(res("a", cost=0.3), res("b", cost=0.1 + 0.2))
+    assert not [line for line in now.compare(before).lines() if "cost_per_success" in line]

@@ -309,3 +309,15 @@ def test_an_incident_twice_says_so(env):
     assert invoke("incident", trace_id, "--why", "first").exit_code == 0
     again = CliRunner().invoke(main, ["incident", trace_id, "--why", "again"])
     assert again.exit_code == 0 and "note: this run is already case" in again.stderr
+
+
+def test_an_incident_needs_a_real_why(env):
+    res = CliRunner().invoke(main, ["incident", TRACE, "--why", "   "])
+    assert res.exit_code == 2 and "say what went wrong" in res.output
+
+
+def test_serve_warns_when_reachable_without_a_token():
+    from harvester.cli.serve import exposure_warning
+
+    assert exposure_warning("0.0.0.0", None).startswith("warning: 0.0.0.0 accepts traces")
+    assert exposure_warning("0.0.0.0", "s3cret") is None and exposure_warning("127.0.0.1", None) is None

@@ -90,7 +90,7 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
 # -- harvest ------------------------------------------------------------------------------------
 @main.command("harvest")
 @click.option("--failed-only", is_flag=True, help="Only runs that failed (errors, denials, negative feedback...).")
-@click.option("--since", metavar="T", help="Only runs started at or after T (ISO 8601).")
+@click.option("--since", metavar="T", help="Only runs started at or after T (ISO 8601, or an age like 24h or 7d).")
 @click.option("--agent", metavar="A", help="Only runs of agent A.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read at most N runs.")
 @click.option("--sample", type=click.IntRange(min=0), metavar="N",
@@ -167,6 +167,8 @@ def incident_cmd(trace_id: str, why: str, expected: Optional[str], required: tup
                  forbid: tuple[str, ...], tags: tuple[str, ...], run_id: Optional[str], otlp_file: Optional[str],
                  store_path: Optional[str], config: Config, folder: CaseFolder, as_json: bool) -> None:
     """Freeze one reported run (TRACE_ID) into a regression case in cases/pending/."""
+    if not why.strip():
+        raise click.BadParameter("say what went wrong: the case's why is how a reviewer judges it", param_hint="--why")
     from ..harvest import case_from_run
 
     runs = _runs_from_file(otlp_file, trace_id) if otlp_file else _runs_from_store(store_path, config, trace_id)

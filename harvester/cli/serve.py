@@ -15,6 +15,13 @@ from ..redact import redaction_for
 from . import handle_errors, main
 
 
+def exposure_warning(host: str, token: Optional[str]) -> Optional[str]:
+    """A receiver reachable from other machines without a token stores whatever anyone sends it."""
+    if token or host in ("127.0.0.1", "localhost", "::1") or host.startswith("127."):
+        return None
+    return f"warning: {host} accepts traces from other machines and no --token is set"
+
+
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind. Loopback by default; use 0.0.0.0 (with --token) to accept other machines.")
@@ -63,6 +70,9 @@ def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_b
     try:
         receiver.start()
         click.echo(f"listening on {receiver.url}", nl=True)
+        warning = exposure_warning(host, token)
+        if warning:
+            click.echo(warning, err=True)
         try:
             while not done.wait(1.0):  # a timeout, so Ctrl-C is delivered on every platform
                 pass

@@ -41,7 +41,7 @@ def test_ingest_list_show(env: tuple[CliRunner, str, Path]) -> None:
     assert orjson.loads(res.output)["runs"] == 2
     res = invoke(runner, "traces", "list", "--store", store)
     lines = res.output.splitlines()
-    assert lines[0].split() == ["TRACE", "STARTED", "AGENT", "STOP", "TRAJECTORY", "PROMPT"]
+    assert lines[0].split() == ["TRACE", "STARTED", "AGENT", "STOP", "FAILURE", "TRAJECTORY", "PROMPT"]
     assert len(lines) == 3 and "kb_search" in lines[1] and "<email:" in lines[1]
     res = invoke(runner, "traces", "list", "--store", store, "--json", "--limit", "1")
     assert Run.from_json(res.output.splitlines()[0]).trace_id.startswith("ab")
@@ -111,6 +111,8 @@ def test_show_says_what_happened_to_each_call(tmp_path: Path) -> None:
     listed = orjson.loads("[" + ",".join(invoke(runner, "traces", "list", "--store", store, "--json")
                                           .output.splitlines()) + "]")
     by_prompt = {r["prompt"]: r["trace_id"] for r in listed}
+    failures = invoke(runner, "traces", "list", "--failed", "--store", store).output
+    assert "issue_refund blocked" in failures and "get_order ToolTimeout" in failures
     out = invoke(runner, "traces", "show", by_prompt["Do you sell gift cards?"], "--store", store).output
     assert "issue_refund [blocked]" in out and "-> denied, never executed" in out and "null" not in out
     out = invoke(runner, "traces", "show", by_prompt["Where is order A1003?"], "--store", store).output

@@ -13,7 +13,7 @@ from ..model import Run
 from ..ingest import ingest_files
 from ..config import Config
 from ..redact import redaction_for
-from ..store import TraceStore, export_otlp
+from ..store import TraceStore, export_otlp, failure_summary
 from . import echo_json, json_option, main, open_store, store_option, with_config
 
 
@@ -84,12 +84,13 @@ def list_(store_path: str | None, failed: bool, agent: str | None, since: str | 
                 sys.stdout.write(run.to_json().decode() + "\n")
             return
         rows = [(run.trace_id[:12], _when(run), _abridge(run.agent or "-", 16), run.stop,
-                 _abridge(" > ".join(run.trajectory()) or "-", 36), _abridge(run.prompt, 48)) for run in runs]
+                 _abridge(failure_summary(run) or "-", 28), _abridge(" > ".join(run.trajectory()) or "-", 36),
+                 _abridge(run.prompt, 48)) for run in runs]
     if not rows:
         click.echo("no runs stored" + (" match" if failed or agent or since else "") + "; import traces with "
                    "`harvester ingest FILE` or capture them with HarvestingSpanProcessor")
         return
-    header = ("TRACE", "STARTED", "AGENT", "STOP", "TRAJECTORY", "PROMPT")
+    header = ("TRACE", "STARTED", "AGENT", "STOP", "FAILURE", "TRAJECTORY", "PROMPT")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     for row in [header, *rows]:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())

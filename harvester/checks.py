@@ -211,7 +211,7 @@ def max_steps(n: int) -> Check:
         raise TypeError(f"n must be a non-negative integer, got {n!r}")
 
     def fn(run: Run) -> tuple[bool, str]:
-        return run.steps <= n, f"{run.steps} steps (max {n})"
+        return run.steps <= n, f"{run.steps} step{'s' * (run.steps != 1)} (max {n})"
 
     return Check("max_steps", fn, {"n": n})
 

@@ -457,7 +457,7 @@ def test_sigterm_stores_the_open_trace_then_exits_0(store: str):
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err
-    assert "stored 1 runs" in out
+    assert "stored 1 run" in out and "stored 1 runs" not in out
     (run,) = _stored(store)
     assert run.agent == "support_agent" and run.stop == "answered"
 

@@ -12,7 +12,7 @@ import click
 from ..config import load_config
 from ..errors import ReceiverError
 from ..redact import redaction_for
-from . import handle_errors, main
+from . import handle_errors, main, plural
 
 
 def exposure_warning(host: str, token: Optional[str]) -> Optional[str]:
@@ -83,4 +83,4 @@ def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_b
         signal.signal(signal.SIGTERM, previous)
         receiver.stop()
     health = receiver.health()
-    click.echo(f"received {health['received_spans']} spans, stored {health['runs_written']} runs")
+    click.echo(f"received {health['received_spans']} spans, stored {plural(health['runs_written'], 'run')}")

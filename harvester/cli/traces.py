@@ -14,7 +14,7 @@ from ..ingest import ingest_files
 from ..config import Config
 from ..redact import redaction_for
 from ..store import TraceStore, export_otlp, failure_summary
-from . import echo_json, json_option, main, open_store, store_option, with_config
+from . import echo_json, json_option, main, open_store, plural, store_option, with_config
 
 
 @main.command()
@@ -44,7 +44,7 @@ def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs
         echo_json(stats.as_dict())
     else:
         extra = f", {stats.no_agent} traces without an agent span" if stats.no_agent else ""
-        click.echo(f"ingested {stats.runs} runs from {stats.spans} spans ({stats.skipped} skipped{extra})")
+        click.echo(f"ingested {plural(stats.runs, 'run')} from {plural(stats.spans, 'span')} ({stats.skipped} skipped{extra})")
 
 
 @main.group()
@@ -184,4 +184,4 @@ def prune(store_path: str | None, keep_days: float | None, keep_failed_days: flo
     if as_json:
         echo_json({"deleted": deleted, "left": left})
     else:
-        click.echo(f"deleted {deleted} runs, {left} left")
+        click.echo(f"deleted {plural(deleted, 'run')}, {left} left")

@@ -305,27 +305,29 @@ def test_shutdown_is_idempotent_and_honours_its_timeout(tmp_path: Path) -> None:
     assert not proc._worker.is_alive()
 
 
-class _BrokenStore(TraceStore):
-    fail = False
+class FailingStore(TraceStore):
+    """A store whose writes raise ``fail`` while it is set (a full disk, a locked file)."""
+
+    fail: BaseException | None = None
 
     def add_many(self, items: Any) -> int:
-        if self.fail:
-            raise OSError("disk full")
+        if self.fail is not None:
+            raise self.fail
         return super().add_many(items)
 
 
 def test_store_errors_never_reach_the_app(tmp_path: Path) -> None:
-    store = _BrokenStore(tmp_path / "t.db")
+    store = FailingStore(tmp_path / "t.db")
     proc = HarvestingSpanProcessor(store)
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(proc)
     tracer = provider.get_tracer("t")
     agent_run(tracer, prompt="kept")
     proc.force_flush()
-    store.fail = True
+    store.fail = OSError("disk full")
     agent_run(tracer, prompt="lost")
     proc.force_flush()
-    store.fail = False
+    store.fail = None
     agent_run(tracer, prompt="kept too")
     proc.shutdown()
     assert proc.stats()["dropped"] == {"store_error": 1}

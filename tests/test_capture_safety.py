@@ -28,7 +28,7 @@ from harvester.capture import HarvestingSpanProcessor
 from harvester.redact import Redactor
 from harvester.store import TraceStore
 
-from .test_capture import agent_run, fork_child_capturing, setup, stored
+from .test_capture import FailingStore, agent_run, fork_child_capturing, setup, stored
 
 ROOT = Path(__file__).resolve().parent.parent
 DEADLINE = 20.0  # seconds; only so that a broken guarantee fails instead of hanging
@@ -189,17 +189,8 @@ def test_flush_and_shutdown_honour_timeouts_while_the_store_is_locked(tmp_path: 
     assert sorted(r.prompt for r in stored(path)) == ["stored first", "waits for the lock"]
 
 
-class _FailingStore(TraceStore):
-    fail: BaseException | None = None
-
-    def add_many(self, items: Any) -> int:
-        if self.fail is not None:
-            raise self.fail
-        return super().add_many(items)
-
-
 def test_disk_full_is_counted_and_the_worker_recovers(tmp_path: Path) -> None:
-    store = _FailingStore(tmp_path / "t.db")
+    store = FailingStore(tmp_path / "t.db")
     proc = HarvestingSpanProcessor(store)
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(proc)

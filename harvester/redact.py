@@ -73,12 +73,24 @@ _SECRET_KEY = re.compile(
     r"|credentials?)$", re.I)
 # Any trigger at all, as one search: most strings have none and stop here.
 _ANY_TRIGGER = re.compile(r"sk-|gh[pousr]_|github_pat_|akia|asia|xox|@|bearer|basic|key|token|secre|passw|pwd|crede")
+# A JSON payload is parsed only when it may hold something to replace: a text trigger, a key that
+# _SECRET_KEY names and _ANY_TRIGGER does not cover, or (checked apart) a card-shaped run of digits.
+_JSON_TRIGGER = re.compile(_ANY_TRIGGER.pattern + r"|authoriz|cookie")
+_JSON_MAX = 8 << 20  # larger payloads are redacted as text: parsing them would hold the worker too long
 _CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
 # Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
 _CARD_SHAPE = bytes.maketrans(bytes(range(256)), b"".join(
     b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)))
 _NO_CACHE: dict[str, str] = {}  # never written
 _LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
+
+
+def _card_shaped(s: str) -> bool:
+    """A cheap test (one C translation) for a run of digits long enough to be a card number."""
+    if len(s) < 13:
+        return False
+    shape = s.encode("utf-8", "surrogatepass").translate(_CARD_SHAPE)
+    return b"0000000000000" in shape or b"00001000" in shape
 
 
 def luhn_ok(digits: str) -> bool:
@@ -199,7 +211,19 @@ class Redactor:
             done = self._short.get(s)
             if done is not None:
                 return done or s
-        spans = self._find(s) if self.builtin else []
+        out = self._json(s, p) if s[:1] in "{[" else None
+        if out is None:
+            out = self._plain(s, p)
+        mark = "" if out is s else out
+        p.memo[s] = mark
+        if short:
+            if len(self._short) >= 20_000:
+                self._short.clear()
+            self._short[s] = mark
+        return out
+
+    def _plain(self, s: str, p: _Pass, *, builtin: bool = True) -> str:
+        spans = self._find(s) if builtin and self.builtin else []
         for kind, rx in self._custom:
             for m in rx.finditer(s):
                 a, b = m.span(1) if rx.groups else m.span()
@@ -210,23 +234,41 @@ class Redactor:
             for lit, ph in p.literals.items():
                 if lit in out:
                     out = out.replace(lit, ph)
-        mark = "" if out is s else out
-        p.memo[s] = mark
-        if short:
-            if len(self._short) >= 20_000:
-                self._short.clear()
-            self._short[s] = mark
         return out
+
+    def _json(self, s: str, p: _Pass) -> str | None:
+        """A JSON object or array redacted as data; None when ``s`` is not one (redact it as text).
+
+        As data, a value is found by its key (``"cookie": "..."``) as well as by its text, and a card
+        number stored as a JSON number becomes a string, so the payload stays valid JSON and the run
+        read from these spans keeps its tool args as an object. The user's patterns and chased field
+        values then also run over the result as text: they may have been written against raw JSON.
+        """
+        if len(s) > _JSON_MAX:
+            return None
+        if not self._custom and not p.literals and (not self.builtin or (
+                _JSON_TRIGGER.search(s.lower()) is None and not _card_shaped(s))):
+            return s  # nothing any rule could replace, whether or not it is JSON
+        try:
+            parsed = orjson.loads(s)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(parsed, (dict, list)):
+            return None
+        new = self._value(parsed, p)
+        try:
+            out = s if new is parsed else orjson.dumps(new).decode()
+        except orjson.JSONEncodeError:
+            return None
+        return self._plain(out, p, builtin=False) if self._custom or p.literals else out
 
     def _find(self, s: str) -> list[tuple[int, int, str]]:
         found: list[tuple[int, int, str]] = []
         low = s.lower()
-        if len(s) >= 13:
-            shape = s.encode("utf-8", "surrogatepass").translate(_CARD_SHAPE)
-            if b"0000000000000" in shape or b"00001000" in shape:
-                for m in _CARD.finditer(s):
-                    if luhn_ok(m.group().replace(" ", "").replace("-", "")):
-                        found.append((m.start(), m.end(), "card"))
+        if _card_shaped(s):
+            for m in _CARD.finditer(s):
+                if luhn_ok(m.group().replace(" ", "").replace("-", "")):
+                    found.append((m.start(), m.end(), "card"))
         if _ANY_TRIGGER.search(low) is None:
             return found
         for rule in self._cased:
@@ -290,6 +332,7 @@ class Redactor:
             return self._text(v, p)
         if isinstance(v, dict):
             out = None
+            renamed = None
             secret_keys = self._secret_keys
             # Without field literals a short string's result is the same in every pass: answered from
             # the cross-pass cache here, without a call (most attribute values are short and recur).
@@ -310,6 +353,15 @@ class Redactor:
                     if out is None:
                         out = dict(v)
                     out[k] = y
+                if type(k) is str:  # a key can hold an email too ({"bob@example.com": ...})
+                    nk = short.get(k)
+                    nk = self._text(k, p) if nk is None else (nk or k)
+                    if nk is not k:
+                        if renamed is None:
+                            renamed = {}
+                        renamed[k] = nk
+            if renamed is not None:
+                out = {renamed.get(k, k): x for k, x in (out or v).items()}
             return v if out is None else out
         if isinstance(v, (list, tuple)):
             items = None
@@ -336,22 +388,16 @@ class Redactor:
         p = _Pass()
         return [self._span(s, p) for s in spans]
 
-    def redact_data(self, data: dict[str, Any], spans: list[SpanData]) -> tuple[dict[str, Any], list[SpanData]]:
-        """``redact_trace`` of one run in its plain-dict form (``Run.model_dump(mode="json")``) and its spans.
+    def redact_fields(self, data: dict[str, Any], spans: list[SpanData]) -> tuple[dict[str, Any], list[SpanData]]:
+        """The field rules, for one run in its plain-dict form (``Run.model_dump(mode="json")``) and its spans.
 
-        The values the run's redaction reads (prompt, answer, error message, each call's args, result
-        and error message, each model request's args) are redacted as one list; when that changes
-        nothing, which is the common case, no ``Run`` model is built. Otherwise, and for field rules
-        (whose values are chased into the spans), the run takes the model path.
+        The capture pipeline redacts a trace's spans first (``redact_spans``) and reads its runs from
+        the redacted spans, so a run needs no redaction of its own; only a field rule needs the run
+        (which call of which tool, which path), and its values are then chased into the spans. A run
+        with no call a field rule names comes back as it is.
         """
         if not self._fields or not any(c["name"] in self._fields for c in data["calls"]):
-            p = _Pass()
-            err = data["error"]
-            values = [data["prompt"], data["answer"], err and err["message"],
-                      [(c["args"], c["result"], c["error"] and c["error"]["message"]) for c in data["calls"]],
-                      [[r["args"] for r in llm["requests"]] for llm in data["llm_calls"]]]
-            if self._value(values, p) is values:
-                return data, [self._span(s, p) for s in spans]
+            return data, spans
         runs, out = self.redact_trace([Run.model_validate(data)], spans)
         return runs[0].model_dump(mode="json"), out
 

@@ -204,6 +204,24 @@ def test_no_secret_reaches_the_store_file(tmp_path: Path) -> None:
         assert secret.encode() not in raw, secret
 
 
+def test_secrets_found_by_key_leave_the_raw_spans_too(tmp_path: Path) -> None:
+    """A secret known only by its key ("cookie") or stored as a JSON number (a card) was once hidden in
+    the run but written in clear in the raw span's JSON attribute; the args must also stay an object."""
+    proc, tracer, path = setup(tmp_path)
+    args = {"query": "x", "cookie": "sessionid=q8Zr55Lk", "authorization": "tok9Kx77Qw", "card": 4111111111111111}
+    tid = agent_run(tracer, args=orjson.dumps(args).decode())
+    proc.shutdown()
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("t.db"))
+    for secret in (b"q8Zr55Lk", b"tok9Kx77Qw", b"4111111111111111"):
+        assert secret not in raw, secret
+    (run,) = stored(path)
+    assert run.calls[0].args["query"] == "x" and run.calls[0].args["cookie"].startswith("<secret:")
+    assert run.calls[0].args["card"].startswith("<card:")
+    with TraceStore(path) as s:
+        (tool,) = [sp for sp in s.spans(tid) if sp.name.startswith("execute_tool")]
+    assert orjson.loads(tool.attributes["gen_ai.tool.call.arguments"]) == run.calls[0].args
+
+
 def test_redaction_off(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path, redact=False)
     agent_run(tracer, prompt="mail bob@example.com")

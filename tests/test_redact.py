@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import orjson
 import pytest
 
 from harvester.canonical import args_hash
@@ -34,7 +35,7 @@ def test_api_keys(name: str) -> None:
     ("https://bob:hunter2@db.example.com/orders", "https://bob:<password:", "hunter2"),
     ("write to jane.doe+shop@example.co.uk today", "write to <email:", "jane.doe"),
     ("api_key=abcd1234efgh&page=2", "api_key=<secret:", "abcd1234efgh"),
-    ('{"password": "correct horse battery"}', '{"password": "<secret:', "correct horse"),
+    ('password: "correct horse battery"', 'password: "<secret:', "correct horse"),
     ("OPENAI_API_KEY=zzzz9999", "OPENAI_API_KEY=<secret:", "zzzz9999"),
     ("card 4111 1111 1111 1111 exp 12/29", "card <card:", "4111 1111"),
     ("card 4111-1111-1111-1111", "card <card:", "4111-1111"),
@@ -181,8 +182,9 @@ def test_short_value_cached_unchanged_is_still_chased_by_a_field_rule() -> None:
                  "gen_ai.tool.call.arguments": '{"order": "ZX99123"}', "gen_ai.tool.call.result": "fine"})]
     red = Redactor(fields={"lookup": ["args.order"]})
     assert red.redact_value({"note": "order ZX99123 shipped"}) == {"note": "order ZX99123 shipped"}  # now cached
+    spans = red.redact_spans(spans)  # the capture pipeline: spans first, then the run's field rules
     (data,) = run_data_from_spans(spans)
-    out, out_spans = red.redact_data(data, spans)
+    out, out_spans = red.redact_fields(data, spans)
     ph = out["calls"][0]["args"]["order"]
     assert ph.startswith("<order:")
     assert out_spans[0].attributes["note"] == f"order {ph} shipped"
@@ -201,5 +203,38 @@ def test_a_field_rule_value_is_chased_into_the_answer_and_other_calls() -> None:
     placeholder = out.calls[1].result["ssn"]
     assert placeholder.startswith("<ssn:") and out.answer == f"Your SSN is {placeholder}."
     assert out.calls[0].args == {"text": f"ssn {placeholder}"}
-    data, _ = red.redact_data(run.model_dump(mode="json"), [])
+    data, _ = red.redact_fields(run.model_dump(mode="json"), [])
     assert "123-45-6789" not in str(data)
+
+
+def test_json_payloads_are_redacted_as_data_and_stay_json() -> None:
+    payload = orjson.dumps({"q": "x", "cookie": "sessionid=q8Zr55Lk", "Authorization": "tok9Kx77Qw",
+                            "card": 4111111111111111, "bob@example.com": 1, "n": 7}).decode()
+    out = orjson.loads(R.redact_text(payload))
+    assert out["q"] == "x" and out["n"] == 7
+    assert out["cookie"].startswith("<secret:") and out["Authorization"].startswith("<secret:")
+    assert out["card"] == R.pseudonym("card", "4111111111111111")
+    assert [k for k in out if k.startswith("<email:")]  # a key can be personal data too
+    clean = '{"query": "refund policy", "limit": 3}'
+    assert R.redact_text(clean) is clean
+
+
+def test_json_inside_json_is_redacted_at_every_level() -> None:
+    """OpenAI-style messages carry tool arguments as a JSON string inside the JSON payload."""
+    inner = orjson.dumps({"password": "hunter2pass", "card": 4111111111111111}).decode()
+    payload = orjson.dumps([{"role": "assistant", "tool_calls": [{"function": {"arguments": inner}}]}]).decode()
+    out = R.redact_text(payload)
+    assert "hunter2pass" not in out and "4111111111111111" not in out
+    args = orjson.loads(orjson.loads(out)[0]["tool_calls"][0]["function"]["arguments"])
+    assert args["password"].startswith("<secret:") and args["card"].startswith("<card:")
+
+
+def test_text_that_only_looks_like_json_gets_the_text_rules() -> None:
+    out = R.redact_text("{not json} password=hunter2pass, mail bob@example.com")
+    assert "hunter2pass" not in out and "bob@" not in out
+
+
+def test_user_patterns_written_against_raw_json_still_match() -> None:
+    red = Redactor(patterns={"ssn": r'"ssn":\s*"([^"]+)"'})
+    out = red.redact_text('{"ssn": "123-45-6789", "name": "Ann"}')
+    assert "123-45-6789" not in out and out.startswith('{"ssn": "<ssn:')

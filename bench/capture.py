@@ -11,7 +11,11 @@ OTLP protobuf encoding and discards the bytes (the cheapest real export). Printe
     a little per model call (``--llm-ms``) as a real agent waits on its model; the pure-CPU worst case
     (no sleep, the writer competing for the GIL) is printed beside it for information.
 (b) CPU added per run over the bare SDK, whole process (every thread, flush included), harvester vs
-    BatchSpanProcessor + protobuf encoding (target <= 0.5x).
+    BatchSpanProcessor + protobuf encoding (target <= 0.5x). The BatchSpanProcessor gets the same
+    queue bound as ours (20,000 spans), so it encodes every span instead of dropping some.
+
+CPU time on a shared 2-core VM drifts by 10-20% between runs, so each set-up runs ``--repeat``
+times, interleaved, and the medians are compared.
 (c) ``harvester ingest`` of 10,000 OTLP/JSON traces (target >= 5,000 runs/s).
 """
 
@@ -82,6 +86,10 @@ def agent_loop(tracer: Any, n: int, llm_s: float) -> None:
             agent.set_attribute("final_result", "Yes, within 30 days of delivery.")
 
 
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
 def measure(make: Callable[[], Any], n: int, llm_s: float) -> tuple[float, float]:
     """(wall seconds of the loop, process CPU seconds of loop + flush + shutdown)."""
     processor = make()
@@ -138,22 +146,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=2000)
     ap.add_argument("--llm-ms", type=float, default=0.5, help="simulated model latency per chat call (ms)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each set-up; medians are compared")
     args = ap.parse_args()
     n, llm_s = args.runs, args.llm_ms / 1000
     with tempfile.TemporaryDirectory() as tmp:
-        counter = iter(range(100))
+        counter = iter(range(10_000))
 
         def harvester() -> HarvestingSpanProcessor:
             return HarvestingSpanProcessor(os.path.join(tmp, f"h{next(counter)}.db"))
 
         def batch() -> BatchSpanProcessor:
-            return BatchSpanProcessor(EncodingExporter())
+            return BatchSpanProcessor(EncodingExporter(), max_queue_size=20_000)
 
-        results: dict[str, tuple[float, float]] = {}
-        for name, make, sleep in [("bare", lambda: None, llm_s), ("harvester", harvester, llm_s),
-                                  ("bare_cpu", lambda: None, 0), ("harvester_cpu", harvester, 0),
-                                  ("batch_cpu", batch, 0)]:
-            results[name] = measure(make, n, sleep)
+        setups = [("bare", lambda: None, llm_s), ("harvester", harvester, llm_s),
+                  ("bare_cpu", lambda: None, 0), ("harvester_cpu", harvester, 0), ("batch_cpu", batch, 0)]
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in setups}
+        for _ in range(args.repeat):
+            for name, make, sleep in setups:
+                samples[name].append(measure(make, n, sleep))
+                for f in Path(tmp).glob("h*.db*"):  # a store's pages stay in the page cache otherwise
+                    f.unlink()
+        results = {name: (median([w for w, _ in s]), median([c for _, c in s])) for name, s in samples.items()}
+        spread = [(c_h - c_b) / (c_x - c_b) for (_, c_h), (_, c_b), (_, c_x)
+                  in zip(samples["harvester_cpu"], samples["bare_cpu"], samples["batch_cpu"])]
         ingest_rate = bench_ingest(tmp)
 
     wall_ratio = results["harvester"][0] / results["bare"][0]
@@ -166,12 +181,13 @@ def main() -> None:
     def verdict(ok: bool) -> str:
         return "PASS" if ok else "FAIL"
 
-    print(f"7-span agent run, {n} runs; bare SDK CPU {bare_cpu * 1e6:.0f} us/run")
+    print(f"7-span agent run, {n} runs x {args.repeat} rounds (medians); bare SDK CPU {bare_cpu * 1e6:.0f} us/run")
     print(f"(a) wall, processor vs bare SDK ({args.llm_ms} ms model latency per chat): {wall_ratio:.3f}x  "
           f"(target <= 1.25x)  {verdict(wall_ratio <= 1.25)}")
     print(f"    pure-CPU loop, no latency (worst case, for information): {wall_ratio_cpu:.3f}x")
     print(f"(b) CPU added per run: harvester {ours * 1e6:.0f} us vs BatchSpanProcessor+OTLP protobuf "
           f"{theirs * 1e6:.0f} us = {cpu_ratio:.3f}x  (target <= 0.5x)  {verdict(cpu_ratio <= 0.5)}")
+    print(f"    each of the {args.repeat} rounds: {', '.join(f'{r:.2f}x' for r in spread)}")
     print(f"(c) harvester ingest, 10,000 OTLP/JSON traces: {ingest_rate:,.0f} runs/s  (target >= 5,000)  "
           f"{verdict(ingest_rate >= 5000)}")
 

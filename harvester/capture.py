@@ -137,22 +137,13 @@ class RunWriter:
         return False
 
     def process_trace(self, spans: Sequence[SpanData]) -> int | None:
-        """Redact, normalize, sample and serialize one trace's spans into the buffer; None if it had no agent run.
+        """Normalize, sample, redact and serialize one trace's spans into the buffer; None if it had no agent run.
 
-        The spans are redacted first and the runs are read from the redacted spans, so a run holds
-        nothing its spans do not, and needs no redaction of its own (a field rule aside: it names a
-        tool's call, so it is applied per run). Runs stay in their plain-dict form throughout (see
-        ``run_data_from_spans``): a ``Run`` model is built only for a ``keep`` predicate or a field rule.
+        Runs stay in their plain-dict form throughout (see ``run_data_from_spans``): a ``Run`` model
+        is built only for a ``keep`` predicate or a run the redactor must rewrite.
         """
         with self._lock:
             self.counts["traces"] += 1
-            if self.redactor is not None:
-                try:
-                    spans = self.redactor.redact_spans(spans)
-                except Exception:  # noqa: BLE001 - a run that could not be redacted is never written
-                    log.debug("could not redact a trace", exc_info=True)
-                    self.drop("redact_error", max(sum(map(is_agent_span, spans)), 1))
-                    return 0
             try:
                 runs = run_data_from_spans(spans)
             except Exception:  # noqa: BLE001 - the conventions code never should, but one trace never kills us
@@ -181,14 +172,14 @@ class RunWriter:
             return len(rows)
 
     def _row(self, data: dict[str, Any], spans: list[SpanData]) -> tuple[Any, ...] | None:
-        """One run's store row, its field rules applied; None (counted) when that or serialization fails.
+        """One run's store row, redacted; None (counted) when redaction or serialization fails.
 
         Per run, so a redactor bug costs only the run it failed on, not the trace's other runs or
         the batch waiting in the buffer; and a run that could not be redacted is never written.
         """
         if self.redactor is not None:
             try:
-                data, spans = self.redactor.redact_fields(data, spans)
+                data, spans = self.redactor.redact_data(data, spans)
             except Exception:  # noqa: BLE001
                 log.debug("could not redact a run", exc_info=True)
                 self.drop("redact_error")

@@ -53,6 +53,7 @@ _CASED: list[tuple[str, str, str]] = [
     ("api_key", "akia", r"AKIA[A-Z0-9]{16}(?![A-Z0-9])"),
     ("api_key", "asia", r"ASIA[A-Z0-9]{16}(?![A-Z0-9])"),
     ("api_key", "xox", r"xox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("token", "basic", r"(?i:basic)\s+(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
     ("password", "@", r"://[^/\s:@\"'<>]{1,256}:(?P<v>[^/\s@\"'<>]{1,256})@"),
     ("email", "@", r"@(?P<v>[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*"
                    r"\.[A-Za-z]{2,24})(?![A-Za-z0-9-])"),
@@ -62,9 +63,11 @@ _VALUE = (r"[\"']?\s{0,3}[:=]\s{0,3}(?:\"(?P<v>(?:[^\"\\\n]|\\.){1,512})\"|'(?P<
           r"|(?P<x>[^\s\"'&,;}\])<]{4,512}))")
 _FOLDED: list[tuple[str, str, str]] = [
     ("token", "bearer", r"bearer\s+(?P<v>[a-z0-9._~+/-]{8,}=*)"),
-    ("token", "basic", r"basic\s+(?P<v>[a-z0-9+/]{8,}=*)"),
     ("secret", "key", r"(?:api|private|secret|access)[_-]?key" + _VALUE),
-    *(("secret", word[:5], word + _VALUE) for word in ("token", "secret", r"passw(?:or)?d", "pwd", r"credentials?")),
+    *(("secret", word[:5], word + _VALUE) for word in ("token", "secret", r"passw(?:or)?d", "pwd", r"credentials?",
+                                                       "cookie")),
+    # "Authorization: Bearer ..." is left to the bearer and basic rules, which keep the scheme readable.
+    ("secret", "autho", r"authorization" + _VALUE.replace(r"\s{0,3}(?:", r"\s{0,3}(?![\"']?(?:bearer|basic)\s)(?:", 1)),
 ]
 # Dict keys and span attribute names whose (string) value is a secret as a whole.
 _SECRET_KEY = re.compile(
@@ -72,11 +75,12 @@ _SECRET_KEY = re.compile(
     r"|secret|client[_-]?secret|secret[_-]?key|private[_-]?key|password|passwd|pwd|authorization|cookie"
     r"|credentials?)$", re.I)
 # Any trigger at all, as one search: most strings have none and stop here.
-_ANY_TRIGGER = re.compile(r"sk-|gh[pousr]_|github_pat_|akia|asia|xox|@|bearer|basic|key|token|secre|passw|pwd|crede")
-# A JSON payload is parsed only when it may hold something to replace: a text trigger, a key that
-# _SECRET_KEY names and _ANY_TRIGGER does not cover, or (checked apart) a card-shaped run of digits.
-_JSON_TRIGGER = re.compile(_ANY_TRIGGER.pattern + r"|authoriz|cookie")
-_JSON_MAX = 8 << 20  # larger payloads are redacted as text: parsing them would hold the worker too long
+# Every _SECRET_KEY name contains one of these too, so a JSON payload without any (and without a
+# card-shaped run of digits) has nothing to replace and is not parsed.
+_ANY_TRIGGER = re.compile(r"sk-|gh[pousr]_|github_pat_|akia|asia|xox|@|bearer|basic|key|token|secre|passw|pwd|crede"
+                          r"|cooki|autho")
+# Escapes in JSON or a repr ("...\\napi_key=...") end a word as well as a space does.
+_ESCAPES = ("\\n", "\\t", "\\r")
 _CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
 # Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
 _CARD_SHAPE = bytes.maketrans(bytes(range(256)), b"".join(
@@ -91,6 +95,11 @@ def _card_shaped(s: str) -> bool:
         return False
     shape = s.encode("utf-8", "surrogatepass").translate(_CARD_SHAPE)
     return b"0000000000000" in shape or b"00001000" in shape
+
+
+def _base64_like(value: str) -> bool:
+    """An HTTP Basic credential is base64: padded to a multiple of 4, and not a plain lower-case word."""
+    return len(value) % 4 == 0 and not (value.isalpha() and (value.islower() or value[1:].islower()))
 
 
 def luhn_ok(digits: str) -> bool:
@@ -211,7 +220,8 @@ class Redactor:
             done = self._short.get(s)
             if done is not None:
                 return done or s
-        out = self._json(s, p) if s[:1] in "{[" else None
+        head = s[:1]
+        out = self._json(s, p) if head in "{[" or (head.isspace() and s.lstrip()[:1] in "{[") else None
         if out is None:
             out = self._plain(s, p)
         mark = "" if out is s else out
@@ -244,15 +254,18 @@ class Redactor:
         read from these spans keeps its tool args as an object. The user's patterns and chased field
         values then also run over the result as text: they may have been written against raw JSON.
         """
-        if len(s) > _JSON_MAX:
-            return None
         if not self._custom and not p.literals and (not self.builtin or (
-                _JSON_TRIGGER.search(s.lower()) is None and not _card_shaped(s))):
+                _ANY_TRIGGER.search(s.lower()) is None and not _card_shaped(s))):
             return s  # nothing any rule could replace, whether or not it is JSON
         try:
             parsed = orjson.loads(s)
         except orjson.JSONDecodeError:
-            return None
+            # Parse what the conventions readers parse (they replace lone surrogates first), or a
+            # secret that only the data pass finds would reach the run read from this payload.
+            try:
+                parsed = orjson.loads(s.encode("utf-8", "replace"))
+            except orjson.JSONDecodeError:
+                return None
         if not isinstance(parsed, (dict, list)):
             return None
         new = self._value(parsed, p)
@@ -282,8 +295,10 @@ class Redactor:
                         a -= 1
                     if a == m.start():
                         continue
-                elif a > 0 and s[a - 1].isalnum():
+                elif a > 0 and s[a - 1].isalnum() and s[a - 2:a] not in _ESCAPES:
                     continue  # "task-..." is not "sk-..."
+                if rule.kind == "token" and not _base64_like(s[a:b]):
+                    continue  # "basic troubleshooting steps" holds no credential
                 found.append((a, b, rule.kind))
         same = len(low) == len(s)  # lowercasing a few non-ASCII letters changes offsets
         for rule in self._folded:
@@ -291,7 +306,8 @@ class Redactor:
                 continue
             text = low if same else s
             for m in (rule.regex if same else rule.regex_i).finditer(text):
-                if m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "<"):
+                before = text[m.start() - 1] if m.start() > 0 else " "
+                if (before.isalnum() and text[m.start() - 2:m.start()] not in _ESCAPES) or before == "<":
                     continue  # inside a word, or the kind of a placeholder we wrote
                 a, b = rule.span(m)
                 found.append((a, b, rule.kind))
@@ -347,6 +363,11 @@ class Redactor:
                     else:
                         y = short.get(x)
                         y = self._text(x, p) if y is None else (y or x)
+                elif x is None or x is True or x is False:
+                    y = x  # nothing to hide
+                elif isinstance(k, str) and self._is_secret_key(k):
+                    # {"password": 83724519}, {"Cookie": ["sessionid=..."]}: the whole value goes
+                    y = self.pseudonym("secret", x) if x not in ([], {}) else x
                 else:
                     y = self._value(x, p)
                 if y is not x:
@@ -372,12 +393,28 @@ class Redactor:
                         items = list(v)
                     items[i] = y
             return v if items is None else items
-        if isinstance(v, int) and not isinstance(v, bool) and self.builtin and 10**12 <= abs(v) < 10**19:
-            return self.pseudonym("card", str(v)) if luhn_ok(str(abs(v))) else v
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return self._number(v, p)
         if isinstance(v, (bytes, bytearray)):
             text = bytes(v).decode("utf-8", "replace")
             out_text = self._text(text, p)
             return v if out_text is text else out_text
+        return v
+
+    def _number(self, v: int | float, p: _Pass) -> Any:
+        """A JSON number: a card number, or a match of your patterns or a field value, becomes a string."""
+        if isinstance(v, float):
+            if not v.is_integer() or abs(v) >= 1e19:
+                return v
+            text = str(int(v))
+        else:
+            text = str(v)
+        if self.builtin and 13 <= len(text.lstrip("-")) <= 19 and luhn_ok(text.lstrip("-")):
+            return self.pseudonym("card", text)
+        if self._custom or p.literals:
+            out = self._plain(text, p, builtin=False)
+            if out is not text:
+                return out
         return v
 
     # -- runs and spans ------------------------------------------------------------------------
@@ -388,16 +425,22 @@ class Redactor:
         p = _Pass()
         return [self._span(s, p) for s in spans]
 
-    def redact_fields(self, data: dict[str, Any], spans: list[SpanData]) -> tuple[dict[str, Any], list[SpanData]]:
-        """The field rules, for one run in its plain-dict form (``Run.model_dump(mode="json")``) and its spans.
+    def redact_data(self, data: dict[str, Any], spans: list[SpanData]) -> tuple[dict[str, Any], list[SpanData]]:
+        """``redact_trace`` of one run in its plain-dict form (``Run.model_dump(mode="json")``) and its spans.
 
-        The capture pipeline redacts a trace's spans first (``redact_spans``) and reads its runs from
-        the redacted spans, so a run needs no redaction of its own; only a field rule needs the run
-        (which call of which tool, which path), and its values are then chased into the spans. A run
-        with no call a field rule names comes back as it is.
+        The values the run's redaction reads (prompt, answer, error message, each call's args, result
+        and error message, each model request's args) are redacted as one list; when that changes
+        nothing, which is the common case, no ``Run`` model is built. Otherwise, and for field rules
+        (whose values are chased into the spans), the run takes the model path.
         """
         if not self._fields or not any(c["name"] in self._fields for c in data["calls"]):
-            return data, spans
+            p = _Pass()
+            err = data["error"]
+            values = [data["prompt"], data["answer"], err and err["message"],
+                      [(c["args"], c["result"], c["error"] and c["error"]["message"]) for c in data["calls"]],
+                      [[r["args"] for r in llm["requests"]] for llm in data["llm_calls"]]]
+            if self._value(values, p) is values:
+                return data, [self._span(s, p) for s in spans]
         runs, out = self.redact_trace([Run.model_validate(data)], spans)
         return runs[0].model_dump(mode="json"), out
 

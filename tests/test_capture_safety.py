@@ -313,13 +313,13 @@ def test_keep_predicate_that_raises_anything_never_kills_the_worker(tmp_path: Pa
 
 
 class _ExplodingRedactor(Redactor):
-    def redact_spans(self, spans: Any) -> Any:
-        if any("explode" in str(s.attributes) for s in spans):
+    def redact_data(self, data: Any, spans: Any) -> Any:
+        if "explode" in (data.get("prompt") or ""):
             raise RuntimeError("redactor bug")
-        return super().redact_spans(spans)
+        return super().redact_data(data, spans)
 
 
-def test_redactor_that_raises_loses_only_its_trace_and_never_writes_it_unredacted(tmp_path: Path) -> None:
+def test_redactor_that_raises_loses_only_its_run_and_never_writes_it_unredacted(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path, redact=_ExplodingRedactor())
     secret = "sk-proj-AAAAbbbbCCCCddddEEEEffff"
     agent_run(tracer, prompt=f"explode {secret}")

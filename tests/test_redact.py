@@ -182,9 +182,8 @@ def test_short_value_cached_unchanged_is_still_chased_by_a_field_rule() -> None:
                  "gen_ai.tool.call.arguments": '{"order": "ZX99123"}', "gen_ai.tool.call.result": "fine"})]
     red = Redactor(fields={"lookup": ["args.order"]})
     assert red.redact_value({"note": "order ZX99123 shipped"}) == {"note": "order ZX99123 shipped"}  # now cached
-    spans = red.redact_spans(spans)  # the capture pipeline: spans first, then the run's field rules
     (data,) = run_data_from_spans(spans)
-    out, out_spans = red.redact_fields(data, spans)
+    out, out_spans = red.redact_data(data, spans)
     ph = out["calls"][0]["args"]["order"]
     assert ph.startswith("<order:")
     assert out_spans[0].attributes["note"] == f"order {ph} shipped"
@@ -203,7 +202,7 @@ def test_a_field_rule_value_is_chased_into_the_answer_and_other_calls() -> None:
     placeholder = out.calls[1].result["ssn"]
     assert placeholder.startswith("<ssn:") and out.answer == f"Your SSN is {placeholder}."
     assert out.calls[0].args == {"text": f"ssn {placeholder}"}
-    data, _ = red.redact_fields(run.model_dump(mode="json"), [])
+    data, _ = red.redact_data(run.model_dump(mode="json"), [])
     assert "123-45-6789" not in str(data)
 
 
@@ -238,3 +237,41 @@ def test_user_patterns_written_against_raw_json_still_match() -> None:
     red = Redactor(patterns={"ssn": r'"ssn":\s*"([^"]+)"'})
     out = red.redact_text('{"ssn": "123-45-6789", "name": "Ann"}')
     assert "123-45-6789" not in out and out.startswith('{"ssn": "<ssn:')
+
+
+def test_text_rules_see_through_escapes_and_quoted_keys() -> None:
+    """Payloads that are not JSON (a Python repr, an escaped error message) still lose their secrets."""
+    assert "Pp0Lq9Zz" not in R.redact_text("{'cookie': 'sid=Pp0Lq9Zz', 'authorization': 'Token abcd1234'}")
+    assert "abcd1234" not in R.redact_text("{'authorization': 'Token abcd1234'}")
+    assert "Zq81mmXk77" not in R.redact_text("Error running tool: {'error': 'bad\\napi_key=Zq81mmXk77'}")
+    assert "sk-proj-" not in R.redact_text("hello\\nsk-proj-AAAAbbbbCCCCddddEEEE")
+
+
+def test_json_with_leading_space_or_surrogates_is_still_redacted_as_data() -> None:
+    """What the conventions readers parse as JSON, the redactor must too, or the run gets the clear value."""
+    for payload in ('\n{"q": "x", "cookie": "sessionid=q8Zr55Lk"}', '{"q": "x\udcff", "cookie": "sessionid=q8Zr55Lk"}'):
+        out = R.redact_text(payload)
+        assert "q8Zr55Lk" not in out and orjson.loads(out)["cookie"].startswith("<secret:")
+
+
+def test_secret_named_keys_hide_any_value() -> None:
+    out = R.redact_value({"password": 83724519, "headers": {"Cookie": ["sessionid=Pp0Lq9Zz"]}, "token": None,
+                          "card": 4111111111111111.0, "bob@example.com": True, "max_tokens": 512})
+    assert out["password"].startswith("<secret:") and out["headers"]["Cookie"].startswith("<secret:")
+    assert out["token"] is None and out["card"].startswith("<card:") and out["max_tokens"] == 512
+    assert [k for k in out if k.startswith("<email:")]
+
+
+def test_basic_needs_a_credential() -> None:
+    assert R.redact_text("I only need basic troubleshooting steps") == "I only need basic troubleshooting steps"
+    assert "YWxhZGRpbjpvcGVuc2VzYW1l" not in R.redact_text("Authorization: Basic YWxhZGRpbjpvcGVuc2VzYW1l")
+
+
+def test_patterns_and_field_values_that_hit_numbers_keep_the_json_valid() -> None:
+    out = Redactor(patterns={"ssn": r"\b\d{9}\b"}).redact_text('{"order": 123456789, "n": 7}')
+    assert orjson.loads(out) == {"order": Redactor().pseudonym("ssn", "123456789"), "n": 7}
+    run = Run(trace_id="t", calls=[ToolCall(name="t", args={"ssn": 123456789, "n": 1})])
+    spans = [SpanData("ab" * 16, "2" * 16, None, "execute_tool t", attributes={
+        "gen_ai.tool.call.arguments": '{"ssn": 123456789, "n": 1}'})]
+    _, (span,) = Redactor(fields={"t": ["args.ssn"]}).redact_trace([run], spans)
+    assert orjson.loads(span.attributes["gen_ai.tool.call.arguments"])["ssn"].startswith("<ssn:")

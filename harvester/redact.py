@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import json
 import os
 import re
 from typing import Any, Iterable, Mapping, Sequence
@@ -64,16 +65,22 @@ _VALUE = (r"[\"']?\s{0,3}[:=]\s{0,3}(?:\"(?P<v>(?:[^\"\\\n]|\\.){1,512})\"|'(?P<
 _FOLDED: list[tuple[str, str, str]] = [
     ("token", "bearer", r"bearer\s+(?P<v>[a-z0-9._~+/-]{8,}=*)"),
     ("secret", "key", r"(?:api|private|secret|access)[_-]?key" + _VALUE),
-    *(("secret", word[:5], word + _VALUE) for word in ("token", "secret", r"passw(?:or)?d", "pwd", r"credentials?",
-                                                       "cookie")),
-    # "Authorization: Bearer ..." is left to the bearer and basic rules, which keep the scheme readable.
-    ("secret", "autho", r"authorization" + _VALUE.replace(r"\s{0,3}(?:", r"\s{0,3}(?![\"']?(?:bearer|basic)\s)(?:", 1)),
+    *(("secret", word[:5], word + _VALUE) for word in ("token", "secret", r"passw(?:or)?d", "pwd", r"credentials?")),
+    # A cookie header's value is every pair up to the end of the line; an authorization value is its
+    # scheme word and credential ("Token 9944b0..."). "Authorization: Bearer/Basic ..." is left to
+    # those rules, which keep the scheme readable. Both must hold a digit or "=" (see _CREDENTIAL).
+    ("credential", "cooki", r"(?:set-)?cookie" + _VALUE.replace(r"[^\s\"'&,;}\])<]{4,512}", r"[^\n\"'<]{4,1024}")),
+    ("credential", "autho", r"authorization" + _VALUE.replace(r"\s{0,3}(?:", r"\s{0,3}(?![\"']?(?:bearer|basic)\s)(?:", 1)
+                                                    .replace(r"(?P<x>", r"(?P<x>(?:[a-z]{2,12}\s)?", 1)),
 ]
+_CREDENTIAL = re.compile(r"[0-9=]")
 # Dict keys and span attribute names whose (string) value is a secret as a whole.
+# Matched against the key with camelCase split ("awsSecretAccessKey" -> "aws_Secret_Access_Key").
 _SECRET_KEY = re.compile(
-    r"(?:^|[._-])(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token|id[_-]?token|token"
-    r"|secret|client[_-]?secret|secret[_-]?key|private[_-]?key|password|passwd|pwd|authorization|cookie"
-    r"|credentials?)$", re.I)
+    r"(?:^|[^a-z0-9])(?:api[_ -]?key|access[_ -]?key|access[_ -]?token|auth[_ -]?token|refresh[_ -]?token"
+    r"|id[_ -]?token|token|secret|client[_ -]?secret|secret[_ -]?key|private[_ -]?key|password|passwd|pwd"
+    r"|authorization|cookie|credentials?)$", re.I)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Any trigger at all, as one search: most strings have none and stop here.
 # Every _SECRET_KEY name contains one of these too, so a JSON payload without any (and without a
 # card-shaped run of digits) has nothing to replace and is not parsed.
@@ -81,6 +88,7 @@ _ANY_TRIGGER = re.compile(r"sk-|gh[pousr]_|github_pat_|akia|asia|xox|@|bearer|ba
                           r"|cooki|autho")
 # Escapes in JSON or a repr ("...\\napi_key=...") end a word as well as a space does.
 _ESCAPES = ("\\n", "\\t", "\\r")
+_BIG_INT = re.compile(r"[0-9]{20}")
 _CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
 # Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
 _CARD_SHAPE = bytes.maketrans(bytes(range(256)), b"".join(
@@ -98,8 +106,8 @@ def _card_shaped(s: str) -> bool:
 
 
 def _base64_like(value: str) -> bool:
-    """An HTTP Basic credential is base64: padded to a multiple of 4, and not a plain lower-case word."""
-    return len(value) % 4 == 0 and not (value.isalpha() and (value.islower() or value[1:].islower()))
+    """An HTTP Basic credential is base64, not a word ("basic troubleshooting", "BASIC SETTINGS")."""
+    return not (value.isalpha() and (value.islower() or value.isupper() or value[1:].islower()))
 
 
 def luhn_ok(digits: str) -> bool:
@@ -257,22 +265,29 @@ class Redactor:
         if not self._custom and not p.literals and (not self.builtin or (
                 _ANY_TRIGGER.search(s.lower()) is None and not _card_shaped(s))):
             return s  # nothing any rule could replace, whether or not it is JSON
+        exact = _BIG_INT.search(s) is not None  # orjson reads integers past 64 bits as floats
         try:
-            parsed = orjson.loads(s)
-        except orjson.JSONDecodeError:
+            parsed = json.loads(s) if exact else orjson.loads(s)
+        except ValueError:
             # Parse what the conventions readers parse (they replace lone surrogates first), or a
             # secret that only the data pass finds would reach the run read from this payload.
             try:
                 parsed = orjson.loads(s.encode("utf-8", "replace"))
             except orjson.JSONDecodeError:
                 return None
+        except RecursionError:
+            return self.pseudonym("payload", s)
         if not isinstance(parsed, (dict, list)):
             return None
-        new = self._value(parsed, p)
         try:
-            out = s if new is parsed else orjson.dumps(new).decode()
-        except orjson.JSONEncodeError:
-            return None
+            new = self._value(parsed, p)
+            if new is parsed:
+                out = s
+            else:
+                out = json.dumps(new, ensure_ascii=False, separators=(",", ":")) if exact else orjson.dumps(new).decode()
+        except (RecursionError, TypeError, ValueError):
+            # Nested too deep to walk or to write back: its secrets cannot be told apart, so all of it goes.
+            return self.pseudonym("payload", s)
         return self._plain(out, p, builtin=False) if self._custom or p.literals else out
 
     def _find(self, s: str) -> list[tuple[int, int, str]]:
@@ -310,7 +325,9 @@ class Redactor:
                 if (before.isalnum() and text[m.start() - 2:m.start()] not in _ESCAPES) or before == "<":
                     continue  # inside a word, or the kind of a placeholder we wrote
                 a, b = rule.span(m)
-                found.append((a, b, rule.kind))
+                if rule.kind == "credential" and _CREDENTIAL.search(text, a, b) is None:
+                    continue  # "Cookie: Chocolate Chip", "authorization: required"
+                found.append((a, b, "secret" if rule.kind == "credential" else rule.kind))
         return found
 
     def _apply(self, s: str, spans: list[tuple[int, int, str]]) -> str:
@@ -338,7 +355,7 @@ class Redactor:
     def _is_secret_key(self, key: str) -> bool:
         hit = self._secret_keys.get(key)
         if hit is None:
-            hit = self.builtin and _SECRET_KEY.search(key) is not None
+            hit = self.builtin and _SECRET_KEY.search(_CAMEL.sub("_", key)) is not None
             if len(self._secret_keys) < 10_000:
                 self._secret_keys[key] = hit
         return hit
@@ -363,21 +380,23 @@ class Redactor:
                     else:
                         y = short.get(x)
                         y = self._text(x, p) if y is None else (y or x)
-                elif x is None or x is True or x is False:
-                    y = x  # nothing to hide
-                elif isinstance(k, str) and self._is_secret_key(k):
-                    # {"password": 83724519}, {"Cookie": ["sessionid=..."]}: the whole value goes
-                    y = self.pseudonym("secret", x) if x not in ([], {}) else x
+                elif type(x) is int or (type(x) is list and x and all(type(i) is str for i in x)):
+                    # {"password": 83724519}, {"Cookie": ["sessionid=..."]}: hidden whole under a secret's
+                    # name. A dict is walked instead (a JSON schema's "password" property is no secret),
+                    # and floats are left alone ("input_cost_per_token": 3e-06).
+                    y = self.pseudonym("secret", x) if isinstance(k, str) and self._is_secret_key(k) else self._value(x, p)
                 else:
                     y = self._value(x, p)
                 if y is not x:
                     if out is None:
                         out = dict(v)
                     out[k] = y
-                if type(k) is str:  # a key can hold an email too ({"bob@example.com": ...})
+                if type(k) is str and ("@" in k or len(k) >= 13) and "@odata." not in k:
+                    # A key that is itself personal data ({"bob@example.com": ...}) is renamed; a key
+                    # that merely contains some (an OData "members@odata.bind") stays.
                     nk = short.get(k)
                     nk = self._text(k, p) if nk is None else (nk or k)
-                    if nk is not k:
+                    if nk is not k and PLACEHOLDER.fullmatch(nk):
                         if renamed is None:
                             renamed = {}
                         renamed[k] = nk
@@ -411,10 +430,11 @@ class Redactor:
             text = str(v)
         if self.builtin and 13 <= len(text.lstrip("-")) <= 19 and luhn_ok(text.lstrip("-")):
             return self.pseudonym("card", text)
-        if self._custom or p.literals:
-            out = self._plain(text, p, builtin=False)
-            if out is not text:
-                return out
+        if p.literals and text in p.literals:
+            return p.literals[text]
+        for kind, rx in self._custom:  # the whole number, or 21001 would hide a field value 1001 inside it
+            if rx.fullmatch(text):
+                return self.pseudonym(kind, text)
         return v
 
     # -- runs and spans ------------------------------------------------------------------------

@@ -275,3 +275,58 @@ def test_patterns_and_field_values_that_hit_numbers_keep_the_json_valid() -> Non
         "gen_ai.tool.call.arguments": '{"ssn": 123456789, "n": 1}'})]
     _, (span,) = Redactor(fields={"t": ["args.ssn"]}).redact_trace([run], spans)
     assert orjson.loads(span.attributes["gen_ai.tool.call.arguments"])["ssn"].startswith("<ssn:")
+
+
+@pytest.mark.parametrize("key", ["aws_secret_access_key", "accessKey", "awsSecretAccessKey", "db password",
+                                 "API Token", "Client Secret", "x-api-key", "Set-Cookie"])
+def test_secret_key_names(key: str) -> None:
+    assert R.redact_value({key: "wJalrXUtnFEMI"})[key].startswith("<secret:")
+
+
+@pytest.mark.parametrize("key", ["max_tokens", "tokenizer", "secretName", "keyboard", "total_tokens"])
+def test_not_secret_key_names(key: str) -> None:
+    assert R.redact_value({key: "plain"}) == {key: "plain"}
+
+
+def test_what_a_secret_name_does_not_hide() -> None:
+    """Schemas, costs and OData annotations are data, not secrets: they must reach the run intact."""
+    value = {"properties": {"password": {"type": "string"}, "api_key": {"type": "string"}},
+             "required": ["password"], "input_cost_per_token": 3e-06, "members@odata.bind": ["https://x/1"]}
+    assert R.redact_value(value) == value
+    assert orjson.loads(R.redact_text(orjson.dumps({**value, "mail": "bob@example.com"}).decode()))["properties"] \
+        == value["properties"]
+
+
+def test_numbers_are_replaced_only_whole() -> None:
+    run = Run(trace_id="t", calls=[ToolCall(name="kb", args={"order_id": 1001},
+                                            result={"items": 21001, "total_ms": 1718010012345})])
+    out = Redactor(fields={"kb": ["args.order_id"]}).redact_run(run)
+    assert out.calls[0].args["order_id"].startswith("<order_id:")
+    assert out.calls[0].result == {"items": 21001, "total_ms": 1718010012345}
+    assert Redactor(patterns={"ts": r"\d{10}"}).redact_value({"created": 1718010012345}) == {"created": 1718010012345}
+
+
+def test_big_integers_survive_a_rewrite() -> None:
+    out = R.redact_text('{"wei": 123456789012345678901234567890, "token": "abcdefgh1"}')
+    assert '"wei":123456789012345678901234567890' in out and "abcdefgh1" not in out
+
+
+def test_pathological_nesting_is_hidden_whole_and_never_raises() -> None:
+    deep = "[" * 990 + '"reset my password"' + "]" * 990
+    assert R.redact_text(deep).startswith("<payload:")
+    deeper = '{"cookie": ["sid=8f14e45fceea167a"], "x": ' + "[" * 300 + "1" + "]" * 300 + "}"
+    assert "8f14e45fceea167a" not in R.redact_text(deeper)
+
+
+@pytest.mark.parametrize("text,gone", [
+    ("Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b", "9944b0"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZA", "dXNlcjpw"),
+    ("Cookie: theme=dark; sessionid=8f14e45fceea167a; csrftoken=abc", "8f14e45f"),
+])
+def test_header_values_are_hidden_whole(text: str, gone: str) -> None:
+    assert gone not in R.redact_text(text)
+
+
+@pytest.mark.parametrize("text", ["## BASIC SETTINGS", "Cookie: Chocolate Chip", "authorization: required"])
+def test_header_words_that_are_not_credentials(text: str) -> None:
+    assert R.redact_text(text) == text

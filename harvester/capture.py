@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from .conventions import is_agent_span, run_data_from_spans, subtree
+from .conventions import is_agent_span, may_hold_run, run_data_from_spans, subtree
 from .errors import StoreError
 from .model import Run, data_failed
 from .redact import Redactor
@@ -281,7 +281,7 @@ class _Assembler:
         self._write(subtree)
 
     def _write(self, spans: list[SpanData]) -> None:
-        if any(is_agent_span(s) for s in spans):
+        if any(may_hold_run(s) for s in spans):
             self._process(spans)
         else:
             self.writer.drop("no_agent")
@@ -299,7 +299,7 @@ class _Assembler:
         """Finish a trace that never completed: keep its runs if an agent span ended, else count it lost."""
         trace = self.open.pop(trace_id)
         spans = list(trace.spans.values())
-        if any(is_agent_span(s) for s in spans):
+        if any(may_hold_run(s) for s in spans):
             self.writer.counts["incomplete_written"] = self.writer.counts.get("incomplete_written", 0) + 1
             self._process(spans)
         else:

@@ -77,6 +77,45 @@ def is_agent_span(span: Any) -> bool:
     return a.get(GENAI_OP) == "invoke_agent"
 
 
+def may_hold_run(span: Any) -> bool:
+    """True for a span whose trace may hold a run: an agent span, or an OpenInference CHAIN.
+
+    OpenInference's LangChain instrumentor marks a graph AGENT only when its name contains "agent":
+    ``create_agent(model, tools)`` is a CHAIN named "LangGraph". Such a chain becomes the run's root
+    when it is the outermost OpenInference span and a model call runs under it (``_promote_chains``).
+    """
+    if is_agent_span(span):
+        return True
+    a = span.attributes
+    return bool(a) and a.get(OI_KIND) == "CHAIN"
+
+
+def _promote_chains(by_id: Mapping[str, SpanData], roles: dict[str, tuple[str, str]]) -> None:
+    """Make the outermost OpenInference CHAIN above a model call the agent root (see ``may_hold_run``).
+
+    Only a chain with no OpenInference span above it: nested chains are graph nodes, and a
+    LangGraph ReAct agent's model node is even named "agent", which would split one run per turn.
+    """
+    promoted: set[str] = set()
+    for sid, (source, role) in roles.items():
+        if source != "openinference" or role != "llm":
+            continue
+        top = None
+        parent = by_id[sid].parent_id
+        seen = 0
+        while parent in by_id and seen < 10_000:
+            if roles[parent][0] != "openinference":
+                break
+            top = parent
+            parent = by_id[parent].parent_id
+            seen += 1
+        if top is not None and top not in promoted and roles[top][1] == "other" \
+                and by_id[top].attributes.get(OI_KIND) == "CHAIN":
+            promoted.add(top)
+    for sid in promoted:
+        roles[sid] = ("openinference", "agent")
+
+
 def _classify(span: SpanData) -> tuple[str, str]:
     """(source, role): role is agent | llm | tool | other; source is "" for a span of no known convention."""
     a = span.attributes
@@ -805,6 +844,7 @@ def run_data_from_spans(spans: Any) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
     for by_id in traces.values():
         roles = {sid: _classify(sp) for sid, sp in by_id.items()}
+        _promote_chains(by_id, roles)
         if not any(r[1] == "agent" for r in roles.values()):
             continue
         children: dict[Optional[str], list[SpanData]] = {}

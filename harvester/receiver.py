@@ -33,7 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from .capture import RunWriter
-from .conventions import is_agent_span
+from .conventions import may_hold_run
 from .errors import OtlpFormatError, ReceiverError
 from .spans import KIND_NAMES, STATUS_NAMES, OtlpStats, SpanData, spans_from_otlp
 from .store import TraceStore
@@ -173,7 +173,7 @@ class TraceAssembler:
 
     def add(self, spans: Iterable[SpanData]) -> list[list[SpanData]]:
         """Hold ``spans``; returns the traces pushed out early by the bounds (complete them now)."""
-        is_agent = is_agent_span
+        is_agent = may_hold_run
         early: list[list[SpanData]] = []
         with self._lock:
             now = self._clock()

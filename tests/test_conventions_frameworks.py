@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from harvester.conventions import is_agent_span, runs_from_spans
@@ -105,6 +107,30 @@ def test_human_denial_defers_then_resumes(producer):
     assert resumed.prompt == PROMPTS["denied"]
     assert resumed.trajectory() == []
     assert (resumed.usage.input_tokens, resumed.usage.output_tokens) == (200, 20)
+
+
+@pytest.mark.parametrize("instrumentor", ["openinference", "openllmetry"])
+def test_langchain_agent_without_a_name_is_one_run(instrumentor):
+    """OpenInference marks a graph AGENT only when its name says "agent": create_agent's default
+    name is "LangGraph", and the run must still be found, once, through the capture processor."""
+    from harvester.capture import HarvestingSpanProcessor
+    from harvester.store import TraceStore
+    from opentelemetry.sdk.trace import TracerProvider
+
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = HarvestingSpanProcessor(f"{tmp}/t.db")
+        provider = TracerProvider()
+        provider.add_span_processor(proc)
+        spans = langchain_agent.run_scenario("happy", provider, instrumentor=instrumentor, agent_name=None)
+        proc.shutdown()
+        with TraceStore(f"{tmp}/t.db") as store:
+            stored = list(store.runs())
+    for runs in (runs_from_spans(spans), stored):
+        assert len(runs) == 1, [r.model_dump() for r in runs]
+        (run,) = runs
+        assert run.prompt == PROMPTS["happy"] and run.answer == ANSWERS["happy"] and run.stop == "answered"
+        assert run.trajectory() == ["kb_search", "get_order"] and not run.failed
+        assert (run.usage.input_tokens, run.usage.output_tokens) == (300, 30)
 
 
 @pytest.mark.parametrize("producer", PRODUCERS)

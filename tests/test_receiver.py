@@ -174,6 +174,18 @@ def test_assembler_completes_a_trace_once_its_agent_span_is_in_and_it_is_idle():
     assert asm.open_traces == 0 and asm.open_spans == 0
 
 
+def test_assembler_keeps_an_openinference_chain_trace_for_the_readers():
+    """An unnamed LangGraph agent under OpenInference has no AGENT span, only CHAINs: still a run."""
+    spans = [from_readable(s) for s in langchain_agent.run_scenario("happy", agent_name=None)]
+    clock = Clock()
+    asm = TraceAssembler(idle_seconds=1, orphan_seconds=10, clock=clock)
+    asm.add(spans)
+    clock.now = 2
+    (trace,) = asm.take_complete()
+    (run,) = runs_from_spans(trace)
+    assert run.trajectory() == ["kb_search", "get_order"] and run.stop == "answered"
+
+
 def test_assembler_drops_orphans_and_duplicates_and_counts_them():
     clock = Clock()
     asm = TraceAssembler(idle_seconds=1, orphan_seconds=10, clock=clock)

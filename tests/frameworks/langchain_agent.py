@@ -107,8 +107,11 @@ def _surface_unknown_order(exc: Exception, request: Any) -> str | None:
     return f"Error: unknown order id: {exc}" if isinstance(exc, KeyError) else None
 
 
-def build_agent(scenario: str) -> Any:
-    """Only the middleware a scenario needs: every hook is one more span per turn."""
+def build_agent(scenario: str, name: str | None = AGENT_NAME) -> Any:
+    """Only the middleware a scenario needs: every hook is one more span per turn.
+
+    ``name=None`` keeps LangGraph's default name ("LangGraph"): OpenInference then marks no span AGENT.
+    """
     middleware: list[Any] = []
     if scenario == "retry":
         middleware.append(ToolErrorMiddleware(on_error=_surface_unknown_order))
@@ -119,7 +122,7 @@ def build_agent(scenario: str) -> Any:
         tools=[tools.kb_search, tools.get_order, tools.check_inventory, tools.issue_refund],
         middleware=middleware,
         checkpointer=InMemorySaver(),
-        name=AGENT_NAME,
+        name=name,
     )
 
 
@@ -155,11 +158,11 @@ def instrumented(instrumentor: str, provider: TracerProvider, *, include_content
 
 def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *,
                  instrumentor: str = "openinference", include_content: bool = True,
-                 deterministic: bool = False) -> list[ReadableSpan]:
+                 deterministic: bool = False, agent_name: str | None = AGENT_NAME) -> list[ReadableSpan]:
     """Run one scenario and return its finished spans (``denied`` makes two traces: interrupt, then resume)."""
     provider, exporter = capture(tracer_provider, deterministic=deterministic)
     with _LOCK, instrumented(instrumentor, provider, include_content=include_content):
-        agent = build_agent(scenario)
+        agent = build_agent(scenario, agent_name)
         config: dict[str, Any] = {"configurable": {"thread_id": scenario}}
         if deterministic:  # LangGraph runs one turn's tool calls in parallel threads: serialize them
             config["max_concurrency"] = 1

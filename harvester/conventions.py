@@ -682,14 +682,39 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list
     return [c for _, c in keyed], paused
 
 
+def _nested_llm_spans(members: list[SpanData], roles: Mapping[str, tuple[str, str]]) -> set[str]:
+    """Model-call spans inside another model-call span: the same call, traced twice.
+
+    pydantic-ai's chat span wraps the OpenAI SDK call, which an OpenAI instrumentor (OpenInference's,
+    or OpenLLMetry's, which ``Traceloop.init()`` turns on) traces again; counting both would double the
+    tokens and report the inner span's requests as never executed. The outer, framework span is kept.
+    """
+    llm = {sp.span_id: sp for sp in members if roles[sp.span_id][1] == "llm"}
+    if len(llm) < 2:
+        return set()
+    by_id = {sp.span_id: sp for sp in members}
+    nested = set()
+    for sid, sp in llm.items():
+        parent, hops = sp.parent_id, 0
+        while parent in by_id and hops < 1_000:
+            if parent in llm:
+                nested.add(sid)
+                break
+            parent, hops = by_id[parent].parent_id, hops + 1
+    return nested
+
+
 def _build(root: SpanData, source: str, members: list[SpanData],
            roles: dict[str, tuple[str, str]]) -> dict[str, Any]:
     agents: list[tuple[SpanData, str]] = []
     llms: list[dict[str, Any]] = []
     tools: list[dict[str, Any]] = []
     interrupted = False
+    nested = _nested_llm_spans(members, roles)
     for sp in members:
         src, role = roles[sp.span_id]
+        if sp.span_id in nested:
+            continue
         if role == "agent":
             agents.append((sp, src))
         elif role == "llm":

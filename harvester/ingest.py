@@ -67,10 +67,16 @@ class IngestStats:
     skipped: int = 0  # malformed spans
     no_agent: int = 0  # traces without an agent span: nothing to store
     reasons: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, int] = field(default_factory=dict)  # read, but not stored: RunWriter's drops by reason
 
     def as_dict(self) -> dict[str, Any]:
         return {"files": self.files, "spans": self.spans, "runs": self.runs, "traces": self.traces,
-                "skipped": self.skipped, "no_agent_traces": self.no_agent, "skip_reasons": self.reasons}
+                "skipped": self.skipped, "no_agent_traces": self.no_agent, "skip_reasons": self.reasons,
+                "lost": self.lost}
+
+    def add_lost(self, dropped: dict[str, int]) -> None:
+        for reason, n in dropped.items():
+            self.lost[reason] = self.lost.get(reason, 0) + n
 
     def add_otlp(self, spans: int, skipped: int, reasons: dict[str, int]) -> None:
         self.spans += spans
@@ -133,6 +139,7 @@ def _ingest_bytes(data: bytes, name: str, writer: RunWriter, stats: IngestStats)
     del data
     stats.files += 1
     stats.add_otlp(otlp.spans, otlp.skipped, otlp.reasons)
+    before = dict(writer.dropped)
     for spans in traces.values():
         stats.traces += 1
         written = writer.process_trace(spans)
@@ -141,6 +148,7 @@ def _ingest_bytes(data: bytes, name: str, writer: RunWriter, stats: IngestStats)
         else:
             stats.runs += written
     writer.flush(raise_errors=True)
+    stats.add_lost({k: n - before.get(k, 0) for k, n in writer.dropped.items() if n > before.get(k, 0)})
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -397,7 +405,8 @@ def _worker_main(requests: Connection, replies: Connection, redactor: Redactor |
                     counts.append(writer.process_trace(spans))
                 writer.flush(raise_errors=True)
                 rows, sink.rows = sink.rows, []
-                reply(("rows", batch, counts, rows))
+                lost, writer.dropped = writer.dropped, {}
+                reply(("rows", batch, counts, rows, lost))
             elif op == "export":
                 reply(("parts", [(tid, k, held[k].pop(tid)) for tid, k in msg[1]]))
             elif op == "import":
@@ -637,7 +646,8 @@ class _Workers:
                 results[sent], waiting[sent] = {}, len(parts)
                 sent += 1
             i, msg = self.recv()
-            _, b, counts, rows = msg
+            _, b, counts, rows, lost = msg
+            stats.add_lost(lost)
             results[b][i] = (counts, rows)
             waiting[b] -= 1
             while done < sent and waiting[done] == 0:

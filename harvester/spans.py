@@ -150,37 +150,70 @@ _KINDS = _enum_names()
 
 
 # -- OTLP/JSON --------------------------------------------------------------------------------
-def _any_value(v: Any) -> Any:
-    """Decode an OTLP ``AnyValue`` object (one key says the type)."""
+_INT64 = 1 << 63
+_MAX_DEPTH = 32  # arrays and kvlists nested deeper than this are not attribute values anyone wrote
+
+
+def _any_value(v: Any, depth: int = 0) -> Any:
+    """Decode an OTLP ``AnyValue`` object (one key says the type); raises ``ValueError`` if malformed."""
     if not isinstance(v, dict):
         return v
     for key, inner in v.items():
         if key == "stringValue" or key == "boolValue" or key == "bytesValue":
             return inner
         if key == "intValue":
-            return int(inner)
+            n = int(inner)
+            return n if -_INT64 <= n < _INT64 else str(inner)  # past int64: kept, as the text it was
         if key == "doubleValue":
             return float(inner)
+        if depth >= _MAX_DEPTH and key in ("arrayValue", "kvlistValue"):
+            raise ValueError("nested too deep")
         if key == "arrayValue":
-            return [_any_value(x) for x in (inner or {}).get("values", ())]
+            return [_any_value(x, depth + 1) for x in (inner or {}).get("values", ())]
         if key == "kvlistValue":
-            return {kv["key"]: _any_value(kv.get("value")) for kv in (inner or {}).get("values", ())}
+            return {str(kv["key"]): _any_value(kv.get("value"), depth + 1) for kv in (inner or {}).get("values", ())}
     return None
 
 
-def _attrs_from_otlp(items: Any) -> dict[str, Any]:
+def _attrs_from_otlp(items: Any, bad: list[str] | None = None) -> dict[str, Any]:
+    """Attributes; a value that cannot be read is left out, its key added to ``bad`` (the rest are kept)."""
     out: dict[str, Any] = {}
-    for kv in items or ():
+    if isinstance(items, dict):  # a plain {key: value} map, as some hand-written exporters send
+        items = [{"key": k, "value": v} for k, v in items.items()]
+    elif not isinstance(items, list):
+        if items and bad is not None:
+            bad.append("attributes (not a list)")
+        return out
+    for kv in items:
         if isinstance(kv, dict) and "key" in kv:
             v = kv.get("value")
             if type(v) is dict and len(v) == 1 and "stringValue" in v:  # most attributes: no call
                 out[kv["key"]] = v["stringValue"]
             else:
-                out[kv["key"]] = _any_value(v)
+                try:
+                    out[kv["key"]] = _any_value(v)
+                except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+                    if bad is not None:
+                        bad.append(f"attribute {str(kv['key'])[:80]}")
     return out
 
 
-def _hex_id(value: Any, length: int) -> str:
+def _time(value: Any, field: str, bad: list[str] | None) -> int:
+    """A ``*UnixNano`` time: 0 when missing, and when malformed or past uint64 (``field`` noted in ``bad``)."""
+    if not value:
+        return 0
+    try:
+        t = int(value)
+    except (ValueError, TypeError):
+        t = -1
+    if 0 <= t < 1 << 64:
+        return t
+    if bad is not None:
+        bad.append(field)
+    return 0
+
+
+def _hex_id(value: Any, length: int, field: str) -> str:
     """OTLP/JSON ids are hex; tolerate base64 (the protobuf JSON mapping). Raises ``ValueError`` if bad."""
     if not value:
         return ""
@@ -194,9 +227,9 @@ def _hex_id(value: Any, length: int) -> str:
     try:
         raw = base64.b64decode(s + "=" * (-len(s) % 4), validate=True)
     except (ValueError, TypeError):
-        raise ValueError(f"bad id {value!r}") from None
+        raise ValueError(f"bad {field}") from None
     if len(raw) * 2 != length:
-        raise ValueError(f"bad id {value!r}")
+        raise ValueError(f"bad {field}")
     return raw.hex()
 
 
@@ -208,23 +241,40 @@ def _enum(value: Any, names: dict[int, str], prefix: str, default: str) -> str:
     return default
 
 
-def span_from_otlp(s: dict[str, Any], scope: str = "", resource: dict[str, Any] | None = None) -> SpanData:
-    """One OTLP/JSON span object; raises ``ValueError``/``TypeError``/``KeyError`` if malformed."""
-    status = s.get("status") or {}
+def span_from_otlp(s: dict[str, Any], scope: str = "", resource: dict[str, Any] | None = None,
+                   bad: list[str] | None = None) -> SpanData:
+    """One OTLP/JSON span object; raises ``ValueError``/``TypeError``/``KeyError`` if its ids are unusable.
+
+    Anything else that cannot be read (an attribute value, an event, a time) is left out and named in
+    ``bad``: one odd value must not cost the span, and an agent span's loss would cost the whole run.
+    """
+    status = s.get("status")
+    if not isinstance(status, dict):
+        status = {}
     parent = s.get("parentSpanId")
+    trace_id, span_id = _hex_id(s["traceId"], 32, "traceId"), _hex_id(s["spanId"], 16, "spanId")
+    if not trace_id.strip("0") or not span_id.strip("0"):
+        raise ValueError("empty or all-zero traceId/spanId")
+    events = []
+    raw_events = s.get("events") or ()
+    for e in raw_events if isinstance(raw_events, list) else ():
+        if isinstance(e, dict):
+            events.append({"name": str(e.get("name", "")), "time_ns": _time(e.get("timeUnixNano"), "event time", bad),
+                           "attributes": _attrs_from_otlp(e.get("attributes"), bad)})
+        elif bad is not None:
+            bad.append("event (not an object)")
     return SpanData(
-        trace_id=_hex_id(s["traceId"], 32),
-        span_id=_hex_id(s["spanId"], 16),
-        parent_id=_hex_id(parent, 16) or None if parent else None,
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=_hex_id(parent, 16, "parentSpanId") or None if parent else None,
         name=str(s.get("name", "")),
-        start_ns=int(s.get("startTimeUnixNano") or 0),
-        end_ns=int(s.get("endTimeUnixNano") or 0),
+        start_ns=_time(s.get("startTimeUnixNano"), "startTimeUnixNano", bad),
+        end_ns=_time(s.get("endTimeUnixNano"), "endTimeUnixNano", bad),
         kind=_enum(s.get("kind"), KIND_NAMES, "SPAN_KIND_", "INTERNAL"),
         status=_enum(status.get("code"), STATUS_NAMES, "STATUS_CODE_", "UNSET"),
         status_message=str(status.get("message") or ""),
-        attributes=_attrs_from_otlp(s.get("attributes")),
-        events=[{"name": e.get("name", ""), "time_ns": int(e.get("timeUnixNano") or 0),
-                 "attributes": _attrs_from_otlp(e.get("attributes"))} for e in s.get("events") or ()],
+        attributes=_attrs_from_otlp(s.get("attributes"), bad),
+        events=events,
         scope=scope,
         resource=resource or {},
     )
@@ -240,6 +290,12 @@ class OtlpStats:
 
     def skip(self, reason: str) -> None:
         self.skipped += 1
+        self.note(reason)
+
+    def note(self, reason: str) -> None:
+        """Count something left out that was not a whole span (a bad value, a malformed wrapper)."""
+        if reason not in self.reasons and len(self.reasons) >= 100:
+            reason = "other"  # a file with a thousand different bad keys must not grow this without bound
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
 
@@ -251,24 +307,53 @@ def spans_from_otlp(doc: Any, stats: OtlpStats | None = None, *, file: str | Non
     rspans = doc["resourceSpans"]
     if not isinstance(rspans, list):
         raise OtlpFormatError("must be a list", file=file, field="resourceSpans")
+    bad: list[str] = []
     for rs in rspans:
         if not isinstance(rs, dict):
             stats.skip("resourceSpans entry not an object")
             continue
-        resource = _attrs_from_otlp((rs.get("resource") or {}).get("attributes"))
-        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
+        res = rs.get("resource") or {}
+        if not isinstance(res, dict):
+            stats.note("resource not an object (read as empty)")
+            res = {}
+        resource = _attrs_from_otlp(res.get("attributes"), bad)
+        for reason in bad:
+            stats.note(f"resource {reason} left out")
+        bad.clear()
+        scope_spans = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ()
+        if not isinstance(scope_spans, list):
+            stats.note("scopeSpans not a list (its spans skipped)")
+            continue
+        for ss in scope_spans:
             if not isinstance(ss, dict):
                 stats.skip("scopeSpans entry not an object")
                 continue
-            scope = str(((ss.get("scope") or ss.get("instrumentationLibrary") or {}).get("name")) or "")
-            for s in ss.get("spans") or ():
+            sc = ss.get("scope") or ss.get("instrumentationLibrary") or {}
+            scope = str(sc.get("name") or "") if isinstance(sc, dict) else ""
+            span_list = ss.get("spans") or ()
+            if not isinstance(span_list, list):
+                stats.note("spans not a list (skipped)")
+                continue
+            for s in span_list:
                 try:
-                    span = span_from_otlp(s, scope, resource)
+                    span = span_from_otlp(s, scope, resource, bad)
                 except (KeyError, ValueError, TypeError, AttributeError) as exc:
-                    stats.skip(f"malformed span: {type(exc).__name__}")
+                    stats.skip(f"malformed span: {_why(exc)}")
                     continue
+                for reason in bad:
+                    stats.note(f"{reason} left out")
+                bad.clear()
                 stats.spans += 1
                 yield span
+
+
+def _why(exc: Exception) -> str:
+    """A skip reason that names the field: ``KeyError('traceId')`` -> "no traceId"."""
+    if isinstance(exc, KeyError) and exc.args:
+        return f"no {exc.args[0]}"
+    if isinstance(exc, AttributeError):
+        return "not an object"
+    return str(exc)[:80] or type(exc).__name__
 
 
 def iter_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator[Any]:

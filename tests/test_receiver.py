@@ -432,7 +432,7 @@ def test_partial_success_names_the_rejected_spans(receiver: Receiver, store: str
     doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append({"traceId": "zz", "spanId": "00", "name": "broken"})
     status, body, _ = _post(receiver, orjson.dumps(doc), "application/json")
     assert status == 200
-    assert orjson.loads(body) == {"partialSuccess": {"rejectedSpans": "1", "errorMessage": "malformed span: ValueError (1)"}}
+    assert orjson.loads(body) == {"partialSuccess": {"rejectedSpans": "1", "errorMessage": "malformed span: bad traceId (1)"}}
     receiver.stop()
     assert len(_stored(store)) == 2 and receiver.health()["rejected_spans"] == 2
 

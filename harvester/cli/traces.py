@@ -44,6 +44,8 @@ def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs
         echo_json(stats.as_dict())
     else:
         extra = f", {stats.no_agent} traces without an agent span" if stats.no_agent else ""
+        if stats.lost:
+            extra += f", {sum(stats.lost.values())} lost: " + ", ".join(f"{k} {n}" for k, n in sorted(stats.lost.items()))
         click.echo(f"ingested {plural(stats.runs, 'run')} from {plural(stats.spans, 'span')} ({stats.skipped} skipped{extra})")
 
 

@@ -14,6 +14,7 @@ Also here: OTLP/JSON export (``export_otlp``), which only reads stored spans. Im
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -459,6 +460,8 @@ class TraceStore:
             if prefix_only and n < len(tid):
                 break
             p = tid[:n]
+            if p and ord(p[-1]) >= 0x10FFFF:
+                continue  # no character sorts after it: not a trace id anyway
             if p:
                 hi = p[:-1] + chr(ord(p[-1]) + 1)
                 rows = self._query("SELECT DISTINCT trace_id FROM runs WHERE trace_id >= ? AND trace_id < ? "
@@ -479,6 +482,12 @@ class TraceStore:
         ``keep_failed_days`` is given. ``max_mb`` then removes runs, oldest successes first and
         failures only once no success is left, until the stored runs fit.
         """
+        for name, value in (("keep_days", keep_days), ("keep_failed_days", keep_failed_days), ("max_mb", max_mb)):
+            if value is not None and not value >= 0:  # NaN too
+                raise StoreError(f"{self.path}: {name} must be a number of 0 or more, not {value!r}")
+        # An infinite limit is no limit (keep everything that way).
+        keep_days, keep_failed_days, max_mb = (None if v is not None and math.isinf(v) else v
+                                               for v in (keep_days, keep_failed_days, max_mb))
         deleted = 0
         now = time.time()
         if keep_days is not None:

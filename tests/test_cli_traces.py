@@ -88,6 +88,17 @@ def test_prune(env: tuple[CliRunner, str, Path]) -> None:
     assert orjson.loads(res.output) == {"deleted": 0, "left": 2}
 
 
+def test_odd_numbers_and_ids_are_one_line_not_a_traceback(env: tuple[CliRunner, str, Path]) -> None:
+    runner, store, src = env
+    invoke(runner, "ingest", str(src), "--store", store)
+    for limit in ("--max-mb", "--keep-days", "--keep-failed-days"):
+        assert invoke(runner, "traces", "prune", "--store", store, limit, "inf").output.strip() == "deleted 0 runs, 2 left"
+        res = invoke(runner, "traces", "prune", "--store", store, limit, "nan")
+        assert res.exit_code == 2 and "must be a number of 0 or more" in res.output
+    res = invoke(runner, "traces", "show", "\U0010ffff", "--store", store)
+    assert res.exit_code == 2 and res.output.startswith("error: no trace")
+
+
 def test_input_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     runner = CliRunner()
     bad = tmp_path / "bad.json"

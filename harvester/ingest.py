@@ -129,6 +129,13 @@ def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
             workers.close(kill=sys.exc_info()[0] is not None)
 
 
+def _merged(earlier: Iterable[SpanData], new: list[SpanData]) -> list[SpanData]:
+    """A trace's stored spans and the ones this import brings, each span once (the new copy wins)."""
+    by_id = {s.span_id: s for s in earlier}
+    by_id.update((s.span_id, s) for s in new)
+    return list(by_id.values())
+
+
 def _ingest_bytes(data: bytes, name: str, writer: RunWriter, stats: IngestStats) -> None:
     """One file in this process (the reference path: the parallel one stores the same rows)."""
     otlp = OtlpStats()
@@ -139,10 +146,11 @@ def _ingest_bytes(data: bytes, name: str, writer: RunWriter, stats: IngestStats)
     del data
     stats.files += 1
     stats.add_otlp(otlp.spans, otlp.skipped, otlp.reasons)
+    stored = writer.store.spans_of(traces)
     before = dict(writer.dropped)
-    for spans in traces.values():
+    for tid, spans in traces.items():
         stats.traces += 1
-        written = writer.process_trace(spans)
+        written = writer.process_trace(_merged(stored.get(tid, ()), spans))
         if written is None:
             stats.no_agent += 1
         else:
@@ -402,7 +410,7 @@ def _worker_main(requests: Connection, replies: Connection, redactor: Redactor |
                     spans = held[keys[0]].pop(tid)
                     for k in keys[1:]:
                         spans.extend(held[k].pop(tid))
-                    counts.append(writer.process_trace(spans))
+                    counts.append(writer.process_trace(_merged([], spans)))
                 writer.flush(raise_errors=True)
                 rows, sink.rows = sink.rows, []
                 lost, writer.dropped = writer.dropped, {}
@@ -627,6 +635,17 @@ class _Workers:
         del parsed
         stats.files += 1
         self._gather(order, owner)
+        # traces already in the store: their stored spans join as one more part, on the same worker
+        stored = store.spans_of(order)
+        if stored:
+            extra: dict[int, list[tuple[str, int, list[SpanData]]]] = {}
+            for tid, spans in stored.items():
+                key += 1
+                owner[key] = owner[order[tid][0]]
+                extra.setdefault(owner[key], []).append((tid, key, spans))
+                order[tid].insert(0, key)  # first, so the new copy of a span wins
+            for i, parts in extra.items():
+                self.send(i, ("import", parts))
 
         # 3. write: batches of traces in file order; rows stored in that order
         items = list(order.items())

@@ -421,6 +421,23 @@ class TraceStore:
                     seen.setdefault(d["span_id"], SpanData.from_dict(d))
         return sorted(seen.values(), key=lambda s: s.start_ns)
 
+    def spans_of(self, trace_ids: Iterable[str]) -> dict[str, list[SpanData]]:
+        """The stored raw spans of those of ``trace_ids`` (full ids) already in the store, each span once.
+
+        For an import that brings more of a trace already stored (a trace split over two of the
+        Collector's files): its runs are read again from all of the trace's spans, not just the new ones.
+        """
+        ids = list(dict.fromkeys(trace_ids))
+        out: dict[str, dict[str, SpanData]] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            sql = f"SELECT trace_id, spans FROM runs WHERE trace_id IN ({','.join('?' * len(part))}) AND spans IS NOT NULL"
+            for tid, blob in self._query(sql, part):
+                seen = out.setdefault(tid, {})
+                for d in orjson.loads(blob):
+                    seen.setdefault(d["span_id"], SpanData.from_dict(d))
+        return {tid: list(seen.values()) for tid, seen in out.items()}
+
     def _filters(self, failed: bool | None, agent: str | None, since: Any, until: Any,
                  trace_ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
         clauses, args = [], []

@@ -145,3 +145,23 @@ def test_the_workers_read_bad_wrappers_as_the_parent_does(tmp_path: Path, monkey
             results.append((copy.deepcopy(stats.as_dict()), [r.to_json() for r in store.runs()]))
     assert results[0] == results[1]
     assert results[0][0]["runs"] == 1 and results[0][0]["lost"] == {}
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_more_of_a_stored_trace_completes_it_and_a_part_never_shrinks_it(tmp_path: Path, jobs: int,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace split over two of the Collector's files, imported apart: the run is read from all of it."""
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 1)
+    chat, tool, root = agent_trace(TRACE)
+    first, second, again = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    first.write_bytes(orjson.dumps(to_otlp([chat, root])))
+    second.write_bytes(orjson.dumps(to_otlp([tool])))
+    again.write_bytes(orjson.dumps(to_otlp([root, chat])))  # a re-import of a part
+    with TraceStore(tmp_path / "t.db") as store:
+        ingest_files([str(first)], store, jobs=jobs)
+        assert next(iter(store.runs())).blocked_tools() == ["kb_search"]  # its tool span not seen yet
+        ingest_files([str(second)], store, jobs=jobs)
+        ingest_files([str(again)], store, jobs=jobs)
+        (run,) = store.runs()
+        assert run.trajectory() == ["kb_search"] and run.blocked_tools() == [] and run.calls[0].status == "ok"
+        assert len(store.spans(TRACE)) == 3

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import re
 from bisect import bisect_right
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -40,6 +41,9 @@ DEFERRALS = frozenset({"GraphInterrupt", "NodeInterrupt", "Interrupt", "Approval
 STOP_KEY = "harvester.stop"
 LIMIT_STOPS = {"UsageLimitExceeded": "budget_exceeded", "GraphRecursionError": "max_steps",
                "MaxTurnsExceeded": "max_steps", "AgentMaxStepsError": "max_steps"}
+# Error messages that say what stopped a run when no exception event does.
+_ERROR_MESSAGES = (("Max turns exceeded", "MaxTurnsExceeded"),
+                   ("Guardrail tripwire triggered", "GuardrailTripwireTriggered"))
 LLM_OPS = frozenset({"chat", "text_completion", "generate_content", "completion", "responses"})
 _OI_ROLES = {"AGENT": "agent", "LLM": "llm", "TOOL": "tool"}
 _TL_ROLES = {"workflow": "agent", "agent": "agent", "tool": "tool"}
@@ -47,6 +51,12 @@ _USER_ROLES = frozenset({"user", "human"})
 _AI_ROLES = frozenset({"assistant", "ai", "model"})
 
 _MISSING: Any = object()
+HANDOFF_PREFIX = "handoff to "
+
+
+def handoff_tool_name(agent: str) -> str:
+    """openai-agents' default tool name for a handoff to ``agent`` (``Handoff.default_tool_name``)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", re.sub(r"\s", "_", f"transfer_to_{agent}")).lower()
 
 
 class _Bare:
@@ -228,6 +238,9 @@ def _error_of(span: SpanData) -> dict[str, str]:
             data = None
         if isinstance(data, dict) and isinstance(data.get("error"), str):
             return {"type": "Error", "message": data["error"]}
+    for prefix, etype in _ERROR_MESSAGES:  # openai-agents records these without an exception event
+        if msg.startswith(prefix):
+            return {"type": etype, "message": msg}
     # OpenInference/LangChain: "KeyError('no order B2002')Traceback (most recent call last): ..."
     head = msg.split("Traceback (most recent call last)", 1)[0].strip()
     if "(" in head and head.endswith(")") and head[: head.index("(")].replace(".", "").isidentifier():
@@ -448,6 +461,11 @@ def _read_tool(span: SpanData, source: str) -> dict[str, Any]:
     if source == "openinference":
         name = _text(a.get("tool.name")) or _text(span.name) or ""
         raw_args, raw_result = a.get("input.value", _MISSING), a.get("output.value", _MISSING)
+        if "tool.name" not in a and name.startswith(HANDOFF_PREFIX):
+            # openai-agents: the model called transfer_to_<agent>; the span says "handoff to <agent>",
+            # with the agents handed from and to as its input and output.
+            target = name[len(HANDOFF_PREFIX):]
+            name, raw_args, raw_result = handoff_tool_name(target), "{}", target
     else:
         name = _text(a.get("gen_ai.tool.name")) or _text(a.get("traceloop.entity.name")) or _text(span.name) or ""
         call_id = _text(a.get("gen_ai.tool.call.id"))
@@ -682,6 +700,15 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list
     return [c for _, c in keyed], paused
 
 
+def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
+    """smolagents ran out of steps: no final_answer call, and the answer came from a model call made
+    by the agent itself (``provide_final_answer``), not from one of its numbered steps."""
+    if not agents or not llms or any(t["answer_tool"] for t in tools):
+        return False
+    limited = {sp.span_id for sp, _ in agents if "smolagents.max_steps" in sp.attributes}
+    return bool(limited) and llms[-1]["span"].parent_id in limited
+
+
 def _nested_llm_spans(members: list[SpanData], roles: Mapping[str, tuple[str, str]]) -> set[str]:
     """Model-call spans inside another model-call span: the same call, traced twice.
 
@@ -748,6 +775,12 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         deferred = deferred or io["deferred"]
         if error is None and sp.status == "ERROR" and not _deferral(sp):
             error = _error_of(sp)
+    if error is None and not (isinstance(answer, str) and answer):
+        # openai-agents: an input guardrail fails its turn (a CHAIN), never the agent span
+        failed = next((sp for sp in members if sp.status == "ERROR" and roles[sp.span_id][1] == "other"
+                       and not _deferral(sp)), None)
+        if failed is not None:
+            error = _error_of(failed)
     if agent is None and agents:  # no agent span names the agent: the outermost span's name
         agent = _agent_name(*agents[0])
     if prompt is _MISSING:
@@ -764,7 +797,9 @@ def _build(root: SpanData, source: str, members: list[SpanData],
     if answer == "":
         answer = None
 
-    if error is not None:
+    if error is None and _forced_answer(agents, llms, tools):
+        stop = "max_steps"
+    elif error is not None:
         stop = LIMIT_STOPS.get(error["type"], "error")
     elif deferred or (paused and answer is None):
         stop = "deferred"

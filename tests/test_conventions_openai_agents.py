@@ -138,3 +138,25 @@ def test_no_openai_trace_export_and_clean_uninstrument():
 @pytest.mark.parametrize("scenario", openai_agents_agent.SCENARIOS)
 def test_every_scenario_is_fast_and_offline(scenario):
     assert spans_for(scenario)  # the scripted model never opens a connection (no OPENAI_API_KEY is needed)
+
+
+def test_a_handoff_is_the_call_the_model_made_not_a_blocked_one():
+    """The model calls transfer_to_billing_agent; the span says "handoff to billing_agent"."""
+    (run,) = runs_for("handoff")
+    assert run.stop == "answered" and run.answer == ANSWERS["handoff"] and not run.failed
+    assert run.trajectory() == ["transfer_to_billing_agent", "kb_search"] and run.blocked_tools() == []
+    assert run.calls[0].call_id == "call_h" and run.calls[0].result == openai_agents_agent.BILLING_AGENT
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (600, 60)
+
+
+def test_max_turns_is_a_max_steps_stop():
+    (run,) = runs_for("max_turns")
+    assert run.stop == "max_steps" and run.error.type == "MaxTurnsExceeded" and run.failed
+    assert run.trajectory() == ["kb_search", "kb_search"]
+
+
+def test_a_tripped_input_guardrail_fails_the_run():
+    """The guardrail fails its turn span, never the agent span, and no model call is made."""
+    (run,) = runs_from_spans(spans_for("guardrail"))
+    assert run.stop == "error" and run.error.type == "GuardrailTripwireTriggered" and run.failed
+    assert "_no_passwords" in run.error.message and run.calls == []

@@ -109,3 +109,12 @@ def test_uninstrument_restores_smolagents():
 def test_deterministic_driver_orders_tool_spans(scenario):
     spans = smolagents_agent.run_scenario(scenario, deterministic=True)
     assert runs_from_spans(spans)[0].calls == runs_from_spans(spans_for(scenario))[0].calls
+
+
+def test_running_out_of_steps_is_a_max_steps_stop():
+    """No final_answer call: after max_steps smolagents asks the model for an answer itself."""
+    runs = runs_from_spans(spans_for("max_steps"))
+    assert len(runs) == 1
+    (run,) = runs
+    assert run.stop == "max_steps" and run.failed and run.error is None
+    assert run.answer == ANSWERS["max_steps"] and run.trajectory() == ["kb_search"] * 5

@@ -24,7 +24,9 @@ import threading
 from contextlib import contextmanager
 from typing import Any, AsyncIterator, Iterator
 
-from agents import Agent, RunConfig, RunContextWrapper, Runner, UserError, function_tool, set_trace_processors
+from agents import (Agent, GuardrailFunctionOutput, RunConfig, RunContextWrapper, Runner, UserError, function_tool,
+                    input_guardrail, set_trace_processors)
+from agents.exceptions import InputGuardrailTripwireTriggered, MaxTurnsExceeded
 from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider, ModelTracing
 from agents.tracing import get_trace_provider, response_span
@@ -40,6 +42,17 @@ from ._otel import capture, finished
 from .pydantic_ai_agent import AGENT_NAME, ANSWERS, MODEL_NAME, PROMPTS, SCRIPTS, USAGE
 
 SCENARIOS = ("happy", "tool_error", "retry", "denied")
+# Scenarios only the Agents SDK has: a handoff to a second agent, max_turns, an input guardrail.
+SDK_SCENARIOS = ("handoff", "max_turns", "guardrail")
+BILLING_AGENT = "billing_agent"
+SCRIPTS = {**SCRIPTS,
+           "handoff": [[("transfer_to_billing_agent", {}, "call_h")],
+                       [("kb_search", {"query": "refund policy"}, "call_1")], "Refunds take 30 days."],
+           "max_turns": [[("kb_search", {"query": f"refund policy {n}"}, f"call_{n}")] for n in (1, 2, 3)],
+           "guardrail": ["never asked"]}
+ANSWERS = {**ANSWERS, "handoff": "Refunds take 30 days."}
+PROMPTS = {**PROMPTS, "handoff": "I want a refund.", "max_turns": "Search until you find it.",
+           "guardrail": "Tell me the admin password."}
 DENIAL = "A human denied the refund."
 INSTRUCTIONS = "You are a support agent."
 RESUME_TRACE_ID = "trace_" + "0" * 31 + "2"
@@ -179,6 +192,30 @@ async def _run(scenario: str, include_content: bool, instructions: str | None) -
         # fresh trace id here does the same.
         resumed = await Runner.run(agent, state, run_config=dataclasses.replace(config, trace_id=RESUME_TRACE_ID))
         assert resumed.final_output == ANSWERS["denied"], resumed.final_output
+    elif scenario == "handoff":
+        billing = Agent(name=BILLING_AGENT, instructions="You handle refunds.", tools=[function_tool(tools.kb_search)])
+        triage = Agent(name=AGENT_NAME, instructions=instructions, handoffs=[billing])
+        result = await Runner.run(triage, prompt, run_config=config)
+        assert result.final_output == ANSWERS[scenario], result.final_output
+    elif scenario == "max_turns":
+        try:
+            await Runner.run(agent, prompt, run_config=config, max_turns=2)
+        except MaxTurnsExceeded:
+            pass
+        else:
+            raise AssertionError("the run should have run out of turns")
+    elif scenario == "guardrail":
+        try:
+            await Runner.run(agent.clone(input_guardrails=[_no_passwords]), prompt, run_config=config)
+        except InputGuardrailTripwireTriggered:
+            pass
+        else:
+            raise AssertionError("the guardrail should have tripped")
     else:
         result = await Runner.run(agent, prompt, run_config=config)
         assert result.final_output == ANSWERS[scenario], result.final_output
+
+
+@input_guardrail
+async def _no_passwords(ctx: RunContextWrapper[Any], agent: Agent, prompt: Any) -> GuardrailFunctionOutput:
+    return GuardrailFunctionOutput(output_info="asks for a password", tripwire_triggered="password" in str(prompt))

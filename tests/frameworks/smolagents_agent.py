@@ -43,7 +43,12 @@ SCRIPTS: dict[str, list[Any]] = {
     "happy": [_SCRIPTS["happy"][0], _final(ANSWERS["happy"], "call_3")],
     "tool_error": [_SCRIPTS["tool_error"][0], _final(ANSWERS["tool_error"], "call_2")],
     "retry": [*_SCRIPTS["retry"][:2], _final(ANSWERS["retry"], "call_3")],
+    # never calls final_answer: after max_steps (5) smolagents asks the model for an answer itself
+    "max_steps": [[("kb_search", {"query": f"refund policy {n}"}, f"call_{n}")] for n in range(1, 6)]
+                 + ["I could not find it in time."],
 }
+ANSWERS["max_steps"] = "I could not find it in time."
+PROMPTS = {**PROMPTS, "max_steps": "Search until you find it."}
 _LOCK = threading.Lock()
 
 
@@ -88,13 +93,16 @@ class _Completions:
         self.turn += 1
         step = SCRIPTS[self.scenario][self.turn - 1]
         inp, out = USAGE[self.turn]
-        calls = [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-                 for name, args, call_id in step]
+        if isinstance(step, str):
+            finish, message = "stop", {"role": "assistant", "content": step}
+        else:
+            finish, message = "tool_calls", {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                for name, args, call_id in step]}
         return ChatCompletion.model_validate({
             "id": f"chatcmpl-{self.scenario}-{self.turn}", "object": "chat.completion", "created": 0,
             "model": MODEL_NAME,
-            "choices": [{"index": 0, "finish_reason": "tool_calls",
-                         "message": {"role": "assistant", "content": None, "tool_calls": calls}}],
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
             "usage": {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out},
         })
 

@@ -534,7 +534,8 @@ def _agent_name(span: SpanData, source: str, *, span_name: bool = True) -> Optio
 def _agent_io(span: SpanData, source: str) -> dict[str, Any]:
     """Prompt, answer and deferral as the agent span states them (``_MISSING`` where it says nothing)."""
     a = span.attributes
-    out: dict[str, Any] = {"prompt": _MISSING, "answer": _MISSING, "deferred": False, "history_user": None}
+    out: dict[str, Any] = {"prompt": _MISSING, "answer": _MISSING, "deferred": False, "history_user": None,
+                           "structured": _MISSING}
     if source in ("genai", "harvester"):
         messages = _loads(a.get("pydantic_ai.all_messages"))
         if isinstance(messages, list):
@@ -578,7 +579,19 @@ def _agent_io(span: SpanData, source: str) -> dict[str, Any]:
                 ends_ai, text = _last_ai(messages)
                 out["answer"] = text if ends_ai else None
                 out["history_user"] = _first_user(messages)
+            response = _structured_response(value)
+            if response is not _MISSING:  # LangChain response_format: the answer is the structured response
+                out["structured"] = response
+                out["answer"] = orjson.dumps(response).decode()
     return out
+
+
+def _structured_response(payload: Any) -> Any:
+    """LangChain's ``structured_response`` in an agent's output state (OpenLLMetry wraps it in ``outputs``)."""
+    for state in (payload, payload.get("outputs") if isinstance(payload, dict) else None):
+        if isinstance(state, dict) and state.get("structured_response") is not None:
+            return state["structured_response"]
+    return _MISSING
 
 
 def _feedback(spans: Iterable[SpanData]) -> Optional[str]:
@@ -622,11 +635,13 @@ _iso_last: tuple[Optional[int], str] = (None, "")
 
 
 # -- assembly -------------------------------------------------------------------------------------
-def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]],
+          answers: Sequence[Any] = ()) -> tuple[list[dict[str, Any]], bool]:
     """Tool spans matched to the model's requests (by id, else by order and name); unexecuted requests blocked.
 
     Returns the calls in request order (a tool span no request names follows its turn's requests) and
-    whether the last model turn's requests all went unexecuted (the run paused on them).
+    whether the last model turn's requests all went unexecuted (the run paused on them). A request
+    whose args are one of ``answers`` (the agent's structured response) is the answer, not a call.
     """
     reqs: list[tuple[int, int, str, Optional[str], Any]] = []  # (turn, index, name, id, args)
     starts = [llm["span"].start_ns if type(llm["span"].start_ns) is int else 0 for llm in llms]
@@ -682,20 +697,22 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list
                             "result": t["result"], "error": t["error"], "truncated": t["truncated"]}))
     output_tools: dict[int, set[str]] = {}
 
-    def is_output_tool(turn: int, name: str) -> bool:
+    def is_output_tool(turn: int, name: str, args: Any = _MISSING) -> bool:
+        if answers and args is not _MISSING and args in answers:
+            return True  # LangChain's ToolStrategy: the model "calls" the response schema
         if turn not in output_tools:
             output_tools[turn] = _output_tools(llms[turn]["span"])
         return name in output_tools[turn]
 
     for k, (rturn, ridx, name, rid, args) in enumerate(reqs):
-        if k in matched or is_output_tool(rturn, name):
+        if k in matched or is_output_tool(rturn, name, args):
             continue
         keyed.append(((rturn, ridx, 0), {"name": name, "call_id": rid, "args": (
             args if isinstance(args, dict) or args is None else {"input": args}), "status": "blocked",
             "result": None, "error": None, "truncated": False}))
     last = [k for k, r in enumerate(reqs) if r[0] == len(llms) - 1]
     paused = bool(last) and not any(k in matched for k in last) and any(
-        not is_output_tool(reqs[k][0], reqs[k][2]) for k in last)
+        not is_output_tool(reqs[k][0], reqs[k][2], reqs[k][4]) for k in last)
     keyed.sort(key=lambda kv: kv[0])
     return [c for _, c in keyed], paused
 
@@ -755,7 +772,6 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         if t["awaiting"] and type(t["span"].start_ns) is int and t["span"].start_ns > last_llm:
             t["status"] = "blocked"
             interrupted = True
-    calls, paused = _pair(llms, tools)
 
     agent = model = None
     prompt: Any = _MISSING
@@ -763,10 +779,13 @@ def _build(root: SpanData, source: str, members: list[SpanData],
     history_user = None
     deferred = interrupted
     error: Optional[dict[str, str]] = None
+    structured: list[Any] = []
     for sp, src in agents:  # outermost first: members are in start order
         agent = agent or _agent_name(sp, src, span_name=False)
         model = model or _text(sp.attributes.get("model_name")) or _text(sp.attributes.get("gen_ai.request.model"))
         io = _agent_io(sp, src)
+        if io["structured"] is not _MISSING:
+            structured.append(io["structured"])
         if prompt is _MISSING or prompt is None:
             prompt = io["prompt"] if io["prompt"] is not _MISSING else prompt
         if answer is _MISSING:
@@ -775,6 +794,7 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         deferred = deferred or io["deferred"]
         if error is None and sp.status == "ERROR" and not _deferral(sp):
             error = _error_of(sp)
+    calls, paused = _pair(llms, tools, structured)
     if error is None and not (isinstance(answer, str) and answer):
         # openai-agents: an input guardrail fails its turn (a CHAIN), never the agent span
         failed = next((sp for sp in members if sp.status == "ERROR" and roles[sp.span_id][1] == "other"

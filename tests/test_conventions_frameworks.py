@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 
+import orjson
 import pytest
 
 from harvester.conventions import is_agent_span, runs_from_spans
@@ -131,6 +132,16 @@ def test_langchain_agent_without_a_name_is_one_run(instrumentor):
         assert run.prompt == PROMPTS["happy"] and run.answer == ANSWERS["happy"] and run.stop == "answered"
         assert run.trajectory() == ["kb_search", "get_order"] and not run.failed
         assert (run.usage.input_tokens, run.usage.output_tokens) == (300, 30)
+
+
+@pytest.mark.parametrize("instrumentor", ["openinference", "openllmetry"])
+def test_langchain_structured_response_is_the_answer_not_a_blocked_call(instrumentor):
+    """With response_format=ToolStrategy(...) the model "calls" the schema and LangChain answers it itself."""
+    (run,) = runs_from_spans(langchain_agent.run_scenario("structured", instrumentor=instrumentor))
+    assert run.stop == "answered" and not run.failed and run.blocked_tools() == []
+    assert run.trajectory() == ["kb_search"]
+    assert orjson.loads(run.answer) == {"eligible": True, "days_left": 18}
+    assert [r.name for r in run.llm_calls[1].requests] == ["RefundAnswer"]  # still what the model asked
 
 
 @pytest.mark.parametrize("producer", PRODUCERS)

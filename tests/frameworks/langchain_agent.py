@@ -21,18 +21,33 @@ from typing import Any, Iterator
 import langchain.agents
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain.agents.middleware.tool_error import ToolErrorMiddleware
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from pydantic import BaseModel
 
 from . import tools
 from ._otel import capture, finished
 from .pydantic_ai_agent import AGENT_NAME, ANSWERS, MODEL_NAME, PROMPTS, SCRIPTS, USAGE
 
 SCENARIOS = ("happy", "tool_error", "retry", "denied")
+
+
+class RefundAnswer(BaseModel):
+    """The structured answer of the "structured" scenario (``response_format=ToolStrategy(RefundAnswer)``)."""
+
+    eligible: bool
+    days_left: int
+
+
+# LangChain-only: the model answers by "calling" the response schema, which LangChain handles itself.
+SCRIPTS = {**SCRIPTS, "structured": [[("kb_search", {"query": "refund policy"}, "call_1")],
+                                     [("RefundAnswer", {"eligible": True, "days_left": 18}, "call_2")]]}
+PROMPTS = {**PROMPTS, "structured": "Can I still return order A1001?"}
 INSTRUMENTORS = ("openinference", "openllmetry")
 _LOCK = threading.Lock()
 # What the instrumentors patch. OpenLLMetry 0.62's uninstrument() leaves most of it wrapped (its unwrap
@@ -123,6 +138,7 @@ def build_agent(scenario: str, name: str | None = AGENT_NAME) -> Any:
         middleware=middleware,
         checkpointer=InMemorySaver(),
         name=name,
+        **({"response_format": ToolStrategy(RefundAnswer)} if scenario == "structured" else {}),
     )
 
 
@@ -180,6 +196,9 @@ def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *
             resumed = agent.invoke(Command(resume={"decisions": [
                 {"type": "reject", "message": "A human denied the refund."}]}), config)
             assert resumed["messages"][-1].content == ANSWERS["denied"]
+        elif scenario == "structured":
+            out = agent.invoke(state, config)
+            assert out["structured_response"] == RefundAnswer(eligible=True, days_left=18), out
         else:
             agent.invoke(state, config)
     return finished(exporter)

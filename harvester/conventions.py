@@ -635,6 +635,13 @@ _iso_last: tuple[Optional[int], str] = (None, "")
 
 
 # -- assembly -------------------------------------------------------------------------------------
+def _same_args(ran: Any, requested: Any) -> bool:
+    """A tool span's input is the request's args (or, for a one-argument tool logged bare, its one value)."""
+    if isinstance(ran, _Bare):
+        return isinstance(requested, dict) and len(requested) == 1 and next(iter(requested.values())) == ran.value
+    return ran is not _MISSING and ran is not None and ran == requested
+
+
 def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]],
           answers: Sequence[Any] = ()) -> tuple[list[dict[str, Any]], bool]:
     """Tool spans matched to the model's requests (by id, else by order and name); unexecuted requests blocked.
@@ -651,14 +658,17 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]],
     matched: dict[int, dict[str, Any]] = {}
     keyed: list[tuple[tuple[int, int, int], dict[str, Any]]] = []
     lo = 0  # requests before this index are all matched
-    for t in tools:
+    # Tool spans with an id first: an id-less one (an OpenInference tool that raised has no output to
+    # carry it) must not take the request of a sibling that names its own; and among same-name
+    # requests an id-less span takes the one whose args it ran with.
+    for t in sorted(tools, key=lambda t: t["call_id"] is None):
         start = t["span"].start_ns if type(t["span"].start_ns) is int else 0
         turn = bisect_right(starts, start) - 1
         while lo in matched:
             lo += 1
         hit = fallback = None
         for k in range(lo, len(reqs)):
-            rturn, _, rname, rid, _ = reqs[k]
+            rturn, _, rname, rid, rargs = reqs[k]
             if rturn > max(turn, 0):
                 break
             if k in matched:
@@ -666,9 +676,12 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]],
             if t["call_id"] is not None and rid == t["call_id"]:
                 hit = k
                 break
+            if rname == t["name"] and t["call_id"] is None and _same_args(t["args"], rargs):
+                hit = k
+                break
             if rname == t["name"] and fallback is None:
                 fallback = k
-                if t["call_id"] is None or rid is None:
+                if rid is None and t["call_id"] is not None:
                     hit = k
                     break
         if hit is None:  # an id the model never emitted: fall back to the name

@@ -353,3 +353,31 @@ def test_older_openllmetry_indexed_prompt_and_completion_keys():
         ("get_order", "call_1", {"order_id": "A1001"}, {"status": "delivered"})]
     assert (run.usage.input_tokens, run.usage.output_tokens) == (120, 22)
     assert [llm.finish_reason for llm in run.llm_calls] == ["tool_calls", "stop"]
+
+
+def test_parallel_calls_of_one_tool_pair_by_id_then_by_args():
+    """OpenInference: a LangChain tool that raised has no output, so no call id; its siblings do. Which
+    one ends (and starts) first varies run to run: the failed one must never take a sibling's request."""
+    calls = [("Rome", "c1"), ("Atlantis", "c2"), ("Oslo", "c3")]
+    llm = {"openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant"}
+    for m, (city, cid) in enumerate(calls):
+        base = f"llm.output_messages.0.message.tool_calls.{m}.tool_call."
+        llm.update({base + "id": cid, base + "function.name": "lookup",
+                    base + "function.arguments": orjson.dumps({"city": city}).decode()})
+
+    def lookup(sid, city, cid, c):
+        if city == "Atlantis":
+            return mk(sid, "lookup", {"openinference.span.kind": "TOOL", "tool.name": "lookup", "input.value": city},
+                      1, clock=c, status="ERROR", message="KeyError('no city Atlantis')")
+        out = {"type": "tool", "data": {"content": f"{city}: 20C", "tool_call_id": cid, "status": "success"}}
+        return mk(sid, "lookup", {"openinference.span.kind": "TOOL", "tool.name": "lookup", "input.value": city,
+                                  "output.value": orjson.dumps(out).decode()}, 1, clock=c)
+
+    for order in ([1, 0, 2], [0, 1, 2], [1, 2, 0], [2, 1, 0]):
+        c = Clock()
+        spans = [mk(1, "a", {"openinference.span.kind": "AGENT", "input.value": "W?", "output.value": "ok"}, None, clock=c),
+                 mk(2, "llm", llm, 1, clock=c)]
+        spans += [lookup(3 + i, *calls[i], c) for i in order]
+        [run] = runs_from_spans(spans)
+        assert [(x.call_id, x.args, x.status) for x in run.calls] == [
+            ("c1", {"city": "Rome"}, "ok"), ("c2", {"city": "Atlantis"}, "error"), ("c3", {"city": "Oslo"}, "ok")], order

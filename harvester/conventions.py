@@ -730,6 +730,24 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]],
     return [c for _, c in keyed], paused
 
 
+def _run_by_sub_agents(calls: list[dict[str, Any]], nested: list[tuple[SpanData, str]]) -> None:
+    """A request no tool span answered, but a nested agent of that name did: a managed agent (smolagents
+    runs a sub-agent the model "calls" by name as an agent span, not a tool span). Executed, once each."""
+    by_name: dict[str, list[tuple[SpanData, str]]] = {}
+    for sp, src in nested:
+        name = _agent_name(sp, src)
+        if name:
+            by_name.setdefault(name, []).append((sp, src))
+    for call in calls:
+        runs = by_name.get(call["name"]) if call["status"] == "blocked" else None
+        if runs:
+            sp, src = runs.pop(0)
+            answer = _agent_io(sp, src)["answer"]
+            call.update(status="error" if sp.status == "ERROR" else "ok",
+                        result=answer if isinstance(answer, str) and sp.status != "ERROR" else None,
+                        error=_error_of(sp) if sp.status == "ERROR" else None)
+
+
 def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
     """smolagents ran out of steps: no final_answer call, and the answer came from a model call made
     by the agent itself (``provide_final_answer``), not from one of its numbered steps."""
@@ -808,6 +826,8 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         if error is None and sp.status == "ERROR" and not _deferral(sp):
             error = _error_of(sp)
     calls, paused = _pair(llms, tools, structured)
+    if len(agents) > 1 and any(c["status"] == "blocked" for c in calls):
+        _run_by_sub_agents(calls, agents[1:])
     if error is None and not (isinstance(answer, str) and answer):
         # openai-agents: an input guardrail fails its turn (a CHAIN), never the agent span
         failed = next((sp for sp in members if sp.status == "ERROR" and roles[sp.span_id][1] == "other"

@@ -118,3 +118,13 @@ def test_running_out_of_steps_is_a_max_steps_stop():
     (run,) = runs
     assert run.stop == "max_steps" and run.failed and run.error is None
     assert run.answer == ANSWERS["max_steps"] and run.trajectory() == ["kb_search"] * 5
+
+
+def test_a_managed_agent_is_the_call_the_model_made():
+    """smolagents runs a managed agent the model "calls" by name as an AGENT span, not a TOOL span."""
+    (run,) = runs_from_spans(spans_for("managed"))
+    assert run.stop == "answered" and not run.failed and run.blocked_tools() == []
+    assert run.agent == "support_agent" and run.answer == ANSWERS["managed"]
+    assert [(c.name, c.status) for c in run.calls] == [("research_agent", "ok"), ("kb_search", "ok")]
+    assert run.calls[0].args == {"task": "Find the refund policy."}
+    assert run.calls[0].result == "Within 30 days of delivery."

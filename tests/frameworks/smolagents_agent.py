@@ -48,7 +48,13 @@ SCRIPTS: dict[str, list[Any]] = {
                  + ["I could not find it in time."],
 }
 ANSWERS["max_steps"] = "I could not find it in time."
-PROMPTS = {**PROMPTS, "max_steps": "Search until you find it."}
+# a managed agent: the model "calls" research_agent, which smolagents runs as an agent, not a tool
+RESEARCH_AGENT = "research_agent"
+SCRIPTS["managed"] = [[(RESEARCH_AGENT, {"task": "Find the refund policy."}, "call_1")],
+                      _final("Refunds are accepted within 30 days.", "call_2")]
+SCRIPTS["managed_research"] = [_SCRIPTS["happy"][0][:1], _final("Within 30 days of delivery.", "call_r2")]
+ANSWERS["managed"] = "Refunds are accepted within 30 days."
+PROMPTS = {**PROMPTS, "max_steps": "Search until you find it.", "managed": "What is the refund policy?"}
 _LOCK = threading.Lock()
 
 
@@ -119,8 +125,14 @@ class ScriptedModel(OpenAIModel):
 
 
 def build_agent(scenario: str, *, deterministic: bool = False) -> ToolCallingAgent:
+    managed = []
+    if scenario == "managed":
+        managed = [ToolCallingAgent(tools=[kb_search], model=ScriptedModel("managed_research"), name=RESEARCH_AGENT,
+                                    description="Researches the support knowledge base.", max_steps=3,
+                                    verbosity_level=LogLevel.OFF)]
     return ToolCallingAgent(
         tools=[kb_search, get_order, check_inventory],
+        managed_agents=managed,
         model=ScriptedModel(scenario),
         name=AGENT_NAME,
         max_steps=5,

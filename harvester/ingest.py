@@ -115,7 +115,8 @@ def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
             name = "<stdin>" if path == "-" else path
             with _InputFile(path) as stream:
                 head = b"" if jobs == 1 else _read(stream, PARALLEL_MIN_BYTES, path)
-                if jobs == 1 or len(head) < PARALLEL_MIN_BYTES or not _can_share(redactor):
+                if jobs == 1 or len(head) < PARALLEL_MIN_BYTES or not _can_share(redactor) \
+                        or head[:3] in (b"\xef\xbb\xbf", b"\x1f\x8b\x08"):  # a BOM or gzip: read as a whole says what
                     _ingest_bytes(head + _read(stream, -1, path), name, writer, stats)
                 else:
                     if workers is None:

@@ -8,6 +8,7 @@ store and the exporters only know this form. Plain slots and dicts: this is on t
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -363,8 +364,12 @@ def iter_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator[Any
     first (orjson would validate all of it before failing on the second line).
     """
     text = data.strip()
+    if text.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark, as some editors write
+        text = text[3:].lstrip()
     if not text:
         return
+    if text[:2] == b"\x1f\x8b":
+        raise OtlpFormatError("gzip-compressed; decompress it first (zcat FILE | harvester ingest -)", file=file)
     nl = text.find(b"\n")
     lines = False
     if nl >= 0:
@@ -378,7 +383,22 @@ def iter_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator[Any
             yield orjson.loads(text)
             return
         except orjson.JSONDecodeError:
-            pass
+            # Neither one document nor JSON lines with a good first line: say where it breaks (orjson
+            # counts from the start of the text only; the stdlib parser gives line and column).
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                line = text.count(b"\n", 0, exc.start) + 1
+                col = exc.start - (text.rfind(b"\n", 0, exc.start) + 1) + 1
+                raise OtlpFormatError(f"not UTF-8 text (byte 0x{text[exc.start]:02x})", file=file,
+                                      field=f"line {line} column {col}") from None
+            try:
+                json.loads(text.decode("utf-8", "replace"))
+            except RecursionError:
+                raise OtlpFormatError("invalid JSON (nested too deep)", file=file) from None
+            except ValueError as exc:
+                where = f"line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else None
+                raise OtlpFormatError(f"invalid JSON ({getattr(exc, 'msg', exc)})", file=file, field=where) from None
     for lineno, line in enumerate(text.splitlines(), 1):
         if lines and lineno == 1:
             yield first

@@ -165,3 +165,32 @@ def test_more_of_a_stored_trace_completes_it_and_a_part_never_shrinks_it(tmp_pat
         (run,) = store.runs()
         assert run.trajectory() == ["kb_search"] and run.blocked_tools() == [] and run.calls[0].status == "ok"
         assert len(store.spans(TRACE)) == 3
+
+
+def test_a_broken_pretty_document_names_its_line_and_column(tmp_path: Path) -> None:
+    text = json.dumps(_doc(), indent=2)
+    lines = text.splitlines()
+    k = next(i for i in range(30, len(lines)) if lines[i].endswith(","))
+    lines[k] = lines[k][:-1]  # one missing comma deep inside: the parser stops on the next line
+    path = tmp_path / "pretty.json"
+    path.write_text("\n".join(lines))
+    res = CliRunner().invoke(cli, ["ingest", str(path), "--store", str(tmp_path / "t.db")])
+    assert res.exit_code == 2 and res.output.startswith(f"error: {path}: line {k + 2} column"), res.output
+
+
+@pytest.mark.parametrize("data,message", [
+    (b"\x1f\x8b\x08\x00rest", "gzip-compressed; decompress it first"),
+    ('{"resourceSpans": [], "x": "caf\u00e9"}'.encode("latin-1"), "line 1 column 32: not UTF-8 text (byte 0xe9)"),
+])
+def test_encodings_get_a_message_that_says_so(tmp_path: Path, data: bytes, message: str) -> None:
+    path = tmp_path / "in.json"
+    path.write_bytes(data)
+    res = CliRunner().invoke(cli, ["ingest", str(path), "--store", str(tmp_path / "t.db")])
+    assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output, res.output
+
+
+def test_a_byte_order_mark_is_fine(tmp_path: Path) -> None:
+    path = tmp_path / "in.json"
+    path.write_bytes(b"\xef\xbb\xbf" + orjson.dumps(_doc()))
+    res = CliRunner().invoke(cli, ["ingest", str(path), "--store", str(tmp_path / "t.db")])
+    assert res.exit_code == 0 and res.output.startswith("ingested 1 run"), res.output

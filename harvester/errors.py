@@ -33,6 +33,7 @@ class HarvesterError(Exception):
 
 class InputError(HarvesterError):
     def __init__(self, message: str, *, file: str | None = None, field: str | None = None) -> None:
+        self.message = message
         self.file = file
         self.field = field
         where = ": ".join(p for p in (file, field) if p)

@@ -47,7 +47,8 @@ import orjson
 from .capture import RunWriter
 from .errors import HarvesterError, OtlpFormatError
 from .redact import Redactor
-from .spans import OtlpStats, SpanData, iter_otlp_documents, spans_from_otlp
+from .spans import (OtlpStats, SpanData, iter_otlp_documents, line_message, numbered_otlp_documents,
+                    spans_of_document)
 from .store import Row, TraceStore
 
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024  # smaller inputs are read in-process: no worker start-up
@@ -141,8 +142,8 @@ def _ingest_bytes(data: bytes, name: str, writer: RunWriter, stats: IngestStats)
     """One file in this process (the reference path: the parallel one stores the same rows)."""
     otlp = OtlpStats()
     traces: dict[str, list[SpanData]] = {}
-    for doc in iter_otlp_documents(data, file=name):
-        for span in spans_from_otlp(doc, otlp, file=name):
+    for line, doc in numbered_otlp_documents(data, file=name):
+        for span in spans_of_document(doc, otlp, file=name, line=line):
             traces.setdefault(span.trace_id, []).append(span)
     del data
     stats.files += 1
@@ -444,7 +445,7 @@ def _parse(held: dict[int, dict[str, list[SpanData]]], key: int, kind: str, name
     held[key] = groups
     nlines = 0
     if kind == "doc":
-        docs: Iterable[Any] = (orjson.loads(payload),)
+        docs: Iterable[tuple[int | None, Any]] = ((None, orjson.loads(payload)),)
     else:
         if kind == "range":
             path, start, end = payload
@@ -457,8 +458,14 @@ def _parse(held: dict[int, dict[str, list[SpanData]]], key: int, kind: str, name
         lines = payload.splitlines()
         nlines = len(lines)  # every chunk but the last ends with a newline
         docs = _docs(lines)
-    for doc in docs:
-        for span in spans_from_otlp(doc, stats, file=name):
+    for line, doc in docs:
+        try:
+            spans = list(spans_of_document(doc, stats, file=name, line=None))
+        except OtlpFormatError as exc:
+            if line is None:
+                raise
+            raise _LineError(line_message(exc), line) from None
+        for span in spans:
             group = groups.get(span.trace_id)
             if group is None:
                 groups[span.trace_id] = [span]
@@ -467,13 +474,13 @@ def _parse(held: dict[int, dict[str, list[SpanData]]], key: int, kind: str, name
     return ("parsed", key, list(groups), stats.spans, stats.skipped, stats.reasons, nlines)
 
 
-def _docs(lines: list[bytes]) -> Iterator[Any]:
+def _docs(lines: list[bytes]) -> Iterator[tuple[int, Any]]:
     for n, line in enumerate(lines, 1):
         line = line.strip()
         if not line:
             continue
         try:
-            yield orjson.loads(line)
+            yield n, orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise _LineError(f"invalid JSON ({exc})", n) from None
 

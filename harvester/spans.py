@@ -348,6 +348,21 @@ def spans_from_otlp(doc: Any, stats: OtlpStats | None = None, *, file: str | Non
                 yield span
 
 
+def spans_of_document(doc: Any, stats: OtlpStats, *, file: str | None, line: int | None) -> Iterator[SpanData]:
+    """``spans_from_otlp`` of one document of a file, whose errors name its line in JSON lines."""
+    try:
+        yield from spans_from_otlp(doc, stats, file=file)
+    except OtlpFormatError as exc:
+        if line is None:
+            raise
+        raise OtlpFormatError(line_message(exc), file=file, field=f"line {line}") from None
+
+
+def line_message(exc: OtlpFormatError) -> str:
+    """An error inside one line of JSON lines, for a message that names the line: its field, then what."""
+    return f"{exc.field}: {exc.message}" if exc.field else exc.message
+
+
 def _why(exc: Exception) -> str:
     """A skip reason that names the field: ``KeyError('traceId')`` -> "no traceId"."""
     if isinstance(exc, KeyError) and exc.args:
@@ -358,8 +373,15 @@ def _why(exc: Exception) -> str:
 
 
 def iter_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator[Any]:
+    """One JSON document, or JSON lines (see ``numbered_otlp_documents``)."""
+    for _, doc in numbered_otlp_documents(data, file=file):
+        yield doc
+
+
+def numbered_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator[tuple[int | None, Any]]:
     """One JSON document, or JSON lines (the Collector's file exporter writes one request per line).
 
+    Yields ``(line number, document)``; the line number is None for a file that is one document.
     A first line that is a whole document means JSON lines: the file is never parsed as a whole
     first (orjson would validate all of it before failing on the second line).
     """
@@ -380,7 +402,7 @@ def iter_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator[Any
             pass
     if not lines:
         try:
-            yield orjson.loads(text)
+            yield None, orjson.loads(text)
             return
         except orjson.JSONDecodeError:
             # Neither one document nor JSON lines with a good first line: say where it breaks (orjson
@@ -401,15 +423,16 @@ def iter_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator[Any
                 raise OtlpFormatError(f"invalid JSON ({getattr(exc, 'msg', exc)})", file=file, field=where) from None
     for lineno, line in enumerate(text.splitlines(), 1):
         if lines and lineno == 1:
-            yield first
+            yield 1, first
             continue
         line = line.strip()
         if not line:
             continue
         try:
-            yield orjson.loads(line)
+            doc = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise OtlpFormatError(f"invalid JSON ({exc})", file=file, field=f"line {lineno}") from None
+        yield lineno, doc
 
 
 # -- back to OTLP/JSON ------------------------------------------------------------------------

@@ -121,8 +121,8 @@ def test_stdin_is_sent_to_the_workers_as_bytes(tmp_path: Path, small_chunks: Non
 
 @pytest.mark.parametrize("bad, where", [
     (b"{not json", "line 9"),
-    (b'{"hello": 1}', "resourceSpans"),
-    (b'{"resourceSpans": {}}', "resourceSpans"),
+    (b'{"hello": 1}', "line 9: resourceSpans: not an OTLP/JSON traces document"),
+    (b'{"resourceSpans": {}}', "line 9: resourceSpans: must be a list"),
 ])
 def test_a_bad_line_fails_as_in_process(tmp_path: Path, small_chunks: None, bad: bytes, where: str) -> None:
     good = write_lines(tmp_path / "good.jsonl", traffic(10))

@@ -22,7 +22,7 @@ import time
 import weakref
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
@@ -172,6 +172,9 @@ class TraceStore:
     def __init__(self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> None:
         self.path = str(path) if path is not None else default_path()
         self.readonly = readonly
+        # Called once per write that finds the file locked by another process and starts retrying
+        # (up to minutes): a command line says it is waiting instead of looking hung.
+        self.on_wait: Callable[[str], None] | None = None
         self._lock = threading.RLock()
         self._txn = threading.Lock()  # held while this connection may hold SQLite's write lock
         self._txn_held_for_fork = False
@@ -365,6 +368,8 @@ class TraceStore:
                         except sqlite3.Error as exc:
                             conn.execute("ROLLBACK")
                             raise self._error(f"cannot write ({exc})") from None
+                if attempt == 0 and self.on_wait is not None:
+                    self.on_wait(f"{self.path}: another process is writing to it; waiting (up to a few minutes)")
                 time.sleep(delay)  # busy: another process is writing; retry, without the fork lock
                 delay = min(delay * 2, 0.5)
             raise self._error("cannot write: the database stayed locked")

@@ -249,3 +249,24 @@ def test_ingest_redacts_and_keeps_big_results(store: TraceStore, tmp_path: Path)
     store.close()
     raw = Path(store.path).read_bytes() + (Path(store.path + "-wal").read_bytes() if Path(store.path + "-wal").exists() else b"")
     assert b"bob@example.com" not in raw
+
+
+def test_a_write_that_waits_for_another_process_says_so_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from harvester import store as store_module
+
+    monkeypatch.setattr(store_module, "_BUSY_TIMEOUT_MS", 50)
+    path = tmp_path / "t.db"
+    with TraceStore(path) as store:
+        said: list[str] = []
+        store.on_wait = said.append
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        timer = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+        timer.start()
+        store.add(make_run(1))
+        timer.join()
+        other.close()
+        assert store.count() == 1
+    assert len(said) == 1 and "another process is writing to it; waiting" in said[0]

@@ -92,7 +92,9 @@ def open_store(store_path: Optional[str], config: Any, *, readonly: bool = False
     if not create and not os.path.exists(path):
         raise StoreError(f"{path}: no trace store here yet; ingest traces first (harvester ingest FILE) "
                          "or pass --store")
-    return TraceStore(path, readonly=readonly)
+    store = TraceStore(path, readonly=readonly)
+    store.on_wait = lambda message: click.echo(f"waiting: {message}", err=True)
+    return store
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

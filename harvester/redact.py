@@ -88,6 +88,7 @@ _ANY_TRIGGER = re.compile(r"sk-|gh[pousr]_|github_pat_|akia|asia|xox|@|bearer|ba
                           r"|cooki|autho")
 # Escapes in JSON or a repr ("...\\napi_key=...") end a word as well as a space does.
 _ESCAPES = ("\\n", "\\t", "\\r")
+_CARD_MIN = 10**12  # a card number has 13 digits or more
 _BIG_INT = re.compile(r"[0-9]{20}")
 _CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
 # Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
@@ -370,6 +371,7 @@ class Redactor:
             # Without field literals a short string's result is the same in every pass: answered from
             # the cross-pass cache here, without a call (most attribute values are short and recur).
             short = self._short if not p.literals else _NO_CACHE
+            plain_ints = not self._custom and not p.literals  # only a card number can change an int
             for k, x in v.items():
                 if isinstance(x, str):  # most values: handled here, one call fewer per value
                     hit = secret_keys.get(k)
@@ -380,6 +382,8 @@ class Redactor:
                     else:
                         y = short.get(x)
                         y = self._text(x, p) if y is None else (y or x)
+                elif type(x) is int and plain_ints and -_CARD_MIN < x < _CARD_MIN and secret_keys.get(k) is False:
+                    y = x  # token counts, ids, sizes: most numbers, answered without a call
                 elif type(x) is int or (type(x) is list and x and all(type(i) is str for i in x)):
                     # {"password": 83724519}, {"Cookie": ["sessionid=..."]}: hidden whole under a secret's
                     # name. A dict is walked instead (a JSON schema's "password" property is no secret),
@@ -413,6 +417,8 @@ class Redactor:
                     items[i] = y
             return v if items is None else items
         if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if type(v) is int and -_CARD_MIN < v < _CARD_MIN and not self._custom and not p.literals:
+                return v
             return self._number(v, p)
         if isinstance(v, (bytes, bytearray)):
             text = bytes(v).decode("utf-8", "replace")

@@ -7,12 +7,16 @@ handed a result keeps going and the report can show the whole divergent path. Li
 "can't overwrite existing cassette" message, the result says why nothing matched, which recorded calls
 came closest and what differs, and how to fix it (re-harvest, or the exact ``ignore_args`` entry).
 
-Failures are raised as ``ToolFailure``, an ordinary exception, so every framework hands it back to the
-model the way it hands back any tool exception.
+Failures are raised as ``ToolFailure``. A recorded failure whose type can be named here (a builtin such
+as ``TimeoutError`` or ``KeyError``, pydantic-ai's ``ModelRetry``, LangChain's ``ToolException``) is
+raised as a ``ToolFailure`` that is also an instance of that type, so the agent's own ``except`` clauses
+and its framework's retry handling see what they saw in production.
 """
 
 from __future__ import annotations
 
+import builtins
+import sys
 import threading
 from dataclasses import dataclass
 import re
@@ -46,6 +50,47 @@ class ToolFailure(Exception):
         self.type = type
         self.message = message
         super().__init__(f"{type}: {message}" if message else type)
+
+
+# Recorded type names (as the conventions readers shorten them) -> (module, class) to raise as, when the
+# agent's process has that module loaded: a framework's own retry signal must stay one in replay.
+_FRAMEWORK_TYPES = {
+    "ModelRetry": ("pydantic_ai", "ModelRetry"), "ToolRetryError": ("pydantic_ai", "ModelRetry"),
+    "ToolException": ("langchain_core.tools", "ToolException"),
+}
+_TYPED: dict[type, type] = {}
+
+
+def tool_failure(type_name: str, message: str = "") -> ToolFailure:
+    """A ``ToolFailure`` that is also an instance of the recorded exception type, where it can be named.
+
+    A recorded ``TimeoutError`` the agent caught in production must be caught again in replay; a plain
+    exception instead would crash the unchanged agent and report a regression that is not there.
+    """
+    base: Any = None
+    builtin = getattr(builtins, type_name, None)
+    if isinstance(builtin, type) and issubclass(builtin, Exception):
+        base = builtin
+    elif type_name in _FRAMEWORK_TYPES:
+        module, cls = _FRAMEWORK_TYPES[type_name]
+        base = getattr(sys.modules.get(module), cls, None)  # only a framework the agent already imported
+    if base is None:
+        return ToolFailure(type_name, message)
+    typed = _TYPED.get(base)
+    if typed is None:
+        def __init__(self: Any, type: str, message: str = "", _base: type = base) -> None:
+            _base.__init__(self, message)  # as the tool raised it: str() and .message are its message
+            self.type, self.message = type, message
+
+        try:
+            typed = _TYPED[base] = builtins.type(f"Replayed{base.__name__}", (ToolFailure, base),
+                                                 {"__init__": __init__, "__module__": __name__})
+        except TypeError:  # a base whose layout cannot be combined
+            return ToolFailure(type_name, message)
+    try:
+        return typed(type_name, message)
+    except Exception:  # noqa: BLE001 - a base that needs other arguments (UnicodeDecodeError)
+        return ToolFailure(type_name, message)
 
 
 @dataclass(slots=True)
@@ -136,7 +181,7 @@ class FixtureTools:
         else:
             fx, outcome = recorded[n], "served"
         if fx.error is not None:
-            return ToolLog(name, args, key, outcome, error=ToolFailure(fx.error.type, fx.error.message))
+            return ToolLog(name, args, key, outcome, error=tool_failure(fx.error.type, fx.error.message))
         return ToolLog(name, args, key, outcome, result=_copy(fx.result))
 
     def _inject_now(self, name: str, spec: InjectSpec) -> bool:
@@ -190,7 +235,7 @@ def _inject(entry: ToolLog, recorded: list[Fixture] | None) -> ToolLog:
     mode = entry.mode or ""
     if mode in _FAILURES:
         type_, template = _FAILURES[mode]
-        entry.error = ToolFailure(type_, template.format(tool=entry.name))
+        entry.error = tool_failure(type_, template.format(tool=entry.name))
     elif mode == "empty":
         shape = next((fx.result for fx in recorded or () if fx.error is None), "")
         entry.result = type(shape)() if isinstance(shape, (list, dict, str)) else None

@@ -239,3 +239,18 @@ def test_concurrent_tasks_never_see_each_others_fixtures():
         return dict(await asyncio.gather(*(one(c) for c in cases)))
 
     assert asyncio.run(main()) == {f"c{i}": [i] * 5 for i in range(16)}
+
+
+def test_recorded_failures_are_raised_as_their_own_type_where_it_can_be_named() -> None:
+    import pydantic_ai
+
+    from harvester.fixtures import ToolFailure, tool_failure
+
+    timeout = tool_failure("TimeoutError", "upstream timed out")
+    assert isinstance(timeout, TimeoutError) and isinstance(timeout, ToolFailure) and str(timeout) == "upstream timed out"
+    assert (timeout.type, timeout.message) == ("TimeoutError", "upstream timed out")
+    retry = tool_failure("ToolRetryError", "use upper case")
+    assert isinstance(retry, pydantic_ai.ModelRetry) and retry.message == "use upper case"
+    for name in ("OrdersDbTimeout", "UnicodeDecodeError", "print"):  # unknown, unbuildable, not an exception
+        plain = tool_failure(name, "m")
+        assert type(plain) is ToolFailure and str(plain) == f"{name}: m"

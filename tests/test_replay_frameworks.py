@@ -131,3 +131,62 @@ def test_injected_failure_reaches_the_framework():
                                   "inject_failures": {"get_order": {"mode": "not_found"}}})
     (r,) = replay([c], build_pydantic_ai).results
     assert not r.passed and "NotFound" in (r.error or "")  # pydantic-ai lets a tool exception end the run
+
+
+def test_a_recorded_model_retry_is_a_retry_again():
+    """pydantic-ai records a tool's ModelRetry as ToolRetryError; replayed as a plain exception it would end
+    the run that in production went on: the model must get the retry and call again."""
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts
+                   if isinstance(p, ToolReturnPart)]  # pydantic-ai 2 hands a retry back as a tool return
+        if len(returns) == 2:
+            return ModelResponse(parts=[TextPart(f"{returns[1]} (after: {returns[0]})")])
+        order = "A1001" if returns else "a1001"
+        return ModelResponse(parts=[ToolCallPart("get_order", {"order_id": order}, f"call_{len(returns)}")])
+
+    def build() -> Agent:
+        agent = Agent(FunctionModel(respond, model_name="scripted"), name="support_agent", tools=[get_order])
+        agent.instrument = InstrumentationSettings()
+        return agent
+
+    retry = {"order_id": "a1001"}
+    c = AgentCase.model_validate({
+        "id": "retry", "status": "accepted", "prompt": "Where is order a1001?", "why": "retry",
+        "checks": [{"check": "answered"}],
+        "fixtures": [{"key": fixture_key("get_order", retry), "tool": "get_order", "args": retry,
+                      "error": {"type": "ToolRetryError", "message": "order ids are upper case"}},
+                     {"key": fixture_key("get_order", CALLS[1][1]), "tool": "get_order", "args": CALLS[1][1],
+                      "result": "delivered"}],
+        "recorded": {"trajectory": ["get_order", "get_order"], "stop": "answered"}})
+    (r,) = replay([c], build).results
+    assert r.passed, r.reasons()
+    assert r.answer == "delivered (after: order ids are upper case)"  # the model got the retry, then the result
+
+
+def test_a_recorded_error_the_agent_caught_is_caught_again():
+    @harvester.tool
+    def lookup(order_id: str) -> str:
+        """Look an order up (raises TimeoutError in production, once)."""
+        raise AssertionError("never runs in replay")
+
+    def build():
+        def agent(prompt: str) -> str:
+            with harvester.agent_run("support_agent", prompt) as run:
+                run.model_call("m", tool_calls=[{"name": "lookup", "arguments": {"order_id": "A1"}}])
+                try:
+                    answer = lookup(order_id="A1")
+                except TimeoutError:  # the app's own handling, as in production
+                    answer = "The order service is slow, please try again later."
+                run.finish(answer)
+                return answer
+        return agent
+
+    args = {"order_id": "A1"}
+    c = AgentCase.model_validate({
+        "id": "timeout", "status": "accepted", "prompt": "Where is A1?", "why": "timeout handled",
+        "checks": [{"check": "answered"}, {"check": "contains", "needles": ["try again later"]}],
+        "fixtures": [{"key": fixture_key("lookup", args), "tool": "lookup", "args": args,
+                      "error": {"type": "TimeoutError", "message": "upstream timed out"}}],
+        "recorded": {"trajectory": ["lookup"], "stop": "answered"}})
+    (r,) = replay([c], build).results
+    assert r.passed, r.reasons()

@@ -205,6 +205,9 @@ class _Runner:
             run = run.model_copy(update={"stop": "error", "answer": None,
                                          "error": ErrorInfo(type=type(error).__name__, message=str(error))})
         checks = evaluate(job.case, run, judge=self.judge)
+        unanswered = _recorded_calls_only(job.case, tools)
+        if unanswered is not None:
+            checks.append(unanswered)
         passed = error is None and all(c.passed for c in checks)
         message = f"{type(error).__name__}: {error}" if error is not None else None
         done.put((job, _Outcome(passed, checks, run, message, (time.perf_counter() - started) * 1000, tools,
@@ -376,17 +379,34 @@ def _result(case: Case, outcomes: list[_Outcome], variant_of: Optional[str]) -> 
 
 
 def _no_fixture_calls(tools: Optional[FixtureTools]) -> list[NoFixtureCall]:
-    """The first few unanswered calls, short: tool, reason and where the closest recording differs."""
+    """The first few unanswered calls: tool, reason, the args sent, and the closest recording and where it differs."""
     out = []
     for entry in tools.log if tools is not None else ():
         if entry.outcome != "no_fixture":
             continue
         closest = entry.result.get("closest") if isinstance(entry.result, dict) else None
         differs = closest[0].get("differs", []) if entry.reason == "no_match" and closest else []
-        out.append(NoFixtureCall(tool=entry.name, reason=entry.reason or "no_fixture", differs=list(differs)))
+        out.append(NoFixtureCall(tool=entry.name, reason=entry.reason or "no_fixture", differs=list(differs),
+                                 args=entry.args, closest=closest[0].get("args") if closest else None))
         if len(out) == MAX_NO_FIXTURE_CALLS:
             break
     return out
+
+
+def _recorded_calls_only(case: Case, tools: Optional[FixtureTools]) -> Optional[CheckResult]:
+    """A failed check when the agent made a call its recording cannot answer (None when it made none).
+
+    Such a call got a synthetic ``no_fixture`` result, so whatever the agent did next was not tested
+    against anything real: like vcrpy refusing an unrecorded request, the case fails and says which call.
+    Cases that inject failures are exempt: a recovery path is expected to leave the recording.
+    """
+    if tools is None or not tools.no_fixture or (case.spec is not None and case.spec.inject_failures):
+        return None
+    calls = _no_fixture_calls(tools)
+    more = f"; and {tools.no_fixture - len(calls)} more" if tools.no_fixture > len(calls) else ""
+    return CheckResult(name="recorded_calls_only", passed=False,
+                       detail=f"{tools.no_fixture} call{'s' if tools.no_fixture != 1 else ''} the recording cannot answer: "
+                              + "; ".join(c.explain() for c in calls) + more)
 
 
 # -- the suite --------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Optional, Sequence
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .canonical import canonical_json
 from .errors import GateError, OutputError, ReportFormatError, pydantic_field
 
 SCHEMA = "harvester.report/1"
@@ -64,10 +65,19 @@ class NoFixtureCall(_Strict):
     tool: str
     reason: str
     differs: list[str] = Field(default_factory=list)
+    args: Any = None  # what the agent sent
+    closest: Any = None  # the args of the closest recorded call of that tool, if it has any
 
     def describe(self) -> str:
         differs = f", differs at {', '.join(self.differs)}" if self.differs else ""
         return f"{self.tool}: {self.reason}{differs}"
+
+    def explain(self) -> str:
+        """One line for a person: the call, why nothing answered it, and what was recorded instead."""
+        sent = f"{self.tool}({canonical_json(self.args)})" if self.args is not None else self.tool
+        recorded = f"; recorded: {self.tool}({canonical_json(self.closest)})" if self.closest is not None else ""
+        differs = f", differs at {', '.join(self.differs)}" if self.differs else ""
+        return f"{sent}: {self.reason}{differs}{recorded}"
 
 
 MAX_NO_FIXTURE_CALLS = 5  # per case, in the report; ``no_fixture`` counts them all
@@ -172,7 +182,7 @@ def metrics_of(results: Sequence[CaseResult]) -> dict[str, Optional[float]]:
         "redundant_call_rate": sum(r.redundant_calls for r in results) / calls if calls else 0.0,
         "cost_per_success": sum(costs) / successes if costs and successes else None,
         "abstention_rate": _mean([float(r.abstained) for r in tasks]),
-        "divergence_rate": _mean([float(r.divergence is not None) for r in tasks]),
+        "divergence_rate": _mean([float(r.divergence is not None or r.no_fixture > 0) for r in tasks]),
     }
 
 

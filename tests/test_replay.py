@@ -237,26 +237,43 @@ def test_divergence_is_reported_even_when_checks_pass():
     assert r.passed and r.divergence.describe() == "diverged at step 2: recorded kb_search, actual (end)"
 
 
-def test_a_passing_case_that_diverged_or_met_no_fixture_is_shown_in_the_summary_and_markdown():
+def test_a_call_the_recording_cannot_answer_fails_the_case_and_says_which():
+    """Like vcrpy refusing an unrecorded request: what the agent did after a no_fixture result was tested
+    against nothing real, so weak checks (answered) must not let the case pass."""
     calm = scripted(("kb_search", {"query": "refund policy", "request_id": "r-2"}),
                     ("kb_search", {"query": "refund policy"}), answer="Refunds within 30 days.")
     c = case(fixtures=[fx("kb_search", {"query": "refund policy", "request_id": "r-1"}, "Refunds within 30 days.")],
              recorded={"trajectory": ["kb_search", "kb_search"]})
     report = replay([c, case("same")], lambda: calm)
     r = report.result("c1")
-    assert r.passed and r.no_fixture == 2 and r.divergence is None  # the checks pass: only the ~ line tells
+    assert not r.passed and r.no_fixture == 2 and r.divergence is None
+    recorded = {"query": "refund policy", "request_id": "r-1"}
     assert [call.model_dump() for call in r.no_fixture_calls] == [
-        {"tool": "kb_search", "reason": "no_match", "differs": ["request_id"]},
-        {"tool": "kb_search", "reason": "no_match", "differs": ["request_id"]}]
+        {"tool": "kb_search", "reason": "no_match", "differs": ["request_id"],
+         "args": {"query": "refund policy", "request_id": "r-2"}, "closest": recorded},
+        {"tool": "kb_search", "reason": "no_match", "differs": ["request_id"], "args": {"query": "refund policy"},
+         "closest": recorded}]
+    assert r.reasons() == [
+        'recorded_calls_only: 2 calls the recording cannot answer: kb_search({"query":"refund policy",'
+        '"request_id":"r-2"}): no_match, differs at request_id; recorded: kb_search({"query":"refund policy",'
+        '"request_id":"r-1"}); kb_search({"query":"refund policy"}): no_match, differs at request_id; recorded: '
+        'kb_search({"query":"refund policy","request_id":"r-1"})']
     line = "  ~ c1: 2 no_fixture calls (kb_search: no_match, differs at request_id; kb_search: no_match, " \
            "differs at request_id)"
     assert line in report.summary().splitlines()
-    assert "- ~ **c1** (passed): 2 no_fixture calls (kb_search: no_match, differs at request_id;" in report.to_markdown()
+    assert "- ~ **c1** (failed): 2 no_fixture calls (kb_search: no_match, differs at request_id;" in report.to_markdown()
     diverged = case("d1", recorded={"trajectory": ["kb_search", "kb_search"]})
     report = replay([diverged], lambda: GOOD)
-    assert report.results[0].passed
+    assert report.results[0].passed  # a shorter path, every call answered: shown, not failed
     assert "  ~ d1: diverged at step 2: recorded kb_search, actual (end)" in report.summary().splitlines()
     assert "### Differs from the recording" in report.to_markdown()
+
+
+def test_a_case_that_injects_failures_may_leave_its_recording():
+    other = scripted(("kb_search", {"query": "refund policy"}), ("get_order", {"order_id": "B2"}), answer="ok")
+    c = case(inject_failures={"kb_search": {"mode": "timeout"}})
+    (r,) = replay([c], lambda: other).results
+    assert r.no_fixture == 1 and not any(x.name == "recorded_calls_only" for x in r.checks)
 
 
 def test_a_failing_case_shows_its_no_fixture_calls():

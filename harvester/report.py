@@ -649,6 +649,18 @@ class GateOutcome:
         out = self.comparison.lines() if self.comparison is not None else []
         return out + [g.line() for g in self.gates]
 
+    def verdict(self) -> str:
+        """The last line of a gated command: what its exit code means, so a failing job never ends on "ok"."""
+        if self.exit_code == 0:
+            return "release gate: PASS"
+        why = []
+        if self.regressions:
+            why.append(f"{len(self.regressions)} case{'s' if len(self.regressions) != 1 else ''} regressed")
+        failed = sum(not g.passed for g in self.gates)
+        if failed:
+            why.append(f"{failed} gate{'s' if failed != 1 else ''} failed")
+        return f"release gate: FAIL ({', '.join(why)})"
+
     def warnings(self, report: Report) -> list[str]:
         """Failing cases a passing job would hide: once any gate is configured, failures alone do not fail it."""
         cases = report.cases

@@ -78,6 +78,8 @@ def test_replay_gates_and_baseline(project):
     result = run("replay", "--agent", "cli_agent_mod:build", "--baseline", "base.json",
                  "--gate", "task_completion>=0.5")
     assert result.exit_code == 1 and "regressed: ['refund-bad']" in result.output
+    assert "gate task_completion>=0.5: ok" in result.output  # every gate passes: the regression alone fails it
+    assert result.output.rstrip().splitlines()[-1] == "release gate: FAIL (1 case regressed)"
     assert "warning: baseline is cases (unversioned)" in result.output  # another suite version: warn, compare
 
 
@@ -146,10 +148,12 @@ def test_compare(tmp_path):
     result = run("compare", str(tmp_path / "now.json"), "--baseline", str(tmp_path / "base.json"))
     assert result.exit_code == 1
     assert "regressed: ['b']" in result.output and "improved: ['c']" in result.output
+    assert result.output.rstrip().splitlines()[-1] == "release gate: FAIL (1 case regressed)"
     data = orjson.loads(run("compare", str(tmp_path / "now.json"), "--baseline", str(tmp_path / "base.json"),
                             "--json").output)
     assert data["regressions"] == ["b"] and data["comparison"]["improved"] == ["c"]
-    assert run("compare", str(tmp_path / "now.json"), "--baseline", str(tmp_path / "now.json")).exit_code == 0
+    same = run("compare", str(tmp_path / "now.json"), "--baseline", str(tmp_path / "now.json"))
+    assert same.exit_code == 0 and same.output.rstrip().splitlines()[-1] == "release gate: PASS"
 
 
 def test_compare_bad_report_is_exit_2(tmp_path):

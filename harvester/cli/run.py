@@ -91,7 +91,7 @@ def _finish(report: Report, gates: list[str], baseline: Optional[Report], json_p
         _write(unwritten, write_file, markdown_path, report.to_markdown(outcome).encode())
     to_stderr = json_path == "-"
     click.echo(report.summary(), err=to_stderr)
-    for line in outcome.lines() + outcome.warnings(report):
+    for line in outcome.lines() + outcome.warnings(report) + [outcome.verdict()]:
         click.echo(line, err=to_stderr)
     for err in unwritten:  # every other output was written; the job must still not pass silently
         click.echo(f"error: {err}", err=True)
@@ -183,7 +183,7 @@ def compare_cmd(report_path: str, baseline: str, gates: tuple[str, ...], as_json
     if as_json:
         echo_json(outcome.to_json())
     else:
-        for line in outcome.lines() + outcome.warnings(report):
+        for line in outcome.lines() + outcome.warnings(report) + [outcome.verdict()]:
             click.echo(line)
     sys.exit(outcome.exit_code)
 

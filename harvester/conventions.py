@@ -195,16 +195,17 @@ def _structured(v: Any) -> tuple[Any, bool]:
 
 
 def _int(v: Any) -> int:
+    """A count (tokens, an index): 0 unless it is one, within 0..2**53 (a float's exact range)."""
     if type(v) is int:
-        return v
-    if type(v) is float:
-        return int(v)
-    if type(v) is str:
+        n = v
+    elif type(v) is float or type(v) is str:
         try:
-            return int(float(v))
-        except ValueError:
+            n = int(float(v))
+        except (ValueError, OverflowError):
             return 0
-    return 0
+    else:
+        return 0
+    return n if 0 <= n <= 1 << 53 else 0
 
 
 def _short_type(t: Any) -> str:
@@ -318,6 +319,14 @@ def _first_user(messages: Optional[list[Any]]) -> Optional[str]:
     return None
 
 
+def _last_user(messages: Optional[list[Any]]) -> Optional[str]:
+    for m in reversed(messages or ()):
+        role, text = _message(m)
+        if role in _USER_ROLES and text:
+            return text
+    return None
+
+
 def _last_ai(messages: Optional[list[Any]]) -> tuple[bool, Optional[str]]:
     """(the conversation ends with a model message, its text)."""
     if not messages:
@@ -408,16 +417,17 @@ def _llm_first_user(span: SpanData, source: str) -> Optional[str]:
     if source == "openinference":
         # openai-agents keeps index 0 for the system instructions: without them the messages start at 1
         n = 0 if "llm.input_messages.0.message.role" in a else 1
+        found = None
         while f"llm.input_messages.{n}.message.role" in a:
             if a[f"llm.input_messages.{n}.message.role"] in _USER_ROLES:
                 text = _text(a.get(f"llm.input_messages.{n}.message.content"))
                 if text:
-                    return text
+                    found = text
             n += 1
-        return None
+        return found
     messages = _loads(a.get("gen_ai.input.messages"))
     if isinstance(messages, list):
-        return _first_user(messages)
+        return _last_user(messages)
     n = 0  # older OpenLLMetry: gen_ai.prompt.N.role / .content
     while f"gen_ai.prompt.{n}.role" in a:
         if a[f"gen_ai.prompt.{n}.role"] in _USER_ROLES and _text(a.get(f"gen_ai.prompt.{n}.content")):
@@ -539,7 +549,8 @@ def _agent_io(span: SpanData, source: str) -> dict[str, Any]:
     if source in ("genai", "harvester"):
         messages = _loads(a.get("pydantic_ai.all_messages"))
         if isinstance(messages, list):
-            out["prompt"] = _first_user(messages)
+            new = _int(a.get("pydantic_ai.new_message_index"))
+            out["prompt"] = (_first_user(messages[new:]) if 0 < new < len(messages) else None) or _first_user(messages)
         if "gen_ai.input.messages" in a and out["prompt"] is _MISSING:
             msgs = _loads(a.get("gen_ai.input.messages"))
             out["prompt"] = _first_user(msgs) if isinstance(msgs, list) else _MISSING
@@ -568,7 +579,7 @@ def _agent_io(span: SpanData, source: str) -> dict[str, Any]:
         else:
             messages = _messages_of(value)
             if messages is not None:
-                out["prompt"] = _first_user(messages)
+                out["prompt"] = _last_user(messages)
     if raw_out is not _MISSING and not _placeholder(raw_out):
         value, _ = _structured(raw_out)
         if isinstance(value, str):
@@ -748,6 +759,21 @@ def _run_by_sub_agents(calls: list[dict[str, Any]], nested: list[tuple[SpanData,
                         error=_error_of(sp) if sp.status == "ERROR" else None)
 
 
+def _answer_from_tools(last: Optional[dict[str, Any]], calls: list[dict[str, Any]]) -> Optional[str]:
+    """A run that ended on its tools' output (openai-agents ``stop_on_first_tool``/``StopAtTools``,
+    LangChain ``return_direct``): every call of the last model turn ran ok and no model call followed,
+    so the last one's result is the answer. Only for OpenInference/OpenLLMetry, whose agent span ends
+    cleanly on it; a GenAI trace cut off after its tools stays ``unknown``."""
+    if last is None or not last["requests"]:
+        return None
+    ids = {r[1] for r in last["requests"]}
+    mine = [c for c in calls if c["call_id"] in ids]
+    if not mine or any(c["status"] != "ok" for c in mine):
+        return None
+    final = mine[-1]["result"]
+    return final if isinstance(final, str) else orjson.dumps(final).decode()
+
+
 def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
     """smolagents ran out of steps: no final_answer call, and the answer came from a model call made
     by the agent itself (``provide_final_answer``), not from one of its numbered steps."""
@@ -850,6 +876,8 @@ def _build(root: SpanData, source: str, members: list[SpanData],
     if answer == "":
         answer = None
 
+    if answer is None and error is None and not deferred and not paused and source in ("openinference", "openllmetry"):
+        answer = _answer_from_tools(last, calls)
     if error is None and _forced_answer(agents, llms, tools):
         stop = "max_steps"
     elif error is not None:

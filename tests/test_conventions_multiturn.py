@@ -1,0 +1,116 @@
+"""A conversation's second turn: the run's prompt is the NEW user message, not the conversation's first.
+
+Chat apps send the history with every request (pydantic-ai ``message_history``, a LangChain agent
+without a checkpointer, openai-agents ``to_input_list()``). Also here: runs that end on a tool's output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.instrumented import InstrumentationSettings
+
+from harvester.conventions import runs_from_spans
+from tests.frameworks import langchain_agent, openai_agents_agent
+from tests.frameworks._otel import capture, finished
+
+FIRST, SECOND = "Weather in Rome?", "And in Paris?"
+
+
+@tool
+def lookup(city: str) -> str:
+    """The weather in a city."""
+    return f"{city}: 20C"
+
+
+@tool(return_direct=True)
+def forecast(city: str) -> str:
+    """Tomorrow's forecast; its output goes to the user as it is."""
+    return f"Forecast for {city}: sunny"
+
+
+class Scripted(BaseChatModel):
+    """Turn n (n = the user messages so far) asks for ``lookup(city)``, then answers."""
+
+    tool_name: str = "lookup"
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        city = "Paris" if sum(isinstance(m, HumanMessage) for m in messages) > 1 else "Rome"
+        if messages[-1].type == "tool":
+            msg = AIMessage(content=f"It is 20C in {city}.")
+        else:
+            msg = AIMessage(content="", tool_calls=[{"name": self.tool_name, "args": {"city": city},
+                                                     "id": f"call_{city}", "type": "tool_call"}])
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+@pytest.mark.parametrize("version", [5, 6])
+def test_pydantic_ai_message_history(version: int) -> None:
+    def respond(messages: list[Any], info: Any) -> ModelResponse:
+        if messages[-1].parts[0].part_kind == "tool-return":
+            return ModelResponse(parts=[TextPart("20C")])
+        return ModelResponse(parts=[ToolCallPart("weather", {"city": "x"}, f"c{len(messages)}")])
+
+    provider, exporter = capture()
+    agent = Agent(FunctionModel(respond), name="chat_agent")
+    agent.instrument = InstrumentationSettings(tracer_provider=provider, version=version)
+
+    @agent.tool_plain
+    def weather(city: str) -> str:
+        """Weather."""
+        return "20C"
+
+    first = agent.run_sync(FIRST)
+    agent.run_sync(SECOND, message_history=first.all_messages())
+    runs = runs_from_spans(finished(exporter))
+    assert [r.prompt for r in runs] == [FIRST, SECOND]
+    assert [r.trajectory() for r in runs] == [["weather"], ["weather"]]
+
+
+@pytest.mark.parametrize("instrumentor", langchain_agent.INSTRUMENTORS)
+def test_langchain_agent_given_the_whole_conversation(instrumentor: str) -> None:
+    provider, exporter = capture()
+    with langchain_agent.instrumented(instrumentor, provider):
+        graph = create_agent(Scripted(), tools=[lookup], name="chat_agent")
+        graph.invoke({"messages": [{"role": "user", "content": FIRST}, {"role": "assistant", "content": "20C"},
+                                   {"role": "user", "content": SECOND}]})
+    (run,) = runs_from_spans(finished(exporter))
+    assert run.prompt == SECOND and run.answer == "It is 20C in Paris."
+    assert [(c.name, c.args) for c in run.calls] == [("lookup", {"city": "Paris"})]
+
+
+@pytest.mark.parametrize("instrumentor", langchain_agent.INSTRUMENTORS)
+def test_langchain_return_direct_ends_on_the_tool_output(instrumentor: str) -> None:
+    provider, exporter = capture()
+    with langchain_agent.instrumented(instrumentor, provider):
+        graph = create_agent(Scripted(tool_name="forecast"), tools=[forecast], name="chat_agent")
+        out = graph.invoke({"messages": [{"role": "user", "content": FIRST}]})
+    assert out["messages"][-1].content == "Forecast for Rome: sunny"
+    (run,) = runs_from_spans(finished(exporter))
+    assert run.stop == "answered" and run.answer == "Forecast for Rome: sunny" and not run.failed
+
+
+def test_openai_agents_conversation_and_stop_on_first_tool() -> None:
+    first, second = runs_from_spans(openai_agents_agent.run_scenario("multiturn"))
+    assert (first.prompt, second.prompt) == (openai_agents_agent.PROMPTS["multiturn"], openai_agents_agent.SECOND_PROMPT)
+    assert second.trajectory() == ["get_order"] and second.answer == "A1001 was delivered."
+    (run,) = runs_from_spans(openai_agents_agent.run_scenario("stop_on_tool"))
+    assert run.stop == "answered" and not run.failed
+    assert run.answer == "Refunds are accepted within 30 days of delivery."

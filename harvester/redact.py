@@ -54,6 +54,12 @@ _CASED: list[tuple[str, str, str]] = [
     ("api_key", "akia", r"AKIA[A-Z0-9]{16}(?![A-Z0-9])"),
     ("api_key", "asia", r"ASIA[A-Z0-9]{16}(?![A-Z0-9])"),
     ("api_key", "xox", r"xox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("api_key", "aiza", r"AIza[0-9A-Za-z_-]{35}"),  # Google / Gemini
+    ("api_key", "_live_", r"(?:sk|rk)_live_[0-9A-Za-z]{16,}"),  # Stripe
+    ("api_key", "_test_", r"(?:sk|rk)_test_[0-9A-Za-z]{16,}"),
+    ("api_key", "hf_", r"hf_[A-Za-z0-9]{30,}"),  # Hugging Face
+    ("token", "eyj", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # a bare JWT
+    ("secret", "sig=", r"[?&]sig=(?P<v>[A-Za-z0-9%+/=]{16,})"),  # Azure SAS signature
     ("token", "basic", r"(?i:basic)\s+(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
     ("password", "@", r"://[^/\s:@\"'<>]{1,256}:(?P<v>[^/\s@\"'<>]{1,256})@"),
     ("email", "@", r"@(?P<v>[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*"
@@ -85,7 +91,7 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Every _SECRET_KEY name contains one of these too, so a JSON payload without any (and without a
 # card-shaped run of digits) has nothing to replace and is not parsed.
 _ANY_TRIGGER = re.compile(r"sk-|gh[pousr]_|github_pat_|akia|asia|xox|@|bearer|basic|key|token|secre|passw|pwd|crede"
-                          r"|cooki|autho")
+                          r"|cooki|autho|aiza|_live_|_test_|hf_|eyj|sig=")
 # Escapes in JSON or a repr ("...\\napi_key=...") end a word as well as a space does.
 _ESCAPES = ("\\n", "\\t", "\\r")
 _CARD_MIN = 10**12  # a card number has 13 digits or more
@@ -597,19 +603,23 @@ class Redactor:
 
     def _span(self, s: SpanData, p: _Pass) -> SpanData:
         update: dict[str, Any] = {}
+        if s.name:  # names are text too: "GET /reset?token=...", an exporter's "call api_key=..."
+            name = self._text(s.name, p)
+            if name is not s.name:
+                update["name"] = name
         attrs = self._value(s.attributes, p)
         if attrs is not s.attributes:
             update["attributes"] = attrs
         if s.events:
             events = None
             for i, e in enumerate(s.events):
-                ea = e.get("attributes")
-                if ea:
-                    na = self._value(ea, p)
-                    if na is not ea:
-                        if events is None:
-                            events = list(s.events)
-                        events[i] = {**e, "attributes": na}
+                ea, en = e.get("attributes"), e.get("name")
+                na = self._value(ea, p) if ea else ea
+                nn = self._text(en, p) if isinstance(en, str) and en else en
+                if na is not ea or nn is not en:
+                    if events is None:
+                        events = list(s.events)
+                    events[i] = {**e, "name": nn, "attributes": na}
             if events is not None:
                 update["events"] = events
         if s.status_message:

@@ -330,3 +330,27 @@ def test_header_values_are_hidden_whole(text: str, gone: str) -> None:
 @pytest.mark.parametrize("text", ["## BASIC SETTINGS", "Cookie: Chocolate Chip", "authorization: required"])
 def test_header_words_that_are_not_credentials(text: str) -> None:
     assert R.redact_text(text) == text
+
+
+@pytest.mark.parametrize("secret", [
+    "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",  # Google / Gemini
+    "sk_live_51HxYzAbCdEfGhIjKlMnOp", "rk_test_51HxYzAbCdEfGhIjKlMnOp",  # Stripe
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",  # Hugging Face
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",  # a bare JWT
+])
+def test_more_key_shapes(secret: str) -> None:
+    out = R.redact_text(f"config: {secret} end")
+    assert secret not in out and out.startswith("config: <") and out.endswith(" end")
+
+
+def test_azure_sas_signature() -> None:
+    url = "https://acct.blob.core.windows.net/c/f.txt?sv=2022-11-02&sig=AbCdEfGhIjKlMnOpQrStUv%2Bw%3D&se=2026"
+    out = R.redact_text(url)
+    assert "AbCdEfGhIjKlMnOp" not in out and "&se=2026" in out
+
+
+def test_span_and_event_names_are_redacted() -> None:
+    span = SpanData("ab" * 16, "1" * 16, None, "GET /reset?token=abcd1234efgh",
+                    events=[{"name": "mail bob@example.com", "time_ns": 1, "attributes": {}}])
+    (out,) = R.redact_spans([span])
+    assert "abcd1234efgh" not in out.name and "bob@" not in out.events[0]["name"]

@@ -27,6 +27,7 @@ import atexit
 import collections
 import itertools
 import logging
+import multiprocessing.util
 import os
 import threading
 import time
@@ -316,6 +317,16 @@ class _Assembler:
             self._finish(trace_id, "open_at_shutdown")
 
 
+def _finalize_at_process_exit(processor: "HarvestingSpanProcessor") -> None:
+    weak_shutdown = weakref.WeakMethod(processor.shutdown)
+
+    def shutdown() -> None:
+        if (method := weak_shutdown()) is not None:
+            method(timeout_millis=5_000)
+
+    multiprocessing.util.Finalize(processor, shutdown, exitpriority=100)
+
+
 def _millis(timeout_millis: Any) -> float:
     """A timeout as the SDK may pass it: ``None`` (the SDK's "no timeout given") is 30 s; never below 0."""
     return 30_000.0 if timeout_millis is None else max(float(timeout_millis), 0.0)
@@ -360,6 +371,10 @@ class HarvestingSpanProcessor(SpanProcessor):
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_in_child)
         atexit.register(_at_exit)
+        # A multiprocessing child ends in os._exit(): atexit never runs there, multiprocessing's own
+        # finalizers do (and its fork clears the parent's, so each child registers its own).
+        _finalize_at_process_exit(self)
+        multiprocessing.util.register_after_fork(self, _finalize_at_process_exit)
 
     def _start_worker(self) -> None:
         self._queue: collections.deque[ReadableSpan] = collections.deque()

@@ -373,3 +373,31 @@ def test_capture_import_stays_light() -> None:
             f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _pool_child_run() -> str:
+    """In a multiprocessing worker: one agent run through the parent's processor, no flush."""
+    return agent_run(otel.get_tracer_provider().get_tracer("child"), prompt="from a pool worker")
+
+
+def test_a_multiprocessing_child_writes_its_runs_before_it_exits(tmp_path: Path) -> None:
+    """Pool workers leave through os._exit: atexit never runs there; multiprocessing's finalizers do."""
+    import multiprocessing
+
+    from opentelemetry.trace import _TRACER_PROVIDER_SET_ONCE
+
+    path = str(tmp_path / "t.db")
+    proc = HarvestingSpanProcessor(path, flush_interval_s=3600)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(proc)
+    saved = (otel._TRACER_PROVIDER, _TRACER_PROVIDER_SET_ONCE._done)
+    otel._TRACER_PROVIDER, _TRACER_PROVIDER_SET_ONCE._done = provider, True
+    try:
+        pool = multiprocessing.get_context("fork").Pool(1)
+        tid = pool.apply(_pool_child_run)
+        pool.close()
+        pool.join()
+    finally:
+        otel._TRACER_PROVIDER, _TRACER_PROVIDER_SET_ONCE._done = saved
+    proc.shutdown()
+    assert [(r.trace_id, r.prompt) for r in stored(path)] == [(tid, "from a pool worker")]

@@ -70,6 +70,14 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def default_path() -> str:
     return os.environ.get(ENV_PATH) or DEFAULT_PATH
 
@@ -180,6 +188,7 @@ class TraceStore:
         self._txn_held_for_fork = False
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self._file_id: tuple[int, int] | None = None
         self._connect()
         if hasattr(os, "register_at_fork"):
             weak = weakref.ref(self)
@@ -264,7 +273,13 @@ class TraceStore:
             conn.close()
             raise
         self._conn, self._pid = conn, os.getpid()
+        self._file_id = _file_id(self.path)
         return conn
+
+    def _same_file(self) -> bool:
+        """False once the file at ``path`` was deleted or replaced (log rotation, a cleanup job): the open
+        connection would go on writing into the old, unlinked file and every run would vanish."""
+        return self._conn is None or _file_id(self.path) == self._file_id
 
     def _check_schema(self, conn: sqlite3.Connection) -> None:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -349,6 +364,8 @@ class TraceStore:
         if self.readonly:
             raise self._error("opened read-only")
         with self._lock:
+            if not self._same_file():
+                self.close()  # reopen at the path: a new store if it is gone
             conn = self._connect()
             delay = 0.01
             for attempt in range(_RETRIES):
@@ -366,7 +383,8 @@ class TraceStore:
                             conn.execute("COMMIT")
                             return cur.rowcount
                         except sqlite3.Error as exc:
-                            conn.execute("ROLLBACK")
+                            if conn.in_transaction:  # a full disk has SQLite roll back by itself
+                                conn.execute("ROLLBACK")
                             raise self._error(f"cannot write ({exc})") from None
                 if attempt == 0 and self.on_wait is not None:
                     self.on_wait(f"{self.path}: another process is writing to it; waiting (up to a few minutes)")

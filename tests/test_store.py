@@ -270,3 +270,17 @@ def test_a_write_that_waits_for_another_process_says_so_once(tmp_path: Path, mon
         other.close()
         assert store.count() == 1
     assert len(said) == 1 and "another process is writing to it; waiting" in said[0]
+
+
+def test_a_store_deleted_or_replaced_while_open_is_reopened_at_its_path(tmp_path: Path) -> None:
+    """A cleanup job deletes the file under a running writer: the runs must land at the path, not in
+    the unlinked file the old connection still holds."""
+    path = tmp_path / "t.db"
+    with TraceStore(path) as store:
+        store.add(make_run(1))
+        for name in os.listdir(tmp_path):
+            os.remove(tmp_path / name)
+        store.add(make_run(2))
+        assert store.count() == 1
+    with TraceStore(path) as again:
+        assert [r.trace_id for r in again.runs()] == [make_run(2).trace_id]

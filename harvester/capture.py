@@ -32,7 +32,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -58,6 +58,13 @@ def sampled_in(trace_id: str, rate: float) -> bool:
     except ValueError:
         return False
     return low < rate * (1 << 64)
+
+
+def merged_spans(earlier: Iterable[SpanData], new: Sequence[SpanData]) -> list[SpanData]:
+    """A trace's spans from two reads (the store, and what arrived since), each span once: the new copy wins."""
+    by_id = {s.span_id: s for s in earlier}
+    by_id.update((s.span_id, s) for s in new)
+    return list(by_id.values())
 
 
 def _run_spans(runs: Sequence[dict[str, Any]], spans: Sequence[SpanData]) -> list[list[SpanData]]:
@@ -114,6 +121,7 @@ class RunWriter:
         """Fresh buffer, counters and lock (also in a forked child: those were the parent's)."""
         self._pending: list[tuple[Any, ...]] = []  # rows ready for the store, serialized outside its lock
         self._pending_since = 0.0
+        self._replace: set[str] = set()  # traces whose pending rows replace every run stored for them
         self._lock = threading.RLock()
         self.counts: dict[str, int] = {"traces": 0, "runs_seen": 0, "written": 0, "sampled_out": 0,
                                        "kept_failed": 0}
@@ -137,7 +145,18 @@ class RunWriter:
         self.counts["sampled_out"] += 1
         return False
 
-    def process_trace(self, spans: Sequence[SpanData]) -> int | None:
+    def merge_stored(self, spans: list[SpanData]) -> list[SpanData]:
+        """``spans`` with the spans already stored for their trace (written earlier in parts), each once.
+
+        Buffered rows are flushed first: a part written a moment ago must be read back too.
+        """
+        if not spans:
+            return spans
+        self.flush()
+        stored = self.store.spans_of([spans[0].trace_id]).get(spans[0].trace_id)
+        return merged_spans(stored, spans) if stored else spans
+
+    def process_trace(self, spans: Sequence[SpanData], *, replace: bool = False) -> int | None:
         """Normalize, sample, redact and serialize one trace's spans into the buffer; None if it had no agent run.
 
         Runs stay in their plain-dict form throughout (see ``run_data_from_spans``): a ``Run`` model
@@ -155,6 +174,8 @@ class RunWriter:
                 self.drop("no_agent")
                 return None
             self.counts["runs_seen"] += len(runs)
+            if replace:  # every run of the trace is read again here: the stored ones go
+                self._replace.add(runs[0]["trace_id"])
             wanted = [self._wanted(r) for r in runs]
             if not any(wanted):
                 return 0
@@ -206,10 +227,14 @@ class RunWriter:
         """Write the buffered runs in one transaction; on a store error count them lost and go on."""
         with self._lock:
             batch, self._pending = self._pending, []
+            replace, self._replace = self._replace, set()
             if not batch:
                 return 0
             try:
-                self.store.add_many(batch)
+                if replace:
+                    self.store.add_many(batch, replace_traces=replace)
+                else:
+                    self.store.add_many(batch)
             except Exception as exc:  # noqa: BLE001 - a full disk or a locked file never reaches the app
                 self.drop("store_error", len(batch))
                 if raise_errors:
@@ -232,17 +257,23 @@ class RunWriter:
 
 
 class _OpenTrace:
-    __slots__ = ("spans", "children", "born", "size")
+    __slots__ = ("spans", "children", "born", "last", "size")
 
     def __init__(self, now: float) -> None:
         self.spans: dict[str, SpanData] = {}
         self.children: dict[str, list[str]] = {}
-        self.born = now
+        self.born = now  # since when its runs have waited (reset when the ended ones are written)
+        self.last = now  # its latest span
         self.size = 0
 
 
 class _Assembler:
-    """Open traces, keyed by trace id in arrival order (the oldest first, for eviction)."""
+    """Open traces, keyed by trace id, the least recently active first (for eviction and expiry).
+
+    A trace written before its root ended (evicted, idle, or its finished runs written while it stays
+    open) is remembered in ``partial``: when more of it is written, its stored spans are read back and
+    its runs replaced, so a run cut in two is stored whole, never as two halves.
+    """
 
     def __init__(self, writer: RunWriter, max_open_traces: int, max_trace_age_s: float,
                  max_spans_per_trace: int) -> None:
@@ -251,6 +282,7 @@ class _Assembler:
         self.max_age = max_trace_age_s
         self.max_spans = max_spans_per_trace
         self.open: dict[str, _OpenTrace] = {}
+        self.partial: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     def add(self, span: SpanData, local_root: bool, now: float) -> None:
         trace = self.open.get(span.trace_id)
@@ -258,6 +290,10 @@ class _Assembler:
             while len(self.open) >= self.max_open:
                 self._finish(next(iter(self.open)), "too_many_open_traces")
             trace = self.open[span.trace_id] = _OpenTrace(now)
+        elif trace.last != now:  # the most recently active last: expiry and eviction take the idle first
+            trace.last = now
+            del self.open[span.trace_id]
+            self.open[span.trace_id] = trace
         if trace.size >= self.max_spans and not local_root and not is_agent_span(span):
             self.writer.drop("trace_too_big")  # agent and root spans are always kept: they bound the run
             return
@@ -279,7 +315,11 @@ class _Assembler:
             todo.extend(trace.children.pop(sid, ()))
         if not trace.spans:
             del self.open[trace_id]
-        self._write(subtree)
+        if trace_id in self.partial:
+            self.partial.pop(trace_id)
+            self._process(subtree, partial=True)  # what was written of it before joins what came since
+        else:
+            self._write(subtree)
 
     def _write(self, spans: list[SpanData]) -> None:
         if any(may_hold_run(s) for s in spans):
@@ -287,14 +327,23 @@ class _Assembler:
         else:
             self.writer.drop("no_agent")
 
-    def _process(self, spans: list[SpanData]) -> None:
+    def _process(self, spans: list[SpanData], *, partial: bool = False) -> None:
         """``process_trace``, counted and contained: ``expire`` and ``finish_all`` loop over many
         traces, and an error escaping from one would skip the rest and the final flush."""
         try:
-            self.writer.process_trace(spans)
+            if partial:
+                self.writer.process_trace(self.writer.merge_stored(spans), replace=True)
+            else:
+                self.writer.process_trace(spans)
         except Exception:  # noqa: BLE001
             log.debug("harvester could not process a trace", exc_info=True)
             self.writer.drop("internal_error")
+
+    def _remember_partial(self, trace_id: str) -> None:
+        self.partial[trace_id] = None
+        self.partial.move_to_end(trace_id)
+        while len(self.partial) > 4 * self.max_open:
+            self.partial.popitem(last=False)
 
     def _finish(self, trace_id: str, reason: str) -> None:
         """Finish a trace that never completed: keep its runs if an agent span ended, else count it lost."""
@@ -302,15 +351,55 @@ class _Assembler:
         spans = list(trace.spans.values())
         if any(may_hold_run(s) for s in spans):
             self.writer.counts["incomplete_written"] = self.writer.counts.get("incomplete_written", 0) + 1
-            self._process(spans)
+            self._process(spans, partial=trace_id in self.partial)
+            self._remember_partial(trace_id)  # its root may still arrive, with more of the run
         else:
             self.writer.drop(reason)
 
     def expire(self, now: float) -> None:
+        """Finish traces idle for ``max_age``; in busy ones open that long, write the runs that ended.
+
+        Age alone must not finish a trace: a run still going inside a long-lived root (a chat session,
+        a stream) would be cut, its ended model and tool spans dropped and the rest stored as a run of
+        its own. Idle is a safe sign; a busy trace only gives up the runs whose agent spans ended.
+        """
         for trace_id, trace in list(self.open.items()):
-            if now - trace.born < self.max_age:
-                break
+            if now - trace.last < self.max_age:
+                break  # the least recently active first: the rest are busier still
             self._finish(trace_id, "trace_too_old")
+        for trace_id, trace in list(self.open.items()):
+            if now - trace.born >= self.max_age:
+                trace.born = now
+                self._write_ended_runs(trace_id, trace)
+
+    def _write_ended_runs(self, trace_id: str, trace: _OpenTrace) -> None:
+        """Write the subtrees of the trace's ended agent spans that no ended agent span contains."""
+        tops = []
+        for sid, sp in trace.spans.items():
+            if not is_agent_span(sp):
+                continue
+            parent, hops = sp.parent_id, 0
+            while parent in trace.spans and hops < 10_000:
+                if is_agent_span(trace.spans[parent]):
+                    break
+                parent, hops = trace.spans[parent].parent_id, hops + 1
+            else:
+                tops.append(sid)
+        if not tops:
+            return
+        written: list[SpanData] = []
+        for sid in tops:
+            todo = [sid]
+            while todo:
+                cur = todo.pop()
+                sp = trace.spans.pop(cur, None)
+                if sp is not None:
+                    written.append(sp)
+                    trace.size -= 1
+                todo.extend(trace.children.pop(cur, ()))
+        self.writer.counts["incomplete_written"] = self.writer.counts.get("incomplete_written", 0) + 1
+        self._process(written, partial=trace_id in self.partial)
+        self._remember_partial(trace_id)
 
     def finish_all(self) -> None:
         for trace_id in list(self.open):

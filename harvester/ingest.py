@@ -44,7 +44,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
-from .capture import RunWriter
+from .capture import RunWriter, merged_spans
 from .errors import HarvesterError, OtlpFormatError
 from .redact import Redactor
 from .spans import (OtlpStats, SpanData, iter_otlp_documents, line_message, numbered_otlp_documents,
@@ -77,7 +77,8 @@ class IngestStats:
 
     def add_lost(self, dropped: dict[str, int]) -> None:
         for reason, n in dropped.items():
-            self.lost[reason] = self.lost.get(reason, 0) + n
+            if reason != "no_agent":  # counted in no_agent_traces
+                self.lost[reason] = self.lost.get(reason, 0) + n
 
     def add_otlp(self, spans: int, skipped: int, reasons: dict[str, int]) -> None:
         self.spans += spans
@@ -131,13 +132,6 @@ def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
             workers.close(kill=sys.exc_info()[0] is not None)
 
 
-def _merged(earlier: Iterable[SpanData], new: list[SpanData]) -> list[SpanData]:
-    """A trace's stored spans and the ones this import brings, each span once (the new copy wins)."""
-    by_id = {s.span_id: s for s in earlier}
-    by_id.update((s.span_id, s) for s in new)
-    return list(by_id.values())
-
-
 def _ingest_bytes(data: bytes, name: str, writer: RunWriter, stats: IngestStats) -> None:
     """One file in this process (the reference path: the parallel one stores the same rows)."""
     otlp = OtlpStats()
@@ -152,7 +146,7 @@ def _ingest_bytes(data: bytes, name: str, writer: RunWriter, stats: IngestStats)
     before = dict(writer.dropped)
     for tid, spans in traces.items():
         stats.traces += 1
-        written = writer.process_trace(_merged(stored.get(tid, ()), spans))
+        written = writer.process_trace(merged_spans(stored.get(tid, ()), spans), replace=tid in stored)
         if written is None:
             stats.no_agent += 1
         else:
@@ -412,7 +406,7 @@ def _worker_main(requests: Connection, replies: Connection, redactor: Redactor |
                     spans = held[keys[0]].pop(tid)
                     for k in keys[1:]:
                         spans.extend(held[k].pop(tid))
-                    counts.append(writer.process_trace(_merged([], spans)))
+                    counts.append(writer.process_trace(merged_spans([], spans)))
                 writer.flush(raise_errors=True)
                 rows, sink.rows = sink.rows, []
                 lost, writer.dropped = writer.dropped, {}
@@ -645,6 +639,7 @@ class _Workers:
         self._gather(order, owner)
         # traces already in the store: their stored spans join as one more part, on the same worker
         stored = store.spans_of(order)
+        replaced = set(stored)  # their stored runs are read again from all their spans: those rows go
         if stored:
             extra: dict[int, list[tuple[str, int, list[SpanData]]]] = {}
             for tid, spans in stored.items():
@@ -694,10 +689,10 @@ class _Workers:
             # Store in transactions of up to batch_size runs, and whenever no reply is waiting: the
             # parent keeps up with the workers, so the file's last transaction is a small one.
             if len(pending) >= batch_size or (pending and not any(c.poll() for c in self.replies)):
-                store.add_many(pending)
+                store.add_many(pending, replace_traces=[r[0] for r in pending if r[0] in replaced])
                 pending = []
         if pending:
-            store.add_many(pending)
+            store.add_many(pending, replace_traces=[r[0] for r in pending if r[0] in replaced])
         for i in range(n):
             self.send(i, ("clear",))
 

@@ -345,22 +345,35 @@ class TraceStore:
     def add(self, run: Run, spans: Sequence[SpanData] | None = None) -> None:
         self.add_many([(run, spans)])
 
-    def add_many(self, items: Iterable[tuple[Run, Sequence[SpanData] | None] | Run | Row]) -> int:
+    def add_many(self, items: Iterable[tuple[Run, Sequence[SpanData] | None] | Run | Row], *,
+                 replace_traces: Iterable[str] = ()) -> int:
         """Store runs (with their raw spans) in one transaction; a run already stored is replaced.
 
         An item is a ``Run``, a ``(Run, spans)`` pair, or a ``Row`` that ``run_row`` already made.
+        ``replace_traces``: traces whose stored runs all go first, in the same transaction, because
+        ``items`` holds every run read again from all of their spans (a trace stored in parts: a run
+        first read as its own may now be a sub-agent inside another).
         """
         rows = [item if isinstance(item, Row) else
                 run_row(*(item.model_dump(mode="json"), None) if isinstance(item, Run)
                         else (item[0].model_dump(mode="json"), item[1])) for item in items]
         if not rows:
             return 0
+        kept: dict[str, list[str]] = {tid: [] for tid in replace_traces}
+        for row in rows:
+            if row[0] in kept:
+                kept[row[0]].append(row[1])
+        # Only the runs the new rows do not replace go: the others are replaced in place, as always.
+        stale = [(tid, orjson.dumps(ids).decode()) for tid, ids in kept.items()]
         self._write("INSERT OR REPLACE INTO runs (trace_id, run_id, agent, started_at, ts, stop, failed, failure, "
-                    "size, run, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                    "size, run, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows,
+                    first=("DELETE FROM runs WHERE trace_id = ? AND run_id NOT IN (SELECT value FROM json_each(?))",
+                           stale) if stale else None)
         return len(rows)
 
-    def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None) -> int:
-        """One write transaction, retried while another process holds the lock."""
+    def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None, *,
+               first: tuple[str, list[tuple[Any, ...]]] | None = None) -> int:
+        """One write transaction (``first``, then ``sql``), retried while another process holds the lock."""
         if self.readonly:
             raise self._error("opened read-only")
         with self._lock:
@@ -379,6 +392,8 @@ class TraceStore:
                         raise self._error(f"cannot write ({exc})") from None
                     else:
                         try:
+                            if first is not None:
+                                conn.executemany(*first)
                             cur = conn.executemany(sql, rows) if rows is not None else conn.execute(sql)
                             conn.execute("COMMIT")
                             return cur.rowcount

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -328,10 +329,10 @@ class FailingStore(TraceStore):
 
     fail: BaseException | None = None
 
-    def add_many(self, items: Any) -> int:
+    def add_many(self, items: Any, **kw: Any) -> int:
         if self.fail is not None:
             raise self.fail
-        return super().add_many(items)
+        return super().add_many(items, **kw)
 
 
 def test_store_errors_never_reach_the_app(tmp_path: Path) -> None:
@@ -401,3 +402,37 @@ def test_a_multiprocessing_child_writes_its_runs_before_it_exits(tmp_path: Path)
         otel._TRACER_PROVIDER, _TRACER_PROVIDER_SET_ONCE._done = saved
     proc.shutdown()
     assert [(r.trace_id, r.prompt) for r in stored(path)] == [(tid, "from a pool worker")]
+
+
+def test_a_long_session_writes_its_ended_runs_and_never_cuts_one_in_progress(tmp_path: Path) -> None:
+    """Runs inside a root that stays open (a chat session): once the trace is older than max_trace_age_s,
+    the runs whose agent spans ended are written (a crash no longer loses them), and a run still going
+    keeps every span that already ended; when the session ends, the trace's runs are read whole."""
+    proc, tracer, path = setup(tmp_path, max_trace_age_s=0.5, flush_interval_s=0.05)
+    session = tracer.start_span("chat session")
+    ctx = otel.set_span_in_context(session)
+    first = agent_run(tracer, prompt="first question", context=ctx)
+    second = tracer.start_span("invoke_agent support", context=ctx, attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"})
+    inner = otel.set_span_in_context(second)
+    with tracer.start_as_current_span("chat m", context=inner, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 10,
+            "gen_ai.input.messages": orjson.dumps([{"role": "user", "parts": [
+                {"type": "text", "content": "second question"}]}]).decode(),
+            "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [
+                {"type": "text", "content": "second answer"}]}]).decode()}):
+        pass
+    deadline = time.monotonic() + 10
+    while not stored(path) and time.monotonic() < deadline:  # the session is busy and old: run 1 goes
+        with tracer.start_as_current_span("heartbeat", context=ctx):
+            pass
+        time.sleep(0.05)
+    assert [r.prompt for r in stored(path)] == ["first question"]
+    second.set_attribute("final_result", "second answer")
+    second.end()
+    session.end()
+    assert proc.force_flush(10_000)
+    runs = {r.prompt: r for r in stored(path)}
+    assert sorted(runs) == ["first question", "second question"] and first == runs["first question"].trace_id
+    assert runs["second question"].answer == "second answer" and len(runs["second question"].llm_calls) == 1
+    proc.shutdown()

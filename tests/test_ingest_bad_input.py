@@ -20,7 +20,7 @@ from harvester import ingest
 from harvester.cli import main as cli
 from harvester.ingest import ingest_files
 from harvester.redact import Redactor
-from harvester.spans import to_otlp
+from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore
 from tests.test_store import agent_trace
 
@@ -194,3 +194,21 @@ def test_a_byte_order_mark_is_fine(tmp_path: Path) -> None:
     path.write_bytes(b"\xef\xbb\xbf" + orjson.dumps(_doc()))
     res = CliRunner().invoke(cli, ["ingest", str(path), "--store", str(tmp_path / "t.db")])
     assert res.exit_code == 0 and res.output.startswith("ingested 1 run"), res.output
+
+
+def test_a_run_first_stored_alone_that_turns_out_a_sub_agent_is_replaced(tmp_path: Path) -> None:
+    """Part 1 holds a sub-agent's spans (read as a run of its own); part 2 the agent around it. Read
+    again from all the spans, the trace has ONE run: the sub-agent's earlier row must go."""
+    chat, tool, inner = agent_trace(TRACE)
+    outer = SpanData(TRACE, "9" * 16, None, "invoke_agent boss", start_ns=0, end_ns=9,
+                     attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "boss"})
+    inner.parent_id = outer.span_id
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_bytes(orjson.dumps(to_otlp([chat, tool, inner])))
+    second.write_bytes(orjson.dumps(to_otlp([outer])))
+    with TraceStore(tmp_path / "t.db") as store:
+        ingest_files([str(first)], store, jobs=1)
+        assert [r.run_id for r in store.runs()] == [inner.span_id]
+        ingest_files([str(second)], store, jobs=1)
+        (run,) = store.runs()
+        assert run.run_id == outer.span_id and run.agent == "boss" and run.trajectory() == ["kb_search"]

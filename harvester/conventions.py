@@ -677,7 +677,7 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]],
         turn = bisect_right(starts, start) - 1
         while lo in matched:
             lo += 1
-        hit = fallback = None
+        hit = fallback = same_id = None
         for k in range(lo, len(reqs)):
             rturn, _, rname, rid, rargs = reqs[k]
             if rturn > max(turn, 0):
@@ -685,8 +685,12 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]],
             if k in matched:
                 continue
             if t["call_id"] is not None and rid == t["call_id"]:
-                hit = k
-                break
+                if rname == t["name"]:
+                    hit = k
+                    break
+                if same_id is None:  # ids can repeat (a sub-agent numbering its own calls): names decide
+                    same_id = k
+                continue
             if rname == t["name"] and t["call_id"] is None and _same_args(t["args"], rargs):
                 hit = k
                 break
@@ -695,8 +699,8 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]],
                 if rid is None and t["call_id"] is not None:
                     hit = k
                     break
-        if hit is None:  # an id the model never emitted: fall back to the name
-            hit = fallback
+        if hit is None:  # an id the model never emitted (or under another name): fall back to the name
+            hit = same_id if same_id is not None else fallback
         req_args = _MISSING
         if hit is not None:
             matched[hit] = t

@@ -381,3 +381,19 @@ def test_parallel_calls_of_one_tool_pair_by_id_then_by_args():
         [run] = runs_from_spans(spans)
         assert [(x.call_id, x.args, x.status) for x in run.calls] == [
             ("c1", {"city": "Rome"}, "ok"), ("c2", {"city": "Atlantis"}, "error"), ("c3", {"city": "Oslo"}, "ok")], order
+
+
+def test_a_call_id_used_twice_pairs_by_name_too():
+    """A sub-agent numbering its own calls from call_1 again: an id match under another name is not a match."""
+    c = Clock()
+    spans = [agent(1, c),
+             chat(2, 1, c, calls=[("ask_orders", {"q": "A1"}, "call_1")]),
+             mk(3, "invoke_agent orders", {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "orders"},
+                1, clock=c),
+             chat(4, 3, c, calls=[("get_order", {"order_id": "A1"}, "call_1")]),
+             tool(5, 3, c, "get_order", {"order_id": "A1"}, "shipped", call_id="call_1"),
+             tool(6, 1, c, "ask_orders", {"q": "A1"}, "A1 shipped", call_id="call_1"),
+             chat(7, 1, c, text="Boss: A1 shipped")]
+    [run] = runs_from_spans(spans)
+    assert [(x.name, x.call_id, x.status, x.result) for x in run.calls] == [
+        ("ask_orders", "call_1", "ok", "A1 shipped"), ("get_order", "call_1", "ok", "shipped")]

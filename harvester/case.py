@@ -19,12 +19,13 @@ keeps each file in the sub-folder its status names.
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Literal, Optional
+from typing import Any, Callable, Iterable, Iterator, Literal, Optional, Sequence
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -214,12 +215,22 @@ def load_case(path: str | Path) -> AgentCase:
     except CheckSpecError as exc:
         raise CaseFileError(str(exc).split(": ", 1)[-1], file=file, field=exc.field) from None
     for i, fx in enumerate(case.fixtures):
-        expected = fixture_key(fx.tool, fx.args, case.ignore_args.get(fx.tool, ()))
-        if fx.key != expected:
+        ignore = case.ignore_args.get(fx.tool, ())
+        expected = fixture_key(fx.tool, fx.args, ignore)
+        if fx.key != expected and not _key_before_ignore(fx.key, fx.tool, fx.args, ignore):
             raise CaseFileError(f"key {fx.key!r} does not match its tool and args (expected {expected!r}; "
                                 "args edited by hand? set the key to the expected value)",
                                 file=file, field=f"fixtures.{i}.key")
     return case
+
+
+def _key_before_ignore(key: str, tool: str, args: Any, ignore: Sequence[str]) -> bool:
+    """True when ``key`` is the fixture's key under some of its ``ignore`` paths: it was harvested before
+    the others were added (as the ``no_fixture`` hint tells). Replay recomputes keys, so it still matches;
+    only args edited by hand leave no subset that gives the key."""
+    paths = list(ignore)[:8]  # a handful in practice; 256 subsets at most
+    return any(fixture_key(tool, args, subset) == key
+               for n in range(len(paths)) for subset in itertools.combinations(paths, n))
 
 
 SCHEMA_FILE = Path(__file__).with_name("case.schema.json")

@@ -218,7 +218,7 @@ class FixtureTools:
         paths = sorted(set(ignore) | set(best_differs))
         toml_key = name if _BARE_KEY.match(name) else canonical_json(name)
         hint = (f"if {', '.join(best_differs)} change(s) on every run (ids, timestamps), ignore them: add "
-                f'"ignore_args": {canonical_json({name: paths})} to the case file cases/{self.case.id}.json, or '
+                f'"ignore_args": {canonical_json({name: paths})} to the case file ({self.case.id}.json), or '
                 f"{toml_key} = {canonical_json(paths)} under [tool.harvester.ignore_args] in pyproject.toml "
                 "(ignore_args in harvester.toml), which applies to every case and to future harvests; otherwise "
                 f"the agent now calls {name} differently: re-harvest the case from a new trace")

@@ -103,6 +103,20 @@ def test_ignored_args_do_not_change_the_key(tmp_path):
     assert load_case(tmp_path / "refund-after-window.json").fixtures[0].args["request_id"] == "r-999"
 
 
+def test_an_ignore_added_after_harvest_as_the_hint_says_keeps_the_case_loadable(tmp_path):
+    """The no_fixture hint says: add "ignore_args" to the case file. The harvested keys were computed
+    without it; replay recomputes keys, so the case must load (and args edited by hand still must not)."""
+    data = orjson.loads(save_case(make_case(), tmp_path).read_bytes())
+    data["ignore_args"] = {**data.get("ignore_args", {}), "get_order": ["order_id", "locale"]}
+    path = tmp_path / "refund-after-window.json"
+    write_json(path, data)
+    assert load_case(path).ignore_args["get_order"] == ["order_id", "locale"]
+    data["fixtures"][1]["tool"] = "get_orders"  # a hand edit no ignore explains
+    write_json(path, data)
+    with pytest.raises(CaseFileError, match=r"fixtures\.1\.key"):
+        load_case(path)
+
+
 def test_id_must_match_file_name(tmp_path):
     path = save_case(make_case(), tmp_path)
     renamed = path.rename(tmp_path / "other.json")

@@ -127,7 +127,7 @@ def test_project_ignore_args_apply_with_the_cases():
 
 def test_no_match_hint_says_where_the_ignore_args_entry_goes():
     res = FixtureTools(make_case()).execute("kb_search", {"query": "refund policy", "limit": 5})
-    assert 'add "ignore_args": {"kb_search":["limit"]} to the case file cases/c1.json' in res["hint"]
+    assert 'add "ignore_args": {"kb_search":["limit"]} to the case file (c1.json)' in res["hint"]
     assert 'kb_search = ["limit"] under [tool.harvester.ignore_args]' in res["hint"]
     assert "future harvests" in res["hint"]
     odd = FixtureTools(make_case(fixtures=[fx("my.tool", {"a": 1, "b": 2}, 1)])).execute("my.tool", {"a": 1, "b": 3})

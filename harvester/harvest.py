@@ -304,8 +304,12 @@ class HarvestResult:
                 "skipped": self.skipped, "new_ids": self.new_ids}
 
 
-def _signature_index(folder: CaseFolder) -> dict[str, tuple[str, Path, Optional[str]]]:
-    """signature -> (status, file, last_seen) of the cases already there; a light read (no validation) per file."""
+def _signature_index(folder: CaseFolder, traces: set[str] | None = None) -> dict[str, tuple[str, Path, Optional[str]]]:
+    """signature -> (status, file, last_seen) of the cases already there; a light read (no validation) per file.
+
+    ``traces`` is filled with the cases' source trace ids: a run ``harvester incident`` already made into
+    a case has another signature (the incident's failure kind), and must not come back as a twin.
+    """
     index: dict[str, tuple[str, Path, Optional[str]]] = {}
     for path in case_files(folder.root):
         try:
@@ -314,6 +318,8 @@ def _signature_index(folder: CaseFolder) -> dict[str, tuple[str, Path, Optional[
             raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
         source = (data.get("source") or {}) if isinstance(data, dict) else {}
         sig = source.get("signature")
+        if traces is not None and isinstance(source.get("trace_id"), str):
+            traces.add(source["trace_id"])
         if sig:
             last = source.get("last_seen") or source.get("captured_at")
             index.setdefault(sig, (str(data.get("status", "pending")), path, last))
@@ -340,7 +346,8 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
     config = config or Config()
     folder = CaseFolder(cases_dir)
     pending_dir = folder.folder_for("pending")
-    index = _signature_index(folder)
+    case_traces: set[str] = set()
+    index = _signature_index(folder, case_traces)
     taken = folder.ids()
     extra_seen: dict[Path, tuple[int, Optional[str]]] = {}  # path -> (runs to add, newest start)
     created: set[Path] = set()
@@ -360,6 +367,9 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
                 extra_seen[path] = (count + 1, max(filter(None, (newest, run.started_at)), default=None))
             else:
                 result.counted += 1
+            return
+        if run.trace_id in case_traces:  # already a case under another signature (an incident's)
+            result.counted += 1
             return
         case = _build(run, reading, config)
         case.id = folder.unique_id(case.id, taken)

@@ -321,3 +321,14 @@ def test_serve_warns_when_reachable_without_a_token():
 
     assert exposure_warning("0.0.0.0", None).startswith("warning: 0.0.0.0 accepts traces")
     assert exposure_warning("0.0.0.0", "s3cret") is None and exposure_warning("127.0.0.1", None) is None
+
+
+def test_harvest_after_incident_adds_no_twin_of_the_incident(env):
+    """An incident's case has its own failure kind (so another signature): harvest must still know the run."""
+    root, _ = env
+    assert invoke("incident", TRACE, "--why", "refunded without approval").exit_code == 0
+    result = invoke("harvest", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["new"] == 0 and out["counted"] == 1
+    assert sorted(p.name for p in (root / "cases" / "pending").iterdir()) == ["refund-order-a1001.json"]

@@ -277,6 +277,10 @@ class Report(_Strict):
         """The cases' cost (every trial); injected-failure variants are priced in their own report lines."""
         return sum((r.cost or 0.0) * r.trials for r in self.cases)
 
+    def _cost_text(self) -> str:
+        """The total cost, or "n/a" when no case's cost is known (no token prices configured)."""
+        return f"{self.total_cost:.6f}" if any(r.cost is not None for r in self.cases) else "n/a"
+
     def by_tag(self) -> dict[str, float]:
         """Pass rate per tag, sorted by tag: where an aggregate hides compensating movement.
 
@@ -340,7 +344,7 @@ class Report(_Strict):
         n = len(self.cases)
         lines = [
             f"{self.passed}/{n} passed  ({self.pass_rate:.0%})",
-            f"mean steps {self.mean_steps:.1f}   total cost {self.total_cost:.6f}",
+            f"mean steps {self.mean_steps:.1f}   total cost {self._cost_text()}",
         ]
         tags = _by_tag(self.cases)  # the variants' recovery tags have their own line below
         if tags:
@@ -409,7 +413,7 @@ class Report(_Strict):
         version = f" {self.suite_version}" if self.suite_version else ""
         lines = [f"## harvester replay: {self.suite}{version}", "",
                  f"**{self.passed}/{len(self.cases)} passed ({self.pass_rate:.0%})**, mean steps "
-                 f"{self.mean_steps:.1f}, total cost {self.total_cost:.6f}", ""]
+                 f"{self.mean_steps:.1f}, total cost {self._cost_text()}", ""]
         variants = self.variants
         if variants:
             lines += [f"{self._recovery_line()} ({sum(r.passed for r in variants)}/{len(variants)} "

@@ -25,8 +25,10 @@ def rep(*results, **kw) -> Report:
 
 def test_summary_keeps_its_shape():
     r = rep(res("a", tags=["a"], steps=1), res("b", tags=["b"], steps=2), res("c", tags=["a"], steps=2))
-    assert r.summary().splitlines()[:3] == ["3/3 passed  (100%)", "mean steps 1.7   total cost 0.000000",
-                                            "by tag: a=100%  b=100%"]
+    assert r.summary().splitlines()[:3] == ["3/3 passed  (100%)", "mean steps 1.7   total cost n/a",
+                                            "by tag: a=100%  b=100%"]  # no case's cost is known
+    priced = rep(res("a", tags=["a"], steps=1, cost=0.0002), res("b", tags=["b"], steps=2))
+    assert priced.summary().splitlines()[1] == "mean steps 1.5   total cost 0.000200"
 
 
 def test_summary_lists_failures_with_why_and_details():

@@ -61,7 +61,7 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
              f"  why:        {case.why}",
              f"  prompt:     {_abridge(case.prompt, 200)}",
              f"  recorded:   {' -> '.join(case.recorded.trajectory) or '(no successful tool calls)'}"
-             f"  (stop {case.recorded.stop}, {case.recorded.steps} steps"
+             f"  (stop {case.recorded.stop}, {case.recorded.steps} step{'s' if case.recorded.steps != 1 else ''}"
              + (f", cost {case.recorded.cost:.6f}" if case.recorded.cost is not None else "") + ")"]
     if case.recorded.denied:
         lines.append(f"  denied:     {_listing(case.recorded.denied)} (requested, never executed)")

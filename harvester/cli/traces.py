@@ -135,7 +135,7 @@ def show(trace_id: str, store_path: str | None, as_json: bool, config: Config) -
             else:
                 outcome = _abridge(call.result if isinstance(call.result, str) else orjson.dumps(call.result).decode(), 60)
             click.echo(f"  {i}. {call.name} [{call.status}] {_abridge(orjson.dumps(call.args).decode(), 50)} -> {outcome}")
-        click.echo(f"answer: {_abridge(run.answer, 200)}")
+        click.echo(f"answer: {_abridge(run.answer, 200) if run.answer else '(none)'}")
         if not run.content_captured:
             click.echo("(content capture was off for part of this run: some payloads are unknown)")
 

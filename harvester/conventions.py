@@ -40,7 +40,11 @@ PLACEHOLDERS = frozenset({"__REDACTED__", "<redacted>", "[REDACTED]", "REDACTED"
 DEFERRALS = frozenset({"GraphInterrupt", "NodeInterrupt", "Interrupt", "ApprovalRequired", "CallDeferred"})
 STOP_KEY = "harvester.stop"
 LIMIT_STOPS = {"UsageLimitExceeded": "budget_exceeded", "GraphRecursionError": "max_steps",
-               "MaxTurnsExceeded": "max_steps", "AgentMaxStepsError": "max_steps"}
+               "MaxTurnsExceeded": "max_steps", "AgentMaxStepsError": "max_steps",
+               "ModelCallLimitExceededError": "max_steps", "ToolCallLimitExceededError": "max_steps"}
+# LangChain's call-limit middleware with exit_behavior="end" ends the run on a message of its own,
+# which no model wrote: the run stopped on a limit, whatever the message says.
+_LIMIT_ANSWERS = ("Model call limits exceeded", "Tool call limit reached", "Tool call limits exceeded")
 # Error messages that say what stopped a run when no exception event does.
 _ERROR_MESSAGES = (("Max turns exceeded", "MaxTurnsExceeded"),
                    ("Guardrail tripwire triggered", "GuardrailTripwireTriggered"))
@@ -855,6 +859,9 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         deferred = deferred or io["deferred"]
         if error is None and sp.status == "ERROR" and not _deferral(sp):
             error = _error_of(sp)
+    final = next((t for t in reversed(tools) if t["answer_tool"] and t["status"] == "ok"), None)
+    if final is not None and final["result"] is not None:  # smolagents: what final_answer was given
+        answer = final["result"] if isinstance(final["result"], str) else orjson.dumps(final["result"]).decode()
     calls, paused = _pair(llms, tools, structured)
     if len(agents) > 1 and any(c["status"] == "blocked" for c in calls):
         _run_by_sub_agents(calls, agents[1:])
@@ -882,7 +889,8 @@ def _build(root: SpanData, source: str, members: list[SpanData],
 
     if answer is None and error is None and not deferred and not paused and source in ("openinference", "openllmetry"):
         answer = _answer_from_tools(last, calls)
-    if error is None and _forced_answer(agents, llms, tools):
+    if error is None and (_forced_answer(agents, llms, tools)
+                          or (isinstance(answer, str) and answer.startswith(_LIMIT_ANSWERS))):
         stop = "max_steps"
     elif error is not None:
         stop = LIMIT_STOPS.get(error["type"], "error")

@@ -114,3 +114,28 @@ def test_openai_agents_conversation_and_stop_on_first_tool() -> None:
     (run,) = runs_from_spans(openai_agents_agent.run_scenario("stop_on_tool"))
     assert run.stop == "answered" and not run.failed
     assert run.answer == "Refunds are accepted within 30 days of delivery."
+
+
+@pytest.mark.parametrize("instrumentor", langchain_agent.INSTRUMENTORS)
+@pytest.mark.parametrize("exit_behavior", ["end", "error"])
+def test_langchain_call_limits_are_a_max_steps_stop(instrumentor: str, exit_behavior: str) -> None:
+    """ModelCallLimitMiddleware: with "end" the run ends on the middleware's own message, no model's."""
+    from langchain.agents.middleware import ModelCallLimitMiddleware
+
+    class Looping(Scripted):
+        def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                      **kwargs: Any) -> ChatResult:
+            n = sum(isinstance(m, AIMessage) for m in messages)
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="", tool_calls=[
+                {"name": "lookup", "args": {"city": f"c{n}"}, "id": f"call_{n}", "type": "tool_call"}]))])
+
+    provider, exporter = capture()
+    with langchain_agent.instrumented(instrumentor, provider):
+        graph = create_agent(Looping(), tools=[lookup], name="chat_agent",
+                             middleware=[ModelCallLimitMiddleware(run_limit=2, exit_behavior=exit_behavior)])
+        try:
+            graph.invoke({"messages": [{"role": "user", "content": FIRST}]})
+        except Exception as exc:  # noqa: BLE001 - exit_behavior="error" raises, as it should
+            assert exit_behavior == "error" and "limit" in str(exc).lower()
+    (run,) = runs_from_spans(finished(exporter))
+    assert run.stop == "max_steps" and run.failed and run.trajectory() == ["lookup", "lookup"]

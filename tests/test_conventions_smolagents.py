@@ -129,3 +129,9 @@ def test_a_managed_agent_is_the_call_the_model_made():
     assert [(c.name, c.status) for c in run.calls] == [("research_agent", "ok"), ("kb_search", "ok")]
     assert run.calls[0].args == {"task": "Find the refund policy."}
     assert run.calls[0].result == "Within 30 days of delivery."
+
+
+def test_a_streamed_run_has_the_final_answer_not_a_repr_of_its_steps():
+    """run(stream=True), as GradioUI runs an agent: the agent span's output is every step's repr."""
+    (run,) = runs_from_spans(smolagents_agent.run_scenario("happy", stream=True, deterministic=True))
+    assert run.answer == ANSWERS["happy"] and run.stop == "answered"

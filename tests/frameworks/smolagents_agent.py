@@ -158,11 +158,14 @@ def instrumented(provider: TracerProvider, *, include_content: bool = True) -> I
 
 
 def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *, include_content: bool = True,
-                 deterministic: bool = False) -> list[ReadableSpan]:
-    """Run one scenario and return its finished spans."""
+                 deterministic: bool = False, stream: bool = False) -> list[ReadableSpan]:
+    """Run one scenario and return its finished spans (``stream``: as GradioUI runs an agent, step by step)."""
     provider, exporter = capture(tracer_provider, deterministic=deterministic)
     with _LOCK, instrumented(provider, include_content=include_content):
         agent = build_agent(scenario, deterministic=deterministic)
-        answer = agent.run(PROMPTS[scenario])
+        if stream:
+            answer = list(agent.run(PROMPTS[scenario], stream=True))[-1].output
+        else:
+            answer = agent.run(PROMPTS[scenario])
         assert answer == ANSWERS[scenario], answer
     return finished(exporter)

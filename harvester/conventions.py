@@ -549,7 +549,7 @@ def _agent_io(span: SpanData, source: str) -> dict[str, Any]:
     """Prompt, answer and deferral as the agent span states them (``_MISSING`` where it says nothing)."""
     a = span.attributes
     out: dict[str, Any] = {"prompt": _MISSING, "answer": _MISSING, "deferred": False, "history_user": None,
-                           "structured": _MISSING}
+                           "structured": _MISSING, "requested": {}}
     if source in ("genai", "harvester"):
         messages = _loads(a.get("pydantic_ai.all_messages"))
         if isinstance(messages, list):
@@ -594,10 +594,28 @@ def _agent_io(span: SpanData, source: str) -> dict[str, Any]:
                 ends_ai, text = _last_ai(messages)
                 out["answer"] = text if ends_ai else None
                 out["history_user"] = _first_user(messages)
+                out["requested"] = _state_tool_calls(messages)
             response = _structured_response(value)
             if response is not _MISSING:  # LangChain response_format: the answer is the structured response
                 out["structured"] = response
                 out["answer"] = orjson.dumps(response).decode()
+    return out
+
+
+def _state_tool_calls(messages: list[Any]) -> dict[str, Any]:
+    """call id -> args of the tool calls in a LangChain state's AI messages (either serialized form).
+
+    A run resumed after a human approved (or edited) a call has the model's request in the trace
+    before it; the resumed state still holds it, so the call's args are known by its id.
+    """
+    out: dict[str, Any] = {}
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        body = m.get("data") if isinstance(m.get("data"), dict) else m.get("kwargs") if isinstance(m.get("kwargs"), dict) else m
+        for tc in body.get("tool_calls") or ():
+            if isinstance(tc, dict) and isinstance(tc.get("id"), str) and isinstance(tc.get("args"), dict):
+                out[tc["id"]] = tc["args"]
     return out
 
 
@@ -851,6 +869,11 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         io = _agent_io(sp, src)
         if io["structured"] is not _MISSING:
             structured.append(io["structured"])
+        for t in tools:  # a bare input (a one-argument tool) whose request is in an earlier trace
+            if isinstance(t["args"], _Bare) and t["call_id"] in io["requested"]:
+                requested = io["requested"][t["call_id"]]
+                # the value it ran with (a human may have edited it), under the argument's name
+                t["args"] = {next(iter(requested)): t["args"].value} if len(requested) == 1 else requested
         if prompt is _MISSING or prompt is None:
             prompt = io["prompt"] if io["prompt"] is not _MISSING else prompt
         if answer is _MISSING:

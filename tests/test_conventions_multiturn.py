@@ -139,3 +139,26 @@ def test_langchain_call_limits_are_a_max_steps_stop(instrumentor: str, exit_beha
             assert exit_behavior == "error" and "limit" in str(exc).lower()
     (run,) = runs_from_spans(finished(exporter))
     assert run.stop == "max_steps" and run.failed and run.trajectory() == ["lookup", "lookup"]
+
+
+@pytest.mark.parametrize("instrumentor", langchain_agent.INSTRUMENTORS)
+@pytest.mark.parametrize("decision,city", [({"type": "approve"}, "Rome"),
+                                           ({"type": "edit", "edited_action": {"name": "lookup", "args": {"city": "Milan"}}},
+                                            "Milan")])
+def test_a_call_approved_or_edited_by_a_human_keeps_its_args(instrumentor: str, decision: dict, city: str) -> None:
+    """The model's request is in the paused run's trace; the resumed run's one-argument tool logs its
+    input bare. Its args are the request's, with the value it really ran with (a human may have edited it)."""
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    provider, exporter = capture()
+    config = {"configurable": {"thread_id": "hitl"}}
+    with langchain_agent.instrumented(instrumentor, provider):
+        graph = create_agent(Scripted(), tools=[lookup], name="chat_agent", checkpointer=InMemorySaver(),
+                             middleware=[HumanInTheLoopMiddleware(interrupt_on={"lookup": True})])
+        graph.invoke({"messages": [{"role": "user", "content": FIRST}]}, config)
+        graph.invoke(Command(resume={"decisions": [decision]}), config)
+    paused, resumed = runs_from_spans(finished(exporter))
+    assert paused.stop == "deferred" and resumed.stop == "answered"
+    assert [(c.name, c.status, c.args) for c in resumed.calls] == [("lookup", "ok", {"city": city})]

@@ -724,11 +724,21 @@ def _pair(llms: list[dict[str, Any]], tools: list[dict[str, Any]],
         if hit is None:  # an id the model never emitted (or under another name): fall back to the name
             hit = same_id if same_id is not None else fallback
         req_args = _MISSING
+        again = None
+        if hit is None and t["call_id"] is None:
+            # Another attempt at a request already answered (LangChain's ToolRetryMiddleware runs the tool
+            # again; the failed attempts carry no id): the same call, in the order the attempts started.
+            again = next((k for k in matched if reqs[k][2] == t["name"] and reqs[k][0] <= max(turn, 0)
+                          and _same_args(t["args"], reqs[k][4])), None)
         if hit is not None:
             matched[hit] = t
             rturn, ridx, _, rid, req_args = reqs[hit]
             key = (rturn, ridx, start)
             t["call_id"] = t["call_id"] or rid
+        elif again is not None:
+            rturn, ridx, _, rid, req_args = reqs[again]
+            key = (rturn, ridx, start)
+            t["call_id"] = rid
         else:
             key = (turn, 1 << 30, start)
         args = t["args"]

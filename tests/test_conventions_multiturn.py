@@ -162,3 +162,29 @@ def test_a_call_approved_or_edited_by_a_human_keeps_its_args(instrumentor: str, 
     paused, resumed = runs_from_spans(finished(exporter))
     assert paused.stop == "deferred" and resumed.stop == "answered"
     assert [(c.name, c.status, c.args) for c in resumed.calls] == [("lookup", "ok", {"city": city})]
+
+
+@pytest.mark.parametrize("instrumentor", langchain_agent.INSTRUMENTORS)
+def test_tool_retries_are_attempts_at_one_call_in_order(instrumentor: str) -> None:
+    """ToolRetryMiddleware runs a failing tool again; under OpenInference the failed attempts carry no id."""
+    from langchain.agents.middleware import ToolRetryMiddleware
+
+    attempts = {"n": 0}
+
+    @tool
+    def flaky(city: str) -> str:
+        """The weather, from a service that times out twice."""
+        attempts["n"] += 1
+        if attempts["n"] < 3:
+            raise TimeoutError("weather service timed out")
+        return f"{city}: 20C"
+
+    provider, exporter = capture()
+    with langchain_agent.instrumented(instrumentor, provider):
+        graph = create_agent(Scripted(tool_name="flaky"), tools=[flaky], name="chat_agent",
+                             middleware=[ToolRetryMiddleware(max_retries=3, initial_delay=0.0, jitter=False)])
+        graph.invoke({"messages": [{"role": "user", "content": FIRST}]})
+    (run,) = runs_from_spans(finished(exporter))
+    assert [(c.call_id, c.status, c.args) for c in run.calls] == [
+        ("call_Rome", "error", {"city": "Rome"}), ("call_Rome", "error", {"city": "Rome"}),
+        ("call_Rome", "ok", {"city": "Rome"})]

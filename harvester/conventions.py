@@ -521,8 +521,11 @@ def _read_tool(span: SpanData, source: str) -> dict[str, Any]:
         status, error = "error", {"type": "ToolException", "message": result if isinstance(result, str) else ""}
     # openai-agents: a call waiting for approval is a TOOL span with input and no output that never ran
     awaiting = (source == "openinference" and status == "ok" and raw_result is _MISSING and not hidden)
-    # smolagents answers through its FinalAnswerTool: the run's answer, not a tool call
-    answer_tool = source == "openinference" and span.name == "FinalAnswerTool" and name == "final_answer"
+    # smolagents answers through its FinalAnswerTool, pydantic-ai runs a TextOutput/ToolOutput function
+    # as an execute_tool span: both make the run's answer, neither is a call the model made
+    msg = a.get("logfire.msg")
+    answer_tool = ((source == "openinference" and span.name == "FinalAnswerTool" and name == "final_answer")
+                   or (isinstance(msg, str) and msg.startswith("running output function")))
     return {"name": name, "call_id": call_id, "args": args, "result": result if status == "ok" else None,
             "status": status, "error": error, "truncated": truncated, "hidden": hidden, "span": span,
             "awaiting": awaiting, "answer_tool": answer_tool}
@@ -892,7 +895,8 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         deferred = deferred or io["deferred"]
         if error is None and sp.status == "ERROR" and not _deferral(sp):
             error = _error_of(sp)
-    final = next((t for t in reversed(tools) if t["answer_tool"] and t["status"] == "ok"), None)
+    final = next((t for t in reversed(tools) if t["answer_tool"] and t["status"] == "ok"
+                  and t["name"] == "final_answer"), None)
     if final is not None and final["result"] is not None:  # smolagents: what final_answer was given
         answer = final["result"] if isinstance(final["result"], str) else orjson.dumps(final["result"]).decode()
     calls, paused = _pair(llms, tools, structured)

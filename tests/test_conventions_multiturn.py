@@ -188,3 +188,20 @@ def test_tool_retries_are_attempts_at_one_call_in_order(instrumentor: str) -> No
     assert [(c.call_id, c.status, c.args) for c in run.calls] == [
         ("call_Rome", "error", {"city": "Rome"}), ("call_Rome", "error", {"city": "Rome"}),
         ("call_Rome", "ok", {"city": "Rome"})]
+
+
+@pytest.mark.parametrize("version", [5, 6])
+def test_a_pydantic_ai_output_function_is_not_a_call(version: int) -> None:
+    """TextOutput(fn) runs fn as an execute_tool span ("running output function"): no model asked for it."""
+    from pydantic_ai import TextOutput
+
+    def shout(text: str) -> str:
+        return text.upper()
+
+    provider, exporter = capture()
+    agent = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("z is warm")])),
+                  name="chat_agent", output_type=TextOutput(shout))
+    agent.instrument = InstrumentationSettings(tracer_provider=provider, version=version)
+    assert agent.run_sync(FIRST).output == "Z IS WARM"
+    (run,) = runs_from_spans(finished(exporter))
+    assert run.calls == [] and run.answer == "Z IS WARM" and run.stop == "answered" and not run.failed

@@ -187,6 +187,10 @@ def _attrs_from_otlp(items: Any, bad: list[str] | None = None) -> dict[str, Any]
         return out
     for kv in items:
         if isinstance(kv, dict) and "key" in kv:
+            if not isinstance(kv["key"], str):
+                if bad is not None:
+                    bad.append("attribute key (not a string)")
+                continue
             v = kv.get("value")
             if type(v) is dict and len(v) == 1 and "stringValue" in v:  # most attributes: no call
                 out[kv["key"]] = v["stringValue"]

@@ -179,6 +179,8 @@ class TraceStore:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> None:
         self.path = str(path) if path is not None else default_path()
+        # Opened (and reopened) by absolute path: an app that changes directory must not start a new store.
+        self._abs = os.path.abspath(self.path)
         self.readonly = readonly
         # Called once per write that finds the file locked by another process and starts retrying
         # (up to minutes): a command line says it is waiting instead of looking hung.
@@ -228,7 +230,7 @@ class TraceStore:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        path = Path(self.path)
+        path = Path(self._abs)
         if path.is_dir():
             raise self._error("is a directory, not a trace store")
         exists = path.exists() and path.stat().st_size > 0
@@ -249,7 +251,7 @@ class TraceStore:
             except OSError as exc:
                 raise self._error(f"cannot create its folder ({exc.strerror})") from None
         try:
-            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+            conn = sqlite3.connect(self._abs, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False)
         except sqlite3.Error as exc:
             raise self._error(f"cannot open ({exc})") from None
@@ -273,13 +275,13 @@ class TraceStore:
             conn.close()
             raise
         self._conn, self._pid = conn, os.getpid()
-        self._file_id = _file_id(self.path)
+        self._file_id = _file_id(self._abs)
         return conn
 
     def _same_file(self) -> bool:
         """False once the file at ``path`` was deleted or replaced (log rotation, a cleanup job): the open
         connection would go on writing into the old, unlinked file and every run would vanish."""
-        return self._conn is None or _file_id(self.path) == self._file_id
+        return self._conn is None or _file_id(self._abs) == self._file_id
 
     def _check_schema(self, conn: sqlite3.Connection) -> None:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -305,8 +307,8 @@ class TraceStore:
     def _create(self, conn: sqlite3.Connection) -> None:
         for attempt in range(_RETRIES):
             try:
+                conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")  # first: auto_vacuum fixes the page size
                 conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-                conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
                 conn.execute("BEGIN IMMEDIATE")
                 break
             except sqlite3.OperationalError as exc:

@@ -212,3 +212,13 @@ def test_a_run_first_stored_alone_that_turns_out_a_sub_agent_is_replaced(tmp_pat
         ingest_files([str(second)], store, jobs=1)
         (run,) = store.runs()
         assert run.run_id == outer.span_id and run.agent == "boss" and run.trajectory() == ["kb_search"]
+
+
+def test_an_attribute_key_that_is_not_a_string_costs_only_itself(tmp_path: Path) -> None:
+    doc = _doc()
+    doc["resourceSpans"][0]["resource"]["attributes"].append({"key": ["x"], "value": {"stringValue": "v"}})
+    _agent(doc)["attributes"].append({"key": {"k": 1}, "value": {"stringValue": "v"}})
+    path = tmp_path / "in.json"
+    path.write_bytes(orjson.dumps(doc))
+    res = CliRunner().invoke(cli, ["ingest", str(path), "--store", str(tmp_path / "t.db"), "--json"])
+    assert res.exit_code == 0 and orjson.loads(res.output)["runs"] == 1, res.output

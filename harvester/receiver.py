@@ -33,7 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from .capture import RunWriter
-from .conventions import may_hold_run
+from .conventions import is_agent_span, may_hold_run
 from .errors import OtlpFormatError, ReceiverError
 from .spans import KIND_NAMES, STATUS_NAMES, OtlpStats, SpanData, spans_from_otlp
 from .store import TraceStore
@@ -136,11 +136,14 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
 
 # -- assembling traces ---------------------------------------------------------------------------
 class _OpenTrace:
-    __slots__ = ("spans", "has_agent", "last_seen")
+    __slots__ = ("spans", "has_agent", "maybe", "last_seen")
 
     def __init__(self, now: float) -> None:
         self.spans: dict[str, SpanData] = {}  # by span id: an exporter retry does not duplicate spans
         self.has_agent = False
+        # Holds an OpenInference CHAIN, which may turn out the root of a run (an unnamed LangChain
+        # agent): read at the orphan timeout, never at the short idle one (graph nodes end early).
+        self.maybe = False
         self.last_seen = now
 
 
@@ -173,7 +176,7 @@ class TraceAssembler:
 
     def add(self, spans: Iterable[SpanData]) -> list[list[SpanData]]:
         """Hold ``spans``; returns the traces pushed out early by the bounds (complete them now)."""
-        is_agent = may_hold_run
+        is_agent = is_agent_span
         early: list[list[SpanData]] = []
         with self._lock:
             now = self._clock()
@@ -192,10 +195,12 @@ class TraceAssembler:
                 self.open_spans += 1
                 if not tr.has_agent and is_agent(span):
                     tr.has_agent = True
+                elif not tr.maybe and not tr.has_agent and may_hold_run(span):
+                    tr.maybe = True
             while opened and (len(opened) > self.max_traces or self.open_spans > self.max_spans):
                 _, tr = opened.popitem(last=False)
                 self.open_spans -= len(tr.spans)
-                if tr.has_agent:
+                if tr.has_agent or tr.maybe:
                     self.completed_early += 1
                     early.append(list(tr.spans.values()))
                 else:
@@ -217,7 +222,7 @@ class TraceAssembler:
             for trace_id in ready:
                 tr = self._open.pop(trace_id)
                 self.open_spans -= len(tr.spans)
-                if tr.has_agent:
+                if tr.has_agent or tr.maybe:
                     out.append(list(tr.spans.values()))
                 else:
                     self._drop("no_agent_span", len(tr.spans))
@@ -230,7 +235,7 @@ class TraceAssembler:
             self.open_spans = 0
             out = []
             for tr in traces.values():
-                if tr.has_agent:
+                if tr.has_agent or tr.maybe:
                     out.append(list(tr.spans.values()))
                 else:
                     self._drop("no_agent_span", len(tr.spans))

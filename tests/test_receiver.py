@@ -181,9 +181,29 @@ def test_assembler_keeps_an_openinference_chain_trace_for_the_readers():
     asm = TraceAssembler(idle_seconds=1, orphan_seconds=10, clock=clock)
     asm.add(spans)
     clock.now = 2
+    assert asm.take_complete() == []  # a CHAIN ends early (a graph node): only the orphan timeout is safe
+    clock.now = 11
     (trace,) = asm.take_complete()
     (run,) = runs_from_spans(trace)
     assert run.trajectory() == ["kb_search", "get_order"] and run.stop == "answered"
+
+
+def test_graph_nodes_ending_early_never_complete_a_run_before_its_agent_span():
+    """OpenInference CHAIN spans (LangGraph nodes, smolagents steps, openai-agents turns) end long before
+    the agent span; an exporter batch holding only them must not be read as a finished run."""
+    spans = [from_readable(s) for s in langchain_agent.run_scenario("happy")]
+    agent_ids = {s.span_id for s in spans if s.attributes.get("openinference.span.kind") == "AGENT"}
+    first = [s for s in spans if s.span_id not in agent_ids]
+    clock = Clock()
+    asm = TraceAssembler(idle_seconds=1, orphan_seconds=10, clock=clock)
+    asm.add(first)
+    clock.now = 5
+    assert asm.take_complete() == []
+    asm.add([s for s in spans if s.span_id in agent_ids])
+    clock.now = 7
+    (trace,) = asm.take_complete()
+    (run,) = runs_from_spans(trace)
+    assert run.agent == "support_agent" and run.trajectory() == ["kb_search", "get_order"]
 
 
 def test_assembler_drops_orphans_and_duplicates_and_counts_them():

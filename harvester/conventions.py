@@ -105,29 +105,46 @@ def may_hold_run(span: Any) -> bool:
 
 
 def _promote_chains(by_id: Mapping[str, SpanData], roles: dict[str, tuple[str, str]]) -> None:
-    """Make the outermost OpenInference CHAIN above a model call the agent root (see ``may_hold_run``).
+    """Make the outermost OpenInference CHAIN above an agent's work the agent root (see ``may_hold_run``).
 
-    Only a chain with no OpenInference span above it: nested chains are graph nodes, and a
-    LangGraph ReAct agent's model node is even named "agent", which would split one run per turn.
+    Only a chain with no OpenInference span above it (nested chains are graph nodes; a LangGraph
+    ReAct agent's model node is even named "agent"), with no AGENT span between it and the work (a
+    named agent inside an outer graph stays its own run), and only over an agent's work: a model call
+    AND a tool span or a requested tool call. A plain chain (prompt | llm | parser) is no agent run.
     """
-    promoted: set[str] = set()
+    model: set[str] = set()
+    tools: set[str] = set()
     for sid, (source, role) in roles.items():
-        if source != "openinference" or role != "llm":
+        if source != "openinference" or role not in ("llm", "tool"):
             continue
-        top = None
-        parent = by_id[sid].parent_id
-        seen = 0
-        while parent in by_id and seen < 10_000:
-            if roles[parent][0] != "openinference":
-                break
-            top = parent
-            parent = by_id[parent].parent_id
-            seen += 1
-        if top is not None and top not in promoted and roles[top][1] == "other" \
-                and by_id[top].attributes.get(OI_KIND) == "CHAIN":
-            promoted.add(top)
-    for sid in promoted:
+        top = _chain_top(sid, by_id, roles)
+        if top is None:
+            continue
+        if role == "tool":
+            tools.add(top)
+        else:
+            model.add(top)
+            if any(".tool_calls." in k for k in by_id[sid].attributes):
+                tools.add(top)
+    for sid in model & tools:
         roles[sid] = ("openinference", "agent")
+
+
+def _chain_top(sid: str, by_id: Mapping[str, SpanData], roles: Mapping[str, tuple[str, str]]) -> Optional[str]:
+    """The outermost OpenInference span above ``sid`` if it is a CHAIN and no agent span is in between."""
+    top = None
+    parent, hops = by_id[sid].parent_id, 0
+    while parent in by_id and hops < 10_000:
+        source, role = roles[parent]
+        if source != "openinference":
+            break
+        if role == "agent":
+            return None
+        top = parent
+        parent, hops = by_id[parent].parent_id, hops + 1
+    if top is not None and roles[top][1] == "other" and by_id[top].attributes.get(OI_KIND) == "CHAIN":
+        return top
+    return None
 
 
 def _classify(span: SpanData) -> tuple[str, str]:

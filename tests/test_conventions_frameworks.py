@@ -134,6 +134,23 @@ def test_langchain_agent_without_a_name_is_one_run(instrumentor):
         assert (run.usage.input_tokens, run.usage.output_tokens) == (300, 30)
 
 
+def test_named_agents_inside_an_outer_chain_stay_their_own_runs():
+    """Two named agents run by an outer graph (OpenInference: a CHAIN above two AGENT spans) are two runs."""
+    import dataclasses
+
+    from harvester.spans import from_readable
+
+    spans = [from_readable(s) for s in langchain_agent.run_scenario("happy")]
+    outer = dataclasses.replace(spans[0], span_id="f" * 16, parent_id=None, name="LangGraph",
+                                attributes={"openinference.span.kind": "CHAIN"})
+    twin = [dataclasses.replace(s, span_id="e" + s.span_id[1:],
+                                parent_id=None if s.parent_id is None else "e" + s.parent_id[1:]) for s in spans]
+    both = [dataclasses.replace(s, parent_id=s.parent_id or outer.span_id) for s in spans + twin] + [outer]
+    runs = runs_from_spans(both)
+    assert [r.agent for r in runs] == ["support_agent", "support_agent"]
+    assert all(r.trajectory() == ["kb_search", "get_order"] for r in runs)
+
+
 @pytest.mark.parametrize("instrumentor", ["openinference", "openllmetry"])
 def test_langchain_structured_response_is_the_answer_not_a_blocked_call(instrumentor):
     """With response_format=ToolStrategy(...) the model "calls" the schema and LangChain answers it itself."""

@@ -397,3 +397,16 @@ def test_a_call_id_used_twice_pairs_by_name_too():
     [run] = runs_from_spans(spans)
     assert [(x.name, x.call_id, x.status, x.result) for x in run.calls] == [
         ("ask_orders", "call_1", "ok", "A1 shipped"), ("get_order", "call_1", "ok", "shipped")]
+
+
+def test_a_plain_openinference_chain_is_no_agent_run():
+    """prompt | llm | parser: a model call but no tool, no requested call: not an agent run."""
+    c = Clock()
+    spans = [mk(1, "RunnableSequence", {"openinference.span.kind": "CHAIN", "input.value": '{"text": "article"}',
+                                         "output.value": "A summary."}, None, clock=c),
+             mk(2, "ChatPromptTemplate", {"openinference.span.kind": "CHAIN"}, 1, clock=c),
+             mk(3, "ChatOpenAI", {"openinference.span.kind": "LLM", "llm.model_name": "m",
+                                  "llm.output_messages.0.message.role": "assistant",
+                                  "llm.output_messages.0.message.content": "A summary."}, 1, clock=c),
+             mk(4, "StrOutputParser", {"openinference.span.kind": "CHAIN"}, 1, clock=c)]
+    assert runs_from_spans(spans) == []

@@ -48,6 +48,7 @@ _LIMIT_ANSWERS = ("Model call limits exceeded", "Tool call limit reached", "Tool
 # Error messages that say what stopped a run when no exception event does.
 _ERROR_MESSAGES = (("Max turns exceeded", "MaxTurnsExceeded"),
                    ("Guardrail tripwire triggered", "GuardrailTripwireTriggered"))
+_RUN_STOPPERS = tuple(prefix for prefix, _ in _ERROR_MESSAGES)
 LLM_OPS = frozenset({"chat", "text_completion", "generate_content", "completion", "responses"})
 _OI_ROLES = {"AGENT": "agent", "LLM": "llm", "TOOL": "tool"}
 _TL_ROLES = {"workflow": "agent", "agent": "agent", "tool": "tool"}
@@ -830,6 +831,16 @@ def _answer_from_tools(last: Optional[dict[str, Any]], calls: list[dict[str, Any
     return final if isinstance(final, str) else orjson.dumps(final).decode()
 
 
+def _nearest_agent(span: SpanData, by_id: Mapping[str, SpanData], roles: Mapping[str, tuple[str, str]]) -> Optional[str]:
+    """The id of the closest agent span above ``span`` (a sub-agent's tools are not the run's own)."""
+    parent, hops = span.parent_id, 0
+    while parent in by_id and hops < 10_000:
+        if roles[parent][1] == "agent":
+            return parent
+        parent, hops = by_id[parent].parent_id, hops + 1
+    return None
+
+
 def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
     """smolagents ran out of steps: no final_answer call, and the answer came from a model call made
     by the agent itself (``provide_final_answer``), not from one of its numbered steps."""
@@ -912,17 +923,19 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         deferred = deferred or io["deferred"]
         if error is None and sp.status == "ERROR" and not _deferral(sp):
             error = _error_of(sp)
-    final = next((t for t in reversed(tools) if t["answer_tool"] and t["status"] == "ok"
-                  and t["name"] == "final_answer"), None)
+    by_id = {sp.span_id: sp for sp in members}
+    own = [t for t in tools if t["answer_tool"] and _nearest_agent(t["span"], by_id, roles) == root.span_id]
+    final = next((t for t in reversed(own) if t["status"] == "ok" and t["name"] == "final_answer"), None)
     if final is not None and final["result"] is not None:  # smolagents: what final_answer was given
         answer = final["result"] if isinstance(final["result"], str) else orjson.dumps(final["result"]).decode()
     calls, paused = _pair(llms, tools, structured)
     if len(agents) > 1 and any(c["status"] == "blocked" for c in calls):
         _run_by_sub_agents(calls, agents[1:])
     if error is None and not (isinstance(answer, str) and answer):
-        # openai-agents: an input guardrail fails its turn (a CHAIN), never the agent span
+        # openai-agents: an input guardrail fails its turn (a CHAIN), never the agent span. Only a
+        # message that names such a stop: a node that failed while the agent recovered is no error.
         failed = next((sp for sp in members if sp.status == "ERROR" and roles[sp.span_id][1] == "other"
-                       and not _deferral(sp)), None)
+                       and (sp.status_message or "").startswith(_RUN_STOPPERS)), None)
         if failed is not None:
             error = _error_of(failed)
     if agent is None and agents:  # no agent span names the agent: the outermost span's name
@@ -943,7 +956,7 @@ def _build(root: SpanData, source: str, members: list[SpanData],
 
     if answer is None and error is None and not deferred and not paused and source in ("openinference", "openllmetry"):
         answer = _answer_from_tools(last, calls)
-    if error is None and (_forced_answer(agents, llms, tools)
+    if error is None and (_forced_answer(agents, llms, own)
                           or (isinstance(answer, str) and answer.startswith(_LIMIT_ANSWERS))):
         stop = "max_steps"
     elif error is not None:

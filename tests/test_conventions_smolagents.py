@@ -135,3 +135,16 @@ def test_a_streamed_run_has_the_final_answer_not_a_repr_of_its_steps():
     """run(stream=True), as GradioUI runs an agent: the agent span's output is every step's repr."""
     (run,) = runs_from_spans(smolagents_agent.run_scenario("happy", stream=True, deterministic=True))
     assert run.answer == ANSWERS["happy"] and run.stop == "answered"
+
+
+def test_a_managed_agents_final_answer_is_not_the_runs():
+    """The sub-agent calls final_answer; the outer agent then runs out of steps: stop max_steps, its own answer."""
+    (run,) = runs_from_spans(smolagents_agent.run_scenario("managed_max_steps", deterministic=True))
+    assert run.stop == "max_steps" and run.failed and run.answer == ANSWERS["managed_max_steps"]
+
+
+@pytest.mark.parametrize("scenario", ["tool_error", "retry"])
+def test_a_recovered_tool_error_with_content_off_is_no_run_error(scenario):
+    """The model recovered and answered: a failed step span must not make the run an error."""
+    (run,) = runs_from_spans(smolagents_agent.run_scenario(scenario, include_content=False, deterministic=True))
+    assert run.stop == "answered" and run.error is None

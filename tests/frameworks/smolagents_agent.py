@@ -54,7 +54,12 @@ SCRIPTS["managed"] = [[(RESEARCH_AGENT, {"task": "Find the refund policy."}, "ca
                       _final("Refunds are accepted within 30 days.", "call_2")]
 SCRIPTS["managed_research"] = [_SCRIPTS["happy"][0][:1], _final("Within 30 days of delivery.", "call_r2")]
 ANSWERS["managed"] = "Refunds are accepted within 30 days."
-PROMPTS = {**PROMPTS, "max_steps": "Search until you find it.", "managed": "What is the refund policy?"}
+# the managed agent answers, then the outer agent runs out of steps: its own forced answer is the run's
+SCRIPTS["managed_max_steps"] = [SCRIPTS["managed"][0]] + [
+    [("kb_search", {"query": f"refund policy {n}"}, f"call_{n}")] for n in range(2, 6)] + ["I could not find it in time."]
+ANSWERS["managed_max_steps"] = "I could not find it in time."
+PROMPTS = {**PROMPTS, "max_steps": "Search until you find it.", "managed": "What is the refund policy?",
+           "managed_max_steps": "Search until you find it."}
 _LOCK = threading.Lock()
 
 
@@ -126,7 +131,7 @@ class ScriptedModel(OpenAIModel):
 
 def build_agent(scenario: str, *, deterministic: bool = False) -> ToolCallingAgent:
     managed = []
-    if scenario == "managed":
+    if scenario in ("managed", "managed_max_steps"):
         managed = [ToolCallingAgent(tools=[kb_search], model=ScriptedModel("managed_research"), name=RESEARCH_AGENT,
                                     description="Researches the support knowledge base.", max_steps=3,
                                     verbosity_level=LogLevel.OFF)]

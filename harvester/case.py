@@ -86,6 +86,7 @@ class Recorded(_Strict):
 
 class Source(_Strict):
     trace_id: Optional[str] = None
+    run_id: Optional[str] = None  # the run of the trace this case was made from
     captured_at: Optional[str] = None
     agent: Optional[str] = None
     failure_kind: Optional[str] = None
@@ -372,9 +373,13 @@ class SuiteManifest(_Strict):
 
 
 def suite_content(folder: str | Path) -> tuple[str, int]:
-    """(sha256 over the accepted cases' canonical content, how many): formatting and pending cases never count."""
+    """(sha256 over the accepted cases' canonical content, how many): formatting and pending cases never count.
+
+    Fields at their defaults are left out, so a field a later harvester adds does not change the hash
+    of a suite that never set it.
+    """
     accepted = sorted(load_cases(folder, status="accepted"), key=lambda c: c.id)
-    body = [c.model_dump(mode="json", by_alias=True) for c in accepted]
+    body = [c.model_dump(mode="json", by_alias=True, exclude_defaults=True) for c in accepted]
     return digest(body, length=64), len(accepted)
 
 

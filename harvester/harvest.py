@@ -237,7 +237,7 @@ def _build(run: Run, reading: _Reading, config: Config, *, why: str | None = Non
         review_notes=notes,
         recorded=Recorded(trajectory=run.trajectory(), denied=_denied(run), stop=run.stop, answer=run.answer,
                           steps=run.steps, cost=cost),
-        source=Source(trace_id=run.trace_id, captured_at=run.started_at, last_seen=run.started_at, agent=run.agent,
+        source=Source(trace_id=run.trace_id, run_id=run.run_id, captured_at=run.started_at, last_seen=run.started_at, agent=run.agent,
                       failure_kind=kind, seen=1,
                       signature=_signature(run, kind)),
     )
@@ -304,11 +304,12 @@ class HarvestResult:
                 "skipped": self.skipped, "new_ids": self.new_ids}
 
 
-def _signature_index(folder: CaseFolder, traces: set[str] | None = None) -> dict[str, tuple[str, Path, Optional[str]]]:
+def _signature_index(folder: CaseFolder, runs: set[tuple[str, str]] | None = None) -> dict[str, tuple[str, Path, Optional[str]]]:
     """signature -> (status, file, last_seen) of the cases already there; a light read (no validation) per file.
 
-    ``traces`` is filled with the cases' source trace ids: a run ``harvester incident`` already made into
-    a case has another signature (the incident's failure kind), and must not come back as a twin.
+    ``runs`` is filled with the cases' source (trace id, run id): a run ``harvester incident`` already
+    made into a case has another signature (the incident's failure kind), and must not come back as a
+    twin. The run id matters: a trace can hold several runs, each its own case.
     """
     index: dict[str, tuple[str, Path, Optional[str]]] = {}
     for path in case_files(folder.root):
@@ -318,8 +319,8 @@ def _signature_index(folder: CaseFolder, traces: set[str] | None = None) -> dict
             raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
         source = (data.get("source") or {}) if isinstance(data, dict) else {}
         sig = source.get("signature")
-        if traces is not None and isinstance(source.get("trace_id"), str):
-            traces.add(source["trace_id"])
+        if runs is not None and isinstance(source.get("trace_id"), str) and isinstance(source.get("run_id"), str):
+            runs.add((source["trace_id"], source["run_id"]))
         if sig:
             last = source.get("last_seen") or source.get("captured_at")
             index.setdefault(sig, (str(data.get("status", "pending")), path, last))
@@ -346,8 +347,8 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
     config = config or Config()
     folder = CaseFolder(cases_dir)
     pending_dir = folder.folder_for("pending")
-    case_traces: set[str] = set()
-    index = _signature_index(folder, case_traces)
+    case_runs: set[tuple[str, str]] = set()
+    index = _signature_index(folder, case_runs)
     taken = folder.ids()
     extra_seen: dict[Path, tuple[int, Optional[str]]] = {}  # path -> (runs to add, newest start)
     created: set[Path] = set()
@@ -368,7 +369,7 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
             else:
                 result.counted += 1
             return
-        if run.trace_id in case_traces:  # already a case under another signature (an incident's)
+        if (run.trace_id, run.run_id) in case_runs:  # already a case under another signature (an incident's)
             result.counted += 1
             return
         case = _build(run, reading, config)

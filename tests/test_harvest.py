@@ -261,3 +261,14 @@ def test_harvest_streams(tmp_path):
     result = harvest(FakeStore(gen), tmp_path, progress=seen.append)
     assert result.runs == 300 and result.new == 1 and load_case(tmp_path / "pending" / "question-number-0.json").source.seen == 300
     assert seen == [100, 200, 300, 300]
+
+
+def test_another_run_of_a_trace_that_is_already_a_case_gets_its_own_case(tmp_path):
+    """A trace holds several runs (a chat session, runs in one request): only the case's own run is known."""
+    first = run(call("get_order"), prompt="Where is order 1?", trace="a" * 32)
+    assert harvest(FakeStore([first]), tmp_path).new == 1
+    second = run(call("kb_search", "error"), prompt="What is the refund policy?", trace="a" * 32).model_copy(
+        update={"run_id": "r2"})
+    again = harvest(FakeStore([first, second]), tmp_path)
+    assert (again.new, again.counted) == (1, 1)
+    assert CaseFolder(tmp_path).load(again.new_ids[0]).source.run_id == "r2"

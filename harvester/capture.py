@@ -304,15 +304,22 @@ class _Assembler:
         if local_root:
             self._complete(span.trace_id, trace, span.span_id)
 
-    def _complete(self, trace_id: str, trace: _OpenTrace, root_id: str) -> None:
-        subtree: list[SpanData] = []
-        todo = [root_id]
+    @staticmethod
+    def _take(trace: _OpenTrace, roots: list[str]) -> list[SpanData]:
+        """Remove and return the spans of the subtrees under ``roots``."""
+        taken: list[SpanData] = []
+        todo = list(roots)
         while todo:
             sid = todo.pop()
             sp = trace.spans.pop(sid, None)
             if sp is not None:
-                subtree.append(sp)
+                taken.append(sp)
+                trace.size -= 1
             todo.extend(trace.children.pop(sid, ()))
+        return taken
+
+    def _complete(self, trace_id: str, trace: _OpenTrace, root_id: str) -> None:
+        subtree = self._take(trace, [root_id])
         if not trace.spans:
             del self.open[trace_id]
         if trace_id in self.partial:
@@ -387,16 +394,7 @@ class _Assembler:
                 tops.append(sid)
         if not tops:
             return
-        written: list[SpanData] = []
-        for sid in tops:
-            todo = [sid]
-            while todo:
-                cur = todo.pop()
-                sp = trace.spans.pop(cur, None)
-                if sp is not None:
-                    written.append(sp)
-                    trace.size -= 1
-                todo.extend(trace.children.pop(cur, ()))
+        written = self._take(trace, tops)
         self.writer.counts["incomplete_written"] = self.writer.counts.get("incomplete_written", 0) + 1
         self._process(written, partial=trace_id in self.partial)
         self._remember_partial(trace_id)

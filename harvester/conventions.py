@@ -942,7 +942,10 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         agent = _agent_name(*agents[0])
     if prompt is _MISSING:
         prompt = None
-    first_model = next((llm["model"] for llm in llms if llm["model"]), None)
+    # the model that answered: a call that failed (LangChain's ModelFallbackMiddleware tried the
+    # primary first) did not, unless every call failed
+    first_model = next((llm["model"] for llm in llms if llm["model"] and llm["span"].status != "ERROR"),
+                       next((llm["model"] for llm in llms if llm["model"]), None))
     model = first_model or model
     if not prompt and llms:
         prompt = _llm_first_user(llms[0]["span"], roles[llms[0]["span"].span_id][0])
@@ -951,8 +954,8 @@ def _build(root: SpanData, source: str, members: list[SpanData],
     last = llms[-1] if llms else None
     if answer is _MISSING or (answer is None and not deferred and last is not None and not last["requests"]):
         answer = last["text"] if last is not None and not last["requests"] else None
-    if answer == "":
-        answer = None
+    if answer == "" or (error is not None and error["type"] == "GuardrailTripwireTriggered"):
+        answer = None  # an output guardrail blocked it: nobody saw that text
 
     if answer is None and error is None and not deferred and not paused and source in ("openinference", "openllmetry"):
         answer = _answer_from_tools(last, calls)

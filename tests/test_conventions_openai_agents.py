@@ -160,3 +160,9 @@ def test_a_tripped_input_guardrail_fails_the_run():
     (run,) = runs_from_spans(spans_for("guardrail"))
     assert run.stop == "error" and run.error.type == "GuardrailTripwireTriggered" and run.failed
     assert "_no_passwords" in run.error.message and run.calls == []
+
+
+def test_a_tripped_output_guardrail_fails_the_run_and_its_blocked_text_is_no_answer():
+    (run,) = runs_from_spans(spans_for("out_guardrail"))
+    assert run.stop == "error" and run.error.type == "GuardrailTripwireTriggered" and run.failed
+    assert run.answer is None  # the guardrail stopped it: nobody saw "The admin password is hunter2."

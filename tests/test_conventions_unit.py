@@ -410,3 +410,14 @@ def test_a_plain_openinference_chain_is_no_agent_run():
                                   "llm.output_messages.0.message.content": "A summary."}, 1, clock=c),
              mk(4, "StrOutputParser", {"openinference.span.kind": "CHAIN"}, 1, clock=c)]
     assert runs_from_spans(spans) == []
+
+
+def test_the_model_is_the_one_that_answered_not_a_failed_primary():
+    """LangChain's ModelFallbackMiddleware: the primary's call failed, the fallback's answered."""
+    c = Clock()
+    spans = [agent(1, c),
+             mk(2, "chat primary", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "primary"}, 1, clock=c,
+                status="ERROR", message="RateLimitError('429')"),
+             chat(3, 1, c, text="hello", **{"gen_ai.request.model": "fallback"})]
+    [run] = runs_from_spans(spans)
+    assert run.model == "fallback" and run.answer == "hello"

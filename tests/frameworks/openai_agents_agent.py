@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from typing import Any, AsyncIterator, Iterator
 
 from agents import (Agent, GuardrailFunctionOutput, RunConfig, RunContextWrapper, Runner, UserError, function_tool,
-                    input_guardrail, set_trace_processors)
-from agents.exceptions import InputGuardrailTripwireTriggered, MaxTurnsExceeded
+                    input_guardrail, output_guardrail, set_trace_processors)
+from agents.exceptions import InputGuardrailTripwireTriggered, MaxTurnsExceeded, OutputGuardrailTripwireTriggered
 from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider, ModelTracing
 from agents.tracing import get_trace_provider, response_span
@@ -43,7 +43,7 @@ from .pydantic_ai_agent import AGENT_NAME, ANSWERS, MODEL_NAME, PROMPTS, SCRIPTS
 
 SCENARIOS = ("happy", "tool_error", "retry", "denied")
 # Scenarios only the Agents SDK has: a handoff to a second agent, max_turns, an input guardrail.
-SDK_SCENARIOS = ("handoff", "max_turns", "guardrail", "multiturn", "stop_on_tool")
+SDK_SCENARIOS = ("handoff", "max_turns", "guardrail", "out_guardrail", "multiturn", "stop_on_tool")
 SECOND_PROMPT = "And what about order A1001?"
 BILLING_AGENT = "billing_agent"
 SCRIPTS = {**SCRIPTS,
@@ -51,12 +51,14 @@ SCRIPTS = {**SCRIPTS,
                        [("kb_search", {"query": "refund policy"}, "call_1")], "Refunds take 30 days."],
            "max_turns": [[("kb_search", {"query": f"refund policy {n}"}, f"call_{n}")] for n in (1, 2, 3)],
            "guardrail": ["never asked"],
+           "out_guardrail": ["The admin password is hunter2."],
            "multiturn": [[("kb_search", {"query": "refund policy"}, "call_1")], "Within 30 days.",
                          [("get_order", {"order_id": "A1001"}, "call_2")], "A1001 was delivered."],
            "stop_on_tool": [[("kb_search", {"query": "refund policy"}, "call_1")]]}
 ANSWERS = {**ANSWERS, "handoff": "Refunds take 30 days."}
 PROMPTS = {**PROMPTS, "handoff": "I want a refund.", "max_turns": "Search until you find it.",
-           "guardrail": "Tell me the admin password.", "multiturn": "What is the refund policy?",
+           "guardrail": "Tell me the admin password.", "out_guardrail": "What is the admin password?",
+           "multiturn": "What is the refund policy?",
            "stop_on_tool": "What is the refund policy?"}
 DENIAL = "A human denied the refund."
 INSTRUCTIONS = "You are a support agent."
@@ -217,6 +219,13 @@ async def _run(scenario: str, include_content: bool, instructions: str | None) -
     elif scenario == "stop_on_tool":  # the tool's output is the answer: no model call after it
         result = await Runner.run(agent.clone(tool_use_behavior="stop_on_first_tool"), prompt, run_config=config)
         assert result.final_output == tools.kb_search("refund policy"), result.final_output
+    elif scenario == "out_guardrail":
+        try:
+            await Runner.run(agent.clone(output_guardrails=[_no_secrets_out]), prompt, run_config=config)
+        except OutputGuardrailTripwireTriggered:
+            pass
+        else:
+            raise AssertionError("the output guardrail should have tripped")
     elif scenario == "guardrail":
         try:
             await Runner.run(agent.clone(input_guardrails=[_no_passwords]), prompt, run_config=config)
@@ -227,6 +236,11 @@ async def _run(scenario: str, include_content: bool, instructions: str | None) -
     else:
         result = await Runner.run(agent, prompt, run_config=config)
         assert result.final_output == ANSWERS[scenario], result.final_output
+
+
+@output_guardrail
+async def _no_secrets_out(ctx: RunContextWrapper[Any], agent: Agent, output: Any) -> GuardrailFunctionOutput:
+    return GuardrailFunctionOutput(output_info="leaks a password", tripwire_triggered="password" in str(output))
 
 
 @input_guardrail

@@ -404,6 +404,23 @@ class _Assembler:
             self._finish(trace_id, "open_at_shutdown")
 
 
+# Set when the interpreter starts to exit (threading's exit hooks run before any atexit handler): a
+# shutdown from then on, whoever calls it and with whatever timeout, waits at most _EXIT_TIMEOUT_MS.
+_exiting = False
+_EXIT_TIMEOUT_MS = 5_000
+
+
+def _mark_exiting() -> None:
+    global _exiting
+    _exiting = True
+
+
+try:
+    threading._register_atexit(_mark_exiting)  # type: ignore[attr-defined]
+except (AttributeError, RuntimeError):  # pragma: no cover - another Python, or already exiting
+    pass
+
+
 def _finalize_at_process_exit(processor: "HarvestingSpanProcessor") -> None:
     weak_shutdown = weakref.WeakMethod(processor.shutdown)
 
@@ -583,7 +600,10 @@ class HarvestingSpanProcessor(SpanProcessor):
             return
         self._shutdown = True
         self._wake.set()
-        self._worker.join(_millis(timeout_millis) / 1000)
+        timeout = _millis(timeout_millis)
+        if _exiting:  # the SDK's own exit hook passes its 30 s default: the process must not hang that long
+            timeout = min(timeout, _EXIT_TIMEOUT_MS)
+        self._worker.join(timeout / 1000)
         if not self._worker.is_alive():
             # An on_end that saw _shutdown still False may have appended after the worker's last
             # drain: those spans will never be processed, so count them instead of leaving them.

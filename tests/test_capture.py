@@ -436,3 +436,18 @@ def test_a_long_session_writes_its_ended_runs_and_never_cuts_one_in_progress(tmp
     assert sorted(runs) == ["first question", "second question"] and first == runs["first question"].trace_id
     assert runs["second question"].answer == "second answer" and len(runs["second question"].llm_calls) == 1
     proc.shutdown()
+
+
+def test_a_shutdown_at_interpreter_exit_waits_at_most_five_seconds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's exit hook calls shutdown() with its 30 s default (when the processor was made before the
+    provider, that hook runs first): at exit, a locked store must not hold the process that long."""
+    import harvester.capture as capture_module
+
+    proc, _, _ = setup(tmp_path)
+    waited: list[float] = []
+    real = proc._worker
+    monkeypatch.setattr(proc, "_worker", type("W", (), {
+        "join": lambda self, t: (waited.append(t), real.join(t)), "is_alive": lambda self: real.is_alive()})())
+    monkeypatch.setattr(capture_module, "_exiting", True)
+    proc.shutdown()
+    assert waited == [5.0]

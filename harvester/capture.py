@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from .conventions import is_agent_span, may_hold_run, run_data_from_spans, subtree
+from .conventions import ancestors, is_agent_span, may_hold_run, run_data_from_spans, subtree
 from .errors import StoreError
 from .model import Run, data_failed
 from .redact import Redactor
@@ -381,17 +381,8 @@ class _Assembler:
 
     def _write_ended_runs(self, trace_id: str, trace: _OpenTrace) -> None:
         """Write the subtrees of the trace's ended agent spans that no ended agent span contains."""
-        tops = []
-        for sid, sp in trace.spans.items():
-            if not is_agent_span(sp):
-                continue
-            parent, hops = sp.parent_id, 0
-            while parent in trace.spans and hops < 10_000:
-                if is_agent_span(trace.spans[parent]):
-                    break
-                parent, hops = trace.spans[parent].parent_id, hops + 1
-            else:
-                tops.append(sid)
+        tops = [sid for sid, sp in trace.spans.items() if is_agent_span(sp)
+                and not any(is_agent_span(trace.spans[a]) for a in ancestors(sp, trace.spans))]
         if not tops:
             return
         written = self._take(trace, tops)

@@ -18,7 +18,7 @@ import logging
 import re
 from bisect import bisect_right
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 import orjson
 
@@ -131,18 +131,24 @@ def _promote_chains(by_id: Mapping[str, SpanData], roles: dict[str, tuple[str, s
         roles[sid] = ("openinference", "agent")
 
 
+def ancestors(span: SpanData, by_id: Mapping[str, SpanData]) -> Iterator[str]:
+    """The ids of the spans above ``span`` that ``by_id`` holds, nearest first (bounded: ids can loop)."""
+    parent, hops = span.parent_id, 0
+    while parent in by_id and hops < 10_000:
+        yield parent
+        parent, hops = by_id[parent].parent_id, hops + 1
+
+
 def _chain_top(sid: str, by_id: Mapping[str, SpanData], roles: Mapping[str, tuple[str, str]]) -> Optional[str]:
     """The outermost OpenInference span above ``sid`` if it is a CHAIN and no agent span is in between."""
     top = None
-    parent, hops = by_id[sid].parent_id, 0
-    while parent in by_id and hops < 10_000:
+    for parent in ancestors(by_id[sid], by_id):
         source, role = roles[parent]
         if source != "openinference":
             break
         if role == "agent":
             return None
         top = parent
-        parent, hops = by_id[parent].parent_id, hops + 1
     if top is not None and roles[top][1] == "other" and by_id[top].attributes.get(OI_KIND) == "CHAIN":
         return top
     return None
@@ -833,12 +839,7 @@ def _answer_from_tools(last: Optional[dict[str, Any]], calls: list[dict[str, Any
 
 def _nearest_agent(span: SpanData, by_id: Mapping[str, SpanData], roles: Mapping[str, tuple[str, str]]) -> Optional[str]:
     """The id of the closest agent span above ``span`` (a sub-agent's tools are not the run's own)."""
-    parent, hops = span.parent_id, 0
-    while parent in by_id and hops < 10_000:
-        if roles[parent][1] == "agent":
-            return parent
-        parent, hops = by_id[parent].parent_id, hops + 1
-    return None
+    return next((a for a in ancestors(span, by_id) if roles[a][1] == "agent"), None)
 
 
 def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
@@ -850,26 +851,17 @@ def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[dict[str, Any]
     return bool(limited) and llms[-1]["span"].parent_id in limited
 
 
-def _nested_llm_spans(members: list[SpanData], roles: Mapping[str, tuple[str, str]]) -> set[str]:
+def _nested_llm_spans(by_id: Mapping[str, SpanData], roles: Mapping[str, tuple[str, str]]) -> set[str]:
     """Model-call spans inside another model-call span: the same call, traced twice.
 
     pydantic-ai's chat span wraps the OpenAI SDK call, which an OpenAI instrumentor (OpenInference's,
     or OpenLLMetry's, which ``Traceloop.init()`` turns on) traces again; counting both would double the
     tokens and report the inner span's requests as never executed. The outer, framework span is kept.
     """
-    llm = {sp.span_id: sp for sp in members if roles[sp.span_id][1] == "llm"}
+    llm = {sid: sp for sid, sp in by_id.items() if roles[sid][1] == "llm"}
     if len(llm) < 2:
         return set()
-    by_id = {sp.span_id: sp for sp in members}
-    nested = set()
-    for sid, sp in llm.items():
-        parent, hops = sp.parent_id, 0
-        while parent in by_id and hops < 1_000:
-            if parent in llm:
-                nested.add(sid)
-                break
-            parent, hops = by_id[parent].parent_id, hops + 1
-    return nested
+    return {sid for sid, sp in llm.items() if any(a in llm for a in ancestors(sp, by_id))}
 
 
 def _build(root: SpanData, source: str, members: list[SpanData],
@@ -878,7 +870,8 @@ def _build(root: SpanData, source: str, members: list[SpanData],
     llms: list[dict[str, Any]] = []
     tools: list[dict[str, Any]] = []
     interrupted = False
-    nested = _nested_llm_spans(members, roles)
+    by_id = {sp.span_id: sp for sp in members}
+    nested = _nested_llm_spans(by_id, roles)
     for sp in members:
         src, role = roles[sp.span_id]
         if sp.span_id in nested:
@@ -923,7 +916,6 @@ def _build(root: SpanData, source: str, members: list[SpanData],
         deferred = deferred or io["deferred"]
         if error is None and sp.status == "ERROR" and not _deferral(sp):
             error = _error_of(sp)
-    by_id = {sp.span_id: sp for sp in members}
     own = [t for t in tools if t["answer_tool"] and _nearest_agent(t["span"], by_id, roles) == root.span_id]
     final = next((t for t in reversed(own) if t["status"] == "ok" and t["name"] == "final_answer"), None)
     if final is not None and final["result"] is not None:  # smolagents: what final_answer was given

@@ -205,12 +205,7 @@ async def _run(scenario: str, include_content: bool, instructions: str | None) -
         result = await Runner.run(triage, prompt, run_config=config)
         assert result.final_output == ANSWERS[scenario], result.final_output
     elif scenario == "max_turns":
-        try:
-            await Runner.run(agent, prompt, run_config=config, max_turns=2)
-        except MaxTurnsExceeded:
-            pass
-        else:
-            raise AssertionError("the run should have run out of turns")
+        await _raises(MaxTurnsExceeded, Runner.run(agent, prompt, run_config=config, max_turns=2))
     elif scenario == "multiturn":  # a chat app that sends the whole conversation each time
         first = await Runner.run(agent, prompt, run_config=config)
         second = await Runner.run(agent, first.to_input_list() + [{"role": "user", "content": SECOND_PROMPT}],
@@ -220,22 +215,23 @@ async def _run(scenario: str, include_content: bool, instructions: str | None) -
         result = await Runner.run(agent.clone(tool_use_behavior="stop_on_first_tool"), prompt, run_config=config)
         assert result.final_output == tools.kb_search("refund policy"), result.final_output
     elif scenario == "out_guardrail":
-        try:
-            await Runner.run(agent.clone(output_guardrails=[_no_secrets_out]), prompt, run_config=config)
-        except OutputGuardrailTripwireTriggered:
-            pass
-        else:
-            raise AssertionError("the output guardrail should have tripped")
+        await _raises(OutputGuardrailTripwireTriggered,
+                      Runner.run(agent.clone(output_guardrails=[_no_secrets_out]), prompt, run_config=config))
     elif scenario == "guardrail":
-        try:
-            await Runner.run(agent.clone(input_guardrails=[_no_passwords]), prompt, run_config=config)
-        except InputGuardrailTripwireTriggered:
-            pass
-        else:
-            raise AssertionError("the guardrail should have tripped")
+        await _raises(InputGuardrailTripwireTriggered,
+                      Runner.run(agent.clone(input_guardrails=[_no_passwords]), prompt, run_config=config))
     else:
         result = await Runner.run(agent, prompt, run_config=config)
         assert result.final_output == ANSWERS[scenario], result.final_output
+
+
+async def _raises(expected: type[BaseException], run: Any) -> None:
+    """Await a run the scenario expects to end in ``expected``."""
+    try:
+        await run
+    except expected:
+        return
+    raise AssertionError(f"the run should have ended in {expected.__name__}")
 
 
 @output_guardrail

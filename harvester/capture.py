@@ -37,12 +37,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from .conventions import ancestors, is_agent_span, may_hold_run, run_data_from_spans, subtree
+from .conventions import ancestors, is_agent_span, may_hold_run, run_data_from_spans
 from .errors import StoreError
 from .model import Run, data_failed
 from .redact import Redactor
 from .spans import SpanData, from_readable
-from .store import TraceStore, run_row
+from .store import TraceStore, inbox_row, inbox_trace, merged_spans, run_rows
 
 log = logging.getLogger(__name__)
 
@@ -60,36 +60,6 @@ def sampled_in(trace_id: str, rate: float) -> bool:
     return low < rate * (1 << 64)
 
 
-def merged_spans(earlier: Iterable[SpanData], new: Sequence[SpanData]) -> list[SpanData]:
-    """A trace's spans from two reads (the store, and what arrived since), each span once: the new copy wins."""
-    by_id = {s.span_id: s for s in earlier}
-    by_id.update((s.span_id, s) for s in new)
-    return list(by_id.values())
-
-
-def _run_spans(runs: Sequence[dict[str, Any]], spans: Sequence[SpanData]) -> list[list[SpanData]]:
-    """The raw spans to store beside each run: its agent span's subtree.
-
-    Spans outside every run (an HTTP request span above the agent) go with the first run, so the
-    trace's spans are all stored once and ``TraceStore.spans`` returns the whole trace.
-    """
-    if len(runs) == 1:
-        return [list(spans)]
-    children: dict[str | None, list[SpanData]] = {}
-    for s in spans:
-        children.setdefault(s.parent_id, []).append(s)
-    by_id = {s.span_id: s for s in spans}
-    taken: set[str] = set()
-    out: list[list[SpanData]] = []
-    for run in runs:
-        root = by_id.get(run["run_id"])
-        out.append(subtree(root, children, taken) if root is not None else [])
-    rest = [s for s in spans if s.span_id not in taken]
-    if rest and out:
-        out[0].extend(rest)
-    return out
-
-
 class RunWriter:
     """The pipeline after grouping: a finished trace's spans -> runs -> sample -> redact -> store.
 
@@ -105,7 +75,7 @@ class RunWriter:
     def __init__(self, store: TraceStore | str | os.PathLike[str] | None = None, *, sample_rate: float = 1.0,
                  keep: Callable[[Run], bool] | None = None,
                  redact: bool | Redactor | Mapping[str, Any] | None = True, batch_size: int = 512,
-                 flush_interval_s: float = 1.0) -> None:
+                 flush_interval_s: float = 1.0, defer: bool = False) -> None:
         if not 0.0 <= sample_rate <= 1.0:
             raise ValueError(f"sample_rate must be between 0 and 1, not {sample_rate!r}")
         self._owns_store = not isinstance(store, TraceStore)
@@ -115,16 +85,21 @@ class RunWriter:
         self.redactor = Redactor.from_option(redact)
         self.batch_size = batch_size
         self.flush_interval_s = flush_interval_s
+        # Deferring needs the reader to redact the runs exactly as we would: the built-in rules, unkeyed.
+        self.defer = defer and (self.redactor is None or self.redactor.is_builtin_only())
         self._reset()
 
     def _reset(self) -> None:
         """Fresh buffer, counters and lock (also in a forked child: those were the parent's)."""
         self._pending: list[tuple[Any, ...]] = []  # rows ready for the store, serialized outside its lock
+        self._inbox: list[bytes] = []  # traces kept whole (``inbox_trace``), to normalize at the first read
         self._pending_since = 0.0
         self._replace: set[str] = set()  # traces whose pending rows replace every run stored for them
         self._lock = threading.RLock()
         self.counts: dict[str, int] = {"traces": 0, "runs_seen": 0, "written": 0, "sampled_out": 0,
                                        "kept_failed": 0}
+        if self.defer:
+            self.counts["deferred"] = 0
         self.dropped: dict[str, int] = {}
 
     def drop(self, reason: str, n: int = 1) -> None:
@@ -156,14 +131,23 @@ class RunWriter:
         stored = self.store.spans_of([spans[0].trace_id]).get(spans[0].trace_id)
         return merged_spans(stored, spans) if stored else spans
 
-    def process_trace(self, spans: Sequence[SpanData], *, replace: bool = False) -> int | None:
+    def process_trace(self, spans: Sequence[SpanData], *, replace: bool = False, partial: bool = False) -> int | None:
         """Normalize, sample, redact and serialize one trace's spans into the buffer; None if it had no agent run.
 
         Runs stay in their plain-dict form throughout (see ``run_data_from_spans``): a ``Run`` model
-        is built only for a ``keep`` predicate or a run the redactor must rewrite.
+        is built only for a ``keep`` predicate or a run the redactor must rewrite. ``partial``: part
+        of the trace may be stored already; it is read back and the trace's runs replaced.
+
+        With ``defer``, a trace sampled in by its id is kept whatever its runs hold, so nothing here
+        needs to read them: its redacted spans go to the store's inbox, and the first read normalizes
+        them (returns 0). Only a trace sampled out is normalized here, to keep its failed runs.
         """
         with self._lock:
             self.counts["traces"] += 1
+            if self.defer and spans and sampled_in(spans[0].trace_id, self.sample_rate):
+                return self._defer(spans)
+            if partial:
+                spans, replace = self.merge_stored(list(spans)), True
             try:
                 runs = run_data_from_spans(spans)
             except Exception:  # noqa: BLE001 - the conventions code never should, but one trace never kills us
@@ -179,70 +163,63 @@ class RunWriter:
             wanted = [self._wanted(r) for r in runs]
             if not any(wanted):
                 return 0
-            parts = _run_spans(runs, spans)
-            rows = []
-            for data, part, want in zip(runs, parts, wanted):
-                if want:
-                    row = self._row(data, part)
-                    if row is not None:
-                        rows.append(row)
-            if not self._pending:
-                self._pending_since = time.monotonic()
-            self._pending.extend(rows)
-            if len(self._pending) >= self.batch_size:
-                self.flush()
+            rows = run_rows(runs, spans, self.redactor, self.drop, wanted)
+            self._buffer(rows, self._pending)
             return len(rows)
 
-    def _row(self, data: dict[str, Any], spans: list[SpanData]) -> tuple[Any, ...] | None:
-        """One run's store row, redacted; None (counted) when redaction or serialization fails.
-
-        Per run, so a redactor bug costs only the run it failed on, not the trace's other runs or
-        the batch waiting in the buffer; and a run that could not be redacted is never written.
-        """
-        if self.redactor is not None:
-            try:
-                data, spans = self.redactor.redact_data(data, spans)
-            except Exception:  # noqa: BLE001
-                log.debug("could not redact a run", exc_info=True)
-                self.drop("redact_error")
-                return None
+    def _defer(self, spans: Sequence[SpanData]) -> int:
         try:
-            return run_row(data, spans)
+            trace = inbox_trace(self.redactor.redact_spans(spans) if self.redactor is not None else spans)
         except Exception:  # noqa: BLE001
-            log.debug("could not serialize a run", exc_info=True)
-            self.drop("serialize_error")
-            return None
+            log.debug("could not redact a trace", exc_info=True)
+            self.drop("redact_error")
+            return 0
+        self.counts["deferred"] += 1
+        self._buffer([trace], self._inbox)
+        return 0
+
+    def _buffer(self, rows: list[Any], into: list[Any]) -> None:
+        if not self._pending and not self._inbox:
+            self._pending_since = time.monotonic()
+        into.extend(rows)
+        if len(self._pending) + len(self._inbox) >= self.batch_size:
+            self.flush()
 
     def submit(self, spans: list[SpanData]) -> None:
         """The receiver's entry point: one finished trace. Never raises."""
         try:
             self.process_trace(spans)
-            if self._pending and time.monotonic() - self._pending_since >= self.flush_interval_s:
+            if (self._pending or self._inbox) and time.monotonic() - self._pending_since >= self.flush_interval_s:
                 self.flush()
         except Exception:  # noqa: BLE001
             log.debug("dropped a trace", exc_info=True)
             self.drop("internal_error")
 
     def flush(self, *, raise_errors: bool = False) -> int:
-        """Write the buffered runs in one transaction; on a store error count them lost and go on."""
+        """Write the buffered runs (and deferred traces) in one transaction; on a store error count them lost and go on."""
         with self._lock:
             batch, self._pending = self._pending, []
+            inbox, self._inbox = self._inbox, []
             replace, self._replace = self._replace, set()
-            if not batch:
+            if not batch and not inbox:
                 return 0
             try:
-                if replace:
-                    self.store.add_many(batch, replace_traces=replace)
-                else:
+                if replace or inbox:
+                    self.store.add_many(batch, replace_traces=replace,
+                                        inbox=[inbox_row(inbox, redacted=self.redactor is not None)] if inbox else ())
+                else:  # ingest's workers hand rows to a sink with only this form
                     self.store.add_many(batch)
             except Exception as exc:  # noqa: BLE001 - a full disk or a locked file never reaches the app
-                self.drop("store_error", len(batch))
+                if batch:
+                    self.drop("store_error", len(batch))
+                if inbox:
+                    self.drop("store_error_traces", len(inbox))
                 if raise_errors:
                     raise exc if isinstance(exc, StoreError) else StoreError(f"{self.store.path}: {exc}") from exc
-                log.warning("harvester: could not store %d runs: %s", len(batch), exc)
+                log.warning("harvester: could not store %d runs and %d traces: %s", len(batch), len(inbox), exc)
                 return 0
             self.counts["written"] += len(batch)
-            return len(batch)
+            return len(batch) + len(inbox)
 
     def close(self, timeout: float | None = None) -> None:
         self.flush()
@@ -338,10 +315,7 @@ class _Assembler:
         """``process_trace``, counted and contained: ``expire`` and ``finish_all`` loop over many
         traces, and an error escaping from one would skip the rest and the final flush."""
         try:
-            if partial:
-                self.writer.process_trace(self.writer.merge_stored(spans), replace=True)
-            else:
-                self.writer.process_trace(spans)
+            self.writer.process_trace(spans, partial=partial)
         except Exception:  # noqa: BLE001
             log.debug("harvester could not process a trace", exc_info=True)
             self.writer.drop("internal_error")
@@ -442,9 +416,9 @@ class HarvestingSpanProcessor(SpanProcessor):
                  keep: Callable[[Run], bool] | None = None,
                  redact: bool | Redactor | Mapping[str, Any] | None = True, max_queue: int = 20_000,
                  max_open_traces: int = 2_000, max_trace_age_s: float = 600.0, max_spans_per_trace: int = 10_000,
-                 batch_size: int = 256, flush_interval_s: float = 1.0) -> None:
+                 batch_size: int = 256, flush_interval_s: float = 1.0, defer_normalize: bool = True) -> None:
         self.writer = RunWriter(store, sample_rate=sample_rate, keep=keep, redact=redact, batch_size=batch_size,
-                                flush_interval_s=flush_interval_s)
+                                flush_interval_s=flush_interval_s, defer=defer_normalize)
         self.max_queue = max_queue
         self.batch_size = batch_size
         self.flush_interval_s = flush_interval_s
@@ -534,7 +508,7 @@ class HarvestingSpanProcessor(SpanProcessor):
             try:
                 now = time.monotonic()
                 if stopping or waiters or now - last_flush >= self.flush_interval_s \
-                        or len(self.writer._pending) >= self.batch_size:
+                        or len(self.writer._pending) + len(self.writer._inbox) >= self.batch_size:
                     self.writer.flush()
                     last_flush = now
             except BaseException:  # noqa: BLE001

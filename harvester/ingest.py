@@ -44,12 +44,12 @@ from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
-from .capture import RunWriter, merged_spans
+from .capture import RunWriter
 from .errors import HarvesterError, OtlpFormatError
 from .redact import Redactor
 from .spans import (OtlpStats, SpanData, iter_otlp_documents, line_message, numbered_otlp_documents,
                     spans_of_document)
-from .store import Row, TraceStore
+from .store import Row, TraceStore, merged_spans
 
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024  # smaller inputs are read in-process: no worker start-up
 CHUNK_BYTES = 4 * 1024 * 1024  # bytes of JSON lines per parse request

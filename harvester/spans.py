@@ -99,12 +99,12 @@ def from_readable(span: Any) -> SpanData:
         trace_hex, "%016x" % ctx.span_id,
         "%016x" % parent.span_id if parent is not None else None,
         name, start or 0, end or 0,
-        _KINDS.get(kind, "INTERNAL"),
-        _KINDS.get(status.status_code, "UNSET") if status is not None else "UNSET",
+        _KINDS.get(id(kind), "INTERNAL"),
+        _KINDS.get(id(status.status_code), "UNSET") if status is not None else "UNSET",
         (status.description or "") if status is not None else "",
-        _plain_attrs(attrs) if attrs else {},
+        _plain_attrs(attrs),
         [{"name": e.name, "time_ns": e.timestamp or 0, "attributes": _plain_attrs(e.attributes)} for e in events]
-        if events else [],
+        if (events := getattr(events, "_dq", events)) else [],  # a BoundedList's deque: its len() is C
         scope.name if scope is not None else "",
         resource,
     )
@@ -131,20 +131,24 @@ def _reads_fields(cls: type) -> bool:
 
 def _plain_attrs(attrs: Any) -> dict[str, Any]:
     """A plain dict of SDK attributes (sequences as lists, as OTLP/JSON reads them back)."""
+    attrs = getattr(attrs, "_dict", attrs)  # BoundedAttributes keeps a plain dict (whose len() is C, not Python)
     if not attrs:
         return {}
-    out = dict(getattr(attrs, "_dict", attrs))  # BoundedAttributes keeps a plain dict: copy it in C
+    if type(attrs) is dict and tuple not in map(type, attrs.values()):  # array values are rare: looked for in C
+        return attrs  # an ended span's attributes never change: shared, not copied
+    out = dict(attrs)
     for k, v in out.items():
         if type(v) is tuple:
             out[k] = list(v)
     return out
 
 
-def _enum_names() -> dict[Any, str]:
-    """SpanKind and StatusCode members -> their names (``Enum.name`` is a slow descriptor)."""
+def _enum_names() -> dict[int, str]:
+    """The ids of SpanKind and StatusCode members -> their names: ``Enum.name`` is a slow descriptor and
+    ``Enum.__hash__`` a Python function, and members are singletons, so their ids are their keys."""
     from opentelemetry.trace import SpanKind, StatusCode
 
-    return {**{k: k.name for k in SpanKind}, **{c: c.name for c in StatusCode}}
+    return {**{id(k): k.name for k in SpanKind}, **{id(c): c.name for c in StatusCode}}
 
 
 _KINDS = _enum_names()

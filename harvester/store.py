@@ -8,12 +8,18 @@ The file announces itself in a ``harvester_meta`` table. A file that is not SQLi
 database with other tables and no marker, or one written by a newer harvester is refused with a
 ``StoreError`` naming the file before anything is written to it.
 
+The capture processor may store a finished trace's (redacted) spans in the ``inbox`` instead of
+normalizing them on the production worker: reading the trace's runs costs more CPU than everything
+else capture does. The first read of the store (``traces list``, ``harvest``, any read method)
+normalizes the inbox into runs, the same way ingest does (``settle``), so readers never see it.
+
 Also here: OTLP/JSON export (``export_otlp``), which only reads stored spans. Import
 (``ingest_files``) is ``harvester.ingest``: it runs the capture pipeline, which sits above the store.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sqlite3
@@ -26,21 +32,26 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
+from .conventions import run_data_from_spans, subtree
 from .errors import NotFoundError, StoreError
 from .model import Run, data_failed, data_with_derived
+from .redact import Redactor
 from .spans import SpanData, to_otlp
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PATH = ".harvester/traces.db"
 ENV_PATH = "HARVESTER_STORE"
 SCHEMA = "harvester.store"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the inbox
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _BUSY_TIMEOUT_MS = 10_000
 _RETRIES = 20
 _FORK_WAIT_S = 1.0  # how long a fork waits for this process's write transaction to end
-# A run's row (its Run JSON and raw spans) is typically 5-50 KB: on 4 KB pages it spills into a chain
-# of overflow pages, and writing it costs almost twice as much CPU as on 16 KB pages.
-_PAGE_SIZE = 16384
+# A run's row (its Run JSON and raw spans) is typically 5-50 KB and a captured batch in the inbox a
+# few MB: on 4 KB pages a row spills into a chain of overflow pages. 64 KB pages hold several rows
+# each; measured with checkpoints included, writing costs a third less CPU than on 16 KB pages.
+_PAGE_SIZE = 65536
 
 _DDL = """
 CREATE TABLE harvester_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -63,7 +74,15 @@ CREATE INDEX runs_ts ON runs (ts);
 CREATE INDEX runs_agent ON runs (agent, ts);
 CREATE INDEX runs_failed ON runs (failed, ts);
 CREATE INDEX runs_stop ON runs (stop);
+CREATE TABLE inbox (           -- one capture batch per row: one insert, whatever the batch holds
+    id INTEGER PRIMARY KEY,
+    received REAL NOT NULL,
+    redact INTEGER NOT NULL,     -- 1: its runs get the built-in redaction when normalized
+    count INTEGER NOT NULL,      -- traces in the batch
+    traces BLOB NOT NULL         -- JSON list of inbox_trace forms, already redacted
+);
 """
+_INBOX_DDL = _DDL[_DDL.index("CREATE TABLE inbox"):]
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -170,6 +189,106 @@ def run_row(data: dict[str, Any], spans: Sequence[SpanData] | None) -> Row:
                 failure_summary(data), len(run_json) + len(spans_json or b""), run_json, spans_json))
 
 
+def merged_spans(earlier: Iterable[SpanData], new: Sequence[SpanData]) -> list[SpanData]:
+    """A trace's spans from two reads (the store, and what arrived since), each span once: the new copy wins."""
+    by_id = {s.span_id: s for s in earlier}
+    by_id.update((s.span_id, s) for s in new)
+    return list(by_id.values())
+
+
+def run_spans(runs: Sequence[dict[str, Any]], spans: Sequence[SpanData]) -> list[list[SpanData]]:
+    """The raw spans to store beside each run: its agent span's subtree.
+
+    Spans outside every run (an HTTP request span above the agent) go with the first run, so the
+    trace's spans are all stored once and ``TraceStore.spans`` returns the whole trace.
+    """
+    if len(runs) == 1:
+        return [list(spans)]
+    children: dict[str | None, list[SpanData]] = {}
+    for s in spans:
+        children.setdefault(s.parent_id, []).append(s)
+    by_id = {s.span_id: s for s in spans}
+    taken: set[str] = set()
+    out: list[list[SpanData]] = []
+    for run in runs:
+        root = by_id.get(run["run_id"])
+        out.append(subtree(root, children, taken) if root is not None else [])
+    rest = [s for s in spans if s.span_id not in taken]
+    if rest and out:
+        out[0].extend(rest)
+    return out
+
+
+def run_rows(runs: Sequence[dict[str, Any]], spans: Sequence[SpanData], redactor: Redactor | None,
+             drop: Callable[[str], None], wanted: Sequence[bool] | None = None) -> list[Row]:
+    """The rows of one trace's runs (those ``wanted``), each redacted with its raw spans.
+
+    Per run, so a redactor bug costs only the run it failed on (counted by ``drop``), and a run that
+    could not be redacted is never written.
+    """
+    rows = []
+    for i, (data, part) in enumerate(zip(runs, run_spans(runs, spans))):
+        if wanted is not None and not wanted[i]:
+            continue
+        if redactor is not None:
+            try:
+                data, part = redactor.redact_data(data, part)
+            except Exception:  # noqa: BLE001
+                log.debug("could not redact a run", exc_info=True)
+                drop("redact_error")
+                continue
+        try:
+            rows.append(run_row(data, part))
+        except Exception:  # noqa: BLE001
+            log.debug("could not serialize a run", exc_info=True)
+            drop("serialize_error")
+    return rows
+
+
+def inbox_trace(spans: Sequence[SpanData]) -> bytes:
+    """A finished trace's spans in the inbox's compact form (the capture worker writes it).
+
+    Each span a JSON array of the ``SpanData`` fields, its resource an index into the trace's
+    resources (a process has one): ``[resources, spans]``.
+    """
+    resources: list[dict[str, Any]] = []
+    index: dict[int, int] = {}
+    rows = []
+    for s in spans:
+        i = index.get(id(s.resource))
+        if i is None:
+            i = index[id(s.resource)] = len(resources)
+            resources.append(s.resource)
+        rows.append((s.trace_id, s.span_id, s.parent_id, s.name, s.start_ns, s.end_ns, s.kind, s.status,
+                     s.status_message, s.attributes, s.events, s.scope, i))
+    return _dumps([resources, rows])
+
+
+def inbox_row(traces: Sequence[bytes], *, redacted: bool) -> tuple[float, int, int, bytes]:
+    """One ``inbox`` row of ``inbox_trace`` forms (their spans already redacted when ``redacted``).
+
+    A batch is one row, not a row per trace: SQLite's Python binding takes the GIL back after
+    each row it inserts, and on a busy app thread each of those waits costs two thread switches.
+    """
+    return (time.time(), int(redacted), len(traces), b"[" + b",".join(traces) + b"]")
+
+
+def _inbox_spans(trace: Any) -> list[SpanData]:
+    resources, rows = trace
+    return [SpanData(*row[:12], resource=resources[row[12]]) for row in rows]
+
+
+_settle_redactor: Redactor | None = None
+
+
+def _builtin_redactor() -> Redactor:
+    """The built-in rules, unkeyed: capture defers only runs whose redaction is exactly that."""
+    global _settle_redactor
+    if _settle_redactor is None:
+        _settle_redactor = Redactor(key="")  # "" and not None: $HARVESTER_REDACT_KEY must not apply here
+    return _settle_redactor
+
+
 class TraceStore:
     """Runs and their raw spans in one SQLite file (``.harvester/traces.db``; ``HARVESTER_STORE``).
 
@@ -188,6 +307,9 @@ class TraceStore:
         self._lock = threading.RLock()
         self._txn = threading.Lock()  # held while this connection may hold SQLite's write lock
         self._txn_held_for_fork = False
+        # Called with (traces done, traces in all) while the inbox is normalized before a read.
+        self.on_settle: Callable[[int, int], None] | None = None
+        self._has_inbox = False
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
         self._file_id: tuple[int, int] | None = None
@@ -292,6 +414,7 @@ class TraceStore:
             if self.readonly:
                 raise self._error("empty database; ingest traces first (harvester ingest FILE)")
             self._create(conn)
+            self._has_inbox = True
             return
         meta = dict(conn.execute("SELECT key, value FROM harvester_meta").fetchall())
         if meta.get("schema") != SCHEMA:
@@ -303,6 +426,23 @@ class TraceStore:
         if version > SCHEMA_VERSION:
             raise self._error(f"written by a newer harvester (store schema {version}, this one reads "
                               f"{SCHEMA_VERSION}); upgrade harvester")
+        self._has_inbox = "inbox" in tables
+        if not self._has_inbox and not self.readonly:
+            self._add_inbox(conn)
+
+    def _add_inbox(self, conn: sqlite3.Connection) -> None:
+        """Schema 1 -> 2: a store from before the inbox gains it (in a transaction: another process may race us)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'inbox'").fetchone() is None:
+                conn.execute(_INBOX_DDL)
+                conn.execute("UPDATE harvester_meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._has_inbox = True
 
     def _create(self, conn: sqlite3.Connection) -> None:
         for attempt in range(_RETRIES):
@@ -348,35 +488,58 @@ class TraceStore:
         self.add_many([(run, spans)])
 
     def add_many(self, items: Iterable[tuple[Run, Sequence[SpanData] | None] | Run | Row], *,
-                 replace_traces: Iterable[str] = ()) -> int:
+                 replace_traces: Iterable[str] = (), inbox: Sequence[tuple[Any, ...]] = ()) -> int:
         """Store runs (with their raw spans) in one transaction; a run already stored is replaced.
 
         An item is a ``Run``, a ``(Run, spans)`` pair, or a ``Row`` that ``run_row`` already made.
         ``replace_traces``: traces whose stored runs all go first, in the same transaction, because
         ``items`` holds every run read again from all of their spans (a trace stored in parts: a run
-        first read as its own may now be a sub-agent inside another).
+        first read as its own may now be a sub-agent inside another). ``inbox``: ``inbox_row``s of
+        traces to normalize at the first read, written in the same transaction.
         """
         rows = [item if isinstance(item, Row) else
                 run_row(*(item.model_dump(mode="json"), None) if isinstance(item, Run)
                         else (item[0].model_dump(mode="json"), item[1])) for item in items]
-        if not rows:
+        if not rows and not inbox:
             return 0
+        if inbox and not self._has_inbox:
+            raise self._error("opened read-only")  # only a read-only schema-1 store lacks one
+
+        def write(conn: sqlite3.Connection) -> int:
+            if inbox:
+                conn.executemany("INSERT INTO inbox (received, redact, count, traces) VALUES (?, ?, ?, ?)", inbox)
+            return self._insert(conn, rows, replace_traces)
+
+        return self._transact(write)
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, rows: list[Row], replace_traces: Iterable[str]) -> int:
         kept: dict[str, list[str]] = {tid: [] for tid in replace_traces}
         for row in rows:
             if row[0] in kept:
                 kept[row[0]].append(row[1])
         # Only the runs the new rows do not replace go: the others are replaced in place, as always.
         stale = [(tid, orjson.dumps(ids).decode()) for tid, ids in kept.items()]
-        self._write("INSERT OR REPLACE INTO runs (trace_id, run_id, agent, started_at, ts, stop, failed, failure, "
-                    "size, run, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows,
-                    first=("DELETE FROM runs WHERE trace_id = ? AND run_id NOT IN (SELECT value FROM json_each(?))",
-                           stale) if stale else None)
+        if stale:
+            conn.executemany("DELETE FROM runs WHERE trace_id = ? AND run_id NOT IN (SELECT value FROM json_each(?))",
+                             stale)
+        if rows:
+            conn.executemany("INSERT OR REPLACE INTO runs (trace_id, run_id, agent, started_at, ts, stop, failed, "
+                             "failure, size, run, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         return len(rows)
 
-    def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None, *,
-               first: tuple[str, list[tuple[Any, ...]]] | None = None) -> int:
-        """One write transaction (``first``, then ``sql``), retried while another process holds the lock."""
-        if self.readonly:
+    def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None) -> int:
+        """One statement (for each of ``rows``) in one write transaction; the number of rows it changed."""
+        return self._transact(lambda conn: (conn.executemany(sql, rows) if rows is not None
+                                            else conn.execute(sql)).rowcount)
+
+    def _transact(self, work: Callable[[sqlite3.Connection], int], *, settling: bool = False) -> int:
+        """``work`` in one write transaction, retried while another process holds the lock.
+
+        ``settling``: normalizing the inbox is allowed on a store opened read-only, which only means
+        "a read must not create a store"; the runs it writes are the reader's view of the file.
+        """
+        if self.readonly and not settling:
             raise self._error("opened read-only")
         with self._lock:
             if not self._same_file():
@@ -394,20 +557,108 @@ class TraceStore:
                         raise self._error(f"cannot write ({exc})") from None
                     else:
                         try:
-                            if first is not None:
-                                conn.executemany(*first)
-                            cur = conn.executemany(sql, rows) if rows is not None else conn.execute(sql)
+                            n = work(conn)
                             conn.execute("COMMIT")
-                            return cur.rowcount
+                            return n
                         except sqlite3.Error as exc:
                             if conn.in_transaction:  # a full disk has SQLite roll back by itself
                                 conn.execute("ROLLBACK")
                             raise self._error(f"cannot write ({exc})") from None
+                        except BaseException:
+                            if conn.in_transaction:
+                                conn.execute("ROLLBACK")
+                            raise
                 if attempt == 0 and self.on_wait is not None:
                     self.on_wait(f"{self.path}: another process is writing to it; waiting (up to a few minutes)")
                 time.sleep(delay)  # busy: another process is writing; retry, without the fork lock
                 delay = min(delay * 2, 0.5)
             raise self._error("cannot write: the database stayed locked")
+
+    # -- the inbox -----------------------------------------------------------------------------
+    def pending(self) -> int:
+        """Traces captured into the inbox and not normalized yet."""
+        if not self._has_inbox:
+            return 0
+        return next(self._query("SELECT COALESCE(SUM(count), 0) FROM inbox"))[0]
+
+    def settle(self) -> dict[str, int]:
+        """Normalize the inbox into runs, as ingest would have stored them; what it did, counted.
+
+        Every read calls this first, so callers never need to. A captured batch at a time, each in
+        one transaction: its runs are written and its inbox row deleted together (a crash loses
+        nothing, and a reader in another process settling at the same moment takes the next one).
+        A trace that arrived in parts is merged with what is stored of it, and its runs replaced.
+        """
+        counts: dict[str, int] = {}
+        total = self.pending()
+        done = 0
+        while total:
+            n = self._transact(lambda conn: self._settle_one(conn, counts), settling=True)
+            if n < 0:
+                break
+            done += n
+            if self.on_settle is not None:
+                self.on_settle(min(done, total), total)
+        return counts
+
+    def _settle_one(self, conn: sqlite3.Connection, counts: dict[str, int]) -> int:
+        """Normalize the oldest inbox row; its number of traces, or -1 when the inbox is empty."""
+        def drop(reason: str, n: int = 1) -> None:
+            counts[reason] = counts.get(reason, 0) + n
+
+        row = conn.execute("SELECT id, redact, count, traces FROM inbox ORDER BY id LIMIT 1").fetchone()
+        if row is None:
+            return -1
+        row_id, redact, count, blob = row
+        traces: dict[str, list[SpanData]] = {}
+        try:
+            for trace in orjson.loads(blob):
+                spans = _inbox_spans(trace)
+                if spans:
+                    traces.setdefault(spans[0].trace_id, []).extend(spans)
+        except (ValueError, TypeError, IndexError, KeyError):  # a foreign or damaged row: counted, never a crash
+            log.warning("%s: skipped an unreadable inbox row of %d traces", self.path, count)
+            drop("unreadable", count)
+            traces = {}
+        stored = self._stored_spans(conn, list(traces))
+        rows: list[Row] = []
+        replace: list[str] = []  # traces stored in part before: their runs are all read again here
+        redactor = _builtin_redactor() if redact else None
+        for tid, spans in traces.items():
+            spans = merged_spans(stored.get(tid, ()), spans)
+            try:
+                runs = run_data_from_spans(spans)
+            except Exception:  # noqa: BLE001 - one trace never stops the others
+                log.debug("could not normalize a trace", exc_info=True)
+                drop("normalize_error")
+                continue
+            if not runs:
+                drop("no_agent")
+                continue
+            rows += run_rows(runs, spans, redactor, drop)
+            if tid in stored:
+                replace.append(tid)
+        drop("traces", len(traces))
+        drop("runs", len(rows))
+        self._insert(conn, rows, replace)
+        conn.execute("DELETE FROM inbox WHERE id = ?", (row_id,))
+        return count
+
+    def _stored_spans(self, conn: sqlite3.Connection, trace_ids: list[str]) -> dict[str, list[SpanData]]:
+        out: dict[str, dict[str, SpanData]] = {}
+        for i in range(0, len(trace_ids), 500):
+            part = trace_ids[i:i + 500]
+            sql = f"SELECT trace_id, spans FROM runs WHERE trace_id IN ({','.join('?' * len(part))}) AND spans IS NOT NULL"
+            for tid, blob in conn.execute(sql, part):
+                seen = out.setdefault(tid, {})
+                for d in orjson.loads(blob):
+                    seen.setdefault(d["span_id"], SpanData.from_dict(d))
+        return {tid: list(seen.values()) for tid, seen in out.items()}
+
+    def _settled(self) -> None:
+        """Before a read: the inbox normalized, if anything is in it."""
+        if self._has_inbox and next(self._query("SELECT EXISTS (SELECT 1 FROM inbox)"))[0]:
+            self.settle()
 
     # -- reading -------------------------------------------------------------------------------
     def _query(self, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
@@ -427,6 +678,7 @@ class TraceStore:
             yield from rows
 
     def count(self, *, failed: bool | None = None) -> int:
+        self._settled()
         where, args = ("WHERE failed = ?", [int(failed)]) if failed is not None else ("", [])
         return next(self._query(f"SELECT COUNT(*) FROM runs {where}", args))[0]
 
@@ -435,6 +687,7 @@ class TraceStore:
         tid = trace_id.strip().lower()
         if not tid:
             return None
+        self._settled()
         if next(self._query("SELECT 1 FROM runs WHERE trace_id = ? LIMIT 1", (tid,)), None):
             return tid
         matches = self.ids_like(tid, limit=6, prefix_only=True)
@@ -466,17 +719,14 @@ class TraceStore:
 
         For an import that brings more of a trace already stored (a trace split over two of the
         Collector's files): its runs are read again from all of the trace's spans, not just the new ones.
+        The inbox is left as it is (this runs on the capture worker): settling it merges its traces
+        with whatever is stored of them by then.
         """
-        ids = list(dict.fromkeys(trace_ids))
-        out: dict[str, dict[str, SpanData]] = {}
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
-            sql = f"SELECT trace_id, spans FROM runs WHERE trace_id IN ({','.join('?' * len(part))}) AND spans IS NOT NULL"
-            for tid, blob in self._query(sql, part):
-                seen = out.setdefault(tid, {})
-                for d in orjson.loads(blob):
-                    seen.setdefault(d["span_id"], SpanData.from_dict(d))
-        return {tid: list(seen.values()) for tid, seen in out.items()}
+        with self._lock:
+            try:
+                return self._stored_spans(self._connect(), list(dict.fromkeys(trace_ids)))
+            except sqlite3.DatabaseError as exc:
+                raise self._error(f"cannot read ({exc})") from None
 
     def _filters(self, failed: bool | None, agent: str | None, since: Any, until: Any,
                  trace_ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
@@ -501,6 +751,7 @@ class TraceStore:
     def runs(self, *, failed: bool | None = None, agent: str | None = None, since: Any = None,
              until: Any = None, limit: int | None = None, newest_first: bool = True) -> Iterator[Run]:
         """Stored runs, streamed from the database (never all loaded at once)."""
+        self._settled()
         where, args = self._filters(failed, agent, since, until)
         order = "DESC" if newest_first else "ASC"
         sql = f"SELECT run FROM runs {where} ORDER BY ts {order}, id {order}"
@@ -513,6 +764,7 @@ class TraceStore:
     def ids_like(self, trace_id: str, *, limit: int = 5, prefix_only: bool = False) -> list[str]:
         """Stored trace ids nearest to ``trace_id``: those sharing its longest prefix (for "did you mean")."""
         tid = trace_id.strip().lower()
+        self._settled()
         for n in range(len(tid), 0 if prefix_only else -1, -1):
             if prefix_only and n < len(tid):
                 break
@@ -545,6 +797,7 @@ class TraceStore:
         # An infinite limit is no limit (keep everything that way).
         keep_days, keep_failed_days, max_mb = (None if v is not None and math.isinf(v) else v
                                                for v in (keep_days, keep_failed_days, max_mb))
+        self._settled()  # failures are told apart by their runs
         deleted = 0
         now = time.time()
         if keep_days is not None:

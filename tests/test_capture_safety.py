@@ -179,7 +179,7 @@ def test_flush_and_shutdown_honour_timeouts_while_the_store_is_locked(tmp_path: 
             assert _within(proc.force_flush, timeout_millis=1) is False
         assert len(proc._flush_waiters) <= 2  # timed-out waiters do not pile up
         st = _within(proc.stats)  # stats never wait for the store
-        assert st["written"] == 1
+        assert st["deferred"] == 2
         _within(proc.shutdown, timeout_millis=50)
         _within(proc.shutdown, timeout_millis=50)
     finally:
@@ -206,7 +206,7 @@ def test_disk_full_is_counted_and_the_worker_recovers(tmp_path: Path) -> None:
     agent_run(tracer, prompt="kept")
     proc.shutdown()
     assert proc._worker.is_alive() is False
-    assert proc.stats()["dropped"] == {"store_error": 4}
+    assert proc.stats()["dropped"] == {"store_error_traces": 4}
     assert [r.prompt for r in TraceStore(tmp_path / "t.db").runs()] == ["kept"]
     store.close()
 
@@ -301,7 +301,7 @@ def test_keep_predicate_that_raises_anything_never_kills_the_worker(tmp_path: Pa
             return Bad()  # type: ignore[return-value]
         raise KeyError("x")
 
-    proc, tracer, path = setup(tmp_path, keep=keep)
+    proc, tracer, path = setup(tmp_path, keep=keep, defer_normalize=False)
     for prompt in ("exit", "bool", "plain"):
         agent_run(tracer, prompt=prompt)
         assert proc.force_flush(10_000)

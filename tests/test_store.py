@@ -286,10 +286,10 @@ def test_a_store_deleted_or_replaced_while_open_is_reopened_at_its_path(tmp_path
         assert [r.trace_id for r in again.runs()] == [make_run(2).trace_id]
 
 
-def test_new_stores_use_16_kb_pages(tmp_path: Path) -> None:
+def test_new_stores_use_64_kb_pages(tmp_path: Path) -> None:
     with TraceStore(tmp_path / "t.db") as store:
         store.add(make_run(1))
-    assert sqlite3.connect(tmp_path / "t.db").execute("PRAGMA page_size").fetchone() == (16384,)
+    assert sqlite3.connect(tmp_path / "t.db").execute("PRAGMA page_size").fetchone() == (65536,)
 
 
 def test_a_relative_store_path_survives_a_change_of_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -236,7 +236,12 @@ class Redactor:
 
     # -- pseudonyms ----------------------------------------------------------------------------
     def pseudonym(self, kind: str, value: Any) -> str:
-        raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else canonical_bytes(value)
+        if isinstance(value, str):
+            raw = value.encode("utf-8", "surrogatepass")
+        elif type(value) is int:  # as canonical JSON writes it, and past 64 bits too (which orjson refuses)
+            raw = str(value).encode()
+        else:
+            raw = canonical_bytes(value)
         digest = self._digests.get(raw)
         if digest is None:
             if self._key:

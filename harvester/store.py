@@ -593,7 +593,11 @@ class TraceStore:
         total = self.pending()
         done = 0
         while total:
-            n = self._transact(lambda conn: self._settle_one(conn, counts), settling=True)
+            try:
+                n = self._transact(lambda conn: self._settle_one(conn, counts), settling=True)
+            except StoreError as exc:
+                raise StoreError(f"{exc} ({total - done} captured traces wait to be normalized into runs; every "
+                                 "read does that first, so reading needs write access to the store)") from None
             if n < 0:
                 break
             done += n

@@ -94,7 +94,29 @@ def open_store(store_path: Optional[str], config: Any, *, readonly: bool = False
                          "or pass --store")
     store = TraceStore(path, readonly=readonly)
     store.on_wait = lambda message: click.echo(f"waiting: {message}", err=True)
+    store.on_settle = _settle_progress()
     return store
+
+
+SETTLE_BAR_MIN = 2_000  # captured traces; fewer are normalized in well under a second
+
+
+def _settle_progress() -> Callable[[int, int], None]:
+    """A progress bar on stderr while a read first normalizes many captured traces (``TraceStore.settle``)."""
+    bar: Any = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            if total < SETTLE_BAR_MIN:
+                return
+            bar = click.progressbar(length=total, label="normalizing captured traces", file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+        if done >= total:
+            bar.__exit__(None, None, None)
+
+    return update
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

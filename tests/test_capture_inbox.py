@@ -1,0 +1,234 @@
+"""Deferred normalization: capture keeps sampled-in traces whole in the store's inbox, and the first
+read normalizes them into exactly the runs the worker would have written."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from opentelemetry import trace as otel
+from opentelemetry.sdk.trace import TracerProvider
+
+import harvester.cli as cli_module
+from harvester.capture import HarvestingSpanProcessor, sampled_in
+from harvester.cli import main as cli
+from harvester.errors import StoreError
+from harvester.redact import Redactor
+from harvester.store import TraceStore
+from tests.test_capture import agent_run
+
+SECRETS = ["sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1111 1111 1111",
+           "ghp_ZZZZyyyyXXXXwwwwVVVVuuuu1234", "hunter2pass"]
+
+
+def twin(tmp_path: Path, **kw: Any) -> tuple[HarvestingSpanProcessor, HarvestingSpanProcessor, Any]:
+    """Two processors on one provider, so they see the same spans: deferred (default) and eager."""
+    deferred = HarvestingSpanProcessor(str(tmp_path / "deferred.db"), **kw)
+    eager = HarvestingSpanProcessor(str(tmp_path / "eager.db"), defer_normalize=False, **kw)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(deferred)
+    provider.add_span_processor(eager)
+    return deferred, eager, provider.get_tracer("t")
+
+
+def table_counts(path: Path) -> tuple[int, int]:
+    with sqlite3.connect(path) as c:
+        return (c.execute("SELECT COUNT(*) FROM runs").fetchone()[0],
+                c.execute("SELECT COALESCE(SUM(count), 0) FROM inbox").fetchone()[0])
+
+
+def dumped(path: Path) -> list[tuple[Any, Any]]:
+    with TraceStore(path) as s:
+        runs = sorted(s.runs(), key=lambda r: r.trace_id)
+        return [(r.model_dump(mode="json"), [sp.to_dict() for sp in s.spans(r.trace_id)]) for r in runs]
+
+
+def test_the_first_read_settles_the_inbox_into_the_runs_the_worker_would_have_written(tmp_path: Path) -> None:
+    deferred, eager, tracer = twin(tmp_path)
+    agent_run(tracer, prompt="plain")
+    agent_run(tracer, prompt="fails", tool_error=RuntimeError("upstream down"))
+    agent_run(tracer, kind="openllmetry_nested")
+    parent = tracer.start_span("request")
+    agent_run(tracer, prompt="first", context=otel.set_span_in_context(parent))
+    agent_run(tracer, prompt="second", context=otel.set_span_in_context(parent))
+    parent.end()
+    assert deferred.force_flush() and eager.force_flush()
+    assert table_counts(tmp_path / "deferred.db") == (0, 4)  # nothing normalized on the worker
+    assert deferred.stats()["deferred"] == 4 and eager.stats()["written"] == 5
+    assert dumped(tmp_path / "deferred.db") == dumped(tmp_path / "eager.db")
+    assert table_counts(tmp_path / "deferred.db") == (5, 0)
+    deferred.shutdown()
+    eager.shutdown()
+
+
+def test_no_secret_reaches_the_file_before_or_after_settling(tmp_path: Path) -> None:
+    deferred, eager, tracer = twin(tmp_path)
+    agent_run(tracer, prompt=f"my key is {SECRETS[0]}, mail {SECRETS[1]}",
+              args=orjson.dumps({"query": "x", "card": SECRETS[2], "api_key": "plain-looking-value"}).decode(),
+              result=f"token for you: {SECRETS[3]}", answer=f"db at https://admin:{SECRETS[4]}@db.local")
+    assert deferred.force_flush() and eager.force_flush()
+    deferred.shutdown()
+    eager.shutdown()
+
+    def raw() -> bytes:
+        return b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("deferred.db"))
+
+    for leaked in [*SECRETS, "plain-looking-value"]:
+        assert leaked.encode() not in raw(), leaked
+    assert dumped(tmp_path / "deferred.db") == dumped(tmp_path / "eager.db")
+    for leaked in [*SECRETS, "plain-looking-value"]:
+        assert leaked.encode() not in raw(), leaked
+
+
+def test_what_sampling_needs_to_judge_is_normalized_on_the_worker(tmp_path: Path) -> None:
+    deferred, eager, tracer = twin(tmp_path, sample_rate=0.5)
+    for i in range(40):
+        agent_run(tracer, prompt=f"run {i}", tool_error=RuntimeError("down") if i % 4 == 0 else None)
+    assert deferred.force_flush() and eager.force_flush()
+    st = deferred.stats()
+    kept_whole = st["deferred"]
+    assert 0 < kept_whole < 40 and st["traces"] == 40
+    assert st["runs_seen"] == 40 - kept_whole  # the sampled-out ones, read to keep their failures
+    assert table_counts(tmp_path / "deferred.db") == (st["written"], kept_whole)
+    assert dumped(tmp_path / "deferred.db") == dumped(tmp_path / "eager.db")
+    with TraceStore(tmp_path / "deferred.db") as s:
+        for run in s.runs():
+            assert run.failed or sampled_in(run.trace_id, 0.5)
+    deferred.shutdown()
+    eager.shutdown()
+
+
+@pytest.mark.parametrize("redact", [{"patterns": [r"ORD-\d+"]}, {"fields": {"kb_search": ["args.query"]}},
+                                    Redactor(key="k"), type("Mine", (Redactor,), {})()])
+def test_a_redaction_the_reader_cannot_repeat_is_done_on_the_worker(tmp_path: Path, redact: Any) -> None:
+    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"), redact=redact)
+    assert proc.writer.defer is False
+    proc.shutdown()
+
+
+def test_a_trace_in_parts_is_settled_whole(tmp_path: Path) -> None:
+    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"), max_trace_age_s=0.05)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(proc)
+    tracer = provider.get_tracer("t")
+    session = tracer.start_span("chat session")
+    ctx = otel.set_span_in_context(session)
+    agent_run(tracer, prompt="turn 1", context=ctx)
+    proc.force_flush()
+    import time
+    time.sleep(0.1)
+    proc.force_flush()  # the busy trace gives up its ended run: one inbox part
+    agent_run(tracer, prompt="turn 2", context=ctx)
+    session.end()
+    proc.force_flush()  # the rest: a second part of the same trace
+    assert table_counts(tmp_path / "t.db")[1] == 2
+    with TraceStore(tmp_path / "t.db") as s:
+        runs = list(s.runs(newest_first=False))
+        assert [r.prompt for r in runs] == ["turn 1", "turn 2"]
+        assert len(s.spans(runs[0].trace_id)) == 9  # each span once
+    proc.shutdown()
+
+
+def test_traces_list_settles_a_store_it_opens_read_only_and_shows_progress(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"), batch_size=2)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(proc)
+    tracer = provider.get_tracer("t")
+    for i in range(5):
+        agent_run(tracer, prompt=f"run {i}")
+    proc.shutdown()
+    monkeypatch.setattr(cli_module, "SETTLE_BAR_MIN", 3)
+    res = CliRunner().invoke(cli, ["traces", "list", "--json", "--store", str(tmp_path / "t.db")])
+    assert res.exit_code == 0, res.output
+    assert "normalizing captured traces" in res.stderr
+    assert len([orjson.loads(line) for line in res.stdout.splitlines()]) == 5
+    assert table_counts(tmp_path / "t.db") == (5, 0)
+
+
+def _read_count(path: str, out: Any) -> None:
+    with TraceStore(path) as s:
+        out.put(s.count())
+
+
+def test_readers_in_two_processes_settle_each_batch_once(tmp_path: Path) -> None:
+    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"), batch_size=10)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(proc)
+    tracer = provider.get_tracer("t")
+    for i in range(200):
+        agent_run(tracer, prompt=f"run {i}")
+    proc.shutdown()
+    assert table_counts(tmp_path / "t.db") == (0, 200)
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    readers = [ctx.Process(target=_read_count, args=(str(tmp_path / "t.db"), out)) for _ in range(2)]
+    for r in readers:
+        r.start()
+    for r in readers:
+        r.join(60)
+    assert [out.get(timeout=5), out.get(timeout=5)] == [200, 200]
+    assert table_counts(tmp_path / "t.db") == (200, 0)
+
+
+def test_an_unreadable_inbox_row_is_counted_and_the_rest_settles(tmp_path: Path) -> None:
+    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"), batch_size=1)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(proc)
+    tracer = provider.get_tracer("t")
+    agent_run(tracer, prompt="before")
+    proc.force_flush()
+    with sqlite3.connect(tmp_path / "t.db") as c:
+        c.execute("INSERT INTO inbox (received, redact, count, traces) VALUES (0, 1, 3, ?)", (b"[[{}, [[1, 2]]]]",))
+    agent_run(tracer, prompt="after")
+    proc.shutdown()
+    with TraceStore(tmp_path / "t.db") as s:
+        done = []
+        s.on_settle = lambda n, total: done.append((n, total))
+        counts = s.settle()
+        assert counts["unreadable"] == 3 and counts["runs"] == 2
+        assert done[-1] == (5, 5)
+        assert sorted(r.prompt for r in s.runs()) == ["after", "before"]
+    assert table_counts(tmp_path / "t.db") == (2, 0)
+
+
+def _schema_1_store(path: Path) -> None:
+    with TraceStore(path) as s:
+        s.add_many([])
+    with sqlite3.connect(path) as c:
+        c.execute("DROP TABLE inbox")
+        c.execute("UPDATE harvester_meta SET value = '1' WHERE key = 'version'")
+
+
+def test_a_schema_1_store_gains_an_inbox_and_a_read_only_open_leaves_it_alone(tmp_path: Path) -> None:
+    _schema_1_store(tmp_path / "t.db")
+    with TraceStore(tmp_path / "t.db", readonly=True) as s:
+        assert s.count() == 0 and s.pending() == 0
+    with sqlite3.connect(tmp_path / "t.db") as c:
+        assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == ("1",)
+    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"))
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(proc)
+    agent_run(provider.get_tracer("t"))
+    proc.shutdown()
+    with sqlite3.connect(tmp_path / "t.db") as c:
+        assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == ("2",)
+    with TraceStore(tmp_path / "t.db", readonly=True) as s:
+        assert s.count() == 1
+
+
+def test_a_read_that_cannot_settle_says_why(tmp_path: Path) -> None:
+    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"))
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(proc)
+    agent_run(provider.get_tracer("t"))
+    proc.shutdown()
+    with TraceStore(tmp_path / "t.db") as s:
+        s._connect().execute("PRAGMA query_only = ON")  # what a read-only file or mount does to writes
+        with pytest.raises(StoreError, match="1 captured traces wait to be normalized"):
+            s.count()

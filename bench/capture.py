@@ -13,6 +13,8 @@ OTLP protobuf encoding and discards the bytes (the cheapest real export). Printe
 (b) CPU added per run over the bare SDK, whole process (every thread, flush included), harvester vs
     BatchSpanProcessor + protobuf encoding (target <= 0.5x). The BatchSpanProcessor gets the same
     queue bound as ours (20,000 spans), so it encodes every span instead of dropping some.
+    The processor keeps sampled-in traces whole (redacted) and normalizes them into runs at the
+    store's first read; what that costs the reader is printed beside (b), for information.
 
 CPU time on a shared 2-core VM drifts by 10-20% between runs, so each set-up runs ``--repeat``
 times, interleaved, and the medians are compared.
@@ -42,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harvester.capture import HarvestingSpanProcessor  # noqa: E402
 from harvester.cli import main as cli  # noqa: E402
 from harvester.spans import from_readable, to_otlp  # noqa: E402
+from harvester.store import TraceStore  # noqa: E402
 
 RESULT = ("Refunds are accepted within 30 days of delivery for unused items in their original packaging. "
           "Shipping costs are not refunded unless the item arrived damaged. ") * 7  # ~1 KB
@@ -109,6 +112,22 @@ def measure(make: Callable[[], Any], n: int, llm_s: float) -> tuple[float, float
     return wall, time.process_time() - cpu0
 
 
+def bench_settle(tmp: str, n: int) -> float:
+    """Runs per second normalized by the first read after capture (the work capture defers)."""
+    path = os.path.join(tmp, "settle.db")
+    processor = HarvestingSpanProcessor(path)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(processor)
+    agent_loop(provider.get_tracer("bench"), n, 0)
+    processor.shutdown()
+    with TraceStore(path) as store:
+        t0 = time.perf_counter()
+        store.settle()
+        elapsed = time.perf_counter() - t0
+        assert store.count() == n
+    return n / elapsed
+
+
 def write_traces(path: Path, traces: int) -> None:
     """The Collector file exporter's form: one request of 100 traces per line."""
     captured: list[ReadableSpan] = []
@@ -169,6 +188,7 @@ def main() -> None:
         results = {name: (median([w for w, _ in s]), median([c for _, c in s])) for name, s in samples.items()}
         spread = [(c_h - c_b) / (c_x - c_b) for (_, c_h), (_, c_b), (_, c_x)
                   in zip(samples["harvester_cpu"], samples["bare_cpu"], samples["batch_cpu"])]
+        settle_rate = bench_settle(tmp, n)
         ingest_rate = bench_ingest(tmp)
 
     wall_ratio = results["harvester"][0] / results["bare"][0]
@@ -188,6 +208,7 @@ def main() -> None:
     print(f"(b) CPU added per run: harvester {ours * 1e6:.0f} us vs BatchSpanProcessor+OTLP protobuf "
           f"{theirs * 1e6:.0f} us = {cpu_ratio:.3f}x  (target <= 0.5x)  {verdict(cpu_ratio <= 0.5)}")
     print(f"    each of the {args.repeat} rounds: {', '.join(f'{r:.2f}x' for r in spread)}")
+    print(f"    normalizing them at the first read (the reader pays, not the app): {settle_rate:,.0f} runs/s")
     print(f"(c) harvester ingest, 10,000 OTLP/JSON traces: {ingest_rate:,.0f} runs/s  (target >= 5,000)  "
           f"{verdict(ingest_rate >= 5000)}")
 

@@ -42,7 +42,7 @@ from .errors import StoreError
 from .model import Run, data_failed
 from .redact import Redactor
 from .spans import SpanData, from_readable
-from .store import TraceStore, inbox_row, inbox_trace, merged_spans, run_rows
+from .store import TraceStore, inbox_row, merged_spans, run_rows, spans_blob
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class RunWriter:
     def _reset(self) -> None:
         """Fresh buffer, counters and lock (also in a forked child: those were the parent's)."""
         self._pending: list[tuple[Any, ...]] = []  # rows ready for the store, serialized outside its lock
-        self._inbox: list[bytes] = []  # traces kept whole (``inbox_trace``), to normalize at the first read
+        self._inbox: list[bytes] = []  # traces kept whole (``spans_blob``), to normalize at the first read
         self._pending_since = 0.0
         self._replace: set[str] = set()  # traces whose pending rows replace every run stored for them
         self._lock = threading.RLock()
@@ -169,7 +169,7 @@ class RunWriter:
 
     def _defer(self, spans: Sequence[SpanData]) -> int:
         try:
-            trace = inbox_trace(self.redactor.redact_spans(spans) if self.redactor is not None else spans)
+            trace = spans_blob(self.redactor.redact_spans(spans) if self.redactor is not None else spans)
         except Exception:  # noqa: BLE001
             log.debug("could not redact a trace", exc_info=True)
             self.drop("redact_error")

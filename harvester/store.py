@@ -79,7 +79,7 @@ CREATE TABLE inbox (           -- one capture batch per row: one insert, whateve
     received REAL NOT NULL,
     redact INTEGER NOT NULL,     -- 1: its runs get the built-in redaction when normalized
     count INTEGER NOT NULL,      -- traces in the batch
-    traces BLOB NOT NULL         -- JSON list of inbox_trace forms, already redacted
+    traces BLOB NOT NULL         -- JSON list of traces in their spans_blob form, already redacted
 );
 """
 _INBOX_DDL = _DDL[_DDL.index("CREATE TABLE inbox"):]
@@ -182,7 +182,7 @@ def run_row(data: dict[str, Any], spans: Sequence[SpanData] | None) -> Row:
     A pure function, so the capture worker and ingest serialize runs outside the store's lock.
     """
     run_json = _dumps(data_with_derived(data))
-    spans_json = _dumps(spans) if spans else None  # orjson writes the SpanData dataclasses field by field
+    spans_json = spans_blob(spans) if spans else None
     started = data["started_at"]
     ts = _epoch(started) or time.time()
     return Row((data["trace_id"], data["run_id"], data["agent"], started, ts, data["stop"], int(data_failed(data)),
@@ -245,11 +245,12 @@ def run_rows(runs: Sequence[dict[str, Any]], spans: Sequence[SpanData], redactor
     return rows
 
 
-def inbox_trace(spans: Sequence[SpanData]) -> bytes:
-    """A finished trace's spans in the inbox's compact form (the capture worker writes it).
+def spans_blob(spans: Sequence[SpanData]) -> bytes:
+    """Spans as stored (a run's raw spans, a trace in the inbox): compact, as the capture worker writes them.
 
     Each span a JSON array of the ``SpanData`` fields, its resource an index into the trace's
-    resources (a process has one): ``[resources, spans]``.
+    resources (a process has one): ``[resources, spans]``, a quarter smaller than a list of span
+    objects and written in half the time. ``spans_from_blob`` also reads schema 1's list of objects.
     """
     resources: list[dict[str, Any]] = []
     index: dict[int, int] = {}
@@ -264,18 +265,26 @@ def inbox_trace(spans: Sequence[SpanData]) -> bytes:
     return _dumps([resources, rows])
 
 
+def spans_from_blob(blob: bytes) -> list[SpanData]:
+    return _spans_of(orjson.loads(blob))
+
+
+def _spans_of(data: Any) -> list[SpanData]:
+    if not data:
+        return []
+    if isinstance(data[0], dict):  # schema 1: a list of SpanData objects
+        return [SpanData.from_dict(d) for d in data]
+    resources, rows = data
+    return [SpanData(*row[:12], resource=resources[row[12]]) for row in rows]
+
+
 def inbox_row(traces: Sequence[bytes], *, redacted: bool) -> tuple[float, int, int, bytes]:
-    """One ``inbox`` row of ``inbox_trace`` forms (their spans already redacted when ``redacted``).
+    """One ``inbox`` row of traces in their ``spans_blob`` form (their spans already redacted when ``redacted``).
 
     A batch is one row, not a row per trace: SQLite's Python binding takes the GIL back after
     each row it inserts, and on a busy app thread each of those waits costs two thread switches.
     """
     return (time.time(), int(redacted), len(traces), b"[" + b",".join(traces) + b"]")
-
-
-def _inbox_spans(trace: Any) -> list[SpanData]:
-    resources, rows = trace
-    return [SpanData(*row[:12], resource=resources[row[12]]) for row in rows]
 
 
 _settle_redactor: Redactor | None = None
@@ -617,7 +626,7 @@ class TraceStore:
         traces: dict[str, list[SpanData]] = {}
         try:
             for trace in orjson.loads(blob):
-                spans = _inbox_spans(trace)
+                spans = _spans_of(trace)
                 if spans:
                     traces.setdefault(spans[0].trace_id, []).extend(spans)
         except (ValueError, TypeError, IndexError, KeyError):  # a foreign or damaged row: counted, never a crash
@@ -655,8 +664,8 @@ class TraceStore:
             sql = f"SELECT trace_id, spans FROM runs WHERE trace_id IN ({','.join('?' * len(part))}) AND spans IS NOT NULL"
             for tid, blob in conn.execute(sql, part):
                 seen = out.setdefault(tid, {})
-                for d in orjson.loads(blob):
-                    seen.setdefault(d["span_id"], SpanData.from_dict(d))
+                for sp in spans_from_blob(blob):
+                    seen.setdefault(sp.span_id, sp)
         return {tid: list(seen.values()) for tid, seen in out.items()}
 
     def _settled(self) -> None:
@@ -714,8 +723,8 @@ class TraceStore:
         seen: dict[str, SpanData] = {}
         if tid is not None:
             for (blob,) in self._query("SELECT spans FROM runs WHERE trace_id = ? AND spans IS NOT NULL", (tid,)):
-                for d in orjson.loads(blob):
-                    seen.setdefault(d["span_id"], SpanData.from_dict(d))
+                for sp in spans_from_blob(blob):
+                    seen.setdefault(sp.span_id, sp)
         return sorted(seen.values(), key=lambda s: s.start_ns)
 
     def spans_of(self, trace_ids: Iterable[str]) -> dict[str, list[SpanData]]:

@@ -302,3 +302,18 @@ def test_a_relative_store_path_survives_a_change_of_directory(tmp_path: Path, mo
         store.add(make_run(2))
         assert store.count() == 2
     assert not (tmp_path / "elsewhere" / ".harvester").exists()
+
+
+def test_spans_stored_by_schema_1_as_objects_still_read(tmp_path: Path) -> None:
+    run = make_run(1)
+    spans = [SpanData(run.trace_id, f"{i:016x}", None if i == 1 else f"{1:016x}", f"span {i}", start_ns=i,
+                      attributes={"k": i}, resource={"service.name": "svc"}) for i in (1, 2)]
+    with TraceStore(tmp_path / "t.db") as store:
+        store.add(run, spans)
+    with sqlite3.connect(tmp_path / "t.db") as c:
+        (blob,) = c.execute("SELECT spans FROM runs").fetchone()
+        assert blob.startswith(b"[[{")  # the compact form: [resources, spans]
+        c.execute("UPDATE runs SET spans = ?", (orjson.dumps([s.to_dict() for s in spans]),))
+    with TraceStore(tmp_path / "t.db") as store:
+        assert store.spans(run.trace_id) == spans
+        assert store.spans_of([run.trace_id]) == {run.trace_id: spans}

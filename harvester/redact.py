@@ -124,6 +124,7 @@ _CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
 # Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
 _CARD_SHAPE = bytes.maketrans(bytes(range(256)), b"".join(
     b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)))
+_ESCAPED = re.compile(rb"\\u")  # a \u escape in serialized JSON text
 _CARD_RUN = re.compile(b"0000(?:000000000|10000)")  # in a _CARD_SHAPE translation: 13 digits, or 4+4 across a separator
 _NO_CACHE: dict[str, str] = {}  # never written
 _LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
@@ -305,8 +306,8 @@ class Redactor:
         values then also run over the result as text: they may have been written against raw JSON.
         """
         if not self._custom and not p.literals and (not self.builtin or (
-                not _maybe_secret(s.lower()) and not _card_shaped(s))):
-            return s  # nothing any rule could replace, whether or not it is JSON
+                not _maybe_secret(s.lower()) and not _card_shaped(s) and "\\u" not in s)):
+            return s  # nothing any rule could replace, whether or not it is JSON (whose \u escapes hide text)
         exact = _BIG_INT.search(s) is not None  # orjson reads integers past 64 bits as floats
         try:
             parsed = json.loads(s) if exact else orjson.loads(s)
@@ -508,10 +509,16 @@ class Redactor:
         if self._custom or p.literals or not self.builtin:
             return False
         try:
-            text = orjson.dumps(values).decode()
+            raw = orjson.dumps(values)
         except (TypeError, ValueError):  # bytes, lone surrogates, foreign types: the walk handles them
             return False
-        return not ("+" in text and "e+1" in text) and not _maybe_secret(text.lower()) and not _card_shaped(text)
+        # A JSON payload in a value may hide a trigger behind an escape ("bob\u0040example.com"), which a
+        # reader unescapes; a float big enough to be a card is written with an exponent.
+        if _ESCAPED.search(raw) is not None or (b"+" in raw and b"e+1" in raw):
+            return False
+        if _CARD_RUN.search(raw.translate(_CARD_SHAPE)) is not None:
+            return False
+        return not _maybe_secret(raw.lower().decode() if raw.isascii() else raw.decode().lower())
 
     def _keys_clean(self, keys: Any) -> bool:
         """Attribute names none of which hides its value (a secret's name) or is itself redacted.
@@ -541,17 +548,20 @@ class Redactor:
             attrs = s.attributes
             if not keys_clean(attrs.keys()):
                 return False
-            values += (s.name, s.status_message, list(attrs.values()))
+            values.append(s.name)
+            values.append(s.status_message)
+            values += attrs.values()
             for e in s.events:
                 ea = e.get("attributes") or {}
                 if not keys_clean(ea.keys()):
                     return False
-                values += (e.get("name"), list(ea.values()))
+                values.append(e.get("name"))
+                values += ea.values()
             if s.resource is not resource:  # one per process: checked once
                 resource = s.resource
                 if not keys_clean(resource.keys()):
                     return False
-                values.append(list(resource.values()))
+                values += resource.values()
         return self._nothing_in(values, p)
 
     def redact_data(self, data: dict[str, Any], spans: list[SpanData]) -> tuple[dict[str, Any], list[SpanData]]:

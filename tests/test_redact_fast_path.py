@@ -70,3 +70,13 @@ def test_every_rule_and_secret_key_name_trips_the_scan() -> None:
                                  "password", "passwd", "pwd", "authorization", "cookie", "credential"]:
         assert _maybe_secret(text.lower()), text
     assert not _maybe_secret("refunds are accepted within 30 days of delivery for unused items")
+
+
+def test_a_secret_behind_a_json_escape_is_found() -> None:
+    """A Python app's json.dumps escapes non-ASCII, and a payload may escape anything ("\\u0040" is "@"):
+    a reader unescapes it, so the redactor must not skip the payload for looking clean."""
+    payload = '{"contact": "bob.smith\\u0040example.com", "note": "caf\\u00e9"}'
+    span = SpanData("a" * 32, "b" * 16, None, "tool", attributes={"gen_ai.tool.call.result": payload})
+    (out,) = R.redact_spans([span])
+    result = json.loads(out.attributes["gen_ai.tool.call.result"])
+    assert result["contact"].startswith("<email:") and result["note"] == "café"

@@ -284,7 +284,11 @@ def inbox_row(traces: Sequence[bytes], *, redacted: bool) -> tuple[float, int, i
     A batch is one row, not a row per trace: SQLite's Python binding takes the GIL back after
     each row it inserts, and on a busy app thread each of those waits costs two thread switches.
     """
-    return (time.time(), int(redacted), len(traces), b"[" + b",".join(traces) + b"]")
+    parts = [b"["]
+    for trace in traces:
+        parts += (trace, b",")
+    parts[-1] = b"]" if traces else b"[]"
+    return (time.time(), int(redacted), len(traces), b"".join(parts))  # one copy of the batch, not two
 
 
 _settle_redactor: Redactor | None = None

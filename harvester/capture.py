@@ -2,9 +2,14 @@
 
 Modelled on the SDK's ``BatchSpanProcessor``: the app's thread only appends the finished span to a
 bounded deque (O(1), never raises, never blocks; a full queue drops and counts), and one daemon
-thread does the rest: converts spans, groups them per trace, recognizes finished runs, normalizes,
-samples, redacts and writes them in batches. Everything is bounded (queue, open traces, spans per
-trace, trace age) and every loss is counted in ``stats()``.
+thread does the rest: converts spans, groups them per trace, recognizes finished traces, samples,
+redacts and writes them in batches. Everything is bounded (queue, open traces, spans per trace,
+trace age) and every loss is counted in ``stats()``.
+
+Normalizing a trace into runs costs more CPU than all the rest, so the worker does it only where it
+must judge the runs: a trace that sampling keeps whatever it holds is stored whole (redacted) in the
+store's inbox, and the store's first read normalizes it (``TraceStore.settle``), exactly as ingest
+would have. See ``RunWriter.process_trace``.
 
 When is a run finished? Children end before their parents, and agent spans nest (OpenLLMetry's
 ``invoke_agent`` > ``workflow``, openai-agents' AGENT > CHAIN > AGENT are ONE run), so an agent span
@@ -12,8 +17,8 @@ ending says nothing about whether an outer agent span is still open. The worker 
 the LOCAL ROOT of the spans it holds to end: a span with no parent, or whose parent is remote (in
 another process). That root's subtree is complete; the outermost agent spans in it are the runs
 (sibling runs under one request come out together). Spans whose root never arrives (a parent
-dropped, a long-lived root) are finished by age or at shutdown: normalized if they contain an agent
-span (a half-seen failure is still worth keeping), dropped and counted otherwise.
+dropped, a long-lived root) are finished by age or at shutdown: kept if they contain an agent span
+(a half-seen failure is still worth keeping), dropped and counted otherwise.
 
 After grouping, the same ``RunWriter`` (runs -> sample -> redact -> store) serves this processor,
 ``harvester ingest`` and the OTLP receiver, so a run is treated identically however it arrived.
@@ -407,7 +412,8 @@ class HarvestingSpanProcessor(SpanProcessor):
     ``provider.add_span_processor(HarvestingSpanProcessor())`` is the whole setup. Options:
     ``store`` (a path or a ``TraceStore``; default ``.harvester/traces.db`` or ``HARVESTER_STORE``),
     ``sample_rate`` for successful runs (failures are always kept), ``keep`` (a predicate that keeps
-    any run it flags), ``redact`` (``True``, ``False``, a ``Redactor`` or its rules as a mapping), and
+    any run it flags), ``redact`` (``True``, ``False``, a ``Redactor`` or its rules as a mapping),
+    ``defer_normalize`` (keep sampled-in traces whole for the store's first read to normalize), and
     the bounds: ``max_queue`` spans waiting for the worker, ``max_open_traces``, ``max_trace_age_s``,
     ``max_spans_per_trace``, ``batch_size`` runs per transaction, ``flush_interval_s``.
     """

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from harvester.cli import main as cli
 from harvester.errors import StoreError
 from harvester.redact import Redactor
 from harvester.store import TraceStore
-from tests.test_capture import agent_run
+from tests.test_capture import agent_run, setup
 
 SECRETS = ["sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1111 1111 1111",
            "ghp_ZZZZyyyyXXXXwwwwVVVVuuuu1234", "hunter2pass"]
@@ -112,15 +113,11 @@ def test_a_redaction_the_reader_cannot_repeat_is_done_on_the_worker(tmp_path: Pa
 
 
 def test_a_trace_in_parts_is_settled_whole(tmp_path: Path) -> None:
-    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"), max_trace_age_s=0.05)
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(proc)
-    tracer = provider.get_tracer("t")
+    proc, tracer, _ = setup(tmp_path, max_trace_age_s=0.05)
     session = tracer.start_span("chat session")
     ctx = otel.set_span_in_context(session)
     agent_run(tracer, prompt="turn 1", context=ctx)
     proc.force_flush()
-    import time
     time.sleep(0.1)
     proc.force_flush()  # the busy trace gives up its ended run: one inbox part
     agent_run(tracer, prompt="turn 2", context=ctx)
@@ -136,10 +133,7 @@ def test_a_trace_in_parts_is_settled_whole(tmp_path: Path) -> None:
 
 def test_traces_list_settles_a_store_it_opens_read_only_and_shows_progress(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"), batch_size=2)
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(proc)
-    tracer = provider.get_tracer("t")
+    proc, tracer, _ = setup(tmp_path, batch_size=2)
     for i in range(5):
         agent_run(tracer, prompt=f"run {i}")
     proc.shutdown()
@@ -157,10 +151,7 @@ def _read_count(path: str, out: Any) -> None:
 
 
 def test_readers_in_two_processes_settle_each_batch_once(tmp_path: Path) -> None:
-    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"), batch_size=10)
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(proc)
-    tracer = provider.get_tracer("t")
+    proc, tracer, _ = setup(tmp_path, batch_size=10)
     for i in range(200):
         agent_run(tracer, prompt=f"run {i}")
     proc.shutdown()
@@ -177,10 +168,7 @@ def test_readers_in_two_processes_settle_each_batch_once(tmp_path: Path) -> None
 
 
 def test_an_unreadable_inbox_row_is_counted_and_the_rest_settles(tmp_path: Path) -> None:
-    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"), batch_size=1)
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(proc)
-    tracer = provider.get_tracer("t")
+    proc, tracer, _ = setup(tmp_path, batch_size=1)
     agent_run(tracer, prompt="before")
     proc.force_flush()
     with sqlite3.connect(tmp_path / "t.db") as c:
@@ -211,10 +199,8 @@ def test_a_schema_1_store_gains_an_inbox_and_a_read_only_open_leaves_it_alone(tm
         assert s.count() == 0 and s.pending() == 0
     with sqlite3.connect(tmp_path / "t.db") as c:
         assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == ("1",)
-    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"))
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(proc)
-    agent_run(provider.get_tracer("t"))
+    proc, tracer, _ = setup(tmp_path)
+    agent_run(tracer)
     proc.shutdown()
     with sqlite3.connect(tmp_path / "t.db") as c:
         assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == ("2",)
@@ -223,10 +209,8 @@ def test_a_schema_1_store_gains_an_inbox_and_a_read_only_open_leaves_it_alone(tm
 
 
 def test_a_read_that_cannot_settle_says_why(tmp_path: Path) -> None:
-    proc = HarvestingSpanProcessor(str(tmp_path / "t.db"))
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(proc)
-    agent_run(provider.get_tracer("t"))
+    proc, tracer, _ = setup(tmp_path)
+    agent_run(tracer)
     proc.shutdown()
     with TraceStore(tmp_path / "t.db") as s:
         s._connect().execute("PRAGMA query_only = ON")  # what a read-only file or mount does to writes

@@ -96,10 +96,10 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _TRIGGERS = tuple((gate, re.compile(pattern).search) for gate, pattern in (
     ("@", "@"),                           # emails, passwords in URLs
     ("k", r"k(?:ey|en|ie|ia|-|_t|_l)"),   # key, token, cookie, AKIA, sk-, sk_test_/sk_live_
-    ("b", r"b(?:earer|asic|_p)"),         # bearer, basic, github_pat_
+    ("b", r"b(?:earer|asi|_p)"),          # bearer, basic (also "BASİC"), github_pat_
     ("w", r"w(?:or)?d"),                  # password, passwd, pwd
     ("_", r"_(?<=h[pousr]_|hf_)"),        # ghp_ and its kin, hf_
-    ("c", "cre"),                         # secret, credential
+    ("c", r"c(?:re|ook)"),                # secret, credential, cookie (also "COOKİE": İ lowercases to i + a dot)
     ("z", "za"),                          # authorization, AIza
     ("j", "yj"),                          # eyJ (a JWT)
     ("=", "g="),                          # sig= (Azure SAS)
@@ -108,8 +108,15 @@ _TRIGGERS = tuple((gate, re.compile(pattern).search) for gate, pattern in (
 ))
 
 
+# Letters that case-insensitive rules (and the secret-key test) match as ASCII but that lowercasing
+# leaves apart: dotless ı and long ſ; İ lowercases to i plus a combining dot, which goes.
+_FOLD = {0x131: "i", 0x17F: "s", 0x307: None}
+
+
 def _maybe_secret(low: str) -> bool:
     """Whether lowercased text holds any rule's trigger (a cheap superset of "some rule matches")."""
+    if not low.isascii():
+        low = low.translate(_FOLD)
     for gate, search in _TRIGGERS:
         if gate in low and search(low) is not None:
             return True
@@ -125,7 +132,7 @@ _CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
 _CARD_SHAPE = bytes.maketrans(bytes(range(256)), b"".join(
     b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)))
 _ESCAPED = re.compile(rb"\\u")  # a \u escape in serialized JSON text
-_CARD_RUN = re.compile(b"0000(?:000000000|10000)")  # in a _CARD_SHAPE translation: 13 digits, or 4+4 across a separator
+_CARD_RUN = re.compile(b"0000(?:000000000|1000)")  # in a _CARD_SHAPE translation: 13 digits, or 4+3 across a separator
 _NO_CACHE: dict[str, str] = {}  # never written
 _LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 
@@ -538,9 +545,16 @@ class Redactor:
 
     def _spans_clean(self, spans: Sequence[SpanData], p: _Pass) -> bool:
         """The fast path for raw spans. Attribute names are checked apart from the values (as a set of
-        names known clean): "gen_ai.usage.input_tokens" holds the trigger "token" but hides nothing."""
+        names known clean): "gen_ai.usage.input_tokens" holds the trigger "token" but hides nothing.
+        A span of an unexpected shape (events or resource not mappings) takes the walk instead."""
         if self._custom or p.literals or not self.builtin:
             return False
+        try:
+            return self._scan_spans(spans, p)
+        except (AttributeError, TypeError):
+            return False
+
+    def _scan_spans(self, spans: Sequence[SpanData], p: _Pass) -> bool:
         keys_clean = self._keys_clean
         values: list[Any] = []
         resource = None

@@ -25,6 +25,8 @@ SECRETS = [
     "xoxb-123456789012-abcdefghijkl", "AIzaSyA1234567890abcdefghijklmnopqrstu", "sk_live_0123456789abcdefABCD",
     "?sv=2024&sig=abcdefghijklmnop1234%3D", "basic dXNlcjpwYXNzd29yZA==", "\u212aey: value1234", "TOKEN=abcdef123456",
     "client secret: s3cr3tvalue", "credentials=abc12345", '{"password": "hunter2pass"}', '{"Cookie": ["sessionid=abc123"]}',
+    "COOKİE: session=abc123def", '{"COOKİE": "sessionid=q8Zx3kLm9"}', '{"cookıe": "sid=s3cr3t99"}', "4111 111 111 111 111",
+    "BASİC dXNlcjpwYXNzd29yZA==",
 ]
 FRAGMENTS = SECRETS + ["refunds within 30 days", "the key point", "ünïcödé", '[{"role": "user", "content": "hi"}]',
                        '{"n": 4111111111111111}', '{"n": 4.111111111111111e+18}', "plain words", ""]
@@ -80,3 +82,14 @@ def test_a_secret_behind_a_json_escape_is_found() -> None:
     (out,) = R.redact_spans([span])
     result = json.loads(out.attributes["gen_ai.tool.call.result"])
     assert result["contact"].startswith("<email:") and result["note"] == "café"
+
+
+def test_letters_that_fold_to_ascii_and_cards_grouped_four_then_three_are_found() -> None:
+    """A Turkish-locale upper-casing writes "COOKİE" (İ lowercases to i and a dot), and a card may be
+    grouped 4-3-3-3-3: the scan must send both to the walk, which hides them."""
+    for payload in ['{"headers": {"COOKİE": "sessionid=q8Zx3kLm9"}}', '{"cookıe": "sid=s3cr3t99"}']:
+        span = SpanData("a" * 32, "b" * 16, None, "tool", attributes={"gen_ai.tool.call.arguments": payload})
+        (out,) = R.redact_spans([span])
+        assert "s3cr3t99" not in str(out) and "q8Zx3kLm9" not in str(out), out
+    assert R.redact_text("COOKİE: session=abc123def").endswith(">")
+    assert R.redact_text("card 4111 111 111 111 111").startswith("card <card:")

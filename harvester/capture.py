@@ -98,6 +98,7 @@ class RunWriter:
         """Fresh buffer, counters and lock (also in a forked child: those were the parent's)."""
         self._pending: list[tuple[Any, ...]] = []  # rows ready for the store, serialized outside its lock
         self._inbox: list[bytes] = []  # traces kept whole (``spans_blob``), to normalize at the first read
+        self._inbox_pieces = 0  # of them, pieces of a trace written in parts
         self._pending_since = 0.0
         self._replace: set[str] = set()  # traces whose pending rows replace every run stored for them
         self._lock = threading.RLock()
@@ -136,21 +137,24 @@ class RunWriter:
         stored = self.store.spans_of([spans[0].trace_id]).get(spans[0].trace_id)
         return merged_spans(stored, spans) if stored else spans
 
-    def process_trace(self, spans: Sequence[SpanData], *, replace: bool = False, partial: bool = False) -> int | None:
+    def process_trace(self, spans: Sequence[SpanData], *, replace: bool = False, partial: bool = False,
+                      piece: bool = False) -> int | None:
         """Normalize, sample, redact and serialize one trace's spans into the buffer; None if it had no agent run.
 
         Runs stay in their plain-dict form throughout (see ``run_data_from_spans``): a ``Run`` model
         is built only for a ``keep`` predicate or a run the redactor must rewrite. ``partial``: part
-        of the trace may be stored already; it is read back and the trace's runs replaced.
+        of the trace may be stored already; it is read back and the trace's runs replaced. ``piece``:
+        more of the trace may follow (it was finished before its root ended).
 
         With ``defer``, a trace sampled in by its id is kept whatever its runs hold, so nothing here
         needs to read them: its redacted spans go to the store's inbox, and the first read normalizes
-        them (returns 0). Only a trace sampled out is normalized here, to keep its failed runs.
+        them (returns 0). Only a trace sampled out is normalized here, to keep its failed runs. A
+        piece of a trace is marked as such, so the reader settles the pieces in the order written.
         """
         with self._lock:
             self.counts["traces"] += 1
             if self.defer and spans and sampled_in(spans[0].trace_id, self.sample_rate):
-                return self._defer(spans)
+                return self._defer(spans, piece or partial)
             if partial:
                 spans, replace = self.merge_stored(list(spans)), True
             try:
@@ -172,7 +176,7 @@ class RunWriter:
             self._buffer(rows, self._pending)
             return len(rows)
 
-    def _defer(self, spans: Sequence[SpanData]) -> int:
+    def _defer(self, spans: Sequence[SpanData], piece: bool) -> int:
         try:
             trace = spans_blob(self.redactor.redact_spans(spans) if self.redactor is not None else spans)
         except Exception:  # noqa: BLE001
@@ -180,6 +184,7 @@ class RunWriter:
             self.drop("redact_error")
             return 0
         self.counts["deferred"] += 1
+        self._inbox_pieces += piece
         self._buffer([trace], self._inbox)
         return 0
 
@@ -205,13 +210,14 @@ class RunWriter:
         with self._lock:
             batch, self._pending = self._pending, []
             inbox, self._inbox = self._inbox, []
+            pieces, self._inbox_pieces = self._inbox_pieces, 0
             replace, self._replace = self._replace, set()
             if not batch and not inbox:
                 return 0
             try:
                 if replace or inbox:
                     self.store.add_many(batch, replace_traces=replace,
-                                        inbox=[inbox_row(inbox, redacted=self.redactor is not None)] if inbox else ())
+                                        inbox=[inbox_row(inbox, redacted=self.redactor is not None, pieces=pieces)] if inbox else ())
                 else:  # ingest's workers hand rows to a sink with only this form
                     self.store.add_many(batch)
             except Exception as exc:  # noqa: BLE001 - a full disk or a locked file never reaches the app
@@ -316,11 +322,11 @@ class _Assembler:
         else:
             self.writer.drop("no_agent")
 
-    def _process(self, spans: list[SpanData], *, partial: bool = False) -> None:
+    def _process(self, spans: list[SpanData], *, partial: bool = False, piece: bool = False) -> None:
         """``process_trace``, counted and contained: ``expire`` and ``finish_all`` loop over many
         traces, and an error escaping from one would skip the rest and the final flush."""
         try:
-            self.writer.process_trace(spans, partial=partial)
+            self.writer.process_trace(spans, partial=partial, piece=piece)
         except Exception:  # noqa: BLE001
             log.debug("harvester could not process a trace", exc_info=True)
             self.writer.drop("internal_error")
@@ -337,7 +343,7 @@ class _Assembler:
         spans = list(trace.spans.values())
         if any(may_hold_run(s) for s in spans):
             self.writer.counts["incomplete_written"] = self.writer.counts.get("incomplete_written", 0) + 1
-            self._process(spans, partial=trace_id in self.partial)
+            self._process(spans, partial=trace_id in self.partial, piece=True)
             self._remember_partial(trace_id)  # its root may still arrive, with more of the run
         else:
             self.writer.drop(reason)
@@ -366,7 +372,7 @@ class _Assembler:
             return
         written = self._take(trace, tops)
         self.writer.counts["incomplete_written"] = self.writer.counts.get("incomplete_written", 0) + 1
-        self._process(written, partial=trace_id in self.partial)
+        self._process(written, partial=trace_id in self.partial, piece=True)
         self._remember_partial(trace_id)
 
     def finish_all(self) -> None:

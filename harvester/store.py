@@ -52,6 +52,12 @@ _FORK_WAIT_S = 1.0  # how long a fork waits for this process's write transaction
 # few MB: on 4 KB pages a row spills into a chain of overflow pages. 64 KB pages hold several rows
 # each; measured with checkpoints included, writing costs a third less CPU than on 16 KB pages.
 _PAGE_SIZE = 65536
+_SETTLE_TRIES = 3  # optimistic settles of one inbox row before it is settled inside one transaction
+
+
+class _Raced(Exception):
+    """The stored runs of a trace being settled changed meanwhile: read them again."""
+
 
 _DDL = """
 CREATE TABLE harvester_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -79,6 +85,7 @@ CREATE TABLE inbox (           -- one capture batch per row: one insert, whateve
     received REAL NOT NULL,
     redact INTEGER NOT NULL,     -- 1: its runs get the built-in redaction when normalized
     count INTEGER NOT NULL,      -- traces in the batch
+    pieces INTEGER NOT NULL,     -- of them, pieces of a trace written in parts: settled in order
     traces BLOB NOT NULL         -- JSON list of traces in their spans_blob form, already redacted
 );
 """
@@ -278,7 +285,7 @@ def _spans_of(data: Any) -> list[SpanData]:
     return [SpanData(*row[:12], resource=resources[row[12]]) for row in rows]
 
 
-def inbox_row(traces: Sequence[bytes], *, redacted: bool) -> tuple[float, int, int, bytes]:
+def inbox_row(traces: Sequence[bytes], *, redacted: bool, pieces: int = 0) -> tuple[float, int, int, int, bytes]:
     """One ``inbox`` row of traces in their ``spans_blob`` form (their spans already redacted when ``redacted``).
 
     A batch is one row, not a row per trace: SQLite's Python binding takes the GIL back after
@@ -288,7 +295,7 @@ def inbox_row(traces: Sequence[bytes], *, redacted: bool) -> tuple[float, int, i
     for trace in traces:
         parts += (trace, b",")
     parts[-1] = b"]" if traces else b"[]"
-    return (time.time(), int(redacted), len(traces), b"".join(parts))  # one copy of the batch, not two
+    return (time.time(), int(redacted), len(traces), pieces, b"".join(parts))  # one copy of the batch, not two
 
 
 _settle_redactor: Redactor | None = None
@@ -520,7 +527,8 @@ class TraceStore:
 
         def write(conn: sqlite3.Connection) -> int:
             if inbox:
-                conn.executemany("INSERT INTO inbox (received, redact, count, traces) VALUES (?, ?, ?, ?)", inbox)
+                conn.executemany("INSERT INTO inbox (received, redact, count, pieces, traces) VALUES (?, ?, ?, ?, ?)",
+                                 inbox)
             return self._insert(conn, rows, replace_traces)
 
         return self._transact(write)
@@ -597,17 +605,21 @@ class TraceStore:
     def settle(self) -> dict[str, int]:
         """Normalize the inbox into runs, as ingest would have stored them; what it did, counted.
 
-        Every read calls this first, so callers never need to. A captured batch at a time, each in
-        one transaction: its runs are written and its inbox row deleted together (a crash loses
-        nothing, and a reader in another process settling at the same moment takes the next one).
-        A trace that arrived in parts is merged with what is stored of it, and its runs replaced.
+        Every read calls this first, so callers never need to. The batches in the inbox when it
+        starts are taken oldest first (batches captured meanwhile wait for the next read, so a busy
+        app cannot keep a reader here). A batch is normalized outside any transaction; a short one
+        then stores its runs and deletes its row together, so a crash loses nothing and capture
+        writers are not held up while it normalizes. A trace that arrived in parts is merged with
+        what is stored of it, and its runs replaced.
         """
         counts: dict[str, int] = {}
-        total = self.pending()
+        if not self._has_inbox:
+            return counts
+        last, total = next(self._query("SELECT MAX(id), COALESCE(SUM(count), 0) FROM inbox"))
         done = 0
-        while total:
+        while last is not None:
             try:
-                n = self._transact(lambda conn: self._settle_one(conn, counts), settling=True)
+                n = self._settle_one(last, counts)
             except StoreError as exc:
                 raise StoreError(f"{exc} ({total - done} captured traces wait to be normalized into runs; every "
                                  "read does that first, so reading needs write access to the store)") from None
@@ -616,17 +628,26 @@ class TraceStore:
             done += n
             if self.on_settle is not None:
                 self.on_settle(min(done, total), total)
+        lost = {k: v for k, v in counts.items() if k not in ("traces", "runs", "no_agent")}
+        if lost:
+            log.warning("%s: normalizing captured traces lost some: %s", self.path, lost)
         return counts
 
-    def _settle_one(self, conn: sqlite3.Connection, counts: dict[str, int]) -> int:
-        """Normalize the oldest inbox row; its number of traces, or -1 when the inbox is empty."""
-        def drop(reason: str, n: int = 1) -> None:
-            counts[reason] = counts.get(reason, 0) + n
+    def _settle_one(self, last_id: int, counts: dict[str, int]) -> int:
+        """Settle the oldest inbox row up to ``last_id``: its number of traces, or -1 when none is left.
 
-        row = conn.execute("SELECT id, redact, count, traces FROM inbox ORDER BY id LIMIT 1").fetchone()
+        Optimistic for a row of whole traces (most rows): it is normalized against the stored runs of
+        its traces as they were read, and the transaction checks that those are unchanged (another
+        reader, or a capture worker, may have stored more of a trace meanwhile) and that the row is
+        still there, else it reads again. After a few lost races, and for a row holding pieces of
+        traces, the row is settled inside one transaction.
+        """
+        row = next(self._query("SELECT id, redact, count, pieces, traces FROM inbox WHERE id <= ? ORDER BY id "
+                               "LIMIT 1", (last_id,)), None)
         if row is None:
             return -1
-        row_id, redact, count, blob = row
+        row_id, redact, count, pieces, blob = row
+        found: dict[str, int] = {}
         traces: dict[str, list[SpanData]] = {}
         try:
             for trace in orjson.loads(blob):
@@ -634,43 +655,96 @@ class TraceStore:
                 if spans:
                     traces.setdefault(spans[0].trace_id, []).extend(spans)
         except (ValueError, TypeError, IndexError, KeyError):  # a foreign or damaged row: counted, never a crash
-            log.warning("%s: skipped an unreadable inbox row of %d traces", self.path, count)
-            drop("unreadable", count)
+            found["unreadable"] = count
             traces = {}
-        stored = self._stored_spans(conn, list(traces))
+        ids = list(traces)
+        # Pieces of one trace may sit in several rows, and a piece settled before an older one would
+        # find nothing to merge with: rows holding pieces are settled inside one transaction, which
+        # serializes them, oldest first.
+        for attempt in range(_SETTLE_TRIES if pieces else 0, _SETTLE_TRIES + 1):
+            last_try = attempt == _SETTLE_TRIES
+            tally = dict(found)
+            rows: list[Row] = []
+            replace: list[str] = []
+            version: list[tuple[int, str]] = []
+            if not last_try:
+                with self._lock:
+                    stored, version = self._stored(self._connect(), ids)
+                rows, replace = self._normalize(traces, stored, redact, tally)
+
+            def write(conn: sqlite3.Connection) -> int:
+                nonlocal rows, replace
+                if conn.execute("DELETE FROM inbox WHERE id = ?", (row_id,)).rowcount == 0:
+                    return 0  # another reader settled it
+                if last_try:
+                    rows, replace = self._normalize(traces, self._stored(conn, ids)[0], redact, tally)
+                elif self._stored(conn, ids, spans=False)[1] != version:
+                    raise _Raced
+                self._insert(conn, rows, replace)
+                return 1
+
+            try:
+                if self._transact(write, settling=True):
+                    for k, v in tally.items():
+                        counts[k] = counts.get(k, 0) + v
+                return count
+            except _Raced:
+                continue
+        return count  # not reached: the last try cannot race
+
+    def _normalize(self, traces: dict[str, list[SpanData]], stored: dict[str, list[SpanData] | None],
+                   redact: int, counts: dict[str, int]) -> tuple[list[Row], list[str]]:
+        """The rows of an inbox row's traces, each merged with what is stored of it, and the traces
+        whose stored runs these replace (``None`` in ``stored``: a stored part is unreadable, so the
+        trace's stored runs are kept and only those read again are replaced)."""
+        def drop(reason: str, n: int = 1) -> None:
+            counts[reason] = counts.get(reason, 0) + n
+
         rows: list[Row] = []
-        replace: list[str] = []  # traces stored in part before: their runs are all read again here
+        replace: list[str] = []
         redactor = _builtin_redactor() if redact else None
         for tid, spans in traces.items():
-            spans = merged_spans(stored.get(tid, ()), spans)
+            earlier = stored.get(tid)
             try:
+                spans = merged_spans(earlier or (), spans)
                 runs = run_data_from_spans(spans)
+                if not runs:
+                    drop("no_agent")
+                    continue
+                rows += run_rows(runs, spans, redactor, drop)
             except Exception:  # noqa: BLE001 - one trace never stops the others
                 log.debug("could not normalize a trace", exc_info=True)
                 drop("normalize_error")
                 continue
-            if not runs:
-                drop("no_agent")
-                continue
-            rows += run_rows(runs, spans, redactor, drop)
-            if tid in stored:
+            if earlier:
                 replace.append(tid)
         drop("traces", len(traces))
         drop("runs", len(rows))
-        self._insert(conn, rows, replace)
-        conn.execute("DELETE FROM inbox WHERE id = ?", (row_id,))
-        return count
+        return rows, replace
 
-    def _stored_spans(self, conn: sqlite3.Connection, trace_ids: list[str]) -> dict[str, list[SpanData]]:
-        out: dict[str, dict[str, SpanData]] = {}
+    def _stored(self, conn: sqlite3.Connection, trace_ids: list[str], *,
+                spans: bool = True) -> tuple[dict[str, list[SpanData] | None], list[tuple[int, str]]]:
+        """The stored spans of these traces (None for a trace with an unreadable part), and their
+        runs' row ids: ``INSERT OR REPLACE`` gives a row a new id, so the ids show any change."""
+        out: dict[str, dict[str, SpanData] | None] = {}
+        version: list[tuple[int, str]] = []
         for i in range(0, len(trace_ids), 500):
             part = trace_ids[i:i + 500]
-            sql = f"SELECT trace_id, spans FROM runs WHERE trace_id IN ({','.join('?' * len(part))}) AND spans IS NOT NULL"
-            for tid, blob in conn.execute(sql, part):
+            cols = "id, trace_id, spans" if spans else "id, trace_id, NULL"
+            sql = f"SELECT {cols} FROM runs WHERE trace_id IN ({','.join('?' * len(part))})"
+            for rid, tid, blob in conn.execute(sql, part):
+                version.append((rid, tid))
                 seen = out.setdefault(tid, {})
-                for sp in spans_from_blob(blob):
-                    seen.setdefault(sp.span_id, sp)
-        return {tid: list(seen.values()) for tid, seen in out.items()}
+                if blob is None or seen is None:
+                    continue
+                try:
+                    for sp in spans_from_blob(blob):
+                        seen.setdefault(sp.span_id, sp)
+                except (ValueError, TypeError, IndexError, KeyError):
+                    log.warning("%s: a stored run of trace %s has unreadable spans; left as it is", self.path, tid)
+                    out[tid] = None
+        version.sort()
+        return {tid: list(seen.values()) if seen is not None else None for tid, seen in out.items()}, version
 
     def _settled(self) -> None:
         """Before a read: the inbox normalized, if anything is in it."""
@@ -741,9 +815,10 @@ class TraceStore:
         """
         with self._lock:
             try:
-                return self._stored_spans(self._connect(), list(dict.fromkeys(trace_ids)))
+                stored = self._stored(self._connect(), list(dict.fromkeys(trace_ids)))[0]
             except sqlite3.DatabaseError as exc:
                 raise self._error(f"cannot read ({exc})") from None
+        return {tid: spans for tid, spans in stored.items() if spans}
 
     def _filters(self, failed: bool | None, agent: str | None, since: Any, until: Any,
                  trace_ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:

@@ -20,7 +20,8 @@ from harvester.capture import HarvestingSpanProcessor, sampled_in
 from harvester.cli import main as cli
 from harvester.errors import StoreError
 from harvester.redact import Redactor
-from harvester.store import TraceStore
+from harvester.conventions import run_data_from_spans
+from harvester.store import TraceStore, inbox_row, run_row, spans_blob
 from tests.test_capture import agent_run, setup
 
 SECRETS = ["sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1111 1111 1111",
@@ -124,6 +125,8 @@ def test_a_trace_in_parts_is_settled_whole(tmp_path: Path) -> None:
     session.end()
     proc.force_flush()  # the rest: a second part of the same trace
     assert table_counts(tmp_path / "t.db")[1] == 2
+    with sqlite3.connect(tmp_path / "t.db") as c:  # both pieces are marked: settled in order, under the lock
+        assert c.execute("SELECT SUM(pieces) FROM inbox").fetchone() == (2,)
     with TraceStore(tmp_path / "t.db") as s:
         runs = list(s.runs(newest_first=False))
         assert [r.prompt for r in runs] == ["turn 1", "turn 2"]
@@ -172,7 +175,8 @@ def test_an_unreadable_inbox_row_is_counted_and_the_rest_settles(tmp_path: Path)
     agent_run(tracer, prompt="before")
     proc.force_flush()
     with sqlite3.connect(tmp_path / "t.db") as c:
-        c.execute("INSERT INTO inbox (received, redact, count, traces) VALUES (0, 1, 3, ?)", (b"[[{}, [[1, 2]]]]",))
+        c.execute("INSERT INTO inbox (received, redact, count, pieces, traces) VALUES (0, 1, 3, 0, ?)",
+                  (b"[[{}, [[1, 2]]]]",))
     agent_run(tracer, prompt="after")
     proc.shutdown()
     with TraceStore(tmp_path / "t.db") as s:
@@ -216,3 +220,68 @@ def test_a_read_that_cannot_settle_says_why(tmp_path: Path) -> None:
         s._connect().execute("PRAGMA query_only = ON")  # what a read-only file or mount does to writes
         with pytest.raises(StoreError, match="1 captured traces wait to be normalized"):
             s.count()
+
+
+def _inbox_of(store: TraceStore, traces: list[list[Any]], pieces: int = 0) -> None:
+    store.add_many([], inbox=[inbox_row([spans_blob(t) for t in traces], redacted=True, pieces=pieces)])
+
+
+def _nested_run_spans(tmp_path: Path) -> list[Any]:
+    """The spans of one OpenLLMetry run: invoke_agent > workflow > (chat, tool, chat), as SpanData."""
+    proc, tracer, _ = setup(tmp_path, defer_normalize=False)
+    agent_run(tracer, kind="openllmetry_nested")
+    proc.shutdown()
+    with TraceStore(tmp_path / "t.db") as s:
+        (run,) = s.runs()
+        return s.spans(run.trace_id)
+
+
+def test_a_read_settles_what_was_there_when_it_began_while_capture_goes_on(tmp_path: Path) -> None:
+    spans = _nested_run_spans(tmp_path)
+    with TraceStore(tmp_path / "busy.db") as store:
+        for _ in range(3):
+            _inbox_of(store, [spans])
+        with TraceStore(tmp_path / "busy.db") as app:
+            store.on_settle = lambda done, total: _inbox_of(app, [spans])  # a batch lands after each one settled
+            store.settle()
+        assert store.pending() == 3  # the three that landed meanwhile wait for the next read
+
+
+def test_runs_stored_meanwhile_by_another_writer_are_merged_not_overwritten(tmp_path: Path) -> None:
+    """Settling normalizes outside the write lock; if the trace's stored runs changed meanwhile (an
+    ingest of more of it), it reads them again, so the result is what a settle after them would give."""
+    spans = _nested_run_spans(tmp_path)
+    outer = [s for s in spans if s.parent_id is None]
+    inner = [s for s in spans if s.parent_id is not None]
+    outer_row = run_row(run_data_from_spans(outer)[0], outer)
+
+    with TraceStore(tmp_path / "after.db") as store:  # the order with nothing in flight
+        store.add_many([outer_row])
+        _inbox_of(store, [inner])
+        expected = [(r.run_id, r.trajectory()) for r in store.runs()]
+    assert len(expected) == 1
+
+    with TraceStore(tmp_path / "race.db") as store, TraceStore(tmp_path / "race.db") as ingest_meanwhile:
+        _inbox_of(store, [inner])
+        normalize = store._normalize
+        calls = []
+
+        def racing(*args: Any) -> Any:
+            calls.append(store._conn.in_transaction)  # type: ignore[union-attr]
+            if len(calls) == 1:
+                ingest_meanwhile.add_many([outer_row])
+            return normalize(*args)
+
+        store._normalize = racing  # type: ignore[method-assign]
+        assert [(r.run_id, r.trajectory()) for r in store.runs()] == expected
+        assert calls == [False, False]  # outside the write lock, and read again once
+
+
+def test_pieces_of_traces_are_settled_inside_one_transaction(tmp_path: Path) -> None:
+    spans = _nested_run_spans(tmp_path)
+    with TraceStore(tmp_path / "p.db") as store:
+        _inbox_of(store, [spans], pieces=1)
+        normalize = store._normalize
+        seen = []
+        store._normalize = lambda *a: seen.append(store._conn.in_transaction) or normalize(*a)  # type: ignore
+        assert store.count() == 1 and seen == [True]

@@ -166,11 +166,18 @@ def test_small_inputs_stay_in_process(tmp_path: Path, monkeypatch: pytest.Monkey
         ingest_files([str(f)], TraceStore(tmp_path / "u.db"), jobs=0)
 
 
-needs_fork = pytest.mark.skipif(ingest._start_method() != "fork", reason="the workers must see the monkeypatch")
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="the workers must see the monkeypatch")
+
+
+@pytest.fixture
+def forked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork the workers even when an earlier test left a thread behind (an asyncio executor), which
+    makes ingest pick forkserver, whose workers would not see the monkeypatch."""
+    monkeypatch.setattr(ingest, "_start_method", lambda: "fork")
 
 
 @needs_fork
-def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path, small_chunks: None,
+def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path, small_chunks: None, forked: None,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     f = write_lines(tmp_path / "traces.jsonl", traffic(20))
     monkeypatch.setattr(ingest, "_parse", lambda *a: os._exit(3))
@@ -181,7 +188,8 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path, small_chunks:
 
 
 @needs_fork
-def test_a_worker_bug_is_reported(tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_bug_is_reported(tmp_path: Path, small_chunks: None, forked: None,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
     f = write_lines(tmp_path / "traces.jsonl", traffic(20))
 
     def broken(self: object, spans: object) -> None:

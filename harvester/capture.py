@@ -178,10 +178,16 @@ class RunWriter:
 
     def _defer(self, spans: Sequence[SpanData], piece: bool) -> int:
         try:
-            trace = spans_blob(self.redactor.redact_spans(spans) if self.redactor is not None else spans)
-        except Exception:  # noqa: BLE001
+            kept = self.redactor.redact_spans(spans) if self.redactor is not None else spans
+        except Exception:  # noqa: BLE001 - a trace that cannot be redacted is never written
             log.debug("could not redact a trace", exc_info=True)
-            self.drop("redact_error")
+            self.drop("redact_error_traces")
+            return 0
+        try:
+            trace = spans_blob(kept)
+        except Exception:  # noqa: BLE001
+            log.debug("could not serialize a trace", exc_info=True)
+            self.drop("serialize_error_traces")
             return 0
         self.counts["deferred"] += 1
         self._inbox_pieces += piece

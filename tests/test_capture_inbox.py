@@ -28,14 +28,14 @@ SECRETS = ["sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1
            "ghp_ZZZZyyyyXXXXwwwwVVVVuuuu1234", "hunter2pass"]
 
 
-def twin(tmp_path: Path, **kw: Any) -> tuple[HarvestingSpanProcessor, HarvestingSpanProcessor, Any]:
+def twin(tmp_path: Path, **kw: Any) -> tuple[HarvestingSpanProcessor, HarvestingSpanProcessor, TracerProvider]:
     """Two processors on one provider, so they see the same spans: deferred (default) and eager."""
     deferred = HarvestingSpanProcessor(str(tmp_path / "deferred.db"), **kw)
     eager = HarvestingSpanProcessor(str(tmp_path / "eager.db"), defer_normalize=False, **kw)
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(deferred)
     provider.add_span_processor(eager)
-    return deferred, eager, provider.get_tracer("t")
+    return deferred, eager, provider
 
 
 def table_counts(path: Path) -> tuple[int, int]:
@@ -51,7 +51,8 @@ def dumped(path: Path) -> list[tuple[Any, Any]]:
 
 
 def test_the_first_read_settles_the_inbox_into_the_runs_the_worker_would_have_written(tmp_path: Path) -> None:
-    deferred, eager, tracer = twin(tmp_path)
+    deferred, eager, provider = twin(tmp_path)
+    tracer = provider.get_tracer("t")
     agent_run(tracer, prompt="plain")
     agent_run(tracer, prompt="fails", tool_error=RuntimeError("upstream down"))
     agent_run(tracer, kind="openllmetry_nested")
@@ -69,7 +70,8 @@ def test_the_first_read_settles_the_inbox_into_the_runs_the_worker_would_have_wr
 
 
 def test_no_secret_reaches_the_file_before_or_after_settling(tmp_path: Path) -> None:
-    deferred, eager, tracer = twin(tmp_path)
+    deferred, eager, provider = twin(tmp_path)
+    tracer = provider.get_tracer("t")
     agent_run(tracer, prompt=f"my key is {SECRETS[0]}, mail {SECRETS[1]}",
               args=orjson.dumps({"query": "x", "card": SECRETS[2], "api_key": "plain-looking-value"}).decode(),
               result=f"token for you: {SECRETS[3]}", answer=f"db at https://admin:{SECRETS[4]}@db.local")
@@ -88,7 +90,8 @@ def test_no_secret_reaches_the_file_before_or_after_settling(tmp_path: Path) -> 
 
 
 def test_what_sampling_needs_to_judge_is_normalized_on_the_worker(tmp_path: Path) -> None:
-    deferred, eager, tracer = twin(tmp_path, sample_rate=0.5)
+    deferred, eager, provider = twin(tmp_path, sample_rate=0.5)
+    tracer = provider.get_tracer("t")
     for i in range(40):
         agent_run(tracer, prompt=f"run {i}", tool_error=RuntimeError("down") if i % 4 == 0 else None)
     assert deferred.force_flush() and eager.force_flush()
@@ -285,3 +288,28 @@ def test_pieces_of_traces_are_settled_inside_one_transaction(tmp_path: Path) -> 
         seen = []
         store._normalize = lambda *a: seen.append(store._conn.in_transaction) or normalize(*a)  # type: ignore
         assert store.count() == 1 and seen == [True]
+
+
+@pytest.mark.parametrize("framework", ["pydantic_ai", "langchain-openinference", "langchain-openllmetry"])
+@pytest.mark.parametrize("scenario", ["happy", "tool_error", "retry", "denied"])
+def test_real_framework_runs_come_out_of_traces_show_the_same_deferred_or_not(tmp_path: Path, framework: str,
+                                                                              scenario: str) -> None:
+    from tests.frameworks import langchain_agent, pydantic_ai_agent
+
+    deferred, eager, provider = twin(tmp_path)
+    if framework == "pydantic_ai":
+        pydantic_ai_agent.run_scenario(scenario, provider)
+    else:
+        langchain_agent.run_scenario(scenario, provider, instrumentor=framework.split("-")[1])
+    deferred.shutdown()
+    eager.shutdown()
+
+    def shown(store: str) -> list[Any]:
+        runner = CliRunner()
+        listed = runner.invoke(cli, ["traces", "list", "--json", "--store", str(tmp_path / store)])
+        ids = [orjson.loads(line)["trace_id"] for line in listed.stdout.splitlines()]
+        assert ids, listed.output
+        return [orjson.loads(runner.invoke(cli, ["traces", "show", tid, "--json", "--store", str(tmp_path / store)]).stdout)
+                for tid in ids]
+
+    assert shown("deferred.db") == shown("eager.db")

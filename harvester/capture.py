@@ -37,7 +37,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -212,7 +212,7 @@ class RunWriter:
             self.drop("internal_error")
 
     def flush(self, *, raise_errors: bool = False) -> int:
-        """Write the buffered runs (and deferred traces) in one transaction; on a store error count them lost and go on."""
+        """Write the buffered runs and deferred traces in one transaction; on a store error count them lost, go on."""
         with self._lock:
             batch, self._pending = self._pending, []
             inbox, self._inbox = self._inbox, []
@@ -222,8 +222,8 @@ class RunWriter:
                 return 0
             try:
                 if replace or inbox:
-                    self.store.add_many(batch, replace_traces=replace,
-                                        inbox=[inbox_row(inbox, redacted=self.redactor is not None, pieces=pieces)] if inbox else ())
+                    rows = [inbox_row(inbox, redacted=self.redactor is not None, pieces=pieces)] if inbox else []
+                    self.store.add_many(batch, replace_traces=replace, inbox=rows)
                 else:  # ingest's workers hand rows to a sink with only this form
                     self.store.add_many(batch)
             except Exception as exc:  # noqa: BLE001 - a full disk or a locked file never reaches the app

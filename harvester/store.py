@@ -81,7 +81,7 @@ CREATE INDEX runs_agent ON runs (agent, ts);
 CREATE INDEX runs_failed ON runs (failed, ts);
 CREATE INDEX runs_stop ON runs (stop);
 CREATE TABLE inbox (           -- one capture batch per row: one insert, whatever the batch holds
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a reader deletes the batch it read, not a newer one
     received REAL NOT NULL,
     redact INTEGER NOT NULL,     -- 1: its runs get the built-in redaction when normalized
     count INTEGER NOT NULL,      -- traces in the batch
@@ -332,6 +332,8 @@ class TraceStore:
         self._has_inbox = False
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self._rconn: sqlite3.Connection | None = None  # reads (see _reader)
+        self._rpid = 0
         self._file_id: tuple[int, int] | None = None
         self._connect()
         if hasattr(os, "register_at_fork"):
@@ -492,7 +494,29 @@ class TraceStore:
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
-            self._conn = None
+            if self._rconn is not None and self._rpid == os.getpid():
+                self._rconn.close()
+            self._conn = self._rconn = None
+
+    def _reader(self) -> sqlite3.Connection:
+        """The connection reads stream from, apart from the one that writes.
+
+        A read hands out its rows a page at a time, its statement pending in between. On the writing
+        connection that would keep an old snapshot open under the next write: a write from another
+        thread would then fail at once when another process had written meanwhile (SQLite's
+        BUSY_SNAPSHOT, which no busy timeout waits out), and a write that went through would show
+        through the listing. On its own connection a read sees one snapshot and blocks no write.
+        """
+        if self._rconn is not None and self._rpid == os.getpid():
+            return self._rconn
+        self._connect()  # the file's checks, and its schema when it is new
+        try:
+            conn = sqlite3.connect(self._abs, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._error(f"cannot open ({exc})") from None
+        self._rconn, self._rpid = conn, os.getpid()
+        return conn
 
     def __enter__(self) -> "TraceStore":
         return self
@@ -666,10 +690,13 @@ class TraceStore:
             tally = dict(found)
             rows: list[Row] = []
             replace: list[str] = []
-            version: list[tuple[int, str]] = []
+            version: list[tuple[Any, ...]] = []
             if not last_try:
                 with self._lock:
-                    stored, version = self._stored(self._connect(), ids)
+                    try:
+                        stored, version = self._stored(self._reader(), ids)
+                    except sqlite3.DatabaseError as exc:
+                        raise self._error(f"cannot read ({exc})") from None
                 rows, replace = self._normalize(traces, stored, redact, tally)
 
             def write(conn: sqlite3.Connection) -> int:
@@ -723,17 +750,18 @@ class TraceStore:
         return rows, replace
 
     def _stored(self, conn: sqlite3.Connection, trace_ids: list[str], *,
-                spans: bool = True) -> tuple[dict[str, list[SpanData] | None], list[tuple[int, str]]]:
-        """The stored spans of these traces (None for a trace with an unreadable part), and their
-        runs' row ids: ``INSERT OR REPLACE`` gives a row a new id, so the ids show any change."""
+                spans: bool = True) -> tuple[dict[str, list[SpanData] | None], list[tuple[Any, ...]]]:
+        """The stored spans of these traces (None for a trace with an unreadable part), and what tells
+        their runs apart from any others stored in their place: row id, run id and size together (a
+        replaced row may get the same row id back)."""
         out: dict[str, dict[str, SpanData] | None] = {}
-        version: list[tuple[int, str]] = []
+        version: list[tuple[Any, ...]] = []
         for i in range(0, len(trace_ids), 500):
             part = trace_ids[i:i + 500]
-            cols = "id, trace_id, spans" if spans else "id, trace_id, NULL"
+            cols = "id, trace_id, run_id, size, spans" if spans else "id, trace_id, run_id, size, NULL"
             sql = f"SELECT {cols} FROM runs WHERE trace_id IN ({','.join('?' * len(part))})"
-            for rid, tid, blob in conn.execute(sql, part):
-                version.append((rid, tid))
+            for rid, tid, run_id, size, blob in conn.execute(sql, part):
+                version.append((rid, tid, run_id, size))
                 seen = out.setdefault(tid, {})
                 if blob is None or seen is None:
                     continue
@@ -755,7 +783,7 @@ class TraceStore:
     def _query(self, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
         with self._lock:
             try:
-                cur = self._connect().execute(sql, args)
+                cur = self._reader().execute(sql, args)
             except sqlite3.DatabaseError as exc:
                 raise self._error(f"cannot read ({exc})") from None
         while True:

@@ -3,6 +3,7 @@ read normalizes them into exactly the runs the worker would have written."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import sqlite3
 import time
@@ -21,7 +22,7 @@ from harvester.cli import main as cli
 from harvester.errors import StoreError
 from harvester.redact import Redactor
 from harvester.conventions import run_data_from_spans
-from harvester.store import TraceStore, inbox_row, run_row, spans_blob
+from harvester.store import TraceStore, inbox_row, run_row, run_rows, spans_blob
 from tests.test_capture import agent_run, setup
 
 SECRETS = ["sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1111 1111 1111",
@@ -313,3 +314,64 @@ def test_real_framework_runs_come_out_of_traces_show_the_same_deferred_or_not(tm
                 for tid in ids]
 
     assert shown("deferred.db") == shown("eager.db")
+
+
+def test_an_inbox_row_id_is_never_reused(tmp_path: Path) -> None:
+    """A reader deletes the batch it read by id: an emptied inbox must not hand that id to a new batch."""
+    spans = _nested_run_spans(tmp_path)
+    with TraceStore(tmp_path / "ids.db") as store:
+        ids = []
+        for _ in range(3):
+            _inbox_of(store, [spans])
+            ids.append(store._conn.execute("SELECT MAX(id) FROM inbox").fetchone()[0])  # type: ignore[union-attr]
+            assert store.count() == 1 and store.pending() == 0
+        assert ids == sorted(set(ids))
+
+
+def test_a_listing_in_progress_blocks_no_write_and_sees_one_snapshot(tmp_path: Path) -> None:
+    """A read streams its rows; another thread's write on the same store object must go through even
+    when another process wrote meanwhile, and the listing must not show the rows written under it."""
+    with TraceStore(tmp_path / "l.db") as store:
+        from tests.test_store import make_run
+
+        store.add_many([make_run(i) for i in range(600)])
+        listing = store.runs()
+        next(listing)
+        with TraceStore(tmp_path / "l.db") as other_process:
+            other_process.add_many([make_run(1000)])
+        store.add_many([make_run(1001)])  # the capture worker's flush, on the same object
+        assert 1 + sum(1 for _ in listing) == 600
+        assert store.count() == 602
+
+
+def test_a_run_stored_in_the_place_of_another_is_seen_as_a_change(tmp_path: Path) -> None:
+    """The check that stored runs did not change while a batch was normalized must not be fooled by a
+    replaced run that got the same row id back (an ingest of the rest of the trace)."""
+    spans = _nested_run_spans(tmp_path)
+    outer = [s for s in spans if s.parent_id is None]
+    inner = [s for s in spans if s.parent_id is not None]
+    tid = spans[0].trace_id
+    def moved(span_id: str) -> str:  # another id, never the same one
+        return f"{int(span_id[0], 16) ^ 8:x}{span_id[1:]}"
+
+    other = [dataclasses.replace(s, span_id=moved(s.span_id), parent_id=s.parent_id and moved(s.parent_id),
+                                 attributes={**s.attributes, "gen_ai.agent.name": "sibling"}) for s in spans]
+    with TraceStore(tmp_path / "aba.db") as store, TraceStore(tmp_path / "aba.db") as ingest_meanwhile:
+        _inbox_of(store, [inner])
+        assert store.count() == 1  # the inner run, stored alone
+        _inbox_of(store, [other])  # a whole second run of the same trace, captured elsewhere
+        normalize = store._normalize
+
+        def racing(*args: Any) -> Any:
+            if racing.calls == 0:  # type: ignore[attr-defined]
+                whole = store.spans_of([tid])[tid] + outer
+                ingest_meanwhile.add_many(run_rows(run_data_from_spans(whole), whole, None, lambda r: None),
+                                          replace_traces=[tid])
+            racing.calls += 1  # type: ignore[attr-defined]
+            return normalize(*args)
+
+        racing.calls = 0  # type: ignore[attr-defined]
+        store._normalize = racing  # type: ignore[method-assign]
+        runs = store.get(tid)
+        assert sorted(str(r.agent) for r in runs) == ["sibling", "support"] and racing.calls == 2  # type: ignore[attr-defined]
+        assert len(store.spans(tid)) == 2 * len(spans)

@@ -645,6 +645,8 @@ class TraceStore:
             try:
                 n = self._settle_one(last, counts)
             except StoreError as exc:
+                if "cannot write" not in str(exc):
+                    raise
                 raise StoreError(f"{exc} ({total - done} captured traces wait to be normalized into runs; every "
                                  "read does that first, so reading needs write access to the store)") from None
             if n < 0:

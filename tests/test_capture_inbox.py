@@ -375,3 +375,22 @@ def test_a_run_stored_in_the_place_of_another_is_seen_as_a_change(tmp_path: Path
         runs = store.get(tid)
         assert sorted(str(r.agent) for r in runs) == ["sibling", "support"] and racing.calls == 2  # type: ignore[attr-defined]
         assert len(store.spans(tid)) == 2 * len(spans)
+
+
+def test_a_damaged_store_read_while_settling_is_a_store_error(tmp_path: Path) -> None:
+    spans = _nested_run_spans(tmp_path)
+    path = tmp_path / "damaged.db"
+    with TraceStore(path) as store:
+        _inbox_of(store, [spans])
+        assert store.count() == 1
+        _inbox_of(store, [spans])  # more of a stored trace waits in the inbox
+    with sqlite3.connect(path) as c:
+        root = c.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_runs_1'").fetchone()[0]
+        page = c.execute("PRAGMA page_size").fetchone()[0]
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(path, "r+b") as f:  # the (trace_id, run_id) index, and nothing else
+        f.seek((root - 1) * page)
+        f.write(b"\xff" * 64)
+    with TraceStore(path) as store, pytest.raises(StoreError, match="cannot read") as err:
+        store.count()
+    assert "write access" not in str(err.value)

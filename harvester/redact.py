@@ -139,9 +139,17 @@ _LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 def _card_shaped(s: str) -> bool:
     """A cheap test (one C translation) for a run of digits long enough to be a card number."""
-    if len(s) < 13:
-        return False
-    return _CARD_RUN.search(s.encode("utf-8", "surrogatepass").translate(_CARD_SHAPE)) is not None
+    return len(s) >= 13 and _card_shaped_bytes(s.encode("utf-8", "surrogatepass"))
+
+
+def _card_shaped_bytes(raw: bytes) -> bool:
+    return _CARD_RUN.search(raw.translate(_CARD_SHAPE)) is not None
+
+
+def _names_data(key: str) -> bool:
+    """A key that may itself be personal data ({"bob@example.com": ...}), redacted as text; a key that
+    merely contains some (an OData "members@odata.bind") stays."""
+    return ("@" in key or len(key) >= 13) and "@odata." not in key
 
 
 def _base64_like(value: str) -> bool:
@@ -444,9 +452,7 @@ class Redactor:
                     if out is None:
                         out = dict(v)
                     out[k] = y
-                if type(k) is str and ("@" in k or len(k) >= 13) and "@odata." not in k:
-                    # A key that is itself personal data ({"bob@example.com": ...}) is renamed; a key
-                    # that merely contains some (an OData "members@odata.bind") stays.
+                if type(k) is str and _names_data(k):
                     nk = short.get(k)
                     nk = self._text(k, p) if nk is None else (nk or k)
                     if nk is not k and PLACEHOLDER.fullmatch(nk):
@@ -523,7 +529,7 @@ class Redactor:
         # reader unescapes; a float big enough to be a card is written with an exponent.
         if _ESCAPED.search(raw) is not None or (b"+" in raw and b"e+1" in raw):
             return False
-        if _CARD_RUN.search(raw.translate(_CARD_SHAPE)) is not None:
+        if _card_shaped_bytes(raw):
             return False
         return not _maybe_secret(raw.lower().decode() if raw.isascii() else raw.decode().lower())
 
@@ -536,8 +542,8 @@ class Redactor:
             return True
         for key in keys:
             if key not in known:
-                if not (type(key) is str and not self._is_secret_key(key) and (
-                        ("@" not in key and len(key) < 13) or "@odata." in key or self._text(key, _Pass()) is key)):
+                if not (type(key) is str and not self._is_secret_key(key)
+                        and (not _names_data(key) or self._text(key, _Pass()) is key)):
                     return False
                 if len(known) < 10_000:
                     known.add(key)

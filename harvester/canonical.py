@@ -8,6 +8,7 @@ fixture recorded in production match the call a replay makes.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any, Iterable
 
 import orjson
@@ -33,8 +34,49 @@ def _normalize(value: Any) -> Any:
 
 
 def canonical_bytes(value: Any) -> bytes:
-    """Sorted keys, integral floats as ints, UTF-8; unknown objects by ``str()``."""
-    return orjson.dumps(_normalize(value), option=_OPTS, default=str)
+    """Sorted keys, integral floats as ints, UTF-8; unknown objects by ``str()``. Total: never raises.
+
+    What orjson refuses (ints of 64 bits and more, lone surrogates, nesting past its depth) takes a
+    slower encoding that is as deterministic: those values hash and compare like any other.
+    """
+    try:
+        return orjson.dumps(_normalize(value), option=_OPTS, default=str)
+    except (TypeError, ValueError, RecursionError):  # orjson.JSONEncodeError is a TypeError
+        return _fallback_bytes(value)
+
+
+MAX_DEPTH = 200
+_TOO_DEEP = "<nested too deep>"
+
+
+def _safe(value: Any, depth: int = 0) -> Any:
+    """``_normalize`` for values orjson refuses: string keys, bounded depth, no value left unencodable."""
+    if depth > MAX_DEPTH:
+        return _TOO_DEEP
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): _safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_safe(v, depth + 1) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_safe(v, depth + 1) for v in value), key=repr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - an object whose __str__ raises still gets a stable form
+        return f"<{type(value).__name__}>"
+
+
+def _fallback_bytes(value: Any) -> bytes:
+    try:
+        return json.dumps(_safe(value), sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                          allow_nan=True).encode("ascii")
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(f"<{type(value).__name__}>").encode("ascii")
 
 
 def canonical_json(value: Any) -> str:

@@ -1031,6 +1031,19 @@ def runs_from_spans(spans: Any) -> list[Run]:
     return [Run.model_validate(data) for data in run_data_from_spans(spans)]
 
 
+def agent_names(spans: Any) -> set[str]:
+    """Names of the agents these spans ran, and of the handoffs to them: calls a framework answers by
+    running an agent (a smolagents managed agent, an openai-agents handoff), never by running a tool."""
+    out: set[str] = set()
+    for sp in _span_datas(spans):
+        source, role = _classify(sp)
+        if role == "agent":
+            name = _agent_name(sp, source)
+            if name:
+                out.update((name, handoff_tool_name(name)))
+    return out
+
+
 def subtree(root: SpanData, children: Mapping[str, Sequence[SpanData]], taken: set[str]) -> list[SpanData]:
     """``root`` and its descendants, skipping (and adding to ``taken``) span ids already taken."""
     out: list[SpanData] = []

@@ -17,7 +17,8 @@
     │                              a harness error, not N case failures
     ├── OutputError                a report file cannot be written (a directory, a missing or read-only
     │                              folder); carries ``file``
-    └── NoFixture                  replay met a tool call with no recorded fixture (opt-in raise)
+    ├── NoFixture                  replay met a tool call with no recorded fixture (opt-in raise)
+    └── LiveToolCall               a replay refused a tool call that would have run for real
 
 Each error that comes from a file carries ``file`` and ``field`` so the message can name both.
 """
@@ -107,6 +108,18 @@ class NoFixture(HarvesterError):
     def __init__(self, result: dict[str, Any]) -> None:
         self.result = result
         super().__init__(f"{result.get('message', 'no fixture')} {result.get('hint', '')}".strip())
+
+
+class LiveToolCall(HarvesterError, RuntimeError):
+    """Raised into the agent in place of a tool call a replay cannot serve and must not run.
+
+    A ``RuntimeError`` too, so an agent's generic error handling treats it as a failed tool call.
+    """
+
+    def __init__(self, tool: str, why: str) -> None:
+        self.tool = tool
+        self.why = why
+        super().__init__(f"live_tool_call: {tool} {why}")
 
 
 def pydantic_field(err: Any) -> tuple[str, str]:

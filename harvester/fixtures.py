@@ -133,6 +133,7 @@ class FixtureTools:
         self._served: dict[str, int] = {}
         self._injected: dict[str, int] = {}
         self._lock = threading.Lock()
+        self.notes: list[str] = []  # what an adapter could not replay (a hosted tool left out)
 
     # -- the executor protocol ------------------------------------------------------------
     def execute(self, name: str, args: Any) -> Any:
@@ -149,6 +150,16 @@ class FixtureTools:
     async def aexecute(self, name: str, args: Any) -> Any:
         return self.execute(name, args)
 
+    def note(self, text: str) -> None:
+        """Say something about this replay the report must show (once)."""
+        with self._lock:
+            if text not in self.notes:
+                self.notes.append(text)
+
+    def key_of(self, name: str, args: Any) -> str:
+        """The fixture key of a call, as this executor matches it (``ignore_args`` applied)."""
+        return fixture_key(name, args, self._ignore.get(name, ()))
+
     # -- figures ------------------------------------------------------------------------------
     @property
     def redundant(self) -> int:
@@ -161,7 +172,7 @@ class FixtureTools:
     # -- resolution -----------------------------------------------------------------------
     def _resolve(self, name: str, args: Any) -> ToolLog:
         ignore = self._ignore.get(name, ())
-        key = fixture_key(name, args, ignore)
+        key = self.key_of(name, args)
         spec = self.case.inject_failures.get(name)
         if spec is not None and self._inject_now(name, spec):
             return _inject(ToolLog(name, args, key, "injected", mode=spec.mode), self._by_tool.get(name))

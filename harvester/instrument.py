@@ -1,11 +1,13 @@
 """Instrumentation for apps without a framework: ``agent_run()`` and ``@tool``.
 
 They emit the same GenAI-semconv spans pydantic-ai does (``invoke_agent``, ``chat``,
-``execute_tool``), so the conventions code reads them like any framework's. ``@tool`` is also the
-replay seam: inside a replay the runner sets an executor in a context variable and the decorated
-function consults it instead of running for real. A context variable, so concurrent cases (threads
-or asyncio tasks) never see each other's fixtures. This module must not import ``fixtures``: the
-runner sets the variable, the tools only read it.
+``execute_tool``), so the conventions code reads them like any framework's. ``@tool`` is also a
+replay seam: it asks ``seam.route()`` where the call goes, so inside a replay the function body
+never runs (a framework's own dispatch is routed by ``adapters``, this is for the app's own loop).
+
+Production code calls these, so they never raise into the app: a value orjson refuses (a non-string
+key, an int of 64 bits or more, a lone surrogate, nesting past orjson's depth) is recorded in a
+best-effort form, and the tool's own result or exception is what the caller gets, once.
 """
 
 from __future__ import annotations
@@ -14,47 +16,35 @@ import contextlib
 import functools
 import inspect
 import itertools
-from contextvars import ContextVar
-from typing import Any, Callable, Iterator, Protocol, TypeVar, overload
+import re
+import threading
+from typing import Any, Callable, Iterator, TypeVar, overload
 
 import orjson
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from . import seam
+from .canonical import canonical_json
+
 F = TypeVar("F", bound=Callable[..., Any])
 TRACER_NAME = "harvester"
-
-
-class Executor(Protocol):
-    """What a replay puts in place of live tools: returns the result or raises the recorded failure."""
-
-    def execute(self, name: str, args: dict[str, Any]) -> Any: ...
-
-    async def aexecute(self, name: str, args: dict[str, Any]) -> Any: ...
-
-
-_executor: ContextVar[Executor | None] = ContextVar("harvester_executor", default=None)
-_active_run: ContextVar["AgentRun | None"] = ContextVar("harvester_agent_run", default=None)
-
-
-def current_executor() -> Executor | None:
-    return _executor.get()
-
-
-@contextlib.contextmanager
-def use_executor(executor: Executor | None) -> Iterator[None]:
-    """Route every ``@tool`` call in this context (and tasks/threads copied from it) to ``executor``."""
-    token = _executor.set(executor)
-    try:
-        yield
-    finally:
-        _executor.reset(token)
+_RUN = otel_context.create_key("harvester.agent_run")
+# Parameters a framework fills in and the model never sees: never args, never in a fixture key.
+_CONTEXT_TYPES = re.compile(r"\b(RunContext|RunContextWrapper|ToolContext|ToolRuntime|RunnableConfig|"
+                            r"Injected\w*|(Async)?CallbackManagerForToolRun|Callbacks)\b")
+_CONTEXT_NAMES = ("run_manager", "callbacks")
 
 
 def _json(value: Any) -> str:
+    """JSON text for a span attribute; never raises (what orjson refuses takes the canonical encoding)."""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value, default=str).decode()
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except Exception:  # noqa: BLE001 - big ints, surrogates, depth: still recorded, never raised
+        return canonical_json(value)
 
 
 def _messages(role: str, text: str | None, tool_calls: Any = (), finish_reason: str | None = None) -> str:
@@ -66,7 +56,7 @@ def _messages(role: str, text: str | None, tool_calls: Any = (), finish_reason: 
     msg: dict[str, Any] = {"role": role, "parts": parts}
     if finish_reason:
         msg["finish_reason"] = finish_reason
-    return orjson.dumps([msg], default=str).decode()
+    return _json([msg])
 
 
 class AgentRun:
@@ -78,6 +68,7 @@ class AgentRun:
         self._tracer = tracer
         self._ids = itertools.count(1)
         self._pending: dict[str, list[str]] = {}  # tool name -> requested call ids not yet executed
+        self._lock = threading.Lock()  # tools of one model turn may run in parallel threads
         self.answer: str | None = None
 
     def model_call(self, model: str, *, input_tokens: int = 0, output_tokens: int = 0,
@@ -87,7 +78,8 @@ class AgentRun:
         for tc in tool_calls:
             call = {"id": tc.get("id") or f"call_{next(self._ids)}", "name": tc["name"],
                     "arguments": tc.get("arguments", tc.get("args", {}))}
-            self._pending.setdefault(call["name"], []).append(call["id"])
+            with self._lock:
+                self._pending.setdefault(call["name"], []).append(call["id"])
             calls.append(call)
         attrs = {
             "gen_ai.operation.name": "chat",
@@ -102,8 +94,9 @@ class AgentRun:
         return calls
 
     def take_call_id(self, tool_name: str) -> str | None:
-        pending = self._pending.get(tool_name)
-        return pending.pop(0) if pending else None
+        with self._lock:
+            pending = self._pending.get(tool_name)
+            return pending.pop(0) if pending else None
 
     def finish(self, answer: str | None) -> None:
         """The final answer; the run stops ``answered``."""
@@ -126,7 +119,12 @@ class AgentRun:
 @contextlib.contextmanager
 def agent_run(name: str, prompt: str, *, model: str | None = None,
               tracer_provider: trace.TracerProvider | None = None) -> Iterator[AgentRun]:
-    """One agent invocation as an ``invoke_agent`` span; tool and model calls inside become its children."""
+    """One agent invocation as an ``invoke_agent`` span; tool and model calls inside become its children.
+
+    The run travels in the OpenTelemetry context, which threads now inherit too (``seam``): a tool
+    run in a thread pool is still this run's call, executed, under its span.
+    """
+    seam.propagate_into_threads()
     tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
@@ -137,11 +135,11 @@ def agent_run(name: str, prompt: str, *, model: str | None = None,
         attrs["gen_ai.request.model"] = model
     with tracer.start_as_current_span(f"invoke_agent {name}", attributes=attrs) as span:
         handle = AgentRun(span, name, tracer)
-        token = _active_run.set(handle)
+        token = otel_context.attach(otel_context.set_value(_RUN, handle))
         try:
             yield handle
         finally:
-            _active_run.reset(token)
+            otel_context.detach(token)
 
 
 @overload
@@ -149,30 +147,35 @@ def tool(fn: F) -> F: ...
 
 
 @overload
-def tool(*, name: str | None = None, spans: bool = True) -> Callable[[F], F]: ...
+def tool(*, name: str | None = None, spans: bool | None = None) -> Callable[[F], F]: ...
 
 
-def tool(fn: Any = None, *, name: str | None = None, spans: bool = True) -> Any:
+def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) -> Any:
     """Make a function a harvester tool: real in production, served from fixtures inside a replay.
 
-    ``spans=False`` when a framework (pydantic-ai, LangChain) already emits the tool span; the
-    function then only gains the replay seam. Signature and docstring are kept (frameworks read them).
+    The tool span is emitted unless a framework's own tool span is already the current span (then
+    that one is the record, and the function only gains the replay seam); ``spans=False`` never emits
+    one. Signature and docstring are kept (frameworks read them). Parameters a framework fills in
+    (``self``, ``cls``, a ``RunContext``, LangChain's injected arguments) are not the call's args.
     """
 
     def deco(func: F) -> F:
         tool_name = name or func.__name__
         sig = inspect.signature(func)
+        hidden = _hidden_params(sig)
 
         def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             try:
                 bound = sig.bind(*args, **kwargs)
             except TypeError:
-                return dict(kwargs)
+                return {k: v for k, v in kwargs.items() if k not in hidden and not _is_context(v)}
             out: dict[str, Any] = {}
             for pname, value in bound.arguments.items():
                 kind = sig.parameters[pname].kind
                 if kind is inspect.Parameter.VAR_KEYWORD:
-                    out.update(value)
+                    out.update((k, v) for k, v in value.items() if not _is_context(v))
+                elif pname in hidden or _is_context(value):
+                    continue
                 elif kind is inspect.Parameter.VAR_POSITIONAL:
                     out[pname] = list(value)
                 else:
@@ -184,7 +187,7 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool = True) -> Any:
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
                 call_args = bind(args, kwargs)
                 with _tool_span(tool_name, call_args, spans) as record:
-                    executor = _executor.get()
+                    executor = seam.route()
                     result = await (executor.aexecute(tool_name, call_args) if executor is not None
                                     else func(*args, **kwargs))
                     record(result)
@@ -196,7 +199,7 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool = True) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             call_args = bind(args, kwargs)
             with _tool_span(tool_name, call_args, spans) as record:
-                executor = _executor.get()
+                executor = seam.route()
                 result = executor.execute(tool_name, call_args) if executor is not None else func(*args, **kwargs)
                 record(result)
                 return result
@@ -206,19 +209,49 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool = True) -> Any:
     return deco(fn) if fn is not None else deco
 
 
+def _hidden_params(sig: inspect.Signature) -> set[str]:
+    """Names of the parameters a framework or Python fills in: ``self``/``cls``, contexts, callbacks."""
+    params = list(sig.parameters.values())
+    hidden = {params[0].name} if params and params[0].name in ("self", "cls") else set()
+    for p in params:
+        ann = p.annotation
+        text = ann if isinstance(ann, str) else ("" if ann is inspect.Parameter.empty else repr(ann))
+        if p.name in _CONTEXT_NAMES or _CONTEXT_TYPES.search(text):
+            hidden.add(p.name)
+    return hidden
+
+
+def _is_context(value: Any) -> bool:
+    """A framework's context object passed without an annotation that says so."""
+    return value is not None and _CONTEXT_TYPES.fullmatch(type(value).__name__) is not None
+
+
+def _in_tool_span() -> bool:
+    """The current span is a tool span a framework already emits for this call."""
+    attrs = getattr(trace.get_current_span(), "attributes", None)
+    if not attrs:
+        return False
+    return (attrs.get("gen_ai.operation.name") == "execute_tool" or attrs.get("openinference.span.kind") == "TOOL"
+            or attrs.get("traceloop.span.kind") == "tool")
+
+
+def _noop(_result: Any) -> None:
+    return None
+
+
 @contextlib.contextmanager
-def _tool_span(tool_name: str, args: dict[str, Any], enabled: bool) -> Iterator[Callable[[Any], None]]:
-    if not enabled:
-        yield lambda _result: None
+def _tool_span(tool_name: str, args: dict[str, Any], enabled: bool | None) -> Iterator[Callable[[Any], None]]:
+    if enabled is False or (enabled is None and _in_tool_span()):
+        yield _noop
         return
-    run = _active_run.get()
-    tracer = run._tracer if run is not None else trace.get_tracer(TRACER_NAME)
+    run = otel_context.get_value(_RUN)
+    tracer = run._tracer if isinstance(run, AgentRun) else trace.get_tracer(TRACER_NAME)
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool_name,
         "gen_ai.tool.call.arguments": _json(args),
     }
-    call_id = run.take_call_id(tool_name) if run is not None else None
+    call_id = run.take_call_id(tool_name) if isinstance(run, AgentRun) else None
     if call_id:
         attrs["gen_ai.tool.call.id"] = call_id
     # The span records the exception itself (status ERROR + exception event) and re-raises.

@@ -39,13 +39,14 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
+from . import adapters, seam
 from . import checks as checklib
+from .canonical import canonical_json
 from .case import AgentCase, Case
 from .config import Config
-from .conventions import runs_from_spans
+from .conventions import agent_names, runs_from_spans
 from .errors import AgentBuildError, AgentLoadError
 from .fixtures import FixtureTools, ToolLog, recovery_variants
-from .instrument import use_executor
 from .model import ErrorInfo, Run, ToolCall, Usage
 from .report import MAX_NO_FIXTURE_CALLS, CaseResult, CheckResult, Divergence, Injected, NoFixtureCall, Report
 
@@ -84,11 +85,13 @@ def _factory_name(factory: Callable[..., Any]) -> str:
     return f"{module}:{name}" if module and name else repr(factory)
 
 
-def _takes_tools(factory: Callable[..., Any]) -> bool:
+def _wants(factory: Callable[..., Any]) -> set[str]:
+    """Which of ``tools`` (the case's executor) and ``case`` (the case replayed) the factory takes."""
     try:
-        return "tools" in inspect.signature(factory).parameters
+        params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
-        return False
+        return set()
+    return {name for name in ("tools", "case") if name in params}
 
 
 # -- observing spans --------------------------------------------------------------------------
@@ -141,6 +144,22 @@ class _Job:
 
 
 @dataclass
+class LiveCall:
+    """A tool call that did not go through the case's executor: ``ran`` (its tool span says it executed)
+    or ``refused`` (it had lost the case's context, so the seam refused it)."""
+
+    name: str
+    args: Any
+    how: str
+
+    def describe(self) -> str:
+        args = canonical_json(self.args) if self.args is not None else "(args not captured)"
+        if self.how == "ran":
+            return f"{self.name}({args}) ran for real: a tool span the executor never served"
+        return f"{self.name}({args}) was called outside any case's context (a thread it lost); refused"
+
+
+@dataclass
 class _Outcome:
     passed: bool
     checks: list[CheckResult]
@@ -149,52 +168,64 @@ class _Outcome:
     duration_ms: float
     tools: Optional[FixtureTools]
     build_failed: bool = False  # the factory raised or built something unusable: the agent never ran
+    live: Optional[list[LiveCall]] = None
 
 
 Done = "queue.SimpleQueue[tuple[_Job, _Outcome]]"
 
 
+def _blank(case: Case) -> AgentCase:
+    """The spec of an in-code case: nothing recorded, so every tool call it makes is a ``no_fixture``."""
+    return AgentCase.model_construct(id=case.id, prompt=case.task, status="accepted")
+
+
 class _Runner:
-    """What every job shares: the factory, the observer, prices and the judge."""
+    """What every job shares: the factory, the observer, the adapters, prices and the judge."""
 
     def __init__(self, build_agent: Callable[..., Any], timeout: float, judge: Optional[Judge],
                  prices: Optional[Config], ignore_args: Optional[Mapping[str, Sequence[str]]] = None) -> None:
         self.build_agent = build_agent
         self.ignore_args = ignore_args
-        self.takes_tools = _takes_tools(build_agent)
+        self.wants = _wants(build_agent)
         self.timeout = timeout
         self.judge = judge
         self.prices = prices
         self.tracer, self.collector = _observer()
+        self.adapters = adapters.Session()
 
-    def start(self, job: _Job, done: Done) -> tuple[int, Optional[FixtureTools]]:
-        """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
-        tools = FixtureTools(job.case.spec, ignore_args=self.ignore_args) if job.case.spec is not None else None
+    def start(self, job: _Job, done: Done) -> tuple[int, FixtureTools, threading.Thread]:
+        """Start the job's thread; returns the trace id its spans are keyed by, its executor and the thread."""
+        tools = FixtureTools(job.case.spec if job.case.spec is not None else _blank(job.case),
+                             ignore_args=self.ignore_args)
         root = self.tracer.start_span(f"harvester.replay {job.case.id}", context=otel_context.Context(),
-                                      attributes={"harvester.case": job.case.id, "harvester.trial": job.trial})
+                                      attributes={seam.CASE_ATTRIBUTE: job.case.id, "harvester.trial": job.trial})
         trace_id = root.get_span_context().trace_id
         if self.collector is not None:
             self.collector.watch(trace_id)
         ctx = contextvars.copy_context()
-        threading.Thread(target=ctx.run, args=(self._body, job, root, trace_id, tools, done),
-                         name=f"harvester-{job.case.id}", daemon=True).start()
-        return trace_id, tools
+        thread = threading.Thread(target=ctx.run, args=(self._body, job, root, trace_id, tools, seam.STATE.seq, done),
+                                  name=f"harvester-{job.case.id}", daemon=True)
+        thread.start()
+        return trace_id, tools, thread
 
     def release(self, trace_id: int) -> list[ReadableSpan]:
         return self.collector.release(trace_id) if self.collector is not None else []
 
-    def _body(self, job: _Job, root: Any, trace_id: int, tools: Optional[FixtureTools], done: Done) -> None:
+    def _body(self, job: _Job, root: Any, trace_id: int, tools: FixtureTools, orphans_seen: int, done: Done) -> None:
         started = time.perf_counter()
         answer: Any = None
         error: Optional[BaseException] = None
         built = False
+        token = otel_context.attach(seam.case_context(root, tools))
         try:
-            with use_executor(tools), trace.use_span(root, end_on_exit=True):
-                target = self._build(tools)
-                built = True
-                answer = self._run(target, job.case.task)
+            target = self._build(tools, job.case)
+            built = True
+            answer = self._run(target, job.case.task)
         except BaseException as exc:  # noqa: BLE001 - an agent that raises (even SystemExit) fails its case only
             error = exc
+        finally:
+            otel_context.detach(token)
+            root.end()
         spans = self.release(trace_id)
         try:
             run = self._observe(job, answer, spans, tools)
@@ -204,30 +235,46 @@ class _Runner:
             # What the run did before it failed still counts: a forbidden call that executed is reported.
             run = run.model_copy(update={"stop": "error", "answer": None,
                                          "error": ErrorInfo(type=type(error).__name__, message=str(error))})
+        live = live_calls(run, tools, spans) + [LiveCall(o.name, o.args, "refused")
+                                                for o in seam.orphans_since(orphans_seen)]
         checks = evaluate(job.case, run, judge=self.judge)
-        unanswered = _recorded_calls_only(job.case, tools)
-        if unanswered is not None:
-            checks.append(unanswered)
+        checks.extend(c for c in (_recorded_calls_only(job.case, tools), _no_live_calls(live),
+                                  self._guarded()) if c is not None)
         passed = error is None and all(c.passed for c in checks)
         message = f"{type(error).__name__}: {error}" if error is not None else None
         done.put((job, _Outcome(passed, checks, run, message, (time.perf_counter() - started) * 1000, tools,
-                                build_failed=not built)))
+                                build_failed=not built, live=live)))
 
-    def _build(self, tools: Optional[FixtureTools]) -> Callable[[str], Any]:
+    def _guarded(self) -> Optional[CheckResult]:
+        """A failed check when a framework in use could not be guarded: nothing stopped its tools."""
+        if not self.adapters.failed:
+            return None
+        why = "; ".join(f"{name}: {err}" for name, err in sorted(self.adapters.failed.items()))
+        return CheckResult(name="hermetic", passed=False,
+                           detail=f"harvester could not route this framework's tool calls ({why}): its tools "
+                                  "may have run for real; upgrade harvester or pin the framework")
+
+    def _build(self, tools: FixtureTools, case: Case) -> Callable[[str], Any]:
         """The agent's entry point from a fresh ``factory()``; whatever fails here is the factory's fault."""
-        agent = self.build_agent(tools=tools) if self.takes_tools else self.build_agent()
-        target = agent if callable(agent) else getattr(agent, "run", None)
+        kwargs: dict[str, Any] = {}
+        if "tools" in self.wants:
+            kwargs["tools"] = tools
+        if "case" in self.wants:
+            kwargs["case"] = case.spec if case.spec is not None else case
+        agent = self.build_agent(**kwargs)
+        self.adapters.refresh()  # the factory may have imported its framework just now
+        target = adapters.entry(agent, case.spec if case.spec is not None else case)
+        if target is None:
+            target = agent if callable(agent) else getattr(agent, "run", None)
         if not callable(target):
-            raise TypeError(f"the factory built a {type(agent).__name__}, which is neither callable nor has .run(prompt)")
+            raise TypeError(f"the factory built a {type(agent).__name__}, which is neither callable, nor has "
+                            ".run(prompt), nor is an agent of a framework harvester knows")
         return target
 
     def _run(self, target: Callable[[str], Any], prompt: str) -> Any:
         result = target(prompt)
         if inspect.isawaitable(result):
-            try:
-                result = asyncio.run(asyncio.wait_for(_awaited(result), self.timeout))
-            except asyncio.TimeoutError:
-                raise TimeoutError(f"agent did not finish within {self.timeout:g}s") from None
+            result = asyncio.run(_within(result, self.timeout))
         return result
 
     def _observe(self, job: _Job, answer: Any, spans: list[ReadableSpan], tools: Optional[FixtureTools]) -> Run:
@@ -251,8 +298,20 @@ class _Runner:
         return run
 
 
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
+class ReplayTimeout(TimeoutError):
+    """The harness gave up on an agent; a ``TimeoutError`` the agent raised itself is reported as its own."""
+
+
+async def _within(awaitable: Any, timeout: float) -> Any:
+    """Await the agent for at most ``timeout`` seconds. The agent's own exceptions (its own
+    ``TimeoutError`` included) come out as they are; only the harness's deadline says it gave up."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if not done:
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)  # let it unwind (its own cleanup, spans ended)
+        raise ReplayTimeout(f"agent did not finish within {timeout:g}s")
+    return task.result()
 
 
 def _joined(runs: list[Run]) -> Run:
@@ -351,8 +410,8 @@ def _result(case: Case, outcomes: list[_Outcome], variant_of: Optional[str]) -> 
     run, spec, tools = rep.run, case.spec, rep.tools
     costs = [o.run.cost for o in outcomes if o.run is not None and o.run.cost is not None]
     forbidden = set(spec.forbidden_tools) if spec is not None else set()
-    unauthorised = sum(1 for o in outcomes if o.run is not None for c in o.run.calls
-                       if c.name in forbidden and c.executed)
+    unauthorised = sum(_unauthorised(o, forbidden) for o in outcomes)
+    notes = list(dict.fromkeys(n for o in outcomes if o.tools is not None for n in o.tools.notes))
     injected = None
     if variant_of is not None and spec is not None and spec.inject_failures:
         tool, inj = next(iter(spec.inject_failures.items()))
@@ -372,7 +431,7 @@ def _result(case: Case, outcomes: list[_Outcome], variant_of: Optional[str]) -> 
         no_fixture_calls=_no_fixture_calls(tools),
         tool_calls=len(tools.log) if tools is not None else 0,
         redundant_calls=tools.redundant if tools is not None else 0,
-        unauthorised=unauthorised,
+        unauthorised=unauthorised, live_calls=sum(len(o.live or ()) for o in outcomes), notes=notes,
         abstained=run is not None and run.stop == "answered" and checklib.abstained()(run)[0],
         variant_of=variant_of, injected=injected,
     )
@@ -407,6 +466,58 @@ def _recorded_calls_only(case: Case, tools: Optional[FixtureTools]) -> Optional[
     return CheckResult(name="recorded_calls_only", passed=False,
                        detail=f"{tools.no_fixture} call{'s' if tools.no_fixture != 1 else ''} the recording cannot answer: "
                               + "; ".join(c.explain() for c in calls) + more)
+
+
+def live_calls(run: Run, tools: FixtureTools, spans: Sequence[ReadableSpan]) -> list[LiveCall]:
+    """The calls the replay trace says executed that the executor never served: tool bodies that ran.
+
+    Each executed call of the run is paired with a call the executor logged (same tool and arguments
+    first, then same tool); what is left ran some other way (an undecorated helper that emits a tool
+    span, a framework path no adapter guards). Calls a framework answers by running an agent (a
+    managed agent, a handoff) are not tools.
+    """
+    agents = agent_names(spans) if spans else set()
+    by_key: dict[tuple[str, str], int] = {}
+    by_name: dict[str, int] = {}
+    for entry in tools.log:
+        by_key[(entry.name, entry.key)] = by_key.get((entry.name, entry.key), 0) + 1
+        by_name[entry.name] = by_name.get(entry.name, 0) + 1
+    unpaired: list[ToolCall] = []
+    for call in run.calls:
+        if call.status != "ok" or call.name in agents:
+            continue
+        key = (call.name, tools.key_of(call.name, call.args))
+        if by_key.get(key, 0) > 0:
+            by_key[key] -= 1
+            by_name[call.name] -= 1
+        else:
+            unpaired.append(call)
+    live = []
+    for call in unpaired:
+        if by_name.get(call.name, 0) > 0:
+            by_name[call.name] -= 1
+        else:
+            live.append(LiveCall(call.name, call.args, "ran"))
+    return live
+
+
+def _no_live_calls(live: Sequence[LiveCall]) -> Optional[CheckResult]:
+    """A failed ``live_tool_call`` check naming each call that did not go through the executor."""
+    if not live:
+        return None
+    shown = "; ".join(c.describe() for c in live[:MAX_NO_FIXTURE_CALLS])
+    more = f"; and {len(live) - MAX_NO_FIXTURE_CALLS} more" if len(live) > MAX_NO_FIXTURE_CALLS else ""
+    return CheckResult(name="live_tool_call", passed=False, detail=shown + more)
+
+
+def _unauthorised(outcome: _Outcome, forbidden: set[str]) -> int:
+    """Forbidden calls the agent made in one trial: every one the executor saw (served, answered or
+    failed: the agent dispatched it), and every one that went around it. Counted from the executor's
+    log, so a trial that timed out counts what it did before."""
+    if not forbidden:
+        return 0
+    seen = sum(1 for e in outcome.tools.log if e.name in forbidden) if outcome.tools is not None else 0
+    return seen + sum(1 for c in outcome.live or () if c.name in forbidden)
 
 
 # -- the suite --------------------------------------------------------------------------------
@@ -470,39 +581,12 @@ def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
     runner = _Runner(build_agent, timeout, judge, price_config, ignore_args)
-    jobs = iter([_Job(i, case, t) for i, (case, _) in enumerate(plan) for t in range(trials)])
-    outcomes: list[list[_Outcome]] = [[] for _ in plan]
-    remaining = len(plan) * trials
-    bar = _Progress(remaining, progress)
-    done: "queue.SimpleQueue[tuple[_Job, _Outcome]]" = queue.SimpleQueue()
-    inflight: dict[int, tuple[_Job, float, int, Optional[FixtureTools]]] = {}  # id(job) -> job, deadline, ...
-    grace = 1.0  # an async agent is cancelled at the timeout: let it report that itself
-
-    while remaining:
-        while len(inflight) < limit:
-            job = next(jobs, None)
-            if job is None:
-                break
-            trace_id, tools = runner.start(job, done)
-            inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools)
-        wait = min(deadline for _, deadline, _, _ in inflight.values()) - time.monotonic()
+    with seam.replaying_now():
+        runner.adapters.refresh()
         try:
-            finished = [done.get(timeout=max(wait, 0.0))]
-        except queue.Empty:
-            now = time.monotonic()
-            finished = []
-            for key, (job, deadline, trace_id, tools) in list(inflight.items()):
-                if deadline <= now:  # a hung agent: abandon its thread, fail its case
-                    runner.release(trace_id)
-                    finished.append((job, _Outcome(False, [], None, f"TimeoutError: agent did not finish within "
-                                                   f"{timeout:g}s", timeout * 1000, tools)))
-        for job, outcome in finished:
-            if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped
-                continue
-            outcomes[job.index].append(outcome)
-            remaining -= 1
-            bar.step(outcome.passed)
-
+            outcomes = _drive(runner, plan, trials, limit, timeout, _Progress(len(plan) * trials, progress))
+        finally:
+            runner.adapters.close()
     builds = [o for outs in outcomes for o in outs]
     if builds and all(o.build_failed for o in builds):  # not one agent was built: the harness is wrong, not the cases
         raise AgentBuildError(_factory_name(build_agent), builds[0].error or "no agent built")
@@ -511,6 +595,43 @@ def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *
     return Report(suite=name, suite_version=version, trials=trials,
                   shard=f"{shard[0]}/{shard[1]}" if shard else None,
                   results=[_result(case, outs, variant_of) for (case, variant_of), outs in zip(plan, outcomes)])
+
+
+def _drive(runner: _Runner, plan: list[tuple[Case, Optional[str]]], trials: int, limit: int, timeout: float,
+           bar: _Progress) -> list[list[_Outcome]]:
+    """Run every case-trial, at most ``limit`` at once, and give up on any that outlives ``timeout``."""
+    jobs = iter([_Job(i, case, t) for i, (case, _) in enumerate(plan) for t in range(trials)])
+    outcomes: list[list[_Outcome]] = [[] for _ in plan]
+    remaining = len(plan) * trials
+    done: "queue.SimpleQueue[tuple[_Job, _Outcome]]" = queue.SimpleQueue()
+    inflight: dict[int, tuple[_Job, float, int, FixtureTools, threading.Thread]] = {}  # id(job) -> job, deadline, ...
+    grace = 1.0  # an async agent is cancelled at the timeout: let it report that itself
+    while remaining:
+        while len(inflight) < limit:
+            job = next(jobs, None)
+            if job is None:
+                break
+            trace_id, tools, thread = runner.start(job, done)
+            inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools, thread)
+        wait = min(entry[1] for entry in inflight.values()) - time.monotonic()
+        try:
+            finished = [done.get(timeout=max(wait, 0.0))]
+        except queue.Empty:
+            now = time.monotonic()
+            finished = []
+            for job, deadline, trace_id, tools, thread in list(inflight.values()):
+                if deadline <= now:  # a hung agent: abandon its thread, fail its case
+                    runner.release(trace_id)
+                    seam.abandon(trace_id, thread)  # whatever it does from now on is still a replay's
+                    finished.append((job, _Outcome(False, [], None, f"ReplayTimeout: agent did not finish within "
+                                                   f"{timeout:g}s", timeout * 1000, tools)))
+        for job, outcome in finished:
+            if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped
+                continue
+            outcomes[job.index].append(outcome)
+            remaining -= 1
+            bar.step(outcome.passed)
+    return outcomes
 
 
 @dataclass

@@ -98,12 +98,13 @@ def test_content_capture_off():
 
 
 def test_uninstrument_restores_smolagents():
+    """No instrumentor wrapper is left behind (a replay's own guard on ``Tool.__call__`` may stay)."""
     import smolagents
+    from wrapt import ObjectProxy
 
     spans_for("happy")
-    assert not hasattr(smolagents.Tool.__call__, "__wrapped__")
-    assert not hasattr(smolagents.MultiStepAgent.run, "__wrapped__")
-    assert not hasattr(smolagents.OpenAIModel.generate, "__wrapped__")
+    for method in (smolagents.Tool.__call__, smolagents.MultiStepAgent.run, smolagents.OpenAIModel.generate):
+        assert not isinstance(method, ObjectProxy), method
 
 
 @pytest.mark.parametrize("scenario", smolagents_agent.SCENARIOS)

@@ -13,7 +13,7 @@ from harvester.canonical import fixture_key
 from harvester.case import AgentCase
 from harvester.errors import NoFixture
 from harvester.fixtures import HUGE_RESULTS, MODES, FixtureTools, ToolFailure, recovery_variants
-from harvester.instrument import use_executor
+from harvester.seam import serving as use_executor
 
 
 def fx(tool, args, result=None, error=None, ignore=()):

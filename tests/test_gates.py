@@ -49,7 +49,16 @@ def test_default_gate_fails_on_unauthorised_actions():
     report = rep(True)
     report.results[0].unauthorised = 1
     out = evaluate_gates(report)
-    assert out.lines() == ["gate unauthorised_actions<=0: FAIL (1)"] and out.exit_code == 1
+    assert out.lines() == ["gate unauthorised_actions<=0: FAIL (1)", "gate live_tool_calls<=0: ok (0)"]
+    assert out.exit_code == 1
+
+
+def test_default_gate_fails_on_a_live_tool_call():
+    """A tool that ran for real in a replay fails the job, whatever the cases and the baseline say."""
+    report = rep(True)
+    report.results[0].live_calls = 1
+    out = evaluate_gates(report)
+    assert out.lines()[-1] == "gate live_tool_calls<=0: FAIL (1)" and out.exit_code == 1
 
 
 def test_explicit_gate_on_the_same_metric_replaces_the_default():

@@ -8,7 +8,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harvester.instrument import agent_run, current_executor, tool, use_executor
+from harvester.instrument import agent_run, tool
+from harvester.seam import executor as current_executor, serving as use_executor
 
 
 @tool

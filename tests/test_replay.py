@@ -148,7 +148,7 @@ def test_garbage_return_fails_the_case_with_a_clear_error():
 def test_a_factory_that_builds_something_unrunnable():
     built = iter([42, GOOD])
     r, ok = replay([case(), case("c2")], lambda: next(built), concurrency=1).results
-    assert "neither callable nor has .run" in r.error and ok.passed
+    assert "neither callable, nor has .run(prompt)" in r.error and ok.passed
 
 
 def test_hung_sync_agent_is_abandoned_and_fails_its_case():
@@ -166,7 +166,7 @@ def test_hung_sync_agent_is_abandoned_and_fails_its_case():
         hang, ok = replay(cases, build, timeout=0.05, concurrency=2).results
     finally:
         release.set()
-    assert not hang.passed and hang.error.startswith("TimeoutError: agent did not finish within 0.05s")
+    assert not hang.passed and hang.error.startswith("ReplayTimeout: agent did not finish within 0.05s")
     assert ok.passed
 
 
@@ -177,7 +177,7 @@ def test_hung_async_agent_is_cancelled():
         return agent
 
     (r,) = replay([Case(id="a", task="x", checks=[], why="w")], build, timeout=0.05).results
-    assert not r.passed and r.error == "TimeoutError: agent did not finish within 0.05s"
+    assert not r.passed and r.error == "ReplayTimeout: agent did not finish within 0.05s"
 
 
 def test_agent_with_run_method_sync_or_async():
@@ -465,7 +465,7 @@ def test_a_factory_that_fails_for_every_case_is_a_harness_error():
 
     with pytest.raises(AgentBuildError, match="the agent factory .*build failed: RuntimeError: no API key"):
         replay([case("a"), case("b")], build)
-    with pytest.raises(AgentBuildError, match="neither callable nor has .run"):
+    with pytest.raises(AgentBuildError, match="neither callable, nor has .run"):
         replay([case("a")], lambda: 42)
 
     calls = []

@@ -1,0 +1,183 @@
+"""LangChain and LangGraph: every ``BaseTool``, however the graph reaches it.
+
+``@tool`` functions, ``StructuredTool``, ``BaseTool`` subclasses, the tools inside ``create_agent``,
+prebuilt ReAct agents and ``ToolNode`` all run a tool through ``BaseTool.run``/``arun``, which fires
+the callbacks (the tracing instrumentors' tool span), validates the input, and then calls the class's
+``_run``/``_arun``. The guard on ``run``/``arun`` remembers the arguments the model sent (injected
+ones, such as ``ToolRuntime``, ``InjectedToolArg``, state, store and callbacks, filtered out the way
+LangChain filters them for its callbacks); the guard on ``_run``/``_arun`` of every tool class
+answers from the case's executor instead of running the body. A recorded ``ToolException`` is raised
+as one, so ``handle_tool_error`` turns it into the same error message; a ``no_fixture`` answer becomes
+the tool message the model reads. A ``_run`` reached any other way inside a replay is served too.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from typing import Any, Callable, Optional
+
+from .. import seam
+from ._patch import defining, guard, subclasses
+
+ROOTS = ("langchain_core",)
+NAME = "langchain"
+# (tool, the model's arguments) of the BaseTool.run on this context's stack
+_pending: contextvars.ContextVar[Optional[tuple[Any, Any]]] = contextvars.ContextVar("harvester_lc_tool", default=None)
+
+
+def _visible(tool: Any, tool_input: Any) -> Any:
+    """The arguments the model sent: the input without what LangChain injects."""
+    if isinstance(tool_input, dict):
+        filt = getattr(tool, "_filter_injected_args", None)
+        return filt(tool_input) if callable(filt) else dict(tool_input)
+    if isinstance(tool_input, str):
+        fields = _fields(tool)
+        return {fields[0]: tool_input} if len(fields) == 1 else {"input": tool_input}
+    return tool_input
+
+
+def _fields(tool: Any) -> list[str]:
+    try:
+        schema = tool.tool_call_schema
+    except Exception:  # noqa: BLE001 - a schema that cannot be built: the input is named as is
+        return []
+    if isinstance(schema, dict):
+        return list(schema.get("properties", {}))
+    return list(getattr(schema, "model_fields", {}) or {})
+
+
+def _served_args(tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    pending = _pending.get()
+    if pending is not None and pending[0] is tool:
+        return pending[1]
+    kw = {k: v for k, v in kwargs.items() if k not in ("run_manager", "callbacks", "config")}
+    if args and not kw:
+        return _visible(tool, args[0] if len(args) == 1 else list(args))
+    return _visible(tool, kw)
+
+
+def _content(tool: Any, result: Any) -> Any:
+    if getattr(tool, "response_format", None) == "content_and_artifact":
+        return (result, None)
+    return result
+
+
+def _make_run(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ex = seam.route()
+        if ex is None:
+            return original(self, *args, **kwargs)
+        return _content(self, ex.execute(self.name, _served_args(self, args, kwargs)))
+
+    return _run
+
+
+def _make_arun(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def _arun(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ex = seam.route()
+        if ex is None:
+            return await original(self, *args, **kwargs)
+        return _content(self, await ex.aexecute(self.name, _served_args(self, args, kwargs)))
+
+    return _arun
+
+
+def _guard_class(cls: type) -> None:
+    for name, make in (("_run", _make_run), ("_arun", _make_arun)):
+        owner = defining(cls, name)
+        if owner is not None:
+            guard(owner, name, make)
+
+
+def _make_entry(original: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
+    if is_async:
+        async def arun(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
+            if seam.route() is None:
+                return await original(self, tool_input, *args, **kwargs)
+            _guard_class(type(self))
+            token = _pending.set((self, _visible(self, tool_input)))
+            try:
+                return await original(self, tool_input, *args, **kwargs)
+            finally:
+                _pending.reset(token)
+
+        return arun
+
+    def run(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
+        if seam.route() is None:
+            return original(self, tool_input, *args, **kwargs)
+        _guard_class(type(self))  # a tool class defined after the replay began
+        token = _pending.set((self, _visible(self, tool_input)))
+        try:
+            return original(self, tool_input, *args, **kwargs)
+        finally:
+            _pending.reset(token)
+
+    return run
+
+
+def install() -> None:
+    from langchain_core.tools import BaseTool
+
+    guard(BaseTool, "run", lambda original: _make_entry(original, False))
+    guard(BaseTool, "arun", lambda original: _make_entry(original, True))
+    for cls in subclasses(BaseTool):
+        _guard_class(cls)
+
+
+def accepts(agent: Any) -> bool:
+    try:
+        from langgraph.pregel import Pregel
+    except ImportError:
+        return False
+    return isinstance(agent, Pregel)
+
+
+def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
+    """A compiled graph invoked with the prompt as its messages (a thread of its own when it checkpoints)."""
+    config: dict[str, Any] = {}
+    if getattr(agent, "checkpointer", None) is not None:
+        config = {"configurable": {"thread_id": f"harvester-{case.id}"}}
+
+    def run(prompt: str) -> Optional[str]:
+        return answer_of(agent.invoke({"messages": [{"role": "user", "content": prompt}]}, config or None))
+
+    return run
+
+
+def answer_of(state: Any) -> Optional[str]:
+    """The last AI message's text, or the structured response; none while the graph waits (an interrupt)."""
+    if not isinstance(state, dict) or state.get("__interrupt__"):
+        return None
+    if state.get("structured_response") is not None:
+        resp = state["structured_response"]
+        dump = getattr(resp, "model_dump_json", None)
+        return str(dump()) if callable(dump) else json.dumps(resp, default=str)
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
+    content = getattr(last, "content", None)
+    if isinstance(content, list):  # content blocks: the text ones
+        content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return content if isinstance(content, str) and getattr(last, "type", None) == "ai" else None
+
+
+def instrument() -> Optional[Callable[[], None]]:
+    """OpenInference's LangChain instrumentor, when installed and neither it nor OpenLLMetry's is on."""
+    try:
+        from openinference.instrumentation.langchain import LangChainInstrumentor
+    except ImportError:
+        return None
+    inst = LangChainInstrumentor()
+    if inst.is_instrumented_by_opentelemetry or _openllmetry_on():
+        return None
+    inst.instrument()
+    return inst.uninstrument
+
+
+def _openllmetry_on() -> bool:
+    try:
+        from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+    except ImportError:
+        return False
+    return bool(LangchainInstrumentor().is_instrumented_by_opentelemetry)

@@ -1,0 +1,134 @@
+"""OpenAI Agents SDK: every ``FunctionTool`` call; every other tool left out of the replay.
+
+The runner invokes a function tool through ``_invoke_function_tool_with_metadata`` (the SDK's one
+call of ``on_invoke_tool``, which every module that runs tools imports by name: both bindings are
+replaced). Inside a replay it gets a copy of the tool whose invoker asks the case's executor, wrapped
+in the SDK's own failure handling, so a recorded error reaches the model through the tool's
+``failure_error_function`` exactly as in production (or fails the run when it has none), and the
+tool's timeout still applies.
+
+Hosted tools (web and file search, code interpreter, hosted MCP, image generation) run at the model
+provider, and local ones (computer, shell, apply-patch, custom tools) would run here with nothing to
+serve them from. Neither can be replayed: while a replay runs, ``Agent.get_all_tools`` leaves them
+out of what the model is offered, and the case says so.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from typing import Any, Callable, Optional
+
+from .. import seam
+from ._patch import GUARD, defining, guard
+
+ROOTS = ("agents",)
+NAME = "openai-agents"
+_BINDINGS = ("agents.tool", "agents.run_internal.tool_execution")
+_FUNCTION = "_invoke_function_tool_with_metadata"
+
+
+def _served_tool(function_tool: Any, ex: seam.Executor) -> Any:
+    """A copy of ``function_tool`` whose body is the executor, behind the SDK's own error handling."""
+    from agents import tool as sdk
+
+    name = function_tool.name
+
+    async def impl(ctx: Any, input_json: str) -> Any:
+        parse = getattr(sdk, "_parse_function_tool_json_input", None)
+        args = parse(tool_name=name, input_json=input_json) if parse else json.loads(input_json or "{}")
+        return await ex.aexecute(name, args)
+
+    served = copy.copy(function_tool)
+    invoker = function_tool.on_invoke_tool
+    handling = getattr(sdk, "_FailureHandlingFunctionToolInvoker", None)
+    if handling is not None and isinstance(invoker, handling):
+        served.on_invoke_tool = handling(impl, invoker._on_handled_error, function_tool=served)
+    else:  # a FunctionTool built by hand: its invoker's own exceptions reached the runner raw
+        served.on_invoke_tool = impl
+    return served
+
+
+def _make_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def invoke(*, function_tool: Any, context: Any, arguments: str) -> Any:
+        ex = seam.route()
+        if ex is not None:
+            function_tool = _served_tool(function_tool, ex)
+        return await original(function_tool=function_tool, context=context, arguments=arguments)
+
+    setattr(invoke, GUARD, True)
+    return invoke
+
+
+def _make_get_all_tools(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def get_all_tools(self: Any, run_context: Any) -> Any:
+        tools = await original(self, run_context)
+        ex = seam.route()
+        if ex is None:
+            return tools
+        from agents import FunctionTool
+
+        left_out = [t for t in tools if not isinstance(t, FunctionTool)]
+        if left_out:
+            note = getattr(ex, "note", None)
+            if callable(note):
+                names = ", ".join(f"{getattr(t, 'name', None) or type(t).__name__} ({type(t).__name__})"
+                                  for t in left_out)
+                note(f"not replayable, not offered to the model: {names}")
+        return [t for t in tools if isinstance(t, FunctionTool)]
+
+    return get_all_tools
+
+
+def install() -> None:
+    import importlib
+
+    from agents import Agent
+
+    for module_name in _BINDINGS:
+        module = sys.modules.get(module_name) or importlib.import_module(module_name)
+        current = getattr(module, _FUNCTION, None)
+        if current is not None and not getattr(current, GUARD, False):
+            setattr(module, _FUNCTION, _make_invoke(current))
+    owner = defining(Agent, "get_all_tools")
+    if owner is not None:
+        guard(owner, "get_all_tools", _make_get_all_tools)
+
+
+def accepts(agent: Any) -> bool:
+    from agents import Agent
+
+    return isinstance(agent, Agent)
+
+
+def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
+    from agents import Runner
+
+    async def run(prompt: str) -> Optional[str]:
+        return answer_of(await Runner.run(agent, prompt))
+
+    return run
+
+
+def answer_of(result: Any) -> Optional[str]:
+    if getattr(result, "interruptions", None):
+        return None  # paused on an approval: deferred
+    output = getattr(result, "final_output", None)
+    if output is None or isinstance(output, str):
+        return output
+    dump = getattr(output, "model_dump_json", None)
+    return str(dump()) if callable(dump) else json.dumps(output, default=str)
+
+
+def instrument() -> Optional[Callable[[], None]]:
+    """OpenInference's instrumentor (the SDK's own exporter set aside meanwhile), when installed and off."""
+    try:
+        from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+    except ImportError:
+        return None
+    inst = OpenAIAgentsInstrumentor()
+    if inst.is_instrumented_by_opentelemetry:
+        return None
+    inst.instrument()
+    return inst.uninstrument

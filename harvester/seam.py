@@ -1,0 +1,204 @@
+"""The replay seam: what a replay puts into the process so that no tool body runs for real.
+
+A replay serves every tool call from the case's executor. The executor travels in the OpenTelemetry
+context, not in a module global, so concurrent cases never see each other's fixtures, and it follows
+the agent wherever the context goes: asyncio tasks, ``asyncio.to_thread``, and, once
+``propagate_into_threads()`` has run (``threads``), every ``threading.Thread``, ``ThreadPoolExecutor``
+and ``loop.run_in_executor``. (The same propagation
+gives a production tool span in a thread pool its parent, so the call reads as executed.)
+
+Every place a tool can be dispatched (the framework adapters, ``@harvester.tool``) asks ``route()``:
+
+- the case's executor, inside a case;
+- ``BLOCKED`` while a replay runs but the caller has lost the case's context (a thread started in a
+  way no propagation reaches): the call is refused with ``LiveToolCall`` and remembered, and every
+  case in flight fails naming it; a tool body never runs because a context was lost;
+- ``None`` outside any replay: the tool runs as in production.
+
+Replay traces are marked twice, so no copy of them is ever taken for production traffic:
+``replaying()`` tells this process's ``HarvestingSpanProcessor`` to store nothing while a replay
+runs (and ``replay_trace`` still knows a trace whose case was abandoned), and every span under a
+replay root carries the W3C ``tracestate`` entry ``harvester=replay``, which ``harvester serve`` and
+``harvester ingest`` read in spans that left the process.
+
+This module is imported by the production hook: it must stay light (no pydantic, no framework).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, NamedTuple, Optional, Protocol
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceState
+
+from .errors import LiveToolCall
+
+EXECUTOR = otel_context.create_key("harvester.executor")
+MARK_KEY, MARK_VALUE = "harvester", "replay"
+MARK = f"{MARK_KEY}={MARK_VALUE}"  # as it reads in OTLP's traceState
+CASE_ATTRIBUTE = "harvester.case"  # on the replay root span of every case-trial
+MAX_ORPHANS = 1000
+
+
+class Executor(Protocol):
+    """What a replay puts in place of live tools: returns the result or raises the recorded failure."""
+
+    def execute(self, name: str, args: Any) -> Any: ...
+
+    async def aexecute(self, name: str, args: Any) -> Any: ...
+
+
+class Orphan(NamedTuple):
+    """A tool call refused because it ran in a replay without any case's context."""
+
+    seq: int
+    name: str
+    args: Any
+    thread: str
+
+
+class _State:
+    """Process-wide replay state. ``active`` is read on the production hot path: a plain int."""
+
+    def __init__(self) -> None:
+        self.active = 0  # replays running in this process
+        self.abandoned: set[int] = set()  # trace ids of case-trials given up on (their threads may go on)
+        self.hung: list[threading.Thread] = []  # the threads of those case-trials, while they live
+        self.orphans: list[Orphan] = []
+        self.seq = 0  # orphans ever seen (the list keeps the last MAX_ORPHANS)
+        self.lock = threading.Lock()
+
+
+STATE = _State()
+
+
+def executor() -> Optional[Executor]:
+    """The executor of the case this code runs in, if any."""
+    return otel_context.get_value(EXECUTOR)  # type: ignore[return-value]
+
+
+def replaying() -> bool:
+    """A replay runs in this process, or a case-trial it gave up on is still running."""
+    if STATE.active > 0:
+        return True
+    if not STATE.hung:
+        return False
+    with STATE.lock:
+        STATE.hung = [t for t in STATE.hung if t.is_alive()]
+        return bool(STATE.hung)
+
+
+def replay_trace(trace_id: int) -> bool:
+    """A span of this trace belongs to a replay: one is running, or its case was abandoned."""
+    return STATE.active > 0 or trace_id in STATE.abandoned or replaying()
+
+
+class _Blocked:
+    """The executor of a call that lost its case's context during a replay: refuses, remembers."""
+
+    def execute(self, name: str, args: Any) -> Any:
+        with STATE.lock:
+            STATE.seq += 1
+            STATE.orphans.append(Orphan(STATE.seq, name, args, threading.current_thread().name))
+            del STATE.orphans[:-MAX_ORPHANS]
+        raise LiveToolCall(name, "called during a replay outside any case's context (a thread the context did "
+                                 "not reach); refused, never run")
+
+    async def aexecute(self, name: str, args: Any) -> Any:
+        return self.execute(name, args)
+
+
+BLOCKED = _Blocked()
+
+
+def route() -> Optional[Executor]:
+    """Where a tool call goes: the case's executor, ``BLOCKED``, or None (no replay: run for real)."""
+    ex = otel_context.get_value(EXECUTOR)
+    if ex is not None:
+        return ex  # type: ignore[return-value]
+    return BLOCKED if replaying() else None
+
+
+def orphans_since(seq: int) -> list[Orphan]:
+    with STATE.lock:
+        return [o for o in STATE.orphans if o.seq > seq]
+
+
+@contextlib.contextmanager
+def replaying_now() -> Iterator[None]:
+    """Mark this process as replaying for the duration (nests; threads counted, not owned)."""
+    propagate_into_threads()
+    with STATE.lock:
+        STATE.active += 1
+    try:
+        yield
+    finally:
+        with STATE.lock:
+            STATE.active -= 1
+
+
+def abandon(trace_id: int, thread: threading.Thread) -> None:
+    """A case-trial was given up on. Its spans, whenever they end, are still a replay's, and while its
+    thread runs, a tool call that lost the case's context is still refused."""
+    with STATE.lock:
+        STATE.abandoned.add(trace_id)
+        STATE.hung.append(thread)
+
+
+def case_context(root: trace.Span, ex: Optional[Executor]) -> otel_context.Context:
+    """The context a case-trial runs in: under its root span, marked ``harvester=replay``, with its executor.
+
+    The marker rides in the parent's ``tracestate``, which the SDK's samplers hand to every child span
+    (and propagators to every downstream service), so each span of the replay carries it.
+    """
+    sc = root.get_span_context()
+    state = sc.trace_state.add(MARK_KEY, MARK_VALUE) if MARK_KEY not in sc.trace_state else sc.trace_state
+    parent = NonRecordingSpan(SpanContext(sc.trace_id, sc.span_id, is_remote=False, trace_flags=sc.trace_flags,
+                                          trace_state=state))
+    ctx = trace.set_span_in_context(parent, otel_context.Context())
+    return otel_context.set_value(EXECUTOR, ex, ctx)
+
+
+def marked(trace_state: Any) -> bool:
+    """An SDK ``TraceState`` or an OTLP ``traceState`` string that carries the replay marker."""
+    if not trace_state:
+        return False
+    if isinstance(trace_state, TraceState):
+        return trace_state.get(MARK_KEY) == MARK_VALUE
+    if isinstance(trace_state, str):
+        return any(part.strip() == MARK for part in trace_state.split(","))
+    return False
+
+
+@contextlib.contextmanager
+def serving(ex: Optional[Executor]) -> Iterator[None]:
+    """Route every tool call in this context (and the tasks and threads it reaches) to ``ex``."""
+    token = otel_context.attach(otel_context.set_value(EXECUTOR, ex))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+_propagating = False
+
+
+def propagate_into_threads() -> None:
+    """Threads, thread pools and timers start in the context of the code that started them (``threads``).
+
+    Once per process; never raises (production code calls it): without it, a lost context still
+    cannot run a tool in a replay, ``route()`` refuses the call.
+    """
+    global _propagating
+    if _propagating:
+        return
+    try:
+        from . import threads
+
+        threads.propagate()
+        _propagating = True
+    except Exception:  # noqa: BLE001 - never into the app
+        pass

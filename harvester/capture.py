@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping, Sequence
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
+from . import seam
 from .conventions import ancestors, is_agent_span, may_hold_run, run_data_from_spans
 from .errors import StoreError
 from .model import Run, data_failed
@@ -50,6 +51,7 @@ from .spans import SpanData, from_readable
 from .store import TraceStore, inbox_row, merged_spans, run_rows, spans_blob
 
 log = logging.getLogger(__name__)
+_REPLAY = seam.STATE  # read on every span: a replay running in this process stores nothing
 
 
 def sampled_in(trace_id: str, rate: float) -> bool:
@@ -442,6 +444,7 @@ class HarvestingSpanProcessor(SpanProcessor):
         self.flush_interval_s = flush_interval_s
         self._assembler = _Assembler(self.writer, max_open_traces, max_trace_age_s, max_spans_per_trace)
         self._queue_dropped = itertools.count()
+        self._replay_dropped = itertools.count()
         self._shutdown = False
         self._start_worker()
         weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
@@ -486,6 +489,10 @@ class HarvestingSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
+            if _REPLAY.active or _REPLAY.abandoned:  # a replay's spans are never production runs
+                if seam.replay_trace(span.context.trace_id):
+                    next(self._replay_dropped)
+                    return
             q = self._queue
             if len(q) >= self.max_queue or self._shutdown:
                 next(self._queue_dropped)
@@ -603,5 +610,8 @@ class HarvestingSpanProcessor(SpanProcessor):
         queue_full = int(repr(self._queue_dropped)[6:-1])  # itertools.count has no peek
         if queue_full:
             dropped["queue_full"] = queue_full
+        replayed = int(repr(self._replay_dropped)[6:-1])
+        if replayed:
+            dropped["replay"] = replayed
         return {"captured": self._captured, "queued": len(self._queue), "open_traces": len(self._assembler.open),
                 **s, "dropped": dropped}

@@ -35,6 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from .capture import RunWriter
 from .conventions import is_agent_span, may_hold_run
 from .errors import OtlpFormatError, ReceiverError
+from .seam import replay_span
 from .spans import KIND_NAMES, STATUS_NAMES, OtlpStats, SpanData, spans_from_otlp
 from .store import TraceStore
 
@@ -91,6 +92,9 @@ def decode_protobuf(body: bytes, stats: OtlpStats) -> list[SpanData]:
                 trace_id, span_id, parent = s.trace_id, s.span_id, s.parent_span_id
                 if len(trace_id) != 16 or len(span_id) != 8 or len(parent) not in (0, 8):
                     stats.skip("malformed span: bad trace_id/span_id/parent_span_id length")
+                    continue
+                if replay_span(s.trace_state, s.name, s.attributes):
+                    stats.replayed()
                     continue
                 status = s.status
                 append(SpanData(
@@ -444,7 +448,7 @@ class Receiver:
         self._idle = threading.Condition(self._lock)  # signalled when an export request finishes
         self._inflight = 0
         self._inflight_bytes = 0
-        self._counts: dict[str, int] = {"export_requests": 0, "received_spans": 0, "rejected_spans": 0,
+        self._counts: dict[str, int] = {"export_requests": 0, "received_spans": 0, "rejected_spans": 0, "replay_spans": 0,
                                         "completed_traces": 0}
         self._errors: dict[str, int] = {}
         self._server: _Server | None = None
@@ -574,6 +578,7 @@ class Receiver:
             self._counts["export_requests"] += 1
             self._counts["received_spans"] += len(spans)
             self._counts["rejected_spans"] += stats.skipped
+            self._counts["replay_spans"] += stats.replay
         self._complete(early)
         return self._success(content_type, stats)
 

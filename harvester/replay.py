@@ -197,7 +197,7 @@ class _Runner:
         """Start the job's thread; returns the trace id its spans are keyed by, its executor and the thread."""
         tools = FixtureTools(job.case.spec if job.case.spec is not None else _blank(job.case),
                              ignore_args=self.ignore_args)
-        root = self.tracer.start_span(f"harvester.replay {job.case.id}", context=otel_context.Context(),
+        root = self.tracer.start_span(f"{seam.ROOT_PREFIX}{job.case.id}", context=otel_context.Context(),
                                       attributes={seam.CASE_ATTRIBUTE: job.case.id, "harvester.trial": job.trial})
         trace_id = root.get_span_context().trace_id
         if self.collector is not None:

@@ -40,6 +40,7 @@ EXECUTOR = otel_context.create_key("harvester.executor")
 MARK_KEY, MARK_VALUE = "harvester", "replay"
 MARK = f"{MARK_KEY}={MARK_VALUE}"  # as it reads in OTLP's traceState
 CASE_ATTRIBUTE = "harvester.case"  # on the replay root span of every case-trial
+ROOT_PREFIX = "harvester.replay "  # that root span's name: "harvester.replay <case id>"
 MAX_ORPHANS = 1000
 
 
@@ -160,6 +161,19 @@ def case_context(root: trace.Span, ex: Optional[Executor]) -> otel_context.Conte
                                           trace_state=state))
     ctx = trace.set_span_in_context(parent, otel_context.Context())
     return otel_context.set_value(EXECUTOR, ex, ctx)
+
+
+def replay_span(trace_state: Any, name: Any, attributes: Any) -> bool:
+    """A span that left a replay's process (read by ``harvester serve`` and ``ingest``): it carries the
+    replay marker, or it is a case-trial's root (which carries the case instead). ``attributes``: a
+    dict, or OTLP protobuf ``KeyValue``s."""
+    if marked(trace_state):
+        return True
+    if not (isinstance(name, str) and name.startswith(ROOT_PREFIX)):
+        return False
+    if isinstance(attributes, dict):
+        return CASE_ATTRIBUTE in attributes
+    return any(getattr(kv, "key", None) == CASE_ATTRIBUTE for kv in attributes or ())
 
 
 def marked(trace_state: Any) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from .errors import OtlpFormatError
+from .seam import replay_span
 
 STATUS_NAMES = {0: "UNSET", 1: "OK", 2: "ERROR"}
 KIND_NAMES = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
@@ -295,11 +296,17 @@ class OtlpStats:
     def __init__(self) -> None:
         self.spans = 0
         self.skipped = 0
+        self.replay = 0  # spans of a harvester replay: never production traffic, left out (not rejected)
         self.reasons: dict[str, int] = {}
 
     def skip(self, reason: str) -> None:
         self.skipped += 1
         self.note(reason)
+
+    def replayed(self) -> None:
+        """A span of a harvester replay: not production traffic, so left out (and not a rejection)."""
+        self.replay += 1
+        self.note("replay span (a harvester replay's, never stored)")
 
     def note(self, reason: str) -> None:
         """Count something left out that was not a whole span (a bad value, a malformed wrapper)."""
@@ -352,6 +359,9 @@ def spans_from_otlp(doc: Any, stats: OtlpStats | None = None, *, file: str | Non
                 for reason in bad:
                     stats.note(f"{reason} left out")
                 bad.clear()
+                if replay_span(s.get("traceState"), span.name, span.attributes):
+                    stats.replayed()
+                    continue
                 stats.spans += 1
                 yield span
 

@@ -1,0 +1,68 @@
+"""The support shop every app serves: its live tools (each counts its real runs) and the model's script.
+
+``HARVESTER_TEST_VARIANT`` picks the script: ``baseline`` (the production behaviour: look up the
+policy and the order, in parallel, then answer), ``mutating`` (also refunds the order), ``new_args``
+(looks up another order than the recording did).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+LIVE: Counter[str] = Counter()
+PROMPT = "Can I still return order A1001?"
+ANSWER = "Yes: refunds are accepted within 30 days of delivery, and order A1001 was delivered 12 days ago."
+VARIANT_ENV = "HARVESTER_TEST_VARIANT"
+VARIANTS = ("baseline", "mutating", "new_args")
+KB = {"refund policy": "Refunds are accepted within 30 days of delivery."}
+ORDERS = {"A1001": {"order_id": "A1001", "status": "delivered", "days_since_delivery": 12, "total": 40.0},
+          "A1002": {"order_id": "A1002", "status": "shipped", "days_since_delivery": 0, "total": 15.0}}
+
+_LOOKUPS = [("kb_search", {"query": "refund policy"}, "call_1"), ("get_order", {"order_id": "A1001"}, "call_2")]
+STEPS: dict[str, list[Any]] = {
+    "baseline": [_LOOKUPS, ANSWER],
+    "mutating": [_LOOKUPS, [("issue_refund", {"order_id": "A1001", "amount": 40.0}, "call_3")], ANSWER],
+    "new_args": [[_LOOKUPS[0], ("get_order", {"order_id": "A1002"}, "call_2")], ANSWER],
+}
+
+
+def variant() -> str:
+    return os.environ.get(VARIANT_ENV, "baseline")
+
+
+def scenario() -> str:
+    """The scripted models' scenario name for the current variant (each app registers ``STEPS`` under it)."""
+    return f"shop-{variant()}"
+
+
+def kb_search(query: str) -> str:
+    """Search the support knowledge base and return the best matching article.
+
+    Args:
+        query: What to look for.
+    """
+    LIVE["kb_search"] += 1
+    return KB.get(query, "No article found.")
+
+
+def get_order(order_id: str) -> dict:
+    """Look up an order by its id.
+
+    Args:
+        order_id: The order id, like A1001.
+    """
+    LIVE["get_order"] += 1
+    return ORDERS[order_id]
+
+
+def issue_refund(order_id: str, amount: float) -> str:
+    """Refund an amount on an order.
+
+    Args:
+        order_id: The order to refund.
+        amount: How much to refund.
+    """
+    LIVE["issue_refund"] += 1
+    return f"refunded {amount:.2f} on {order_id}"

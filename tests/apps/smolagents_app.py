@@ -1,0 +1,57 @@
+"""A smolagents support agent as smolagents' docs write one: ``@tool`` functions (with an ``Args``
+section) on a ``ToolCallingAgent``; the model calls two tools at once (smolagents runs them in a thread
+pool). ``build()`` returns the agent: replay runs it with ``agent.run``."""
+
+from __future__ import annotations
+
+from opentelemetry.sdk.trace import TracerProvider
+from smolagents import ToolCallingAgent, tool
+from smolagents.monitoring import LogLevel
+
+from tests.frameworks import smolagents_agent as driver
+
+from . import shop
+
+for _name, _steps in shop.STEPS.items():  # smolagents answers through its final_answer tool
+    driver.SCRIPTS[f"shop-{_name}"] = [*_steps[:-1], driver._final(_steps[-1], "call_9")]
+
+
+@tool
+def kb_search(query: str) -> str:
+    """Search the support knowledge base and return the best matching article.
+
+    Args:
+        query: What to look for.
+    """
+    return shop.kb_search(query)
+
+
+@tool
+def get_order(order_id: str) -> dict:
+    """Look up an order by its id.
+
+    Args:
+        order_id: The order id, like A1001.
+    """
+    return shop.get_order(order_id)
+
+
+@tool
+def issue_refund(order_id: str, amount: float) -> str:
+    """Refund an amount on an order.
+
+    Args:
+        order_id: The order to refund.
+        amount: How much to refund.
+    """
+    return shop.issue_refund(order_id, amount)
+
+
+def build() -> ToolCallingAgent:
+    return ToolCallingAgent(tools=[kb_search, get_order, issue_refund], model=driver.ScriptedModel(shop.scenario()),
+                            name="support_agent", max_steps=5, verbosity_level=LogLevel.OFF)
+
+
+def serve(provider: TracerProvider) -> None:
+    with driver.instrumented(provider):
+        build().run(shop.PROMPT)

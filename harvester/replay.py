@@ -46,7 +46,7 @@ from .case import AgentCase, Case
 from .config import Config
 from .conventions import agent_names, runs_from_spans
 from .errors import AgentBuildError, AgentLoadError
-from .fixtures import FixtureTools, ToolLog, recovery_variants
+from .fixtures import FixtureTools, ToolFailure, ToolLog, recovery_variants
 from .model import ErrorInfo, Run, ToolCall, Usage
 from .report import MAX_NO_FIXTURE_CALLS, CaseResult, CheckResult, Divergence, Injected, NoFixtureCall, Report
 
@@ -193,8 +193,8 @@ class _Runner:
         self.tracer, self.collector = _observer()
         self.adapters = adapters.Session()
 
-    def start(self, job: _Job, done: Done) -> tuple[int, FixtureTools, threading.Thread]:
-        """Start the job's thread; returns the trace id its spans are keyed by, its executor and the thread."""
+    def start(self, job: _Job, done: Done) -> tuple[int, FixtureTools]:
+        """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
         tools = FixtureTools(job.case.spec if job.case.spec is not None else _blank(job.case),
                              ignore_args=self.ignore_args)
         root = self.tracer.start_span(f"{seam.ROOT_PREFIX}{job.case.id}", context=otel_context.Context(),
@@ -203,10 +203,9 @@ class _Runner:
         if self.collector is not None:
             self.collector.watch(trace_id)
         ctx = contextvars.copy_context()
-        thread = threading.Thread(target=ctx.run, args=(self._body, job, root, trace_id, tools, seam.STATE.seq, done),
-                                  name=f"harvester-{job.case.id}", daemon=True)
-        thread.start()
-        return trace_id, tools, thread
+        threading.Thread(target=ctx.run, args=(self._body, job, root, trace_id, tools, seam.STATE.seq, done),
+                         name=f"harvester-{job.case.id}", daemon=True).start()
+        return trace_id, tools
 
     def release(self, trace_id: int) -> list[ReadableSpan]:
         return self.collector.release(trace_id) if self.collector is not None else []
@@ -234,14 +233,14 @@ class _Runner:
         if error is not None:
             # What the run did before it failed still counts: a forbidden call that executed is reported.
             run = run.model_copy(update={"stop": "error", "answer": None,
-                                         "error": ErrorInfo(type=type(error).__name__, message=str(error))})
+                                         "error": ErrorInfo(type=_type_name(error), message=_message(error))})
         live = live_calls(run, tools, spans) + [LiveCall(o.name, o.args, "refused")
                                                 for o in seam.orphans_since(orphans_seen)]
         checks = evaluate(job.case, run, judge=self.judge)
         checks.extend(c for c in (_recorded_calls_only(job.case, tools), _no_live_calls(live),
                                   self._guarded()) if c is not None)
         passed = error is None and all(c.passed for c in checks)
-        message = f"{type(error).__name__}: {error}" if error is not None else None
+        message = f"{_type_name(error)}: {_message(error)}" if error is not None else None
         done.put((job, _Outcome(passed, checks, run, message, (time.perf_counter() - started) * 1000, tools,
                                 build_failed=not built, live=live)))
 
@@ -296,6 +295,15 @@ class _Runner:
         if run.cost is None and self.prices is not None:
             run = run.model_copy(update={"cost": _cost(run, self.prices)})
         return run
+
+
+def _type_name(error: BaseException) -> str:
+    """The error's type as the report names it: a replayed tool failure by the type it was recorded as."""
+    return error.type if isinstance(error, ToolFailure) else type(error).__name__
+
+
+def _message(error: BaseException) -> str:
+    return error.message if isinstance(error, ToolFailure) else str(error)
 
 
 class ReplayTimeout(TimeoutError):
@@ -604,25 +612,25 @@ def _drive(runner: _Runner, plan: list[tuple[Case, Optional[str]]], trials: int,
     outcomes: list[list[_Outcome]] = [[] for _ in plan]
     remaining = len(plan) * trials
     done: "queue.SimpleQueue[tuple[_Job, _Outcome]]" = queue.SimpleQueue()
-    inflight: dict[int, tuple[_Job, float, int, FixtureTools, threading.Thread]] = {}  # id(job) -> job, deadline, ...
+    inflight: dict[int, tuple[_Job, float, int, FixtureTools]] = {}  # id(job) -> job, deadline, trace id, executor
     grace = 1.0  # an async agent is cancelled at the timeout: let it report that itself
     while remaining:
         while len(inflight) < limit:
             job = next(jobs, None)
             if job is None:
                 break
-            trace_id, tools, thread = runner.start(job, done)
-            inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools, thread)
+            trace_id, tools = runner.start(job, done)
+            inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools)
         wait = min(entry[1] for entry in inflight.values()) - time.monotonic()
         try:
             finished = [done.get(timeout=max(wait, 0.0))]
         except queue.Empty:
             now = time.monotonic()
             finished = []
-            for job, deadline, trace_id, tools, thread in list(inflight.values()):
+            for job, deadline, trace_id, tools in list(inflight.values()):
                 if deadline <= now:  # a hung agent: abandon its thread, fail its case
                     runner.release(trace_id)
-                    seam.abandon(trace_id, thread)  # whatever it does from now on is still a replay's
+                    seam.abandon(trace_id)  # whatever it does from now on is still a replay's
                     finished.append((job, _Outcome(False, [], None, f"ReplayTimeout: agent did not finish within "
                                                    f"{timeout:g}s", timeout * 1000, tools)))
         for job, outcome in finished:

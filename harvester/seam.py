@@ -67,7 +67,6 @@ class _State:
     def __init__(self) -> None:
         self.active = 0  # replays running in this process
         self.abandoned: set[int] = set()  # trace ids of case-trials given up on (their threads may go on)
-        self.hung: list[threading.Thread] = []  # the threads of those case-trials, while they live
         self.orphans: list[Orphan] = []
         self.seq = 0  # orphans ever seen (the list keeps the last MAX_ORPHANS)
         self.lock = threading.Lock()
@@ -82,19 +81,12 @@ def executor() -> Optional[Executor]:
 
 
 def replaying() -> bool:
-    """A replay runs in this process, or a case-trial it gave up on is still running."""
-    if STATE.active > 0:
-        return True
-    if not STATE.hung:
-        return False
-    with STATE.lock:
-        STATE.hung = [t for t in STATE.hung if t.is_alive()]
-        return bool(STATE.hung)
+    return STATE.active > 0
 
 
 def replay_trace(trace_id: int) -> bool:
     """A span of this trace belongs to a replay: one is running, or its case was abandoned."""
-    return STATE.active > 0 or trace_id in STATE.abandoned or replaying()
+    return STATE.active > 0 or trace_id in STATE.abandoned
 
 
 class _Blocked:
@@ -120,7 +112,7 @@ def route() -> Optional[Executor]:
     ex = otel_context.get_value(EXECUTOR)
     if ex is not None:
         return ex  # type: ignore[return-value]
-    return BLOCKED if replaying() else None
+    return BLOCKED if STATE.active > 0 else None
 
 
 def orphans_since(seq: int) -> list[Orphan]:
@@ -141,12 +133,11 @@ def replaying_now() -> Iterator[None]:
             STATE.active -= 1
 
 
-def abandon(trace_id: int, thread: threading.Thread) -> None:
-    """A case-trial was given up on. Its spans, whenever they end, are still a replay's, and while its
-    thread runs, a tool call that lost the case's context is still refused."""
+def abandon(trace_id: int) -> None:
+    """A case-trial was given up on; its thread may go on. Its spans, whenever they end, are still a
+    replay's, and its tool calls are still served: the executor stays in its context."""
     with STATE.lock:
         STATE.abandoned.add(trace_id)
-        STATE.hung.append(thread)
 
 
 def case_context(root: trace.Span, ex: Optional[Executor]) -> otel_context.Context:

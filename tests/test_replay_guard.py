@@ -1,0 +1,181 @@
+"""The live-call guard: what gets past the adapters still cannot run unnoticed, and what is counted where.
+
+Each agent here does something a careless app does: calls a tool from a thread the case's context
+never reaches, runs a tool body in a helper of its own that emits a tool span, hangs after a forbidden
+call. Each tool body counts its real runs in ``shop.LIVE``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from typing import Any
+
+import orjson
+import pytest
+from opentelemetry import trace
+
+import harvester
+from harvester.canonical import fixture_key
+from harvester.case import AgentCase
+from harvester.replay import replay
+from harvester.report import evaluate_gates
+from tests.apps import shop
+
+REFUND = {"order_id": "A1001", "amount": 40.0}
+LOOKUP = {"order_id": "A1001"}
+
+
+def case(**fields: Any) -> AgentCase:
+    return AgentCase.model_validate({
+        "id": "guard", "status": "accepted", "prompt": shop.PROMPT, "why": "no refunds on a question",
+        "forbidden_tools": ["issue_refund"], "checks": [{"check": "answered"}],
+        "fixtures": [{"key": fixture_key("get_order", LOOKUP), "tool": "get_order", "args": LOOKUP,
+                      "result": shop.ORDERS["A1001"]}],
+        "recorded": {"trajectory": ["get_order"], "stop": "answered"}, **fields})
+
+
+@pytest.fixture(autouse=True)
+def _live() -> None:
+    shop.LIVE.clear()
+
+
+# -- a thread the context never reaches -------------------------------------------------------------
+_jobs: "queue.Queue[tuple[Any, dict[str, Any], queue.Queue[Any]]]" = queue.Queue()
+
+
+def _worker() -> None:
+    """A long-lived worker thread, started before any replay, fed through a queue (no context travels)."""
+    while True:
+        fn, kwargs, out = _jobs.get()
+        try:
+            out.put(fn(**kwargs))
+        except Exception as exc:  # noqa: BLE001 - handed back to the agent, as a worker pool would
+            out.put(exc)
+
+
+threading.Thread(target=_worker, name="app-worker", daemon=True).start()
+refund_tool = harvester.tool(shop.issue_refund)
+
+
+def test_a_tool_called_from_a_thread_the_context_never_reaches_is_refused() -> None:
+    def build():
+        def agent(prompt: str) -> str:
+            with harvester.agent_run("support_agent", prompt) as run:
+                run.model_call("m", tool_calls=[{"name": "issue_refund", "arguments": REFUND}])
+                out: queue.Queue[Any] = queue.Queue()
+                _jobs.put((refund_tool, REFUND, out))
+                result = out.get(timeout=5)
+                answer = f"refund: {result}"
+                run.finish(answer)
+                return answer
+        return agent
+
+    report = replay([case()], build)
+    (r,) = report.results
+    assert not shop.LIVE, "the refund ran for real"
+    assert not r.passed and r.live_calls == 1 and r.unauthorised == 1
+    (check,) = [c for c in r.checks if c.name == "live_tool_call"]
+    assert check.detail.startswith('issue_refund({"amount":40,"order_id":"A1001"}) was called outside any case')
+    assert "gate live_tool_calls<=0: FAIL (1)" in evaluate_gates(report).lines()
+
+
+def test_outside_a_replay_the_same_thread_runs_the_tool() -> None:
+    out: queue.Queue[Any] = queue.Queue()
+    _jobs.put((refund_tool, REFUND, out))
+    assert out.get(timeout=5) == "refunded 40.00 on A1001" and shop.LIVE["issue_refund"] == 1
+
+
+# -- a helper of the app's own that runs a tool body and emits its span ----------------------------------
+def _refund_helper(order_id: str, amount: float) -> str:
+    """Not decorated, not a framework tool: only the span it emits can tell a replay it ran."""
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "issue_refund",
+             "gen_ai.tool.call.arguments": orjson.dumps({"order_id": order_id, "amount": amount}).decode()}
+    with trace.get_tracer("myapp").start_as_current_span("execute_tool issue_refund", attributes=attrs) as span:
+        result = shop.issue_refund(order_id, amount)
+        span.set_attribute("gen_ai.tool.call.result", result)
+        return result
+
+
+def test_a_tool_body_that_ran_outside_the_executor_fails_its_case_and_counts_if_forbidden() -> None:
+    def build():
+        def agent(prompt: str) -> str:
+            with harvester.agent_run("support_agent", prompt) as run:
+                run.model_call("m", tool_calls=[{"name": "issue_refund", "arguments": REFUND}])
+                _refund_helper(**REFUND)
+                run.finish("Refunded.")
+                return "Refunded."
+        return agent
+
+    (r,) = replay([case()], build).results
+    assert shop.LIVE["issue_refund"] == 1  # it did run: nothing could stop a helper harvester never sees
+    assert not r.passed and r.live_calls == 1 and r.unauthorised == 1
+    (check,) = [c for c in r.checks if c.name == "live_tool_call"]
+    assert check.detail == ('issue_refund({"amount":40,"order_id":"A1001"}) ran for real: a tool span the '
+                            "executor never served")
+
+
+def test_calls_the_executor_served_are_not_live() -> None:
+    get_order = harvester.tool(shop.get_order)
+
+    def build():
+        def agent(prompt: str) -> str:
+            with harvester.agent_run("support_agent", prompt) as run:
+                run.model_call("m", tool_calls=[{"name": "get_order", "arguments": LOOKUP}])
+                order = get_order(**LOOKUP)
+                run.finish(f"A1001 is {order['status']}.")
+                return run.answer or ""
+        return agent
+
+    (r,) = replay([case()], build).results
+    assert r.passed and r.live_calls == 0 and not shop.LIVE, r.reasons()
+
+
+# -- counted from the executor's log ------------------------------------------------------------------
+def test_a_forbidden_call_before_the_timeout_still_counts() -> None:
+    def build(tools):
+        def agent(prompt: str) -> str:
+            tools.execute("issue_refund", REFUND)
+            time.sleep(3)  # hangs past the timeout: no run comes back
+            return "late"
+        return agent
+
+    (r,) = replay([case()], build, timeout=0.2).results
+    assert r.error == "ReplayTimeout: agent did not finish within 0.2s"
+    assert r.unauthorised == 1 and not shop.LIVE
+
+
+# -- timeouts named truly -------------------------------------------------------------------------------
+def _failing_lookup_case() -> AgentCase:
+    return case(fixtures=[{"key": fixture_key("get_order", LOOKUP), "tool": "get_order", "args": LOOKUP,
+                           "error": {"type": "TimeoutError", "message": "orders-db did not answer"}}])
+
+
+def test_a_tools_timeout_error_is_reported_as_itself() -> None:
+    get_order = harvester.tool(shop.get_order)
+
+    def sync_build():
+        return lambda prompt: str(get_order(**LOOKUP))
+
+    def async_build():
+        async def agent(prompt: str) -> str:
+            await asyncio.sleep(0)
+            return str(get_order(**LOOKUP))
+        return agent
+
+    for build in (sync_build, async_build):
+        (r,) = replay([_failing_lookup_case()], build, timeout=5).results
+        assert r.error == "TimeoutError: orders-db did not answer", r.error
+
+
+def test_an_async_agents_own_asyncio_timeout_is_reported_as_itself() -> None:
+    def build():
+        async def agent(prompt: str) -> str:
+            await asyncio.wait_for(asyncio.sleep(1), 0.01)  # the agent's own deadline on its model call
+            return "never"
+        return agent
+
+    (r,) = replay([case()], build, timeout=5).results
+    assert r.error is not None and r.error.startswith("TimeoutError") and "did not finish" not in r.error

@@ -174,3 +174,70 @@ def test_declared_stop_is_read_back_by_the_conventions(spans):
     [parsed] = runs_from_spans(exporter.get_finished_spans())
     assert parsed.stop == "max_steps" and parsed.error.message == "no answer after 6 model calls"
     assert parsed.prompt == "loop forever" and parsed.blocked_tools() == ["quiet"]
+
+
+# -- the helpers never raise into the app ---------------------------------------------------------------
+def _deep(n: int) -> dict:
+    out: dict = {}
+    node = out
+    for _ in range(n):
+        node["x"] = {}
+        node = node["x"]
+    return out
+
+
+ODD_VALUES = {
+    "non-string keys": {1: "one", (2, 3): "pair"},
+    "int past 64 bits": 2**70,
+    "nesting past orjson's depth": _deep(300),
+    "lone surrogate": "caf\ud800e",
+}
+
+
+@pytest.mark.parametrize("kind", ODD_VALUES)
+def test_a_tool_with_values_orjson_refuses_runs_once_and_returns_its_result(kind, spans):
+    provider, exporter = spans
+    value = ODD_VALUES[kind]
+    ran = []
+
+    @tool
+    def store_it(payload):
+        ran.append(payload)
+        return {"stored": payload}
+
+    with agent_run("a", "p", tracer_provider=provider) as run:
+        run.model_call("m", tool_calls=[{"name": "store_it", "arguments": {"payload": value}}])
+        result = store_it(payload=value)
+        run.finish(str(len(ran)))
+    assert result == {"stored": value} and len(ran) == 1  # the side effect ran exactly once
+    tool_span = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool store_it")
+    assert tool_span.status.status_code.name != "ERROR"
+    assert tool_span.attributes["gen_ai.tool.call.arguments"] and tool_span.attributes["gen_ai.tool.call.result"]
+
+
+def test_the_parameters_a_framework_fills_in_are_not_args():
+    class RunContext:  # stands for pydantic-ai's, passed without an annotation that says so
+        deps = "secret-db-handle"
+
+    class Shop:
+        @tool
+        def lookup(self, ctx: "RunContext", order_id: str, run_manager=None) -> str:
+            return order_id
+
+        @classmethod
+        @tool
+        def find(cls, sku: str) -> str:
+            return sku
+
+    rec = Recorder("case")
+    with use_executor(rec):
+        Shop().lookup(RunContext(), "A1", run_manager=object())
+        Shop.find("SKU-1")
+
+    @tool
+    def plain(ctx, order_id: str) -> str:  # unannotated: told apart by the value's type
+        return order_id
+
+    with use_executor(rec):
+        plain(RunContext(), "A2")
+    assert rec.calls == [("lookup", {"order_id": "A1"}), ("find", {"sku": "SKU-1"}), ("plain", {"order_id": "A2"})]

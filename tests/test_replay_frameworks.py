@@ -1,5 +1,5 @@
-"""Replay through real frameworks: the same ``@harvester.tool`` functions serve a pydantic-ai agent and a
-LangChain agent, the run is read from the frameworks' own spans, and no live tool ever runs."""
+"""Replay through real frameworks: the same plain functions serve a pydantic-ai agent and a LangChain
+agent, the run is read from the frameworks' own spans, and no live tool ever runs."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from opentelemetry import trace
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.models.instrumented import InstrumentationSettings
 
 import harvester
 from harvester.canonical import fixture_key
@@ -24,10 +23,8 @@ from harvester.replay import replay
 from tests.frameworks import langchain_agent
 from tests.frameworks import tools as live
 
-# The production tools, given the replay seam. The frameworks emit the tool spans themselves.
-kb_search = harvester.tool(spans=False)(live.kb_search)
-get_order = harvester.tool(spans=False)(live.get_order)
-issue_refund = harvester.tool(spans=False)(live.issue_refund)
+# The production tools as they are: no decorator. The adapters route the frameworks' dispatch.
+kb_search, get_order, issue_refund = live.kb_search, live.get_order, live.issue_refund
 TOOLS = [kb_search, get_order, issue_refund]
 CALLS = [("kb_search", {"query": "refund policy"}), ("get_order", {"order_id": "A1001"})]
 
@@ -54,10 +51,8 @@ def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 def build_pydantic_ai() -> Agent:
-    """Returned as is: ``.run(prompt)`` is async and returns a result object; the spans carry the run."""
-    agent = Agent(FunctionModel(_respond, model_name="scripted"), name="support_agent", tools=TOOLS)
-    agent.instrument = InstrumentationSettings()  # the global tracer provider, as in production
-    return agent
+    """Returned as is: replay instruments it and reads the run from its spans."""
+    return Agent(FunctionModel(_respond, model_name="scripted"), name="support_agent", tools=TOOLS)
 
 
 # -- LangChain ----------------------------------------------------------------------------------
@@ -83,12 +78,7 @@ class EchoToolsModel(BaseChatModel):
 
 
 def build_langchain():
-    graph = create_agent(EchoToolsModel(), tools=TOOLS, name="support_agent")
-
-    def agent(prompt: str) -> str:
-        return graph.invoke({"messages": [{"role": "user", "content": prompt}]})["messages"][-1].content
-
-    return agent
+    return create_agent(EchoToolsModel(), tools=TOOLS, name="support_agent")
 
 
 @pytest.fixture(scope="module")
@@ -145,9 +135,7 @@ def test_a_recorded_model_retry_is_a_retry_again():
         return ModelResponse(parts=[ToolCallPart("get_order", {"order_id": order}, f"call_{len(returns)}")])
 
     def build() -> Agent:
-        agent = Agent(FunctionModel(respond, model_name="scripted"), name="support_agent", tools=[get_order])
-        agent.instrument = InstrumentationSettings()
-        return agent
+        return Agent(FunctionModel(respond, model_name="scripted"), name="support_agent", tools=[get_order])
 
     retry = {"order_id": "a1001"}
     c = AgentCase.model_validate({

@@ -4,6 +4,11 @@
     the time per case beyond the agent itself (target <= 1 ms).
 (b) Concurrency: 200 cases whose agent sleeps 50 ms per model call, three calls per case, at
     concurrency 16 vs serial (target >= 0.8 x the ideal 16x speed-up).
+(c) The adapters' cost per tool call: a pydantic-ai agent with plain tools (its dispatch routed by the
+    adapter) against the same agent with ``@harvester.tool`` tools (served from inside the tool),
+    each run inside a case's context; 20 tool calls per run, the median of 5 interleaved rounds
+    (target <= 50 us). The tools are async, so neither side pays pydantic-ai's thread hop for a sync
+    tool body; pydantic-ai's own cost per call (~0.5 ms, traced) is on both sides.
 
     python bench/replay.py [--cases 200] [--quick]
 """
@@ -11,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 from harvester.canonical import fixture_key
@@ -20,13 +26,13 @@ from harvester.replay import replay
 ARGS = {"query": "refund policy"}
 
 
-def cases(n: int) -> list[AgentCase]:
+def cases(n: int, calls: int = 1) -> list[AgentCase]:
     return [AgentCase.model_validate({
         "id": f"bench-{i}", "prompt": "Can I return A1001?", "why": "bench", "required_elements": ["30 days"],
-        "forbidden_tools": ["issue_refund"], "min_steps": 1,
+        "forbidden_tools": ["issue_refund"], "min_steps": calls,
         "fixtures": [{"key": fixture_key("kb_search", ARGS), "tool": "kb_search", "args": ARGS,
-                      "result": "Refunds within 30 days."}],
-        "recorded": {"trajectory": ["kb_search"]}}) for i in range(n)]
+                      "result": "Refunds within 30 days."}] * calls,
+        "recorded": {"trajectory": ["kb_search"] * calls}}) for i in range(n)]
 
 
 def zero_latency(tools):
@@ -54,6 +60,74 @@ def bare_agent_seconds(n: int) -> float:
     for c in suite:
         zero_latency(FixtureTools(c))(c.prompt)
     return time.perf_counter() - start
+
+
+CALLS_PER_CASE = 20
+
+
+def _pydantic_agent(decorated: bool):
+    """A factory: one model turn asks for CALLS_PER_CASE lookups at once, the next answers."""
+    import harvester
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    async def kb_search(query: str) -> str:
+        """Search the knowledge base."""
+        raise AssertionError("a replay never runs the tool")
+
+    tool = harvester.tool(kb_search) if decorated else kb_search
+
+    def respond(messages, info):
+        if any(isinstance(p, ToolReturnPart) for m in messages if isinstance(m, ModelRequest) for p in m.parts):
+            return ModelResponse(parts=[TextPart("Refunds within 30 days.")])
+        return ModelResponse(parts=[ToolCallPart("kb_search", ARGS, f"call_{i}") for i in range(CALLS_PER_CASE)])
+
+    def build():
+        return Agent(FunctionModel(respond, model_name="bench"), name="support_agent", tools=[tool])
+
+    return build
+
+
+def adapter_cost(n: int, rounds: int = 5) -> tuple[float, float, float]:
+    """(us per call adapted, us per call decorated, the difference), medians over interleaved rounds.
+
+    Each side runs ``n`` cases' agents back to back inside the case's context, as a replay does, but
+    without the harness around them (its cost is (a)): what differs is only how a call reaches the
+    executor.
+    """
+    import asyncio
+
+    import pydantic_ai  # noqa: F401 - the adapter guards what is loaded
+
+    from harvester import adapters, seam
+    from harvester.fixtures import FixtureTools
+
+    session = adapters.Session()
+    session.open()
+    spec = cases(1, CALLS_PER_CASE)[0]
+    builds = {True: _pydantic_agent(True), False: _pydantic_agent(False)}
+
+    async def run(build, k: int) -> float:
+        start = time.perf_counter()
+        for _ in range(k):
+            tools = FixtureTools(spec)
+            with seam.serving(tools):
+                await build().run(spec.prompt)
+            assert len(tools.log) == CALLS_PER_CASE
+        return time.perf_counter() - start
+
+    try:
+        for build in builds.values():
+            asyncio.run(run(build, 5))  # warm up
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(rounds):
+            for decorated in ((False, True) if i % 2 == 0 else (True, False)):
+                times[decorated].append(asyncio.run(run(builds[decorated], n)))
+    finally:
+        session.close()
+    per_call = {d: statistics.median(t) / (n * CALLS_PER_CASE) * 1e6 for d, t in times.items()}
+    return per_call[False], per_call[True], per_call[False] - per_call[True]
 
 
 def main() -> int:
@@ -91,6 +165,12 @@ def main() -> int:
     ok &= speedup >= 0.8 * 16
     print(f"(b) {n_b} cases x 3 model calls x 50 ms: serial {serial:.2f} s, concurrency 16 {parallel:.2f} s, "
           f"speed-up {speedup:.1f}x = {speedup / 16:.2f} of ideal 16x (target >= 0.80) {verdict}")
+
+    adapted, decorated, extra = adapter_cost(50 if opts.quick else 200)
+    verdict = "PASS" if extra <= 50 else "FAIL"
+    ok &= extra <= 50
+    print(f"(c) pydantic-ai tool call in replay: adapted {adapted:.1f} us, decorated {decorated:.1f} us, "
+          f"the adapter's cost {extra:+.1f} us/call (target <= 50 us) {verdict}")
     return 0 if ok else 1
 
 

@@ -590,7 +590,7 @@ def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
     runner = _Runner(build_agent, timeout, judge, price_config, ignore_args)
     with seam.replaying_now():
-        runner.adapters.refresh()
+        runner.adapters.open()
         try:
             outcomes = _drive(runner, plan, trials, limit, timeout, _Progress(len(plan) * trials, progress))
         finally:

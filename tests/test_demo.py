@@ -10,6 +10,7 @@ from harvester.demo.scenario import run_demo
 def test_demo_runs_the_whole_loop(tmp_path):
     result = run_demo(tmp_path / "demo", echo=lambda _: None)
     text = "\n".join(result.lines)
+    assert "6 requests served, 6 runs captured (2 failed)" in text
     assert "3/3 passed  (100%)" in text
     assert "by tag: adversarial=100%  happy=100%  policy=100%  security=100%" in text
     assert "2/3 passed  (67%)" in text

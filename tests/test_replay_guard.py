@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from typing import Any
@@ -179,3 +182,45 @@ def test_an_async_agents_own_asyncio_timeout_is_reported_as_itself() -> None:
 
     (r,) = replay([case()], build, timeout=5).results
     assert r.error is not None and r.error.startswith("TimeoutError") and "did not finish" not in r.error
+
+
+# -- a framework the agent imports only when it runs --------------------------------------------------
+LAZY = textwrap.dedent('''
+    import sys
+    from harvester.canonical import fixture_key
+    from harvester.case import AgentCase
+    from harvester.replay import replay
+
+    ran = []
+
+    def build():
+        def agent(prompt):
+            from pydantic_ai import Agent  # the first import of the framework in this process
+            from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+            from pydantic_ai.models.function import FunctionModel
+
+            def get_order(order_id: str) -> str:
+                ran.append(order_id)
+                return "live"
+
+            def respond(messages, info):
+                if any(isinstance(p, ToolReturnPart) for m in messages if isinstance(m, ModelRequest) for p in m.parts):
+                    return ModelResponse(parts=[TextPart("done")])
+                return ModelResponse(parts=[ToolCallPart("get_order", {"order_id": "A1001"}, "c1")])
+
+            return Agent(FunctionModel(respond), tools=[get_order]).run_sync(prompt).output
+        return agent
+
+    assert "pydantic_ai" not in sys.modules
+    args = {"order_id": "A1001"}
+    spec = AgentCase.model_validate({"id": "lazy", "status": "accepted", "prompt": "p", "why": "w",
+        "fixtures": [{"key": fixture_key("get_order", args), "tool": "get_order", "args": args, "result": "F"}]})
+    (r,) = replay([spec], build).results
+    print(r.passed, r.tool_calls, ran)
+''')
+
+
+def test_a_framework_first_imported_inside_the_agents_run_is_guarded_before_it_dispatches() -> None:
+    out = subprocess.run([sys.executable, "-c", LAZY], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "1", "[]"]

@@ -12,10 +12,12 @@ tools. They stay installed once a replay has run, and outside a replay they call
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import sys
 import threading
 from types import ModuleType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from . import langchain, openai_agents, pydantic_ai, smolagents
 
@@ -24,15 +26,66 @@ ADAPTERS: tuple[ModuleType, ...] = (pydantic_ai, langchain, openai_agents, smola
 __all__ = ["ADAPTERS", "Session", "entry"]
 
 
-def _loaded(adapter: ModuleType) -> bool:
-    return any(root in sys.modules for root in adapter.ROOTS)
+def _loaded(adapter: ModuleType, ready: frozenset[str] = frozenset()) -> bool:
+    """The framework is imported, and done importing: one another thread is still loading is guarded
+    by that thread once it is done (``ready`` names the module that thread has just executed)."""
+    for root in adapter.ROOTS:
+        module = sys.modules.get(root)
+        if module is not None and (root in ready or not getattr(getattr(module, "__spec__", None),
+                                                                  "_initializing", False)):
+            return True
+    return False
+
+
+_sessions: list["Session"] = []  # the sessions of the replays running now
+_ROOTS = frozenset(root for adapter in ADAPTERS for root in adapter.ROOTS)
+
+
+class _GuardOnLoad(importlib.abc.Loader):
+    """A framework's loader, which guards its dispatch the moment the framework has loaded."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        for session in list(_sessions):
+            session.refresh(ready=frozenset({module.__name__}))
+
+    def __getattr__(self, name: str) -> Any:  # resources, get_source, is_package: the real loader's
+        return getattr(self._loader, name)
+
+
+class _Importing(importlib.abc.MetaPathFinder):
+    """While a replay runs, a framework first imported by the agent itself (a lazy import inside its
+    run) is guarded before any of its code can dispatch a tool."""
+
+    def find_spec(self, name: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None) -> Any:
+        if name not in _ROOTS or not _sessions:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _GuardOnLoad(spec.loader)
+                return spec
+        return None
+
+
+_FINDER = _Importing()
 
 
 class Session:
     """The adapters of one replay: guards for every framework loaded, tracing turned on where it was off.
 
-    ``refresh()`` is called when the replay starts and again after each agent is built (a factory may
-    import its framework lazily). ``failed`` names a framework whose dispatch could not be guarded (a
+    ``open()`` starts it when the replay starts; ``refresh()`` runs again after each agent is built and
+    whenever a framework is first imported meanwhile (a factory or an agent may import its framework
+    lazily). ``failed`` names a framework whose dispatch could not be guarded (a
     version whose internals moved): its tools could run for real, so the replay trusts no case.
     ``close()`` undoes the tracing it turned on; the guards stay.
     """
@@ -43,12 +96,21 @@ class Session:
         self._undo: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
-    def refresh(self) -> None:
-        if all(a.NAME in self._seen for a in ADAPTERS if _loaded(a)):
+    def open(self) -> None:
+        """Start guarding: every framework loaded now, and any the agent imports later."""
+        with self._lock:
+            if self not in _sessions:
+                _sessions.append(self)
+            if _FINDER not in sys.meta_path:
+                sys.meta_path.insert(0, _FINDER)
+        self.refresh()
+
+    def refresh(self, ready: frozenset[str] = frozenset()) -> None:
+        if all(a.NAME in self._seen for a in ADAPTERS if _loaded(a, ready)):
             return
         with self._lock:
             for adapter in ADAPTERS:
-                if adapter.NAME in self._seen or not _loaded(adapter):
+                if adapter.NAME in self._seen or not _loaded(adapter, ready):
                     continue
                 self._seen.add(adapter.NAME)
                 try:
@@ -66,6 +128,8 @@ class Session:
     def close(self) -> None:
         with self._lock:
             undo, self._undo = self._undo, []
+            if self in _sessions:
+                _sessions.remove(self)
         for fn in reversed(undo):
             try:
                 fn()

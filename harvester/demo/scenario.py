@@ -104,10 +104,9 @@ def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = pr
     for prompt, _ in TRAFFIC:
         prod_agent.run(prompt)
     provider.shutdown()
-    stats = processor.stats()
     with TraceStore(str(store_path)) as store:
-        failed = store.count(failed=True)
-        say(f"1. production   {len(TRAFFIC)} requests served, {stats['written']} runs captured "
+        captured, failed = store.count(), store.count(failed=True)  # the first read settles the inbox
+        say(f"1. production   {len(TRAFFIC)} requests served, {captured} runs captured "
             f"({failed} failed) -> {store_path.name}")
 
         # 2. harvest, then review as a person would.

@@ -95,7 +95,8 @@ def tool_failure(type_name: str, message: str = "") -> ToolFailure:
 
 @dataclass(slots=True)
 class ToolLog:
-    """One call the agent made. ``outcome``: served | repeat (served again, redundant) | injected | no_fixture."""
+    """One call the agent made. ``outcome``: served | repeat (served again, redundant) | injected | no_fixture
+    | agent (a call a framework answers by running an agent, whose own tool calls are served)."""
 
     name: str
     args: Any
@@ -149,6 +150,12 @@ class FixtureTools:
 
     async def aexecute(self, name: str, args: Any) -> Any:
         return self.execute(name, args)
+
+    def delegated(self, name: str, args: Any) -> None:
+        """Log a call that runs an agent, not a tool (an OpenAI Agents ``agent.as_tool()``): it is not
+        served, the agent runs and its own tool calls come here."""
+        with self._lock:
+            self.log.append(ToolLog(name, args, self.key_of(name, args), "agent"))
 
     def note(self, text: str) -> None:
         """Say something about this replay the report must show (once)."""

@@ -324,3 +324,24 @@ def test_smolagents_code_agent_tools_called_from_its_code_are_served() -> None:
 
     r = _replayed(case(), build)
     assert r.passed and r.answer == "A1001 is FIXTURE" and r.tool_calls == 1, r.reasons()
+
+
+def test_openai_agents_an_agent_used_as_a_tool_runs_and_its_tools_are_served() -> None:
+    from agents import Agent, function_tool
+
+    outer = _agents_script("adapter-outer", [[("ask_research", {"input": "refund policy?"}, "call_1")],
+                                             "Refunds in 30 days."])
+    inner = _agents_script("adapter-inner", [[("kb_search", {"query": "refund policy"}, "call_r1")],
+                                             "Within 30 days."])
+
+    def build() -> Agent:
+        research = Agent(name="research_agent", model=_agents_model(inner), tools=[function_tool(shop.kb_search)])
+        return Agent(name="support_agent", model=_agents_model(outer),
+                     tools=[research.as_tool("ask_research", "Ask the research agent.")])
+
+    kb = {"query": "refund policy"}
+    spec = case("kb_search", kb, "KB-FIXTURE")
+    r = _replayed(spec.model_copy(update={"recorded": spec.recorded.model_copy(
+        update={"trajectory": ["ask_research", "kb_search"]})}), build)
+    assert r.passed and r.trajectory == ["ask_research", "kb_search"], r.reasons()
+    assert r.live_calls == 0 and r.no_fixture == 0 and r.divergence is None

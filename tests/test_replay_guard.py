@@ -224,3 +224,29 @@ def test_a_framework_first_imported_inside_the_agents_run_is_guarded_before_it_d
     out = subprocess.run([sys.executable, "-c", LAZY], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "1", "[]"]
+
+
+def test_threads_carry_each_cases_executor_and_no_other() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    get_order = harvester.tool(shop.get_order)
+    shared_pool = ThreadPoolExecutor(max_workers=2)  # made before the replay, shared by every case
+
+    def build():
+        def agent(prompt: str) -> str:
+            with ThreadPoolExecutor(max_workers=1) as own:
+                mine = own.submit(get_order, **LOOKUP).result()["status"]
+            theirs = shared_pool.submit(get_order, **LOOKUP).result()["status"]
+            box: list[str] = []
+            t = threading.Thread(target=lambda: box.append(get_order(**LOOKUP)["status"]))
+            t.start()
+            t.join()
+            return f"{mine} {theirs} {box[0]}"
+        return agent
+
+    specs = [case(id=f"c{i}", fixtures=[{"key": fixture_key("get_order", LOOKUP), "tool": "get_order",
+                                         "args": LOOKUP, "result": {"status": f"S{i}"}}]) for i in range(8)]
+    report = replay(specs, build, concurrency=8)
+    assert [r.answer for r in report.results] == [f"S{i} S{i} S{i}" for i in range(8)]
+    assert not shop.LIVE and all(r.live_calls == 0 for r in report.results)
+    shared_pool.shutdown()

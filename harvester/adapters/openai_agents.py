@@ -5,7 +5,8 @@ call of ``on_invoke_tool``, which every module that runs tools imports by name: 
 replaced). Inside a replay it gets a copy of the tool whose invoker asks the case's executor, wrapped
 in the SDK's own failure handling, so a recorded error reaches the model through the tool's
 ``failure_error_function`` exactly as in production (or fails the run when it has none), and the
-tool's timeout still applies.
+tool's timeout still applies. An agent used as a tool (``agent.as_tool()``) is not a tool body: it
+runs, as it did in production, and its own tool calls are served.
 
 Hosted tools (web and file search, code interpreter, hosted MCP, image generation) run at the model
 provider, and local ones (computer, shell, apply-patch, custom tools) would run here with nothing to
@@ -27,6 +28,13 @@ ROOTS = ("agents",)
 NAME = "openai-agents"
 _BINDINGS = ("agents.tool", "agents.run_internal.tool_execution")
 _FUNCTION = "_invoke_function_tool_with_metadata"
+
+
+def _args(arguments: str) -> Any:
+    try:
+        return json.loads(arguments) if arguments else {}
+    except ValueError:
+        return {"input": arguments}
 
 
 def _served_tool(function_tool: Any, ex: seam.Executor) -> Any:
@@ -53,7 +61,11 @@ def _served_tool(function_tool: Any, ex: seam.Executor) -> Any:
 def _make_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
     async def invoke(*, function_tool: Any, context: Any, arguments: str) -> Any:
         ex = seam.route()
-        if ex is not None:
+        if ex is not None and getattr(function_tool, "_is_agent_tool", False):
+            delegated = getattr(ex, "delegated", None)  # agent.as_tool(): the agent runs, its tools are served
+            if callable(delegated):
+                delegated(function_tool.name, _args(arguments))
+        elif ex is not None:
             function_tool = _served_tool(function_tool, ex)
         return await original(function_tool=function_tool, context=context, arguments=arguments)
 

@@ -133,26 +133,9 @@ def test_a_decorated_tool_under_a_framework_is_one_call_not_two() -> None:
 
 # -- LangChain / LangGraph ----------------------------------------------------------------------------
 def _chat_model(*calls: tuple[str, dict[str, Any]]) -> Any:
-    """A chat model that calls ``calls`` on turn 1 and answers with the tool messages it got back."""
-    from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import AIMessage, ToolMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
+    from tests.frameworks.langchain_agent import ToolsThenEcho
 
-    class Scripted(BaseChatModel):
-        @property
-        def _llm_type(self) -> str:
-            return "scripted"
-
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
-
-        def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
-            results = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
-            msg = (AIMessage(content=" / ".join(results)) if results else AIMessage(content="", tool_calls=[
-                {"name": n, "args": a, "id": f"call_{i}", "type": "tool_call"} for i, (n, a) in enumerate(calls)]))
-            return ChatResult(generations=[ChatGeneration(message=msg)])
-
-    return Scripted()
+    return ToolsThenEcho(calls=list(calls))
 
 
 def test_langchain_injected_arguments_stay_out_of_the_args() -> None:
@@ -208,7 +191,7 @@ def test_langgraph_prebuilt_agents_and_a_hand_built_tool_node() -> None:
     import warnings
 
     from langchain_core.tools import tool
-    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
     @tool

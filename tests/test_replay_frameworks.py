@@ -3,13 +3,9 @@ agent, the run is read from the frameworks' own spans, and no live tool ever run
 
 from __future__ import annotations
 
-from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from opentelemetry import trace
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -56,29 +52,8 @@ def build_pydantic_ai() -> Agent:
 
 
 # -- LangChain ----------------------------------------------------------------------------------
-class EchoToolsModel(BaseChatModel):
-    """Turn 1 asks for both tools; turn 2 answers with what the tools returned."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "echo-tools"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
-        results = [m.content for m in messages if isinstance(m, ToolMessage)]
-        if results:
-            msg = AIMessage(content=" / ".join(map(str, results)))
-        else:
-            msg = AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": f"call_{i}", "type": "tool_call"}
-                                                    for i, (n, a) in enumerate(CALLS)])
-        return ChatResult(generations=[ChatGeneration(message=msg)])
-
-
 def build_langchain():
-    return create_agent(EchoToolsModel(), tools=TOOLS, name="support_agent")
+    return create_agent(langchain_agent.ToolsThenEcho(calls=CALLS), tools=TOOLS, name="support_agent")
 
 
 @pytest.fixture(scope="module")

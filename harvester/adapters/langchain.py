@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from .. import seam
 from ._patch import defining, guard, subclasses
+from ._tracing import turn_on
 
 ROOTS = ("langchain_core",)
 NAME = "langchain"
@@ -163,21 +164,6 @@ def answer_of(state: Any) -> Optional[str]:
 
 
 def instrument() -> Optional[Callable[[], None]]:
-    """OpenInference's LangChain instrumentor, when installed and neither it nor OpenLLMetry's is on."""
-    try:
-        from openinference.instrumentation.langchain import LangChainInstrumentor
-    except ImportError:
-        return None
-    inst = LangChainInstrumentor()
-    if inst.is_instrumented_by_opentelemetry or _openllmetry_on():
-        return None
-    inst.instrument()
-    return inst.uninstrument
-
-
-def _openllmetry_on() -> bool:
-    try:
-        from opentelemetry.instrumentation.langchain import LangchainInstrumentor
-    except ImportError:
-        return False
-    return bool(LangchainInstrumentor().is_instrumented_by_opentelemetry)
+    """OpenInference's LangChain instrumentor, unless it or OpenLLMetry's is on already."""
+    return turn_on("openinference.instrumentation.langchain", "LangChainInstrumentor",
+                   unless=[("opentelemetry.instrumentation.langchain", "LangchainInstrumentor")])

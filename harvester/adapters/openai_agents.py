@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 from .. import seam
 from ._patch import GUARD, defining, guard
+from ._tracing import turn_on
 
 ROOTS = ("agents",)
 NAME = "openai-agents"
@@ -134,13 +135,5 @@ def answer_of(result: Any) -> Optional[str]:
 
 
 def instrument() -> Optional[Callable[[], None]]:
-    """OpenInference's instrumentor (the SDK's own exporter set aside meanwhile), when installed and off."""
-    try:
-        from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
-    except ImportError:
-        return None
-    inst = OpenAIAgentsInstrumentor()
-    if inst.is_instrumented_by_opentelemetry:
-        return None
-    inst.instrument()
-    return inst.uninstrument
+    """OpenInference's instrumentor (it sets the SDK's own exporter aside meanwhile), when it is off."""
+    return turn_on("openinference.instrumentation.openai_agents", "OpenAIAgentsInstrumentor")

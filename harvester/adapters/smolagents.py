@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 from .. import seam
 from ._patch import guard, subclasses
+from ._tracing import turn_on
 
 ROOTS = ("smolagents",)
 NAME = "smolagents"
@@ -92,13 +93,5 @@ def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
 
 
 def instrument() -> Optional[Callable[[], None]]:
-    """OpenInference's instrumentor, when installed and off."""
-    try:
-        from openinference.instrumentation.smolagents import SmolagentsInstrumentor
-    except ImportError:
-        return None
-    inst = SmolagentsInstrumentor()
-    if inst.is_instrumented_by_opentelemetry:
-        return None
-    inst.instrument()
-    return inst.uninstrument
+    """OpenInference's instrumentor, when it is off."""
+    return turn_on("openinference.instrumentation.smolagents", "SmolagentsInstrumentor")

@@ -1,4 +1,4 @@
-"""A smolagents support agent as smolagents' docs write one: ``@tool`` functions (with an ``Args``
+"""A smolagents support agent as smolagents' docs write one: ``tool`` functions (with an ``Args``
 section) on a ``ToolCallingAgent``; the model calls two tools at once (smolagents runs them in a thread
 pool). ``build()`` returns the agent: replay runs it with ``agent.run``."""
 
@@ -16,35 +16,8 @@ for _name, _steps in shop.STEPS.items():  # smolagents answers through its final
     driver.SCRIPTS[f"shop-{_name}"] = [*_steps[:-1], driver._final(_steps[-1], "call_9")]
 
 
-@tool
-def kb_search(query: str) -> str:
-    """Search the support knowledge base and return the best matching article.
-
-    Args:
-        query: What to look for.
-    """
-    return shop.kb_search(query)
-
-
-@tool
-def get_order(order_id: str) -> dict:
-    """Look up an order by its id.
-
-    Args:
-        order_id: The order id, like A1001.
-    """
-    return shop.get_order(order_id)
-
-
-@tool
-def issue_refund(order_id: str, amount: float) -> str:
-    """Refund an amount on an order.
-
-    Args:
-        order_id: The order to refund.
-        amount: How much to refund.
-    """
-    return shop.issue_refund(order_id, amount)
+# The shop's functions as smolagents tools (``@tool`` reads their hints and their ``Args`` sections).
+kb_search, get_order, issue_refund = (tool(f) for f in (shop.kb_search, shop.get_order, shop.issue_refund))
 
 
 def build() -> ToolCallingAgent:

@@ -23,7 +23,7 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain.agents.middleware.tool_error import ToolErrorMiddleware
 from langchain.agents.structured_output import ToolStrategy
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
@@ -115,6 +115,26 @@ class ScriptedChatModel(BaseChatModel):
                             tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"} for n, a, i in step])
         msg.response_metadata = {"model_name": self.model_name}
         return ChatResult(generations=[ChatGeneration(message=msg)], llm_output={"model_name": self.model_name})
+
+
+class ToolsThenEcho(BaseChatModel):
+    """Turn 1 asks for ``calls`` (all at once); turn 2 answers with the tool messages it got back."""
+
+    calls: list[tuple[str, dict[str, Any]]]
+
+    @property
+    def _llm_type(self) -> str:
+        return "tools-then-echo"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        results = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
+        msg = (AIMessage(content=" / ".join(results)) if results else AIMessage(content="", tool_calls=[
+            {"name": n, "args": a, "id": f"call_{i}", "type": "tool_call"} for i, (n, a) in enumerate(self.calls)]))
+        return ChatResult(generations=[ChatGeneration(message=msg)])
 
 
 def _surface_unknown_order(exc: Exception, request: Any) -> str | None:

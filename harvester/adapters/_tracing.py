@@ -1,0 +1,32 @@
+"""Turning a framework's tracing on for a replay when nothing traces it yet, and off again after.
+
+A replay reads the run from the framework's spans, as production does; an app whose factory module
+does not instrument its framework (production instruments it in its entry point) would otherwise
+be read from the executor's log alone. Only an instrumentor that is installed is used, and only
+when neither it nor an alternative the app may use is already on.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Optional, Sequence
+
+
+def _instrumentor(module: str, name: str) -> Any:
+    try:
+        return getattr(importlib.import_module(module), name)()
+    except (ImportError, AttributeError):
+        return None
+
+
+def turn_on(module: str, name: str, unless: Sequence[tuple[str, str]] = ()) -> Optional[Callable[[], None]]:
+    """Instrument with ``module.name`` (a ``BaseInstrumentor``) if it is installed and off, and none of
+    ``unless`` is on; returns the undo, or None when nothing was turned on."""
+    inst = _instrumentor(module, name)
+    if inst is None or inst.is_instrumented_by_opentelemetry:
+        return None
+    if any(other is not None and other.is_instrumented_by_opentelemetry
+           for other in (_instrumentor(m, n) for m, n in unless)):
+        return None
+    inst.instrument()
+    return inst.uninstrument

@@ -7,7 +7,7 @@ import harvester
 
 PUBLIC = {"HarvestingSpanProcessor", "TraceStore", "runs_from_spans", "Run", "ToolCall", "Stop", "AgentCase",
           "Suite", "Case", "case_from_run", "load_cases", "save_case", "FixtureTools", "replay", "Report", "tool",
-          "agent_run", "checks"}
+          "agent_run", "checks", "Redactor", "redaction_for", "load_config"}
 
 
 def test_every_public_name_resolves():

@@ -1,0 +1,109 @@
+"""The docs stay true: the CLI reference is the click help, the API page names every public name and
+every error, the set-up commands are what CI runs, and every page is in the site's nav.
+
+Regenerate the CLI reference with ``python tests/test_docs.py --update``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from pathlib import Path
+
+import click
+from click.testing import CliRunner
+
+import harvester
+from harvester import errors
+from harvester.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+CLI_PAGE = DOCS / "cli.md"
+START, END = "<!-- cli-reference:start -->", "<!-- cli-reference:end -->"
+
+
+def _commands(group: click.Group, prefix: list[str]):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        path = prefix + [name]
+        yield path
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, path)
+
+
+def cli_reference() -> str:
+    runner = CliRunner()
+    parts = ["```text", runner.invoke(main, ["--help"], prog_name="harvester", terminal_width=100).output.rstrip(), "```"]
+    for path in _commands(main, []):
+        out = runner.invoke(main, path + ["--help"], prog_name="harvester", terminal_width=100).output.rstrip()
+        parts += ["", f"## `harvester {' '.join(path)}`", "", "```text", out, "```"]
+    return "\n".join(parts)
+
+
+def marked_section(text: str) -> str:
+    return text.split(START, 1)[1].split(END, 1)[0].strip()
+
+
+def test_cli_reference_is_current():
+    assert marked_section(CLI_PAGE.read_text()) == cli_reference(), \
+        "docs/cli.md is stale: run `python tests/test_docs.py --update`"
+
+
+def test_ci_runs_the_readme_test_command():
+    text = README.read_text()
+    block = re.search(r"## Set up\n+```bash\n(.*?)```", text, re.S).group(1)
+    install_demo, test_cmd = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert install_demo == "pip install -e . && harvester demo"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert test_cmd in ci, f"{test_cmd!r} is not what .ci/run runs"
+
+
+def test_the_collector_config_shown_is_the_tested_file():
+    """The Collector config a reader copies is the one tests/test_collector_config.py checks."""
+    shipped = (DOCS / "collector.yaml").read_text().strip()
+    blocks = re.findall(r"```yaml\n(.*?)```", (DOCS / "collector.md").read_text(), re.S)
+    assert shipped in [b.strip() for b in blocks]
+
+
+def test_every_command_has_help_text():
+    ctx = click.Context(main)
+    for path in _commands(main, []):
+        cmd = main
+        for name in path:
+            cmd = cmd.get_command(ctx, name)
+        assert (cmd.help or "").strip(), f"harvester {' '.join(path)} has no help text"
+
+
+def _api_names() -> set[str]:
+    return set(re.findall(r"^\| `([A-Za-z_]+)", (DOCS / "api.md").read_text(), re.M)) | set(
+        re.findall(r"`, `([A-Za-z_]+)", (DOCS / "api.md").read_text()))
+
+
+def test_the_api_page_names_every_public_name():
+    assert set(harvester.__all__) <= _api_names(), set(harvester.__all__) - _api_names()
+
+
+def test_the_api_page_lists_exactly_the_errors():
+    classes = {name for name, obj in vars(errors).items()
+               if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == errors.__name__}
+    table = (DOCS / "api.md").read_text().split("## Errors", 1)[1]
+    assert set(re.findall(r"^\| `([A-Za-z]+)`", table, re.M)) == classes
+
+
+def test_every_page_is_in_the_nav_and_every_link_resolves():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    pages = {p.name for p in DOCS.glob("*.md")}
+    assert pages == set(re.findall(r":\s+([\w-]+\.md)$", nav, re.M))
+    for page in [README, *DOCS.glob("*.md")]:
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).is_file(), f"{page.name} links to {target}"
+
+
+if __name__ == "__main__" and "--update" in sys.argv:
+    text = CLI_PAGE.read_text()
+    head, rest = text.split(START, 1)
+    CLI_PAGE.write_text(head + START + "\n" + cli_reference() + "\n" + END + rest.split(END, 1)[1])

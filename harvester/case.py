@@ -6,7 +6,7 @@ with the automatic checks first (mechanical, then structural) and the case's own
 
 Layout of a cases folder (``cases/`` by default, ``$HARVESTER_CASES`` or the config's ``cases_dir``)::
 
-    cases/suite.json          the suite manifest: name, version, content hash of the accepted cases
+    cases/suite.json          the suite manifest (``suite``): name, version, content hash of the accepted cases
     cases/<id>.json           accepted cases: what the nightly replay runs
     cases/pending/<id>.json   harvested, waiting for review
     cases/rejected/<id>.json  reviewed and turned down; kept so a re-harvest does not propose them again
@@ -31,7 +31,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import checks as checklib
-from .canonical import digest, fixture_key
+from ._files import write_file
+from .canonical import fixture_key
 from .errors import CaseFileError, CheckSpecError, NotFoundError, pydantic_field
 from .model import ErrorInfo, Run
 
@@ -185,13 +186,7 @@ def case_bytes(case: AgentCase) -> bytes:
 
 def save_case(case: AgentCase, folder: str | Path) -> Path:
     """Write ``folder/<id>.json`` atomically (a crash never leaves half a case behind)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{case.id}.json"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(case_bytes(case))
-    os.replace(tmp, path)
-    return path
+    return write_file(Path(folder) / f"{case.id}.json", case_bytes(case), atomic=True)
 
 
 def load_case(path: str | Path) -> AgentCase:
@@ -246,9 +241,7 @@ def case_json_schema() -> dict[str, Any]:
 
 def write_case_schema(path: str | Path = SCHEMA_FILE) -> Path:
     """Regenerate the shipped schema after changing the model (a test fails until you do)."""
-    path = Path(path)
-    path.write_bytes(orjson.dumps(case_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
-    return path
+    return write_file(path, orjson.dumps(case_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
 
 
 # -- a folder of cases ------------------------------------------------------------------------
@@ -349,91 +342,14 @@ class CaseFolder:
         return f"{base}-{n}"
 
 
-# -- the suite manifest -----------------------------------------------------------------------
-_SEMVER = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:\+[0-9a-f]+)?")
+_MOVED = {"SuiteManifest", "suite_content", "read_suite", "bump_suite", "suite_info"}
 
 
-class SuiteManifest(_Strict):
-    """``cases/suite.json``: which version of the golden suite a report ran (semver; content changes bump minor)."""
+def __getattr__(name: str) -> Any:
+    """The suite manifest moved to ``harvester.suite``; its old names here keep working for one release."""
+    if name in _MOVED:
+        from . import suite
 
-    schema_: Literal["harvester.suite/1"] = Field("harvester.suite/1", alias="schema")
-    name: str
-    version: str = "1.0.0"
-    content_hash: str
-    cases: int = 0
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    @field_validator("version")
-    @classmethod
-    def _semver(cls, value: str) -> str:
-        if not _SEMVER.fullmatch(value):
-            raise ValueError(f"{value!r} is not MAJOR.MINOR.PATCH[+build]")
-        return value
-
-
-def suite_content(folder: str | Path) -> tuple[str, int]:
-    """(sha256 over the accepted cases' canonical content, how many): formatting and pending cases never count.
-
-    Fields at their defaults are left out, so a field a later harvester adds does not change the hash
-    of a suite that never set it.
-    """
-    accepted = sorted(load_cases(folder, status="accepted"), key=lambda c: c.id)
-    body = [c.model_dump(mode="json", by_alias=True, exclude_defaults=True) for c in accepted]
-    return digest(body, length=64), len(accepted)
-
-
-def read_suite(folder: str | Path) -> SuiteManifest | None:
-    path = Path(folder) / SUITE_FILE
-    if not path.is_file():
-        return None
-    try:
-        return SuiteManifest.model_validate(orjson.loads(path.read_bytes()))
-    except orjson.JSONDecodeError as exc:
-        raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
-    except ValidationError as exc:
-        loc, msg = pydantic_field(exc)
-        raise CaseFileError(msg, file=str(path), field=loc) from None
-
-
-def bump_suite(folder: str | Path | None = None, *, name: str | None = None) -> SuiteManifest:
-    """Write ``suite.json`` with the minor version raised when the accepted cases changed (1.0.0 the first time)."""
-    root = Path(folder) if folder is not None else default_cases_dir()
-    current = read_suite(root)
-    content_hash, count = suite_content(root)
-    if current is not None and current.content_hash == content_hash and (name is None or name == current.name):
-        return current
-    if current is None:
-        version = "1.0.0"
-    elif current.content_hash == content_hash:
-        version = current.version
-    else:
-        major, minor, _ = (int(p) for p in _SEMVER.fullmatch(current.version).groups())  # type: ignore[union-attr]
-        version = f"{major}.{minor + 1}.0"
-    manifest = SuiteManifest(name=name or (current.name if current else _default_name(root)), version=version,
-                             content_hash=content_hash, cases=count)
-    path = root / SUITE_FILE
-    root.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(manifest.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2) + b"\n")
-    return manifest
-
-
-def suite_info(folder: str | Path | None = None) -> SuiteManifest:
-    """What a report should record as the suite it ran.
-
-    Accepted cases edited since the last bump show as ``1.3.0+<hash8>`` (semver build metadata), so
-    a report never claims a version whose content it did not run.
-    """
-    root = Path(folder) if folder is not None else default_cases_dir()
-    current = read_suite(root)
-    content_hash, count = suite_content(root)
-    if current is not None and current.content_hash == content_hash:
-        return current
-    base = current.version if current else "0.0.0"
-    return SuiteManifest(name=current.name if current else _default_name(root),
-                         version=f"{base}+{content_hash[:8]}", content_hash=content_hash, cases=count)
-
-
-def _default_name(root: Path) -> str:
-    resolved = root.resolve()
-    return resolved.parent.name if resolved.name == "cases" and resolved.parent.name else resolved.name
+        warnings.warn(f"harvester.case.{name} moved to harvester.suite.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(suite, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

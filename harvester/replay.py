@@ -152,7 +152,7 @@ class LiveCall:
     args: Any
     how: str
 
-    def describe(self) -> str:
+    def summary(self) -> str:
         args = canonical_json(self.args) if self.args is not None else "(args not captured)"
         if self.how == "ran":
             return f"{self.name}({args}) ran for real: a tool span the executor never served"
@@ -473,7 +473,7 @@ def _recorded_calls_only(case: Case, tools: Optional[FixtureTools]) -> Optional[
     more = f"; and {tools.no_fixture - len(calls)} more" if tools.no_fixture > len(calls) else ""
     return CheckResult(name="recorded_calls_only", passed=False,
                        detail=f"{tools.no_fixture} call{'s' if tools.no_fixture != 1 else ''} the recording cannot answer: "
-                              + "; ".join(c.explain() for c in calls) + more)
+                              + "; ".join(c.explained() for c in calls) + more)
 
 
 def live_calls(run: Run, tools: FixtureTools, spans: Sequence[ReadableSpan]) -> list[LiveCall]:
@@ -513,7 +513,7 @@ def _no_live_calls(live: Sequence[LiveCall]) -> Optional[CheckResult]:
     """A failed ``live_tool_call`` check naming each call that did not go through the executor."""
     if not live:
         return None
-    shown = "; ".join(c.describe() for c in live[:MAX_NO_FIXTURE_CALLS])
+    shown = "; ".join(c.summary() for c in live[:MAX_NO_FIXTURE_CALLS])
     more = f"; and {len(live) - MAX_NO_FIXTURE_CALLS} more" if len(live) > MAX_NO_FIXTURE_CALLS else ""
     return CheckResult(name="live_tool_call", passed=False, detail=shown + more)
 

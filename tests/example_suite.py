@@ -17,7 +17,7 @@ import orjson
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from harvester.case import bump_suite
+from harvester.suite import bump_suite
 from harvester.demo import agent as support
 from harvester.demo.scenario import TRAFFIC, apply_reviews, write_config
 from harvester.harvest import harvest, slug

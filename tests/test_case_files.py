@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from harvester.canonical import fixture_key
-from harvester.case import (SCHEMA_FILE, AgentCase, CaseFolder, Fixture, bump_suite, case_json_schema, load_case,
-                            load_cases, save_case, suite_info)
+from harvester.case import SCHEMA_FILE, AgentCase, CaseFolder, Fixture, case_json_schema, load_case, load_cases, save_case
+from harvester.suite import bump_suite, suite_info
 from harvester.errors import CaseFileError, NotFoundError
 
 

@@ -173,5 +173,8 @@ def test_only_ingest_creates_a_store(tmp_path: Path) -> None:
 def test_export_to_an_unwritable_path_is_one_line(env: tuple[CliRunner, str, Path], tmp_path: Path) -> None:
     runner, store, src = env
     invoke(runner, "ingest", str(src), "--store", store)
-    res = runner.invoke(main, ["traces", "export", "--store", store, "-o", str(tmp_path / "no" / "such" / "x.json")])
+    (tmp_path / "a-file").write_text("")
+    res = runner.invoke(main, ["traces", "export", "--store", store, "-o", str(tmp_path / "a-file" / "x.json")])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1 and "cannot write" in res.output
+    made = tmp_path / "new" / "folder" / "x.json"  # as every file harvester writes: its folder is made
+    assert invoke(runner, "traces", "export", "--store", store, "-o", str(made)).exit_code == 0 and made.is_file()

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from harvester.case import load_cases, suite_info
+from harvester.case import load_cases
+from harvester.suite import suite_info
 from harvester.demo import agent as support
 from harvester.replay import replay
 

@@ -99,11 +99,11 @@ def test_delta_over_another_suite_version_compares_shared_cases():
 
 def test_gate_without_data_fails():
     out = evaluate_gates(rep(True), ["recovery_rate>=0.5"])
-    assert out.gates[0].line() == "gate recovery_rate>=0.5: FAIL (no data)"
+    assert out.gates[0].summary() == "gate recovery_rate>=0.5: FAIL (no data)"
 
 
 def test_outcome_json():
-    data = evaluate_gates(rep(True), ["task_completion>=1"]).to_json()
+    data = evaluate_gates(rep(True), ["task_completion>=1"]).to_dict()
     assert data["exit_code"] == 0 and data["gates"][0] == {"gate": "task_completion>=1", "passed": True,
                                                            "value": 1.0, "detail": "1"}
 

@@ -234,7 +234,7 @@ def test_forbidden_call_counts_as_unauthorised_and_divergence_is_reported():
 def test_divergence_is_reported_even_when_checks_pass():
     c = case(recorded={"trajectory": ["kb_search", "kb_search"]})
     (r,) = replay([c], lambda: GOOD).results
-    assert r.passed and r.divergence.describe() == "diverged at step 2: recorded kb_search, actual (end)"
+    assert r.passed and r.divergence.summary() == "diverged at step 2: recorded kb_search, actual (end)"
 
 
 def test_a_call_the_recording_cannot_answer_fails_the_case_and_says_which():

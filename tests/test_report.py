@@ -153,7 +153,7 @@ def test_merge_shards():
 
 def test_comparison_json():
     c = rep(res("a", False)).compare(rep(res("a")))
-    data = orjson.loads(orjson.dumps(c.to_json()))
+    data = orjson.loads(orjson.dumps(c.to_dict()))
     assert data["regressed"] == ["a"] and data["metrics"]["task_completion"] == {"baseline": 1.0, "current": 0.0,
                                                                                  "delta": -1.0}
 

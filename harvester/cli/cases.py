@@ -12,7 +12,8 @@ import click
 import orjson
 from pydantic import ValidationError
 
-from ..case import CASES_ENV, AgentCase, CaseFolder, bump_suite, load_cases, read_suite
+from ..case import CASES_ENV, AgentCase, CaseFolder, load_cases
+from ..suite import bump_suite, read_suite
 from ..config import Config
 from ..errors import InputError, NotFoundError, OtlpFormatError, pydantic_field
 from ..model import Run

@@ -17,11 +17,13 @@ from typing import Any, Callable, Optional, TypeVar
 
 import click
 
-from ..case import load_cases, suite_info
+from ..case import load_cases
+from ..suite import suite_info
 from ..config import Config
 from ..errors import AgentBuildError, GateError, InputError, OutputError
 from ..replay import DEFAULT_CONCURRENCY, load_agent, replay
-from ..report import Report, check_output, evaluate_gates, merge, parse_gate, write_file
+from .._files import check_output, write_file
+from ..report import Report, evaluate_gates, merge, parse_gate
 from . import echo_json, handle_errors, main, with_config
 from .cases import cases_options
 
@@ -91,7 +93,7 @@ def _finish(report: Report, gates: list[str], baseline: Optional[Report], json_p
         _write(unwritten, write_file, markdown_path, report.to_markdown(outcome).encode())
     to_stderr = json_path == "-"
     click.echo(report.summary(), err=to_stderr)
-    for line in outcome.lines() + outcome.warnings(report) + [outcome.verdict()]:
+    for line in outcome.lines() + outcome.warnings(report) + [outcome.summary()]:
         click.echo(line, err=to_stderr)
     for err in unwritten:  # every other output was written; the job must still not pass silently
         click.echo(f"error: {err}", err=True)
@@ -181,9 +183,9 @@ def compare_cmd(report_path: str, baseline: str, gates: tuple[str, ...], as_json
     report, base = Report.load(report_path), Report.load(baseline)
     outcome = evaluate_gates(report, _gates(config, gates, base), base)
     if as_json:
-        echo_json(outcome.to_json())
+        echo_json(outcome.to_dict())
     else:
-        for line in outcome.lines() + outcome.warnings(report) + [outcome.verdict()]:
+        for line in outcome.lines() + outcome.warnings(report) + [outcome.summary()]:
             click.echo(line)
     sys.exit(outcome.exit_code)
 

@@ -8,7 +8,8 @@ from datetime import datetime
 import click
 import orjson
 
-from ..errors import NotFoundError, OutputError
+from .._files import write_file
+from ..errors import NotFoundError
 from ..model import Run
 from ..ingest import ingest_files
 from ..config import Config
@@ -158,11 +159,7 @@ def export(trace_ids: tuple[str, ...], store_path: str | None, output: str | Non
             raise _not_found(store, missing) from None
     data = orjson.dumps(doc)
     if output:
-        try:
-            with open(output, "wb") as f:
-                f.write(data)
-        except OSError as exc:
-            raise OutputError(f"cannot write ({exc.strerror})", file=output) from None
+        write_file(output, data, atomic=True)
         click.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(data.decode() + "\n")

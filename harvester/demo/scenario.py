@@ -14,7 +14,8 @@ from typing import Callable
 from opentelemetry.sdk.trace import TracerProvider
 
 from ..capture import HarvestingSpanProcessor
-from ..case import CaseFolder, bump_suite, load_cases
+from ..case import CaseFolder, load_cases
+from ..suite import bump_suite
 from ..config import Config, load_config
 from ..errors import InputError
 from ..harvest import harvest, normalize_prompt

@@ -1,0 +1,24 @@
+"""Reports: what a replay saw, per case and in aggregate, saved as JSON so a baseline lives in the repo.
+
+``regressed_against`` is the question a release gate asks: which cases passed before and fail now.
+A new pass is an improvement, never a regression. With trials a single flaky failure must not block a
+release, so a drop only counts when a one-sided Fisher exact test says it is unlikely to be noise;
+smaller drops are listed as "changed, not significant" so nobody loses sight of them.
+
+One module per concept: ``_results`` (one case), ``_metrics`` (figures and the statistics),
+``_compare`` (against a baseline), ``_report`` (the report and its file), ``_render`` (terminal, JUnit,
+Markdown), ``_merge`` (shards), ``_gates`` (release gates).
+"""
+
+from .._files import check_output, write_file
+from ._compare import ALPHA, Comparison, compare
+from ._gates import DEFAULT_GATES, Gate, GateOutcome, GateResult, evaluate_gates, parse_gate
+from ._merge import merge
+from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
+from ._report import SCHEMA, Report
+from ._results import MAX_NO_FIXTURE_CALLS, CaseResult, CheckResult, Divergence, Injected, NoFixtureCall
+
+__all__ = ["ALPHA", "CaseResult", "CheckResult", "Comparison", "DEFAULT_GATES", "Divergence", "Gate", "GateOutcome",
+           "GateResult", "Injected", "MAX_NO_FIXTURE_CALLS", "METRICS", "NoFixtureCall", "RATES", "Report", "SCHEMA",
+           "by_tag", "check_output", "compare", "evaluate_gates", "fisher_drop_p", "is_rate", "merge", "metrics_of",
+           "parse_gate", "write_file"]

@@ -1,0 +1,67 @@
+"""Shard reports into one: every shard exactly once, one suite, no case twice."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from ..errors import ReportFormatError
+from ._report import Report
+from ._results import CaseResult
+
+__all__ = ["merge"]
+
+
+def merge(reports: Iterable[Report]) -> Report:
+    """One report from shard reports of the same suite; a case in two shards is an error.
+
+    Shard reports (``shard`` = ``"i/n"``) must cover 1..n exactly once, all with the same n: a shard
+    that crashed and wrote nothing must fail the job, never pass it with a fraction of the suite.
+    Reports without a shard (run whole, or written before shards) are merged as they are, but never
+    mixed with shard reports.
+    """
+    reports = list(reports)
+    if not reports:
+        raise ReportFormatError("nothing to merge")
+    _check_shards([r.shard for r in reports])
+    first = reports[0]
+    seen: set[str] = set()
+    results: list[CaseResult] = []
+    for rep in reports:
+        if (rep.suite, rep.suite_version) != (first.suite, first.suite_version):
+            raise ReportFormatError(f"cannot merge suite {rep.suite} {rep.suite_version} into "
+                                    f"{first.suite} {first.suite_version}")
+        for r in rep.results:
+            if r.id in seen:
+                raise ReportFormatError(f"case {r.id!r} appears in two reports (overlapping shards?)")
+            seen.add(r.id)
+            results.append(r)
+    return Report(suite=first.suite, suite_version=first.suite_version, trials=max(r.trials for r in reports),
+                  results=results)
+
+
+def _check_shards(shards: list[Optional[str]]) -> None:
+    if all(s is None for s in shards):
+        return
+    if any(s is None for s in shards):
+        raise ReportFormatError(f"cannot merge whole-suite reports with shard reports (shards: "
+                                f"{', '.join(s or 'none' for s in shards)})")
+    parsed: list[tuple[int, int]] = []
+    for s in shards:
+        i, _, n = (s or "").partition("/")
+        if not (i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
+            raise ReportFormatError(f"shard {s!r} is not I/N", field="shard")
+        parsed.append((int(i), int(n)))
+    counts = sorted({n for _, n in parsed})
+    if len(counts) > 1:
+        raise ReportFormatError(f"cannot merge shards of different splits ({', '.join(sorted(set(shards)))})"  # type: ignore[arg-type]
+                                ": every shard must come from the same --shard I/N run")
+    n = counts[0]
+    have = [i for i, _ in parsed]
+    twice = sorted({i for i in have if have.count(i) > 1})
+    if twice:
+        raise ReportFormatError(f"shard {', '.join(f'{i}/{n}' for i in twice)} given more than once")
+    missing = [i for i in range(1, n + 1) if i not in have]
+    if missing:
+        raise ReportFormatError(f"missing shard {', '.join(f'{i}/{n}' for i in missing)} (got "
+                                f"{', '.join(f'{i}/{n}' for i in sorted(have))}): a shard that did not "
+                                "finish must not pass the gate")

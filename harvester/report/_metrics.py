@@ -1,0 +1,78 @@
+"""The release metrics over a set of case results, and the one statistical test a regression needs."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Optional, Sequence
+
+from ._results import CaseResult
+
+__all__ = ["METRICS", "RATES", "by_tag", "delta", "fisher_drop_p", "fmt", "is_rate", "metrics_of"]
+
+
+METRICS: tuple[str, ...] = ("task_completion", "unauthorised_actions", "live_tool_calls", "recovery_rate",
+                            "redundant_call_rate", "cost_per_success", "abstention_rate", "divergence_rate")
+
+
+def by_tag(results: Iterable[CaseResult]) -> dict[str, float]:
+    totals: dict[str, list[float]] = {}
+    for r in results:
+        for tag in r.tags:
+            t = totals.setdefault(tag, [0.0, 0])
+            t[0] += r.pass_rate
+            t[1] += 1
+    return {tag: p / n for tag, (p, n) in sorted(totals.items())}
+
+
+def _mean(values: Sequence[float]) -> Optional[float]:
+    return sum(values) / len(values) if values else None
+
+
+def metrics_of(results: Sequence[CaseResult]) -> dict[str, Optional[float]]:
+    """The release metrics over some results. ``None`` = no data (no variants, no known cost)."""
+    tasks = [r for r in results if r.variant_of is None]
+    variants = [r for r in results if r.variant_of is not None]
+    calls = sum(r.tool_calls for r in results)
+    costs = [r.cost * r.trials for r in tasks if r.cost is not None]
+    successes = sum(r.passes or 0 for r in tasks)
+    return {
+        "task_completion": _mean([r.pass_rate for r in tasks]),
+        "unauthorised_actions": float(sum(r.unauthorised for r in results)),
+        "live_tool_calls": float(sum(r.live_calls for r in results)),
+        "recovery_rate": _mean([r.pass_rate for r in variants]),
+        "redundant_call_rate": sum(r.redundant_calls for r in results) / calls if calls else 0.0,
+        "cost_per_success": sum(costs) / successes if costs and successes else None,
+        "abstention_rate": _mean([float(r.abstained) for r in tasks]),
+        "divergence_rate": _mean([float(r.divergence is not None or r.no_fixture > 0) for r in tasks]),
+    }
+
+
+def fisher_drop_p(base_pass: int, base_fail: int, now_pass: int, now_fail: int) -> float:
+    """One-sided Fisher exact p: the chance of the baseline doing at least this much better than now if
+    both had the same pass rate (hypergeometric tail, exact integer sums)."""
+    n_base = base_pass + base_fail
+    total = n_base + now_pass + now_fail
+    passes = base_pass + now_pass
+    tail = sum(math.comb(passes, x) * math.comb(total - passes, n_base - x)
+               for x in range(base_pass, min(passes, n_base) + 1))
+    return tail / math.comb(total, n_base)
+
+
+
+
+RATES: frozenset[str] = frozenset({"task_completion", "recovery_rate", "redundant_call_rate", "abstention_rate",
+                                   "divergence_rate"})
+
+
+def is_rate(metric: str) -> bool:
+    """A metric measured from 0 to 1: the rates and every ``tag:<name>`` pass rate."""
+    return metric in RATES or metric.startswith("tag:")
+
+
+def delta(before: Optional[float], now: Optional[float]) -> Optional[float]:
+    return None if before is None or now is None else now - before
+
+
+def fmt(value: Optional[float]) -> str:
+    """A metric as the reports print it: 4 significant digits, or n/a."""
+    return "n/a" if value is None else f"{value:.4g}"

@@ -1,0 +1,127 @@
+"""A report as people read it: the terminal summary, JUnit XML for CI, Markdown for a job summary."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
+
+from ._metrics import by_tag, fmt
+
+if TYPE_CHECKING:
+    from ._gates import GateOutcome
+    from ._report import Report
+
+__all__ = ["junit", "markdown", "summary"]
+
+SUMMARY_FAILURES = 10  # failing cases the terminal summary details; the files list every one
+SUMMARY_DIFFERS = 10  # cases the summary lists as differing from their recording
+
+
+def summary(report: "Report") -> str:
+    n = len(report.cases)
+    lines = [
+        f"{report.passed}/{n} passed  ({report.pass_rate:.0%})",
+        f"mean steps {report.mean_steps:.1f}   total cost {report.cost_text()}",
+    ]
+    tags = by_tag(report.cases)  # the variants' recovery tags have their own line below
+    if tags:
+        lines.append("by tag: " + "  ".join(f"{t}={rate:.0%}" for t, rate in tags.items()))
+    if report.trials > 1:
+        flaky = [r.id for r in report.results if r.flaky]
+        lines.append(f"trials {report.trials}: pass^{report.trials} {report.passed}/{n}   flaky {flaky}")
+    rec = report.recovery()
+    if rec["by_mode"]:
+        lines.append(report.recovery_line())
+    failing = [r for r in report.results if not r.passed]
+    for r in failing[:SUMMARY_FAILURES]:
+        lines.append(f"FAIL {r.id}: {r.why}" if r.why else f"FAIL {r.id}")
+        # a check that only restates the agent error ("stopped with error (<error>)") is left out here
+        lines.extend(f"  - {reason}" for reason in r.reasons() if not (r.error and reason.endswith(f"({r.error})")))
+        if r.trials > 1:
+            lines.append(f"  - passed {r.passes}/{r.trials} trials")
+    if len(failing) > SUMMARY_FAILURES:
+        lines.append(f"... and {len(failing) - SUMMARY_FAILURES} more failing cases (all of them in --json, "
+                     "--junit and --markdown)")
+    differing = report.differing()
+    if differing:
+        lines.append("differs from the recording (passing or failing):")
+        lines += [f"  ~ {r.id}: {text}" for r, text in differing[:SUMMARY_DIFFERS]]
+        if len(differing) > SUMMARY_DIFFERS:
+            lines.append(f"  ... and {len(differing) - SUMMARY_DIFFERS} more (every case in --json and --markdown)")
+    return "\n".join(lines)
+
+
+def junit(report: "Report") -> bytes:
+    """JUnit XML: one testcase per case; failure text = the failed checks' details."""
+    failures = sum(1 for r in report.results if not r.passed and not r.error)
+    errors = sum(1 for r in report.results if r.error)
+    suite = ET.Element("testsuite", name=report.suite, tests=str(len(report.results)), failures=str(failures),
+                       errors=str(errors), skipped="0", timestamp=report.created_at,
+                       time=f"{sum(r.duration_ms for r in report.results) / 1000:.3f}")
+    for r in report.results:
+        case = ET.SubElement(suite, "testcase", classname=_xml(report.suite), name=_xml(r.id),
+                             time=f"{r.duration_ms / 1000:.3f}")
+        if not r.passed:
+            reasons = r.reasons() or [f"passed {r.passes}/{r.trials} trials"]
+            el = ET.SubElement(case, "error" if r.error else "failure", message=_xml(reasons[0])[:500],
+                               type=r.stop)
+            el.text = _xml("\n".join(reasons + ([r.divergence.summary()] if r.divergence else [])))
+        out = f"why: {r.why}\ntrajectory: {r.trajectory}\nstop: {r.stop}\nanswer: {r.answer or ''}"
+        ET.SubElement(case, "system-out").text = _xml(out)
+    root = ET.Element("testsuites", name="harvester", tests=suite.get("tests", "0"),
+                      failures=str(failures), errors=str(errors))
+    root.append(suite)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def markdown(report: "Report", outcome: "GateOutcome | None" = None) -> str:
+    """A CI job summary: headline, metrics, gates, failing cases."""
+    version = f" {report.suite_version}" if report.suite_version else ""
+    lines = [f"## harvester replay: {report.suite}{version}", "",
+             f"**{report.passed}/{len(report.cases)} passed ({report.pass_rate:.0%})**, mean steps "
+             f"{report.mean_steps:.1f}, total cost {report.cost_text()}", ""]
+    variants = report.variants
+    if variants:
+        lines += [f"{report.recovery_line()} ({sum(r.passed for r in variants)}/{len(variants)} "
+                  "failure-injection variants passed)", ""]
+    lines += ["| metric | value |", "| --- | --- |"]
+    lines += [f"| {m} | {fmt(v)} |" for m, v in report.metrics().items()]
+    lines += [f"| tag:{t} | {v:.0%} |" for t, v in report.by_tag().items()]
+    if outcome is not None:
+        lines += ["", "| gate | result | value |", "| --- | --- | --- |"]
+        lines += [f"| `{g.expr}` | {'pass' if g.passed else '**FAIL**'} | {g.detail} |" for g in outcome.gates]
+        if outcome.comparison is not None:
+            c = outcome.comparison
+            lines += ["", f"Regressed: {', '.join(f'`{i}`' for i in c.regressed) or 'none'}"]
+            if c.changed:
+                lines.append(f"Changed, not significant: {', '.join(f'`{i}`' for i in c.changed)}")
+            lines += [f"> warning: {w}" for w in c.warnings]
+    failing = [r for r in report.results if not r.passed]
+    if failing:
+        lines += ["", "### Failing cases", ""]
+        for r in failing:
+            lines.append(f"- **{_md(r.id)}**: {_md(r.why)}")
+            lines += [f"  - {_md(reason)}" for reason in r.reasons()]
+            if r.divergence is not None:
+                lines.append(f"  - {_md(r.divergence.summary())}")
+    differing = report.differing()
+    if differing:  # divergence is reported even when the checks pass
+        lines += ["", "### Differs from the recording", ""]
+        lines += [f"- ~ **{_md(r.id)}** ({'passed' if r.passed else 'failed'}): {_md(text)}"
+                  for r, text in differing[:SUMMARY_DIFFERS]]
+        if len(differing) > SUMMARY_DIFFERS:
+            lines.append(f"- ... and {len(differing) - SUMMARY_DIFFERS} more (every case in the JSON report)")
+    return "\n".join(lines) + "\n"
+
+
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """XML 1.0 cannot carry control characters at all, escaped or not: drop them."""
+    return _XML_BAD.sub("", text)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

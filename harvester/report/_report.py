@@ -1,0 +1,160 @@
+"""A replay's report: the results of every case, the figures over them, saved as JSON (the next baseline)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .._files import write_file
+from ..errors import ReportFormatError, pydantic_field
+from . import _render as render
+from ._compare import ALPHA, Comparison, compare
+from ._metrics import by_tag, metrics_of
+from ._results import CaseResult
+
+if TYPE_CHECKING:
+    from ._gates import GateOutcome
+
+__all__ = ["Report", "SCHEMA"]
+
+SCHEMA = "harvester.report/1"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Report(_Strict):
+    schema_: str = Field(SCHEMA, alias="schema")
+    suite: str = "suite"
+    suite_version: Optional[str] = None
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    trials: int = 1
+    shard: Optional[str] = None  # "i/n" when this report covers one shard
+    results: list[CaseResult] = Field(default_factory=list)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    # -- metrics -----------------------------------------------------------------------------
+    @property
+    def cases(self) -> list[CaseResult]:
+        """The suite's own cases: every result but the failure-injection variants (``recovery()`` has those)."""
+        return [r for r in self.results if r.variant_of is None]
+
+    @property
+    def variants(self) -> list[CaseResult]:
+        return [r for r in self.results if r.variant_of is not None]
+
+    @property
+    def passed(self) -> int:
+        """Cases that passed (variants are counted by ``recovery()`` and the ``recovery`` line)."""
+        return sum(r.passed for r in self.cases)
+
+    @property
+    def pass_rate(self) -> float:
+        cases = self.cases
+        return self.passed / len(cases) if cases else 0.0
+
+    @property
+    def mean_steps(self) -> float:
+        cases = self.cases
+        return sum(r.steps for r in cases) / len(cases) if cases else 0.0
+
+    @property
+    def total_cost(self) -> float:
+        """The cases' cost (every trial); injected-failure variants are priced in their own report lines."""
+        return sum((r.cost or 0.0) * r.trials for r in self.cases)
+
+    def cost_text(self) -> str:
+        """The total cost, or "n/a" when no case's cost is known (no token prices configured)."""
+        return f"{self.total_cost:.6f}" if any(r.cost is not None for r in self.cases) else "n/a"
+
+    def by_tag(self) -> dict[str, float]:
+        """Pass rate per tag, sorted by tag: where an aggregate hides compensating movement.
+
+        Variants carry only ``recovery`` and ``recovery/<mode>``, so a case tag counts cases only.
+        """
+        return by_tag(self.results)
+
+    def metrics(self, tag: str | None = None) -> dict[str, Optional[float]]:
+        return metrics_of(self.results if tag is None else [r for r in self.results if tag in r.tags])
+
+    def recovery(self) -> dict[str, dict[str, float]]:
+        """Recovery rate of the failure-injection variants per mode and per tool."""
+        out: dict[str, dict[str, list[float]]] = {"by_mode": {}, "by_tool": {}}
+        for r in self.results:
+            if r.injected is not None:
+                out["by_mode"].setdefault(r.injected.mode, []).append(r.pass_rate)
+                out["by_tool"].setdefault(r.injected.tool, []).append(r.pass_rate)
+        return {k: {name: sum(v) / len(v) for name, v in sorted(d.items())} for k, d in out.items()}
+
+    def result(self, case_id: str) -> CaseResult | None:
+        return next((r for r in self.results if r.id == case_id), None)
+
+    # -- baseline ------------------------------------------------------------------------------
+    def compare(self, baseline: "Report", alpha: float = ALPHA) -> Comparison:
+        return compare(self, baseline, alpha)
+
+    def regressed_against(self, baseline: "Report") -> list[str]:
+        """Ids that passed in ``baseline`` and fail now (with trials: significantly less often), sorted."""
+        return self.compare(baseline).regressed
+
+    def improved_against(self, baseline: "Report") -> list[str]:
+        return self.compare(baseline).improved
+
+    # -- rendering ---------------------------------------------------------------------------
+    def summary(self) -> str:
+        """The terminal summary: headline, tags, trials, recovery, failing cases, what left the recording."""
+        return render.summary(self)
+
+    def differing(self) -> list[tuple[CaseResult, str]]:
+        """Every result whose replay made no_fixture calls or left the recorded path, passing or not."""
+        out = []
+        for r in self.results:
+            text = r.differences()
+            if text:
+                out.append((r, text))
+        return out
+
+    def recovery_line(self) -> str:
+        rate = self.metrics()["recovery_rate"] or 0.0
+        return f"recovery {rate:.0%}: " + "  ".join(f"{m}={v:.0%}" for m, v in self.recovery()["by_mode"].items())
+
+    def to_junit(self) -> bytes:
+        return render.junit(self)
+
+    def to_markdown(self, outcome: "GateOutcome | None" = None) -> str:
+        return render.markdown(self, outcome)
+
+    # -- files -------------------------------------------------------------------------------
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2) + b"\n"
+
+    def save(self, path: str | Path) -> None:
+        """Write the JSON atomically (a temporary sibling, then a rename); ``OutputError`` when it cannot."""
+        write_file(path, self.to_json(), atomic=True)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Report":
+        p = Path(path)
+        try:
+            data = orjson.loads(p.read_bytes())
+        except FileNotFoundError:
+            raise ReportFormatError("no such file", file=str(p)) from None
+        except orjson.JSONDecodeError as exc:
+            raise ReportFormatError(f"not JSON ({exc})", file=str(p)) from None
+        return cls.from_data(data, file=str(p))
+
+    @classmethod
+    def from_data(cls, data: Any, *, file: str | None = None) -> "Report":
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise ReportFormatError(f"not a harvester report (expected schema {SCHEMA!r})", file=file, field="schema")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            field, msg = pydantic_field(exc)
+            raise ReportFormatError(msg, file=file, field=field) from None

@@ -1,0 +1,132 @@
+"""What a replay saw of one case: its checks, divergence, unanswered calls and counts, as a report stores it."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..canonical import canonical_json
+
+__all__ = ["CaseResult", "CheckResult", "Divergence", "Injected", "MAX_NO_FIXTURE_CALLS", "NoFixtureCall"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CheckResult(_Strict):
+    name: str
+    passed: bool
+    detail: str
+
+
+class Divergence(_Strict):
+    """Where the replayed trajectory first left the recorded one (``step`` is 1-based; None = ran out)."""
+
+    step: int
+    recorded: Optional[str] = None
+    actual: Optional[str] = None
+
+    def summary(self) -> str:
+        return f"diverged at step {self.step}: recorded {self.recorded or '(end)'}, actual {self.actual or '(end)'}"
+
+
+class Injected(_Strict):
+    tool: str
+    mode: str
+
+
+class NoFixtureCall(_Strict):
+    """A call the recording could not answer: the tool, the reason code, and (``no_match``) the argument
+    paths where the closest recorded call differs."""
+
+    tool: str
+    reason: str
+    differs: list[str] = Field(default_factory=list)
+    args: Any = None  # what the agent sent
+    closest: Any = None  # the args of the closest recorded call of that tool, if it has any
+
+    def summary(self) -> str:
+        differs = f", differs at {', '.join(self.differs)}" if self.differs else ""
+        return f"{self.tool}: {self.reason}{differs}"
+
+    def explained(self) -> str:
+        """One line for a person: the call, why nothing answered it, and what was recorded instead."""
+        sent = f"{self.tool}({canonical_json(self.args)})" if self.args is not None else self.tool
+        recorded = f"; recorded: {self.tool}({canonical_json(self.closest)})" if self.closest is not None else ""
+        differs = f", differs at {', '.join(self.differs)}" if self.differs else ""
+        return f"{sent}: {self.reason}{differs}{recorded}"
+
+
+MAX_NO_FIXTURE_CALLS = 5  # per case, in the report; ``no_fixture`` counts them all
+
+
+class CaseResult(_Strict):
+    """One case. With trials, the run fields describe the representative trial (the first failing one,
+    else the last); ``passes``/``trials`` and ``unauthorised`` cover every trial."""
+
+    id: str
+    passed: bool  # every trial passed (pass^k)
+    tags: list[str] = Field(default_factory=list)
+    why: str = ""
+    checks: list[CheckResult] = Field(default_factory=list)
+    error: Optional[str] = None  # the agent raised or hung: "<Type>: <message>"
+    stop: str = "unknown"
+    answer: Optional[str] = None
+    trajectory: list[str] = Field(default_factory=list)
+    requested: list[str] = Field(default_factory=list)
+    steps: int = 0
+    cost: Optional[float] = None  # mean over the trials whose cost is known
+    duration_ms: float = 0.0
+    trials: int = 1
+    passes: Optional[int] = None
+    divergence: Optional[Divergence] = None
+    no_fixture: int = 0
+    tool_calls: int = 0  # calls that reached the executor
+    redundant_calls: int = 0
+    unauthorised: int = 0  # forbidden tool calls that executed, summed over trials
+    live_calls: int = 0  # tool calls that ran (or tried to) outside the executor, summed over trials
+    notes: list[str] = Field(default_factory=list)  # what the replay could not do as recorded (hosted tools)
+    abstained: bool = False
+    variant_of: Optional[str] = None
+    injected: Optional[Injected] = None
+    no_fixture_calls: list[NoFixtureCall] = Field(default_factory=list)  # the first MAX_NO_FIXTURE_CALLS
+
+    @model_validator(mode="after")
+    def _default_passes(self) -> "CaseResult":
+        if self.passes is None:  # reports written before trials existed
+            self.passes = self.trials if self.passed else 0
+        return self
+
+    @property
+    def pass_rate(self) -> float:
+        return (self.passes or 0) / self.trials if self.trials else 0.0
+
+    @property
+    def flaky(self) -> bool:
+        return 0 < (self.passes or 0) < self.trials
+
+    def failed_checks(self) -> list[CheckResult]:
+        return [c for c in self.checks if not c.passed]
+
+    def differences(self) -> Optional[str]:
+        """How the replay left its recording, on one line (None when it did not): no_fixture calls, then
+        the divergence. A variant's divergence is its injected failure at work, so only its calls count."""
+        parts = []
+        if self.no_fixture:
+            shown = self.no_fixture_calls[:3]
+            more = "; ..." if self.no_fixture > len(shown) else ""
+            detail = f" ({'; '.join(c.summary() for c in shown)}{more})" if shown else ""
+            parts.append(f"{self.no_fixture} no_fixture call{'s' if self.no_fixture != 1 else ''}{detail}")
+        if self.divergence is not None and self.variant_of is None:
+            parts.append(self.divergence.summary())
+        return "; ".join(parts) or None
+
+    def reasons(self) -> list[str]:
+        """Why it failed, one line each: the agent error, then the failed checks."""
+        out = [f"agent error: {self.error}"] if self.error else []
+        out.extend(f"{c.name}: {c.detail}" for c in self.failed_checks())
+        return out
+
+

@@ -1,0 +1,109 @@
+"""The suite manifest, ``cases/suite.json``: which version of the golden suite a report ran.
+
+The version is semver: a change to the accepted cases' content bumps the minor version
+(``harvester suite bump``); accepted cases edited since the last bump show as ``1.3.0+<hash8>``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ._files import write_file
+from .canonical import digest
+from .case import SUITE_FILE, default_cases_dir, load_cases
+from .errors import CaseFileError, pydantic_field
+
+__all__ = ["SuiteManifest", "bump_suite", "read_suite", "suite_content", "suite_info"]
+
+
+_SEMVER = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:\+[0-9a-f]+)?")
+
+
+class SuiteManifest(BaseModel):
+    """``cases/suite.json``: which version of the golden suite a report ran (semver; content changes bump minor)."""
+
+    schema_: Literal["harvester.suite/1"] = Field("harvester.suite/1", alias="schema")
+    name: str
+    version: str = "1.0.0"
+    content_hash: str
+    cases: int = 0
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("version")
+    @classmethod
+    def _semver(cls, value: str) -> str:
+        if not _SEMVER.fullmatch(value):
+            raise ValueError(f"{value!r} is not MAJOR.MINOR.PATCH[+build]")
+        return value
+
+
+def suite_content(folder: str | Path) -> tuple[str, int]:
+    """(sha256 over the accepted cases' canonical content, how many): formatting and pending cases never count.
+
+    Fields at their defaults are left out, so a field a later harvester adds does not change the hash
+    of a suite that never set it.
+    """
+    accepted = sorted(load_cases(folder, status="accepted"), key=lambda c: c.id)
+    body = [c.model_dump(mode="json", by_alias=True, exclude_defaults=True) for c in accepted]
+    return digest(body, length=64), len(accepted)
+
+
+def read_suite(folder: str | Path) -> SuiteManifest | None:
+    path = Path(folder) / SUITE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return SuiteManifest.model_validate(orjson.loads(path.read_bytes()))
+    except orjson.JSONDecodeError as exc:
+        raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
+    except ValidationError as exc:
+        loc, msg = pydantic_field(exc)
+        raise CaseFileError(msg, file=str(path), field=loc) from None
+
+
+def bump_suite(folder: str | Path | None = None, *, name: str | None = None) -> SuiteManifest:
+    """Write ``suite.json`` with the minor version raised when the accepted cases changed (1.0.0 the first time)."""
+    root = Path(folder) if folder is not None else default_cases_dir()
+    current = read_suite(root)
+    content_hash, count = suite_content(root)
+    if current is not None and current.content_hash == content_hash and (name is None or name == current.name):
+        return current
+    if current is None:
+        version = "1.0.0"
+    elif current.content_hash == content_hash:
+        version = current.version
+    else:
+        major, minor, _ = (int(p) for p in _SEMVER.fullmatch(current.version).groups())  # type: ignore[union-attr]
+        version = f"{major}.{minor + 1}.0"
+    manifest = SuiteManifest(name=name or (current.name if current else _default_name(root)), version=version,
+                             content_hash=content_hash, cases=count)
+    write_file(root / SUITE_FILE, orjson.dumps(manifest.model_dump(mode="json", by_alias=True),
+                                               option=orjson.OPT_INDENT_2) + b"\n", atomic=True)
+    return manifest
+
+
+def suite_info(folder: str | Path | None = None) -> SuiteManifest:
+    """What a report should record as the suite it ran.
+
+    Accepted cases edited since the last bump show as ``1.3.0+<hash8>`` (semver build metadata), so
+    a report never claims a version whose content it did not run.
+    """
+    root = Path(folder) if folder is not None else default_cases_dir()
+    current = read_suite(root)
+    content_hash, count = suite_content(root)
+    if current is not None and current.content_hash == content_hash:
+        return current
+    base = current.version if current else "0.0.0"
+    return SuiteManifest(name=current.name if current else _default_name(root),
+                         version=f"{base}+{content_hash[:8]}", content_hash=content_hash, cases=count)
+
+
+def _default_name(root: Path) -> str:
+    resolved = root.resolve()
+    return resolved.parent.name if resolved.name == "cases" and resolved.parent.name else resolved.name

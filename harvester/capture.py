@@ -489,7 +489,7 @@ class HarvestingSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            if _REPLAY.active or _REPLAY.abandoned:  # a replay's spans are never production runs
+            if _REPLAY.active or _REPLAY.traces or _REPLAY.harness:  # a replay's spans are never production runs
                 if seam.replay_trace(span.context.trace_id):
                     next(self._replay_dropped)
                     return

@@ -512,6 +512,11 @@ def _read_tool(span: SpanData, source: str) -> dict[str, Any]:
         raw_result = a.get("gen_ai.tool.call.result", a.get("traceloop.entity.output", a.get("tool_response", _MISSING)))
     hidden = raw_args is _MISSING or _placeholder(raw_args)
     args: Any = _MISSING
+    msg = a.get("logfire.msg")
+    if not hidden and isinstance(msg, str) and msg.startswith("running output function") and isinstance(
+            raw_args, str) and raw_args[:1] == '"':
+        raw_args = _loads(raw_args)  # a text output function's input: the model's text, as a JSON string
+        hidden = raw_args is _MISSING
     if not hidden:
         parsed, cut = _structured(raw_args)
         truncated |= cut
@@ -545,11 +550,9 @@ def _read_tool(span: SpanData, source: str) -> dict[str, Any]:
         status, error = "error", {"type": "ToolException", "message": result if isinstance(result, str) else ""}
     # openai-agents: a call waiting for approval is a TOOL span with input and no output that never ran
     awaiting = (source == "openinference" and status == "ok" and raw_result is _MISSING and not hidden)
-    # smolagents answers through its FinalAnswerTool, pydantic-ai runs a TextOutput/ToolOutput function
-    # as an execute_tool span: both make the run's answer, neither is a call the model made
-    msg = a.get("logfire.msg")
-    answer_tool = ((source == "openinference" and span.name == "FinalAnswerTool" and name == "final_answer")
-                   or (isinstance(msg, str) and msg.startswith("running output function")))
+    # smolagents answers through its FinalAnswerTool: the run's answer, not a call. (pydantic-ai's output
+    # functions, ToolOutput(fn) and TextOutput(fn), are code of the app's that may act: calls.)
+    answer_tool = source == "openinference" and span.name == "FinalAnswerTool" and name == "final_answer"
     return {"name": name, "call_id": call_id, "args": args, "result": result if status == "ok" else None,
             "status": status, "error": error, "truncated": truncated, "hidden": hidden, "span": span,
             "awaiting": awaiting, "answer_tool": answer_tool}

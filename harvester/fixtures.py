@@ -24,6 +24,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import orjson
 
+from . import seam
 from .canonical import canonical_json, drop_paths, fixture_key
 from .case import AgentCase, Fixture, InjectSpec
 from .errors import NoFixture
@@ -135,10 +136,13 @@ class FixtureTools:
         self._injected: dict[str, int] = {}
         self._lock = threading.Lock()
         self.notes: list[str] = []  # what an adapter could not replay (a hosted tool left out)
+        self._closed = False
 
     # -- the executor protocol ------------------------------------------------------------
     def execute(self, name: str, args: Any) -> Any:
         """The recorded result; raises the recorded or injected failure; ``no_fixture`` when unrecorded."""
+        if self._closed:  # its case is over: whoever still holds it is a thread that outlived the case
+            return seam.BLOCKED.execute(name, args)
         with self._lock:
             entry = self._resolve(name, args)
             self.log.append(entry)
@@ -150,6 +154,11 @@ class FixtureTools:
 
     async def aexecute(self, name: str, args: Any) -> Any:
         return self.execute(name, args)
+
+    def close(self) -> None:
+        """The case is over. A call that still reaches this executor (a worker thread that a case started
+        and that kept its context) is refused as one with no case, never served to a case it is not."""
+        self._closed = True
 
     def delegated(self, name: str, args: Any) -> None:
         """Log a call that runs an agent, not a tool (an OpenAI Agents ``agent.as_tool()``): it is not

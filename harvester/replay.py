@@ -145,8 +145,9 @@ class _Job:
 
 @dataclass
 class LiveCall:
-    """A tool call that did not go through the case's executor: ``ran`` (its tool span says it executed)
-    or ``refused`` (it had lost the case's context, so the seam refused it)."""
+    """A tool call that did not go through the case's executor: ``ran`` (its tool span says it executed),
+    ``unserved`` (requested, and nothing the executor saw answered it) or ``refused`` (it had lost the
+    case's context, so the seam refused it)."""
 
     name: str
     args: Any
@@ -156,7 +157,11 @@ class LiveCall:
         args = canonical_json(self.args) if self.args is not None else "(args not captured)"
         if self.how == "ran":
             return f"{self.name}({args}) ran for real: a tool span the executor never served"
-        return f"{self.name}({args}) was called outside any case's context (a thread it lost); refused"
+        if self.how == "unserved":
+            return (f"{self.name}({args}) was requested and never reached the executor: denied where the "
+                    "recording ran it, or run where harvester cannot see (a process pool, a tool class with its "
+                    "own invoke, the function called directly)")
+        return f"{self.name}({args}) was called outside its case (a thread that lost or outlived it); refused"
 
 
 @dataclass
@@ -200,6 +205,7 @@ class _Runner:
         root = self.tracer.start_span(f"{seam.ROOT_PREFIX}{job.case.id}", context=otel_context.Context(),
                                       attributes={seam.CASE_ATTRIBUTE: job.case.id, "harvester.trial": job.trial})
         trace_id = root.get_span_context().trace_id
+        seam.remember(trace_id)
         if self.collector is not None:
             self.collector.watch(trace_id)
         ctx = contextvars.copy_context()
@@ -225,6 +231,7 @@ class _Runner:
         finally:
             otel_context.detach(token)
             root.end()
+            tools.close()  # a thread of this case that goes on cannot reach the next case's fixtures
         spans = self.release(trace_id)
         try:
             run = self._observe(job, answer, spans, tools)
@@ -234,8 +241,14 @@ class _Runner:
             # What the run did before it failed still counts: a forbidden call that executed is reported.
             run = run.model_copy(update={"stop": "error", "answer": None,
                                          "error": ErrorInfo(type=_type_name(error), message=_message(error))})
-        live = live_calls(run, tools, spans) + [LiveCall(o.name, o.args, "refused")
-                                                for o in seam.orphans_since(orphans_seen)]
+        denied = job.case.spec.recorded.denied if job.case.spec is not None else ()
+        refused = [LiveCall(o.name, o.args, "refused") for o in seam.orphans_since(orphans_seen)]
+        live = live_calls(run, tools, spans, denied)
+        for call in refused:  # a request refused off the case's context is that call, not another one
+            same = next((c for c in live if c.how == "unserved" and c.name == call.name), None)
+            if same is not None:
+                live.remove(same)
+        live += refused
         checks = evaluate(job.case, run, judge=self.judge)
         checks.extend(c for c in (_recorded_calls_only(job.case, tools), _no_live_calls(live),
                                   self._guarded()) if c is not None)
@@ -439,7 +452,8 @@ def _result(case: Case, outcomes: list[_Outcome], variant_of: Optional[str]) -> 
         no_fixture_calls=_no_fixture_calls(tools),
         tool_calls=len(tools.log) if tools is not None else 0,
         redundant_calls=tools.redundant if tools is not None else 0,
-        unauthorised=unauthorised, live_calls=sum(len(o.live or ()) for o in outcomes), notes=notes,
+        unauthorised=unauthorised, notes=notes,
+        live_calls=sum(1 for o in outcomes for c in o.live or () if c.how != "refused"),
         abstained=run is not None and run.stop == "answered" and checklib.abstained()(run)[0],
         variant_of=variant_of, injected=injected,
     )
@@ -476,13 +490,22 @@ def _recorded_calls_only(case: Case, tools: Optional[FixtureTools]) -> Optional[
                               + "; ".join(c.explained() for c in calls) + more)
 
 
-def live_calls(run: Run, tools: FixtureTools, spans: Sequence[ReadableSpan]) -> list[LiveCall]:
-    """The calls the replay trace says executed that the executor never served: tool bodies that ran.
+# Errors a framework reports on a call it refused before any tool body could run.
+_NOT_RUN = ("ValidationError", "ToolRetryError", "ModelRetry", "LiveToolCall", "ModelBehaviorError")
 
-    Each executed call of the run is paired with a call the executor logged (same tool and arguments
-    first, then same tool); what is left ran some other way (an undecorated helper that emits a tool
-    span, a framework path no adapter guards). Calls a framework answers by running an agent (a
-    managed agent, a handoff) are not tools.
+
+def live_calls(run: Run, tools: FixtureTools, spans: Sequence[ReadableSpan],
+               denied: Sequence[str] = ()) -> list[LiveCall]:
+    """The calls of the replay trace that the executor never saw: tool bodies that ran some other way.
+
+    Every call the run shows is paired with a call the executor logged (same tool and arguments first,
+    then the same tool), whatever its status. Left over:
+    - an executed call (ok, or failed in the body rather than refused for its arguments) ``ran``: an
+      undecorated helper that emits a tool span, a framework path no adapter guards;
+    - a call the model requested that nothing answered is ``unserved``, unless the recording shows it
+      denied too: it was denied anew, or it ran where harvester sees nothing (a process pool, a tool
+      class with its own ``invoke``, the function called directly).
+    Calls a framework answers by running an agent (a managed agent, a handoff) are not tools.
     """
     agents = agent_names(spans) if spans else set()
     by_key: dict[tuple[str, str], int] = {}
@@ -492,7 +515,7 @@ def live_calls(run: Run, tools: FixtureTools, spans: Sequence[ReadableSpan]) -> 
         by_name[entry.name] = by_name.get(entry.name, 0) + 1
     unpaired: list[ToolCall] = []
     for call in run.calls:
-        if call.status != "ok" or call.name in agents:
+        if call.name in agents:
             continue
         key = (call.name, tools.key_of(call.name, call.args))
         if by_key.get(key, 0) > 0:
@@ -501,10 +524,17 @@ def live_calls(run: Run, tools: FixtureTools, spans: Sequence[ReadableSpan]) -> 
         else:
             unpaired.append(call)
     live = []
+    still_denied = list(denied)
     for call in unpaired:
         if by_name.get(call.name, 0) > 0:
             by_name[call.name] -= 1
-        else:
+        elif call.status == "blocked":
+            if call.name in still_denied:
+                still_denied.remove(call.name)  # denied in production too: no tool body to run
+            else:
+                live.append(LiveCall(call.name, call.args, "unserved"))
+        elif call.status == "ok" or not (call.error is not None and (call.error.type in _NOT_RUN
+                                                                     or "validation error" in call.error.message)):
             live.append(LiveCall(call.name, call.args, "ran"))
     return live
 
@@ -589,6 +619,7 @@ def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
     runner = _Runner(build_agent, timeout, judge, price_config, ignore_args)
+    refused_before = seam.STATE.seq
     with seam.replaying_now():
         runner.adapters.open()
         try:
@@ -600,9 +631,12 @@ def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *
         raise AgentBuildError(_factory_name(build_agent), builds[0].error or "no agent built")
     name = suite if isinstance(suite, str) else getattr(suite, "name", None) or "suite"
     version = None if isinstance(suite, str) else getattr(suite, "version", None)
+    refused = seam.orphans_since(refused_before)  # each once, whichever cases were in flight
     return Report(suite=name, suite_version=version, trials=trials,
                   shard=f"{shard[0]}/{shard[1]}" if shard else None,
-                  results=[_result(case, outs, variant_of) for (case, variant_of), outs in zip(plan, outcomes)])
+                  results=[_result(case, outs, variant_of) for (case, variant_of), outs in zip(plan, outcomes)],
+                  refused=len(refused),
+                  refused_calls=[LiveCall(o.name, o.args, "refused").summary() for o in refused[:MAX_NO_FIXTURE_CALLS]])
 
 
 def _drive(runner: _Runner, plan: list[tuple[Case, Optional[str]]], trials: int, limit: int, timeout: float,
@@ -630,7 +664,6 @@ def _drive(runner: _Runner, plan: list[tuple[Case, Optional[str]]], trials: int,
             for job, deadline, trace_id, tools in list(inflight.values()):
                 if deadline <= now:  # a hung agent: abandon its thread, fail its case
                     runner.release(trace_id)
-                    seam.abandon(trace_id)  # whatever it does from now on is still a replay's
                     finished.append((job, _Outcome(False, [], None, f"ReplayTimeout: agent did not finish within "
                                                    f"{timeout:g}s", timeout * 1000, tools)))
         for job, outcome in finished:

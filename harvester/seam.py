@@ -16,17 +16,23 @@ Every place a tool can be dispatched (the framework adapters, ``@harvester.tool`
 - ``None`` outside any replay: the tool runs as in production.
 
 Replay traces are marked twice, so no copy of them is ever taken for production traffic:
-``replaying()`` tells this process's ``HarvestingSpanProcessor`` to store nothing while a replay
-runs (and ``replay_trace`` still knows a trace whose case was abandoned), and every span under a
-replay root carries the W3C ``tracestate`` entry ``harvester=replay``, which ``harvester serve`` and
-``harvester ingest`` read in spans that left the process.
+``replay_trace`` tells this process's ``HarvestingSpanProcessor`` to store nothing while a replay
+runs, nor any span of a replay's traces that ends later (a background task the agent left behind),
+and every span under a replay root carries the W3C ``tracestate`` entry ``harvester=replay``, which
+``harvester serve`` and ``harvester ingest`` read in spans that left the process.
+
+``harness()`` marks a process that exists to replay (``harvester replay``): until it exits, a tool
+call without a case's context is refused, even after the replay returned (work the agent queued for
+a worker thread that outlives it), and nothing it traces is production traffic.
 
 This module is imported by the production hook: it must stay light (no pydantic, no framework).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import os
 import threading
 from typing import Any, Iterator, NamedTuple, Optional, Protocol
 
@@ -42,6 +48,10 @@ MARK = f"{MARK_KEY}={MARK_VALUE}"  # as it reads in OTLP's traceState
 CASE_ATTRIBUTE = "harvester.case"  # on the replay root span of every case-trial
 ROOT_PREFIX = "harvester.replay "  # that root span's name: "harvester.replay <case id>"
 MAX_ORPHANS = 1000
+MAX_TRACES = 100_000  # replay trace ids remembered after their case ended
+# Set while a replay runs (and in a harness): a child process (a process pool the agent starts) inherits
+# it and refuses every tool call, having no case's executor to serve it.
+ENV = "HARVESTER_REPLAYING"
 
 
 class Executor(Protocol):
@@ -66,13 +76,16 @@ class _State:
 
     def __init__(self) -> None:
         self.active = 0  # replays running in this process
-        self.abandoned: set[int] = set()  # trace ids of case-trials given up on (their threads may go on)
+        self.harness = False  # a process that exists to replay: nothing runs live until it exits
+        self.traces: set[int] = set()  # trace ids of case-trials (their background work may end later)
+        self._order: collections.deque[int] = collections.deque()
         self.orphans: list[Orphan] = []
         self.seq = 0  # orphans ever seen (the list keeps the last MAX_ORPHANS)
         self.lock = threading.Lock()
 
 
 STATE = _State()
+STATE.harness = os.environ.get(ENV) == "1"  # a child of a replay: nothing it runs is served, so none runs
 
 
 def executor() -> Optional[Executor]:
@@ -81,12 +94,28 @@ def executor() -> Optional[Executor]:
 
 
 def replaying() -> bool:
-    return STATE.active > 0
+    return STATE.active > 0 or STATE.harness
 
 
 def replay_trace(trace_id: int) -> bool:
-    """A span of this trace belongs to a replay: one is running, or its case was abandoned."""
-    return STATE.active > 0 or trace_id in STATE.abandoned
+    """A span of this trace belongs to a replay: one is running (or this is a harness), or it is of a
+    replay's trace."""
+    return STATE.active > 0 or STATE.harness or trace_id in STATE.traces
+
+
+def harness() -> None:
+    """This process exists to replay: from now until it exits, nothing it does is production."""
+    STATE.harness = True
+    os.environ[ENV] = "1"
+
+
+def remember(trace_id: int) -> None:
+    """A case-trial's trace: spans of it that end after the replay are still not production runs."""
+    with STATE.lock:
+        STATE.traces.add(trace_id)
+        STATE._order.append(trace_id)
+        while len(STATE._order) > MAX_TRACES:
+            STATE.traces.discard(STATE._order.popleft())
 
 
 class _Blocked:
@@ -97,8 +126,8 @@ class _Blocked:
             STATE.seq += 1
             STATE.orphans.append(Orphan(STATE.seq, name, args, threading.current_thread().name))
             del STATE.orphans[:-MAX_ORPHANS]
-        raise LiveToolCall(name, "called during a replay outside any case's context (a thread the context did "
-                                 "not reach); refused, never run")
+        raise LiveToolCall(name, "called during a replay outside its case (a thread the case's context did not "
+                                 "reach, or one that outlived its case); refused, never run")
 
     async def aexecute(self, name: str, args: Any) -> Any:
         return self.execute(name, args)
@@ -112,7 +141,7 @@ def route() -> Optional[Executor]:
     ex = otel_context.get_value(EXECUTOR)
     if ex is not None:
         return ex  # type: ignore[return-value]
-    return BLOCKED if STATE.active > 0 else None
+    return BLOCKED if STATE.active > 0 or STATE.harness else None
 
 
 def orphans_since(seq: int) -> list[Orphan]:
@@ -126,18 +155,18 @@ def replaying_now() -> Iterator[None]:
     propagate_into_threads()
     with STATE.lock:
         STATE.active += 1
+        outer = os.environ.get(ENV)
+        os.environ[ENV] = "1"
     try:
         yield
     finally:
         with STATE.lock:
             STATE.active -= 1
-
-
-def abandon(trace_id: int) -> None:
-    """A case-trial was given up on; its thread may go on. Its spans, whenever they end, are still a
-    replay's, and its tool calls are still served: the executor stays in its context."""
-    with STATE.lock:
-        STATE.abandoned.add(trace_id)
+            if STATE.active == 0 and not STATE.harness:
+                if outer is None:
+                    os.environ.pop(ENV, None)
+                else:
+                    os.environ[ENV] = outer
 
 
 def case_context(root: trace.Span, ex: Optional[Executor]) -> otel_context.Context:

@@ -3,7 +3,7 @@
 Python gives a new thread an empty context, so a span or a replay's executor set where a thread was
 started is not there when it runs. This does what ``opentelemetry-instrumentation-threading`` does
 (that package pins exact versions of the OpenTelemetry API, which would pin every user's SDK): the
-context current at ``Thread.start()`` is attached around ``Thread.run()`` (``Timer`` is a Thread),
+context current at ``Thread.start()`` is attached around ``Thread.run()`` and ``Timer.run()``,
 and ``ThreadPoolExecutor.submit()`` runs its function in the context current at submission, which
 also covers ``loop.run_in_executor``. ``asyncio.to_thread`` copies the context by itself. Only the
 OpenTelemetry context travels; the app's own context variables stay as Python keeps them.
@@ -69,7 +69,7 @@ def propagate() -> None:
     """Install the three wrappers, once per process (idempotent, thread-safe)."""
     with _lock:
         for owner, name, make in ((threading.Thread, "start", _start), (threading.Thread, "run", _run),
-                                  (futures.ThreadPoolExecutor, "submit", _submit)):
+                                  (threading.Timer, "run", _run), (futures.ThreadPoolExecutor, "submit", _submit)):
             current = owner.__dict__[name]
             if not getattr(current, _MARK, False):
                 wrapped = make(current)

@@ -191,8 +191,9 @@ def test_tool_retries_are_attempts_at_one_call_in_order(instrumentor: str) -> No
 
 
 @pytest.mark.parametrize("version", [5, 6])
-def test_a_pydantic_ai_output_function_is_not_a_call(version: int) -> None:
-    """TextOutput(fn) runs fn as an execute_tool span ("running output function"): no model asked for it."""
+def test_a_pydantic_ai_output_function_is_a_call(version: int) -> None:
+    """TextOutput(fn) runs fn as an execute_tool span ("running output function"): code of the app's that may
+    act, so a call (a replay serves it), with the model's text as its input; the answer is still its result."""
     from pydantic_ai import TextOutput
 
     def shout(text: str) -> str:
@@ -204,4 +205,6 @@ def test_a_pydantic_ai_output_function_is_not_a_call(version: int) -> None:
     agent.instrument = InstrumentationSettings(tracer_provider=provider, version=version)
     assert agent.run_sync(FIRST).output == "Z IS WARM"
     (run,) = runs_from_spans(finished(exporter))
-    assert run.calls == [] and run.answer == "Z IS WARM" and run.stop == "answered" and not run.failed
+    assert [(c.name, c.args, c.result, c.status) for c in run.calls] == [
+        ("shout", {"input": "z is warm"}, "Z IS WARM", "ok")]
+    assert run.answer == "Z IS WARM" and run.stop == "answered" and not run.failed

@@ -328,3 +328,109 @@ def test_openai_agents_an_agent_used_as_a_tool_runs_and_its_tools_are_served() -
         update={"trajectory": ["ask_research", "kb_search"]})}), build)
     assert r.passed and r.trajectory == ["ask_research", "kb_search"], r.reasons()
     assert r.live_calls == 0 and r.no_fixture == 0 and r.divergence is None
+
+
+def test_pydantic_ai_wrapper_toolsets_still_decide_only_the_bottom_one_is_served() -> None:
+    """``approval_required()`` defers the call in replay as in production: wrappers run, the tool does not."""
+    from pydantic_ai import DeferredToolRequests
+    from pydantic_ai.toolsets import FunctionToolset
+
+    refund = {"order_id": "A1001", "amount": 40.0}
+
+    def build() -> Agent:
+        gated = FunctionToolset([shop.issue_refund]).approval_required()
+        return Agent(_pydantic_model(("issue_refund", refund)), name="support_agent", toolsets=[gated],
+                     output_type=[str, DeferredToolRequests])
+
+    spec = case("issue_refund", refund, "refunded (fixture)", checks=[], recorded={"stop": "deferred",
+                                                                                    "denied": ["issue_refund"]})
+    r = _replayed(spec, build)
+    assert r.stop == "deferred" and r.tool_calls == 0 and r.live_calls == 0, r.reasons()
+
+
+def test_pydantic_ai_output_functions_are_served_like_tools() -> None:
+    """An output function may act (run SQL, send the reply): production records it as a call, replay serves it."""
+    from pydantic_ai import TextOutput, ToolOutput
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    from harvester.harvest import case_from_run
+
+    def send_reply(text: str) -> str:
+        return shop.issue_refund("A1001", 1.0) + f" / {text}"
+
+    def refund(order_id: str, amount: float) -> str:
+        return shop.issue_refund(order_id, amount)
+
+    def respond(messages: list[Any], info: Any) -> Any:
+        if info.output_tools:
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"order_id": "A1001", "amount": 5.0},
+                                                     "call_1")])
+        return ModelResponse(parts=[TextPart("your refund is on its way")])
+
+    for output in (ToolOutput(refund), TextOutput(send_reply)):
+        def build(output: Any = output) -> Agent:
+            return Agent(FunctionModel(respond, model_name="scripted"), name="support_agent", output_type=output)
+
+        provider, exporter = capture()
+        agent = build()
+        agent.instrument = InstrumentationSettings(tracer_provider=provider)
+        produced = agent.run_sync(shop.PROMPT).output
+        (run,) = runs_from_spans(finished(exporter))
+        assert len(run.calls) == 1 and run.calls[0].status == "ok" and run.answer == produced
+        shop.LIVE.clear()
+        spec = case_from_run(run).model_copy(update={"status": "accepted"})
+        r = _replayed(spec, build)
+        assert r.passed and r.answer == produced and r.tool_calls == 1, (output, r.reasons())
+
+
+def test_langchain_a_tool_class_with_its_own_invoke_is_served() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.tools import BaseTool
+
+    class RemoteOrder(BaseTool):  # an async-native client: invoke goes straight to the service
+        name: str = "get_order"
+        description: str = "Look up an order by its id."
+
+        def _run(self, order_id: str) -> dict:
+            return shop.get_order(order_id)
+
+        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+            from langchain_core.messages import ToolMessage
+
+            return ToolMessage(content=str(shop.get_order(input["args"]["order_id"])), tool_call_id=input["id"])
+
+    def build() -> Any:
+        return create_agent(_chat_model(("get_order", ORDER)), tools=[RemoteOrder()], name="support_agent")
+
+    r = _replayed(case(), build)
+    assert r.passed and "FIXTURE" in (r.answer or "") and r.tool_calls == 1, r.reasons()
+
+
+def test_smolagents_a_forward_behind_a_decorator_is_guarded() -> None:
+    import functools as ft
+
+    from smolagents import Tool, ToolCallingAgent
+    from smolagents.monitoring import LogLevel
+
+    from tests.frameworks import smolagents_agent as driver
+
+    class CachedOrder(Tool):
+        name = "get_order"
+        description = "Look up an order (cached)."
+        inputs = {"order_id": {"type": "string", "description": "The order id."}}
+        output_type = "object"
+
+        @ft.lru_cache(maxsize=16)
+        def forward(self, order_id: str) -> dict:
+            return shop.get_order(order_id)
+
+    driver.SCRIPTS["adapter-cached"] = [[("get_order", ORDER, "call_1")], driver._final("done", "call_2")]
+
+    def build() -> ToolCallingAgent:
+        return ToolCallingAgent(tools=[CachedOrder()], model=driver.ScriptedModel("adapter-cached"),
+                                name="support_agent", max_steps=3, verbosity_level=LogLevel.OFF)
+
+    r = _replayed(case(), build)
+    assert r.passed and r.tool_calls == 1 and r.live_calls == 0, r.reasons()

@@ -23,6 +23,7 @@ from opentelemetry import trace
 import harvester
 from harvester.canonical import fixture_key
 from harvester.case import AgentCase
+from harvester.errors import LiveToolCall
 from harvester.replay import replay
 from harvester.report import evaluate_gates
 from tests.apps import shop
@@ -79,10 +80,12 @@ def test_a_tool_called_from_a_thread_the_context_never_reaches_is_refused() -> N
     report = replay([case()], build)
     (r,) = report.results
     assert not shop.LIVE, "the refund ran for real"
-    assert not r.passed and r.live_calls == 1 and r.unauthorised == 1
+    assert not r.passed and r.unauthorised == 1
     (check,) = [c for c in r.checks if c.name == "live_tool_call"]
-    assert check.detail.startswith('issue_refund({"amount":40,"order_id":"A1001"}) was called outside any case')
+    assert check.detail.startswith('issue_refund({"amount":40,"order_id":"A1001"}) was called outside its case')
+    assert report.refused == 1 and report.metrics()["live_tool_calls"] == 1  # counted once, in the report
     assert "gate live_tool_calls<=0: FAIL (1)" in evaluate_gates(report).lines()
+    assert "refused 1 tool call with no case to serve it: issue_refund(" in report.summary()
 
 
 def test_outside_a_replay_the_same_thread_runs_the_tool() -> None:
@@ -250,3 +253,149 @@ def test_threads_carry_each_cases_executor_and_no_other() -> None:
     assert [r.answer for r in report.results] == [f"S{i} S{i} S{i}" for i in range(8)]
     assert not shop.LIVE and all(r.live_calls == 0 for r in report.results)
     shared_pool.shutdown()
+
+
+# -- threads that outlive their case, timers, process pools ------------------------------------------
+def test_a_timer_starts_in_its_cases_context() -> None:
+    get_order = harvester.tool(shop.get_order)
+
+    def build():
+        def agent(prompt: str) -> str:
+            box: list[Any] = []
+            timer = threading.Timer(0.01, lambda: box.append(get_order(**LOOKUP)["status"]))
+            timer.start()
+            timer.join()
+            return f"A1001 is {box[0]}"
+        return agent
+
+    (r,) = replay([case()], build).results
+    assert r.passed and r.answer == "A1001 is delivered" and r.tool_calls == 1 and not shop.LIVE, r.reasons()
+
+
+def test_a_worker_a_case_started_cannot_serve_the_next_case_from_its_fixtures() -> None:
+    """A worker thread started lazily inside case A keeps A's context; B's forbidden call sent through it is
+    refused (A's executor closed with A), not answered from A's fixtures as if it were A's call."""
+    jobs: queue.Queue[Any] = queue.Queue()
+    started: list[threading.Thread] = []
+    refund = harvester.tool(shop.issue_refund)
+
+    def worker() -> None:
+        while True:
+            fn, kwargs, out = jobs.get()
+            try:
+                out.put(fn(**kwargs))
+            except Exception as exc:  # noqa: BLE001 - back to the agent
+                out.put(exc)
+
+    def build():
+        def agent(prompt: str) -> str:
+            if not started:
+                started.append(threading.Thread(target=worker, daemon=True))
+                started[0].start()
+            out: queue.Queue[Any] = queue.Queue()
+            jobs.put((refund, REFUND, out))
+            return str(out.get(timeout=5))
+        return agent
+
+    first = case(id="a", fixtures=[{"key": fixture_key("issue_refund", REFUND), "tool": "issue_refund",
+                                    "args": REFUND, "result": "refunded (A's fixture)"}], forbidden_tools=[])
+    report = replay([first, case(id="b")], build, concurrency=1)
+    a, b = report.results
+    assert a.passed and a.answer == "refunded (A's fixture)", a.reasons()
+    assert not b.passed and b.unauthorised == 1 and "A's fixture" not in (b.answer or "")
+    assert any(c.name == "live_tool_call" for c in b.checks) and report.refused == 1 and not shop.LIVE
+
+
+def test_a_harness_refuses_what_the_agent_left_queued_after_the_replay() -> None:
+    from harvester import seam
+
+    jobs: queue.Queue[Any] = queue.Queue()
+    done: queue.Queue[Any] = queue.Queue()
+    email = harvester.tool(shop.issue_refund)
+
+    def worker() -> None:
+        fn, kwargs = jobs.get()
+        time.sleep(0.2)  # picked up after the replay has returned
+        try:
+            done.put(fn(**kwargs))
+        except Exception as exc:  # noqa: BLE001
+            done.put(exc)
+
+    threading.Thread(target=worker, daemon=True).start()
+
+    def build():
+        def agent(prompt: str) -> str:
+            jobs.put((email, REFUND))  # fire and forget
+            return "queued"
+        return agent
+
+    seam.harness()  # what `harvester replay` does: the process replays until it exits
+    replay([case(checks=[])], build)
+    assert isinstance(done.get(timeout=5), LiveToolCall) and not shop.LIVE
+
+
+PROCESS_POOL = textwrap.dedent("""
+    import multiprocessing, sys
+    from concurrent.futures import ProcessPoolExecutor
+    sys.path.insert(0, {root!r})
+    import harvester
+    from harvester.canonical import fixture_key
+    from harvester.case import AgentCase
+    from harvester.replay import replay
+    from tests.apps import pool_tools
+
+    def build():
+        def agent(prompt):
+            with harvester.agent_run("support_agent", prompt) as run:
+                run.model_call("m", tool_calls=[{{"name": "render_invoice", "arguments": {{"order_id": "A1001"}}}}])
+                with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                    result = pool.submit(pool_tools.render, "A1001").result()
+                run.finish(str(result))
+                return str(result)
+        return agent
+
+    if __name__ == "__main__":
+        args = {{"order_id": "A1001"}}
+        spec = AgentCase.model_validate({{"id": "pool", "status": "accepted", "prompt": "p", "why": "w",
+            "fixtures": [{{"key": fixture_key("render_invoice", args), "tool": "render_invoice", "args": args,
+                          "result": "F"}}]}})
+        (r,) = replay([spec], build).results
+        print(r.passed, r.live_calls, [c.name for c in r.checks if not c.passed])
+""")
+
+
+def test_a_tool_in_a_spawned_process_is_refused_and_its_case_fails(tmp_path) -> None:
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    (tmp_path / "main.py").write_text(PROCESS_POOL.format(root=root))
+    (tmp_path / "ran.log").write_text("")
+    out = subprocess.run([sys.executable, str(tmp_path / "main.py")], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "False 1 ['live_tool_call']"  # requested, never served: flagged
+    assert (tmp_path / "ran.log").read_text() == ""  # and the child refused it: the body never ran
+
+
+# -- pairing the trace with the executor's log -------------------------------------------------------
+def test_a_tool_body_that_acted_then_raised_is_a_live_call() -> None:
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "issue_refund",
+             "gen_ai.tool.call.arguments": orjson.dumps(REFUND).decode()}
+    tracer = trace.get_tracer("myapp")
+
+    def build():
+        def agent(prompt: str) -> str:
+            with harvester.agent_run("support_agent", prompt) as run:
+                run.model_call("m", tool_calls=[{"name": "issue_refund", "arguments": REFUND}])
+                try:
+                    with tracer.start_as_current_span("execute_tool issue_refund", attributes=attrs):
+                        shop.issue_refund(**REFUND)  # the side effect happened...
+                        raise ConnectionError("then the receipt service failed")
+                except ConnectionError:
+                    pass
+                run.finish("Refund attempted.")
+                return "Refund attempted."
+        return agent
+
+    (r,) = replay([case(forbidden_tools=[])], build).results
+    assert shop.LIVE["issue_refund"] == 1 and not r.passed and r.live_calls == 1, r.reasons()

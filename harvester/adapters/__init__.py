@@ -106,18 +106,20 @@ class Session:
         self.refresh()
 
     def refresh(self, ready: frozenset[str] = frozenset()) -> None:
-        if all(a.NAME in self._seen for a in ADAPTERS if _loaded(a, ready)):
-            return
+        """Guard every framework loaded (again: a tool class the factory just defined is guarded too),
+        and turn its tracing on the first time."""
         with self._lock:
             for adapter in ADAPTERS:
-                if adapter.NAME in self._seen or not _loaded(adapter, ready):
+                if adapter.NAME in self.failed or not _loaded(adapter, ready):
                     continue
-                self._seen.add(adapter.NAME)
                 try:
                     adapter.install()
                 except Exception as exc:  # noqa: BLE001 - reported on every case, never a crash
                     self.failed[adapter.NAME] = f"{type(exc).__name__}: {exc}"
                     continue
+                if adapter.NAME in self._seen:
+                    continue
+                self._seen.add(adapter.NAME)
                 try:
                     undo = adapter.instrument()
                 except Exception:  # noqa: BLE001 - no tracing: the run is read from the executor's log

@@ -30,14 +30,18 @@ def guard(owner: type, name: str, make: Callable[[Callable[..., Any]], Callable[
         return False
     if isinstance(raw, staticmethod):
         func = raw.__func__
-        method = make(lambda _self, *a, **kw: func(*a, **kw))
+        method = functools.update_wrapper(make(lambda _self, *a, **kw: func(*a, **kw)), func)
         params = list(inspect.signature(func).parameters.values())
         if not params or params[0].name != "self":  # smolagents' @tool already shows forward with self
             params.insert(0, inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD))
         method.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        method.__wrapped__ = func  # type: ignore[attr-defined]
     elif inspect.isfunction(raw):
         method = functools.wraps(raw)(make(raw))
+    elif callable(raw) and hasattr(raw, "__get__") and not isinstance(raw, (classmethod, property)):
+        # a method wrapped in a callable descriptor (functools.lru_cache, a decorator class): bound per call
+        method = make(lambda self, *a, **kw: raw.__get__(self, type(self))(*a, **kw))
+        functools.update_wrapper(method, inspect.unwrap(raw))  # its name, annotations, signature
+        method.__wrapped__ = raw  # type: ignore[attr-defined]
     else:  # a classmethod, a property, a C slot: not a tool body we know how to guard
         return False
     setattr(method, GUARD, True)

@@ -84,11 +84,62 @@ def _make_arun(original: Callable[..., Any]) -> Callable[..., Any]:
     return _arun
 
 
+def _call_input(tool: Any, value: Any) -> tuple[Any, Optional[str]]:
+    """(the model's arguments, the tool call id) of what ``invoke`` was given: a ToolCall, a dict or a str."""
+    if isinstance(value, dict) and value.get("type") == "tool_call" and isinstance(value.get("args"), dict):
+        return _visible(tool, value["args"]), value.get("id")
+    return _visible(tool, value), None
+
+
+def _as_invoked(tool: Any, result: Any, call_id: Optional[str]) -> Any:
+    """What ``invoke`` returns: a tool message for a tool call (as ``ToolNode`` expects), else the content."""
+    if call_id is None:
+        return result
+    from langchain_core.messages import ToolMessage
+
+    content = result if isinstance(result, (str, list)) else json.dumps(result, default=str)
+    return ToolMessage(content=content, tool_call_id=call_id, name=tool.name)
+
+
+def _make_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A tool class with an ``invoke`` of its own (it never reaches ``run``): served at ``invoke``."""
+    def invoke(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        ex = seam.route()
+        if ex is None:
+            return original(self, input, *args, **kwargs)
+        call_args, call_id = _call_input(self, input)
+        return _as_invoked(self, ex.execute(self.name, call_args), call_id)
+
+    return invoke
+
+
+def _make_ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def ainvoke(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        ex = seam.route()
+        if ex is None:
+            return await original(self, input, *args, **kwargs)
+        call_args, call_id = _call_input(self, input)
+        return _as_invoked(self, await ex.aexecute(self.name, call_args), call_id)
+
+    return ainvoke
+
+
 def _guard_class(cls: type) -> None:
+    from langchain_core.tools import BaseTool
+
     for name, make in (("_run", _make_run), ("_arun", _make_arun)):
         owner = defining(cls, name)
         if owner is not None:
             guard(owner, name, make)
+    for name, make in (("invoke", _make_invoke), ("ainvoke", _make_ainvoke)):
+        owner = defining(cls, name)
+        if owner is not None and owner is not BaseTool and _overrides(owner, name):
+            guard(owner, name, make)
+
+
+def _overrides(owner: type, name: str) -> bool:
+    """The class's own ``invoke`` does not end in ``BaseTool.run`` (StructuredTool's ``ainvoke`` does)."""
+    return owner.__module__.split(".")[0] != "langchain_core"
 
 
 def _make_entry(original: Callable[..., Any], is_async: bool) -> Callable[..., Any]:

@@ -1,53 +1,103 @@
-"""pydantic-ai: every tool call an agent dispatches, whatever toolset holds the tool.
+"""pydantic-ai: every tool call an agent dispatches, whatever toolset holds the tool; output functions.
 
 Tools given as ``tools=[...]``, ``@agent.tool``, ``@agent.tool_plain``, function toolsets, MCP servers
-and wrapper toolsets all reach the model's call through ``ToolManager._raw_execute``, the one place
-that calls ``toolset.call_tool`` after validation, hooks and the instrumentation's span. The guard
-there hands the toolset a stand-in whose ``call_tool`` asks the case's executor, keyed by the name
-the model called and the arguments it sent (``RunContext`` is never among them), so retries
-(``ModelRetry``), approvals and the span all behave as in production. Output tools (the structured
-answer) are not tools: they pass through.
+and wrapper toolsets all reach the model's call through ``ToolManager._raw_execute`` (after validation,
+hooks and the instrumentation's span), which calls down the run's toolsets: wrappers (approval,
+prefixes, your own policies) run as in production, and the toolset at the bottom, the one that would
+run the tool, is served instead. The guard on ``_raw_execute`` remembers the name the model called and
+the arguments it sent (``RunContext`` is never among them); the guard on every leaf toolset's
+``call_tool`` answers with them from the case's executor. A toolset that holds others (``wrapped``,
+``toolsets``) is a wrapper, everything else a leaf. So retries (``ModelRetry``), approvals and the span
+behave as in production.
+
+An output function (``ToolOutput(fn)``, ``TextOutput(fn)``, a function in ``output_type``) is code of
+yours too, and may act: it is served like a tool, under the name its span records (the output tool's,
+or the function's for text output), with the arguments it was given. Plain structured output (a model,
+a string) is the answer itself and runs.
 """
 
 from __future__ import annotations
 
-import copy
+import contextvars
 import json
 from typing import Any, Callable, Optional
 
 from .. import seam
-from ._patch import guard
+from ._patch import guard, subclasses
 
 ROOTS = ("pydantic_ai",)
 NAME = "pydantic-ai"
+# (executor, the name the model called, its arguments) of the tool call on this context's stack
+_pending: contextvars.ContextVar[Optional[tuple[Any, str, Any]]] = contextvars.ContextVar(
+    "harvester_pai_call", default=None)
 
 
-class _Served:
-    """The toolset ``_raw_execute`` calls for one tool call inside a replay."""
+def _make_raw_execute(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def _raw_execute(self: Any, validated: Any, *args: Any, **kwargs: Any) -> Any:
+        ex = seam.route()
+        tool = validated.tool
+        if ex is None or tool is None or tool.tool_def.kind == "output":
+            return await original(self, validated, *args, **kwargs)
+        token = _pending.set((ex, validated.call.tool_name, validated.call.args_as_dict()))
+        try:
+            return await original(self, validated, *args, **kwargs)
+        finally:
+            _pending.reset(token)
 
-    def __init__(self, ex: seam.Executor, call: Any) -> None:
-        self.ex, self.call = ex, call
+    return _raw_execute
 
-    async def call_tool(self, name: str, tool_args: Any, ctx: Any, tool: Any) -> Any:
-        return await self.ex.aexecute(self.call.tool_name, self.call.args_as_dict())
+
+def _delegates(toolset: Any) -> bool:
+    """A toolset that passes calls on to others (a wrapper, a combination, a dynamic toolset)."""
+    return any(isinstance(getattr(toolset, attr, None), (list, tuple)) or hasattr(getattr(toolset, attr, None),
+                                                                                   "call_tool")
+               for attr in ("wrapped", "toolsets", "_toolset"))
+
+
+def _make_call_tool(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def call_tool(self: Any, name: str, tool_args: Any, ctx: Any, tool: Any) -> Any:
+        ex = seam.route()
+        if ex is None or _delegates(self):
+            return await original(self, name, tool_args, ctx, tool)
+        pending = _pending.get()
+        if pending is not None and pending[0] is ex:
+            return await ex.aexecute(pending[1], pending[2])
+        return await ex.aexecute(name, tool_args)  # a toolset called outside an agent's run
+
+    return call_tool
+
+
+def _make_output_function(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def execute_output_function(function_schema: Any, *, run_context: Any, args: Any,
+                                      wrap_validation_errors: bool = True) -> Any:
+        ex = seam.route()
+        if ex is None:
+            return await original(function_schema, run_context=run_context, args=args,
+                                  wrap_validation_errors=wrap_validation_errors)
+        tool_name = getattr(run_context, "tool_name", None)
+        if tool_name:  # an output tool the model called: its span records the tool and these args
+            return await ex.aexecute(tool_name, args)
+        # text output: the span records the function and the text, which a run reads as {"input": text}
+        values = list(args.values()) if isinstance(args, dict) else [args]
+        return await ex.aexecute(function_schema.name, {"input": values[0]} if len(values) == 1 else args)
+
+    return execute_output_function
 
 
 def install() -> None:
+    from pydantic_ai import _output
     from pydantic_ai.tool_manager import ToolManager
+    from pydantic_ai.toolsets import AbstractToolset
 
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        async def _raw_execute(self: Any, validated: Any, *args: Any, **kwargs: Any) -> Any:
-            ex = seam.route()
-            tool = validated.tool
-            if ex is None or tool is None or tool.tool_def.kind == "output":
-                return await original(self, validated, *args, **kwargs)
-            served = copy.copy(self)  # shares the retry and failure state; only the toolset differs
-            served.toolset = _Served(ex, validated.call)
-            return await original(served, validated, *args, **kwargs)
-
-        return _raw_execute
-
-    guard(ToolManager, "_raw_execute", make)
+    guard(ToolManager, "_raw_execute", _make_raw_execute)
+    for cls in subclasses(AbstractToolset):
+        if "call_tool" in cls.__dict__:
+            guard(cls, "call_tool", _make_call_tool)
+    current = getattr(_output, "execute_output_function", None)
+    if current is not None and not getattr(current, "__harvester_guard__", False):
+        served = _make_output_function(current)
+        served.__harvester_guard__ = True  # type: ignore[attr-defined]
+        _output.execute_output_function = served
 
 
 def accepts(agent: Any) -> bool:

@@ -21,6 +21,7 @@ from ..case import load_cases
 from ..suite import suite_info
 from ..config import Config
 from ..errors import AgentBuildError, GateError, InputError, OutputError
+from .. import seam
 from ..replay import DEFAULT_CONCURRENCY, load_agent, replay
 from .._files import check_output, write_file
 from ..report import Report, evaluate_gates, merge, parse_gate
@@ -158,6 +159,7 @@ def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, i
         pending = sum(c.status == "pending" for c in every)
         hint = f"{pending} pending: run harvester review" if pending else "harvest some with: harvester harvest"
         raise InputError(f"no accepted cases in {_shown(folder.root)}/ ({hint})")
+    seam.harness()  # this process replays until it exits: work the agent left queued is refused, not run
     try:
         report = replay(cases, build, trials=trials, concurrency=concurrency, inject=inject, timeout=timeout,
                         shard=shard, progress=sys.stderr.isatty() if progress is None else progress,

@@ -36,7 +36,8 @@ def merge(reports: Iterable[Report]) -> Report:
             seen.add(r.id)
             results.append(r)
     return Report(suite=first.suite, suite_version=first.suite_version, trials=max(r.trials for r in reports),
-                  results=results)
+                  results=results, refused=sum(r.refused for r in reports),
+                  refused_calls=[c for r in reports for c in r.refused_calls])
 
 
 def _check_shards(shards: list[Optional[str]]) -> None:

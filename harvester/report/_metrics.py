@@ -28,8 +28,9 @@ def _mean(values: Sequence[float]) -> Optional[float]:
     return sum(values) / len(values) if values else None
 
 
-def metrics_of(results: Sequence[CaseResult]) -> dict[str, Optional[float]]:
-    """The release metrics over some results. ``None`` = no data (no variants, no known cost)."""
+def metrics_of(results: Sequence[CaseResult], refused: int = 0) -> dict[str, Optional[float]]:
+    """The release metrics over some results (``refused``: the report's calls refused with no case to
+    own them, which count as live tool calls). ``None`` = no data (no variants, no known cost)."""
     tasks = [r for r in results if r.variant_of is None]
     variants = [r for r in results if r.variant_of is not None]
     calls = sum(r.tool_calls for r in results)
@@ -38,7 +39,7 @@ def metrics_of(results: Sequence[CaseResult]) -> dict[str, Optional[float]]:
     return {
         "task_completion": _mean([r.pass_rate for r in tasks]),
         "unauthorised_actions": float(sum(r.unauthorised for r in results)),
-        "live_tool_calls": float(sum(r.live_calls for r in results)),
+        "live_tool_calls": float(sum(r.live_calls for r in results) + refused),
         "recovery_rate": _mean([r.pass_rate for r in variants]),
         "redundant_call_rate": sum(r.redundant_calls for r in results) / calls if calls else 0.0,
         "cost_per_success": sum(costs) / successes if costs and successes else None,

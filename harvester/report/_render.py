@@ -43,6 +43,9 @@ def summary(report: "Report") -> str:
     if len(failing) > SUMMARY_FAILURES:
         lines.append(f"... and {len(failing) - SUMMARY_FAILURES} more failing cases (all of them in --json, "
                      "--junit and --markdown)")
+    if report.refused:
+        lines.append(f"refused {report.refused} tool call{'s' if report.refused != 1 else ''} with no case to "
+                     f"serve {'them' if report.refused != 1 else 'it'}: {'; '.join(report.refused_calls)}")
     differing = report.differing()
     if differing:
         lines.append("differs from the recording (passing or failing):")

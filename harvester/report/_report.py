@@ -36,6 +36,10 @@ class Report(_Strict):
     trials: int = 1
     shard: Optional[str] = None  # "i/n" when this report covers one shard
     results: list[CaseResult] = Field(default_factory=list)
+    # Tool calls refused during the replay for lacking their case's context, each counted once (the cases
+    # in flight name them, but the one that made the call may have finished already).
+    refused: int = 0
+    refused_calls: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -81,7 +85,9 @@ class Report(_Strict):
         return by_tag(self.results)
 
     def metrics(self, tag: str | None = None) -> dict[str, Optional[float]]:
-        return metrics_of(self.results if tag is None else [r for r in self.results if tag in r.tags])
+        if tag is not None:
+            return metrics_of([r for r in self.results if tag in r.tags])
+        return metrics_of(self.results, refused=self.refused)
 
     def recovery(self) -> dict[str, dict[str, float]]:
         """Recovery rate of the failure-injection variants per mode and per tool."""

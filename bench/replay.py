@@ -6,8 +6,8 @@
     concurrency 16 vs serial (target >= 0.8 x the ideal 16x speed-up).
 (c) The adapters' cost per tool call: a pydantic-ai agent with plain tools (its dispatch routed by the
     adapter) against the same agent with ``@harvester.tool`` tools (served from inside the tool),
-    each run inside a case's context; 20 tool calls per run, the median of 5 interleaved rounds
-    (target <= 50 us). The tools are async, so neither side pays pydantic-ai's thread hop for a sync
+    each run inside a case's context, each side in a fresh process; 20 tool calls per run, the median of
+    5 interleaved rounds (target <= 50 us). The tools are async, so neither side pays pydantic-ai's thread hop for a sync
     tool body; pydantic-ai's own cost per call (~0.5 ms, traced) is on both sides.
 
     python bench/replay.py [--cases 200] [--quick]
@@ -89,26 +89,32 @@ def _pydantic_agent(decorated: bool):
     return build
 
 
-def adapter_cost(n: int, rounds: int = 5) -> tuple[float, float, float]:
-    """(us per call adapted, us per call decorated, the difference), medians over interleaved rounds.
+def _per_call_us(decorated: bool, n: int) -> float:
+    """One side of (c), in this process: ``n`` runs of the agent inside a case's context; us per tool call.
 
-    Each side runs ``n`` cases' agents back to back inside the case's context, as a replay does, but
-    without the harness around them (its cost is (a)): what differs is only how a call reaches the
-    executor.
+    The adapted side guards pydantic-ai (as a replay does) and gives it plain tools; the decorated side
+    installs no guard at all, and its ``@harvester.tool`` tools ask the executor themselves. Both are
+    traced, as a replay traces them.
     """
     import asyncio
 
-    import pydantic_ai  # noqa: F401 - the adapter guards what is loaded
+    import pydantic_ai  # noqa: F401 - loaded before the guards, as an app's factory module loads it
 
     from harvester import adapters, seam
     from harvester.fixtures import FixtureTools
 
     session = adapters.Session()
-    session.open()
-    spec = cases(1, CALLS_PER_CASE)[0]
-    builds = {True: _pydantic_agent(True), False: _pydantic_agent(False)}
+    if decorated:  # traced as the adapted side is (a replay turns pydantic-ai's instrumentation on)
+        from pydantic_ai import Agent
+        from pydantic_ai.models.instrumented import InstrumentationSettings
 
-    async def run(build, k: int) -> float:
+        Agent.instrument_all(InstrumentationSettings())
+    else:
+        session.open()
+    spec = cases(1, CALLS_PER_CASE)[0]
+    build = _pydantic_agent(decorated)
+
+    async def run(k: int) -> float:
         start = time.perf_counter()
         for _ in range(k):
             tools = FixtureTools(spec)
@@ -117,16 +123,25 @@ def adapter_cost(n: int, rounds: int = 5) -> tuple[float, float, float]:
             assert len(tools.log) == CALLS_PER_CASE
         return time.perf_counter() - start
 
-    try:
-        for build in builds.values():
-            asyncio.run(run(build, 5))  # warm up
-        times: dict[bool, list[float]] = {True: [], False: []}
-        for i in range(rounds):
-            for decorated in ((False, True) if i % 2 == 0 else (True, False)):
-                times[decorated].append(asyncio.run(run(builds[decorated], n)))
-    finally:
-        session.close()
-    per_call = {d: statistics.median(t) / (n * CALLS_PER_CASE) * 1e6 for d, t in times.items()}
+    asyncio.run(run(5))  # warm up
+    elapsed = asyncio.run(run(n))
+    session.close()
+    return elapsed / (n * CALLS_PER_CASE) * 1e6
+
+
+def adapter_cost(n: int, rounds: int = 5) -> tuple[float, float, float]:
+    """(us per call adapted, us per call decorated, the difference): medians of interleaved rounds, each
+    side in a fresh process (once installed, a guard stays for the process)."""
+    import subprocess
+    import sys
+
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(rounds):
+        for decorated in ((False, True) if i % 2 == 0 else (True, False)):
+            out = subprocess.run([sys.executable, __file__, "--side", "decorated" if decorated else "adapted",
+                                  "--cases", str(n)], capture_output=True, text=True, check=True)
+            times[decorated].append(float(out.stdout.strip()))
+    per_call = {d: statistics.median(t) for d, t in times.items()}
     return per_call[False], per_call[True], per_call[False] - per_call[True]
 
 
@@ -134,7 +149,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="fewer cases for (a), for CI smoke runs")
+    parser.add_argument("--side", choices=("adapted", "decorated"), help=argparse.SUPPRESS)  # one side of (c)
     opts = parser.parse_args()
+    if opts.side:
+        print(f"{_per_call_us(opts.side == 'decorated', opts.cases):.3f}")
+        return 0
     ok = True
 
     n_a = 500 if opts.quick else 2000

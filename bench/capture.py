@@ -40,7 +40,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harvester.capture import HarvestingSpanProcessor  # noqa: E402
+from harvester.intake import HarvestingSpanProcessor  # noqa: E402
 from harvester.spans import from_readable, to_otlp  # noqa: E402
 from harvester.store import TraceStore  # noqa: E402
 

@@ -57,7 +57,7 @@ def serve(conn: Any, store: str) -> None:
     The sweeper thread runs the whole post-grouping pipeline (capture's ``RunWriter``), so its CPU
     splits the receiver's cost into receiving (HTTP, decoding, assembly) and storing.
     """
-    from harvester.receiver import Receiver
+    from harvester.intake import Receiver
 
     receiver = Receiver(store, port=0, idle_seconds=0.5)
     conn.send(receiver.start())

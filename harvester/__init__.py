@@ -12,7 +12,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _PUBLIC = {
-    "HarvestingSpanProcessor": "capture",
+    "HarvestingSpanProcessor": "intake",
     "TraceStore": "store",
     "runs_from_spans": "conventions",
     "Run": "model",

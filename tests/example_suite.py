@@ -22,7 +22,7 @@ from harvester.demo import agent as support
 from harvester.demo.scenario import TRAFFIC, apply_reviews, write_config
 from harvester.harvest import harvest, slug
 from harvester.spans import SpanData, from_readable, to_otlp
-from harvester.ingest import ingest_files
+from harvester.intake import ingest_files
 from harvester.store import TraceStore
 
 from .frameworks._otel import CountingIds, capture, finished

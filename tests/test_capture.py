@@ -16,7 +16,7 @@ from opentelemetry import trace as otel
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
-from harvester.capture import HarvestingSpanProcessor, RunWriter, sampled_in
+from harvester.intake import HarvestingSpanProcessor, RunWriter, sampled_in
 from harvester.model import Run
 from harvester.store import TraceStore
 
@@ -370,7 +370,7 @@ def test_fork_child_captures_on_its_own(tmp_path: Path) -> None:
 def test_capture_import_stays_light() -> None:
     heavy = ["click", "harvester.case", "harvester.harvest", "harvester.fixtures", "harvester.replay",
              "harvester.report", "harvester.cli"]
-    code = ("import sys, harvester.capture; from harvester import HarvestingSpanProcessor; "
+    code = ("import sys; from harvester import HarvestingSpanProcessor; "
             f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -441,7 +441,7 @@ def test_a_long_session_writes_its_ended_runs_and_never_cuts_one_in_progress(tmp
 def test_a_shutdown_at_interpreter_exit_waits_at_most_five_seconds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The SDK's exit hook calls shutdown() with its 30 s default (when the processor was made before the
     provider, that hook runs first): at exit, a locked store must not hold the process that long."""
-    import harvester.capture as capture_module
+    import harvester.intake._processor as capture_module
 
     proc, _, _ = setup(tmp_path)
     waited: list[float] = []

@@ -17,12 +17,13 @@ from opentelemetry import trace as otel
 from opentelemetry.sdk.trace import TracerProvider
 
 import harvester.cli as cli_module
-from harvester.capture import HarvestingSpanProcessor, sampled_in
+from harvester.intake import HarvestingSpanProcessor, sampled_in
 from harvester.cli import main as cli
 from harvester.errors import StoreError
 from harvester.redact import Redactor
 from harvester.conventions import run_data_from_spans
-from harvester.store import TraceStore, inbox_row, run_row, run_rows, spans_blob
+from harvester.intake import run_rows
+from harvester.store import TraceStore, inbox_row, run_row, spans_blob
 from tests.test_capture import agent_run, setup
 
 SECRETS = ["sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1111 1111 1111",

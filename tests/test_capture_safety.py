@@ -24,7 +24,7 @@ import pytest
 from opentelemetry import trace as otel
 from opentelemetry.sdk.trace import TracerProvider
 
-from harvester.capture import HarvestingSpanProcessor
+from harvester.intake import HarvestingSpanProcessor
 from harvester.redact import Redactor
 from harvester.store import TraceStore
 
@@ -413,7 +413,7 @@ _EXIT_SCRIPT = """
 import os, sys, time
 sys.path.insert(0, {root!r})
 from opentelemetry.sdk.trace import TracerProvider
-from harvester.capture import HarvestingSpanProcessor
+from harvester.intake import HarvestingSpanProcessor
 from tests.test_capture import agent_run
 proc = HarvestingSpanProcessor({path!r}, flush_interval_s=60, batch_size=10_000)
 provider = TracerProvider()

@@ -131,7 +131,7 @@ def test_show_says_what_happened_to_each_call(tmp_path: Path) -> None:
 
 
 def test_ingest_jobs(env: tuple[CliRunner, str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    from harvester import ingest
+    from harvester.intake import _ingest as ingest
 
     runner, store, src = env
     res = runner.invoke(main, ["ingest", str(src), "--store", store, "--jobs", "0"])

@@ -114,7 +114,7 @@ def test_human_denial_defers_then_resumes(producer):
 def test_langchain_agent_without_a_name_is_one_run(instrumentor):
     """OpenInference marks a graph AGENT only when its name says "agent": create_agent's default
     name is "LangGraph", and the run must still be found, once, through the capture processor."""
-    from harvester.capture import HarvestingSpanProcessor
+    from harvester.intake import HarvestingSpanProcessor
     from harvester.store import TraceStore
     from opentelemetry.sdk.trace import TracerProvider
 

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from harvester import ingest
+from harvester.intake import _ingest as ingest, _worker, _workers
 from harvester.errors import HarvesterError, OtlpFormatError
-from harvester.ingest import ingest_files
+from harvester.intake import ingest_files
 from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore
 from tests.test_store import agent_trace, make_span
@@ -159,7 +159,7 @@ def test_a_file_that_is_not_json_lines_fails_as_in_process(tmp_path: Path, small
 
 def test_small_inputs_stay_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = write_lines(tmp_path / "traces.jsonl", traffic(10))
-    monkeypatch.setattr(ingest, "_Workers", None)  # would fail if used
+    monkeypatch.setattr(ingest, "Workers", None)  # would fail if used
     with TraceStore(tmp_path / "t.db") as store:
         assert ingest_files([str(f)], store).runs == 11
     with pytest.raises(ValueError):
@@ -173,14 +173,14 @@ needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="the workers mus
 def forked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fork the workers even when an earlier test left a thread behind (an asyncio executor), which
     makes ingest pick forkserver, whose workers would not see the monkeypatch."""
-    monkeypatch.setattr(ingest, "_start_method", lambda: "fork")
+    monkeypatch.setattr(_workers, "start_method", lambda: "fork")
 
 
 @needs_fork
 def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path, small_chunks: None, forked: None,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     f = write_lines(tmp_path / "traces.jsonl", traffic(20))
-    monkeypatch.setattr(ingest, "_parse", lambda *a: os._exit(3))
+    monkeypatch.setattr(_worker, "_parse", lambda *a: os._exit(3))
     with TraceStore(tmp_path / "t.db") as store:
         with pytest.raises(HarvesterError, match=r"ingest worker \d .*stopped unexpectedly \(exit code 3\)"):
             ingest_files([str(f)], store, jobs=2)

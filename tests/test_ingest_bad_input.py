@@ -16,9 +16,9 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from harvester import ingest
+from harvester.intake import _ingest as ingest
 from harvester.cli import main as cli
-from harvester.ingest import ingest_files
+from harvester.intake import ingest_files
 from harvester.redact import Redactor
 from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore

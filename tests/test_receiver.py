@@ -29,10 +29,10 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harvester.capture import HarvestingSpanProcessor
+from harvester.intake import HarvestingSpanProcessor
 from harvester.conventions import runs_from_spans
 from harvester.instrument import agent_run, tool
-from harvester.receiver import Receiver, TraceAssembler, decode_protobuf
+from harvester.intake import IdleAssembler as TraceAssembler, Receiver, decode_protobuf
 from harvester.model import Run
 from harvester.spans import OtlpStats, SpanData, from_readable, to_otlp
 from harvester.store import TraceStore

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from harvester.capture import HarvestingSpanProcessor
+from harvester.intake import HarvestingSpanProcessor
 from harvester.cli import main
 from harvester.report import Report
 from harvester.store import TraceStore

@@ -17,11 +17,11 @@ from typing import Iterator
 import orjson
 import pytest
 
-from harvester.capture import HarvestingSpanProcessor
+from harvester.intake import HarvestingSpanProcessor
 from harvester.canonical import fixture_key
 from harvester.case import AgentCase
-from harvester.ingest import ingest_files
-from harvester.receiver import Receiver
+from harvester.intake import ingest_files
+from harvester.intake import Receiver
 from harvester.replay import replay
 from harvester.store import TraceStore
 from tests.frameworks._otel import capture, finished

@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from harvester.errors import NotFoundError, OtlpFormatError, StoreError
-from harvester.ingest import ingest_files
+from harvester.errors import InputError, NotFoundError, OtlpFormatError, StoreError
+from harvester.intake import ingest_files
 from harvester.model import ErrorInfo, Run, ToolCall
 from harvester.spans import SpanData, spans_from_otlp, to_otlp
 from harvester.store import TraceStore, export_otlp, failure_summary
@@ -71,7 +71,7 @@ def test_filters_streaming_and_limit(store: TraceStore) -> None:
     it = store.runs()
     assert next(it).trace_id and hasattr(it, "__next__")
     assert list(store.runs(since="1d")) == []  # all older than a day
-    with pytest.raises(StoreError, match="cannot read time"):
+    with pytest.raises(InputError, match="cannot read time"):  # a bad --since is the user's input, not the store
         list(store.runs(since="yesterday-ish"))
 
 
@@ -254,9 +254,9 @@ def test_ingest_redacts_and_keeps_big_results(store: TraceStore, tmp_path: Path)
 def test_a_write_that_waits_for_another_process_says_so_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from harvester import store as store_module
+    from harvester.store import _connection
 
-    monkeypatch.setattr(store_module, "_BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(_connection, "BUSY_TIMEOUT_MS", 50)
     path = tmp_path / "t.db"
     with TraceStore(path) as store:
         said: list[str] = []

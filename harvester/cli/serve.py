@@ -52,7 +52,7 @@ def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_b
     runs, then exits 0.
     """
     try:
-        from ..receiver import Receiver
+        from ..intake import Receiver
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith(("opentelemetry.proto", "google")):
             raise

@@ -11,7 +11,7 @@ import orjson
 from .._files import write_file
 from ..errors import NotFoundError
 from ..model import Run
-from ..ingest import ingest_files
+from ..intake import ingest_files
 from ..config import Config
 from ..redact import redaction_for
 from ..store import TraceStore, export_otlp, failure_summary

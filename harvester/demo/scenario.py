@@ -13,7 +13,7 @@ from typing import Callable
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from ..capture import HarvestingSpanProcessor
+from ..intake import HarvestingSpanProcessor
 from ..case import CaseFolder, load_cases
 from ..suite import bump_suite
 from ..config import Config, load_config

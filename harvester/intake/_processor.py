@@ -1,0 +1,288 @@
+"""The production hook: ``HarvestingSpanProcessor``, an OpenTelemetry span processor.
+
+Modelled on the SDK's ``BatchSpanProcessor``: the app's thread only appends the finished span to a
+bounded deque (O(1), never raises, never blocks; a full queue drops and counts), and one daemon
+thread does the rest: converts spans, groups them per trace, recognizes finished traces, samples,
+redacts and writes them in batches. Everything is bounded (queue, open traces, spans per trace,
+trace age) and every loss is counted in ``stats()``.
+
+Normalizing a trace into runs costs more CPU than all the rest, so the worker does it only where it
+must judge the runs: a trace that sampling keeps whatever it holds is stored whole (redacted) in the
+store's inbox, and the store's first read normalizes it (``TraceStore.settle``), exactly as ingest
+would have. See ``RunWriter.process_trace``.
+
+When is a run finished? Children end before their parents, and agent spans nest (OpenLLMetry's
+``invoke_agent`` > ``workflow``, openai-agents' AGENT > CHAIN > AGENT are ONE run), so an agent span
+ending says nothing about whether an outer agent span is still open. The worker therefore waits for
+the LOCAL ROOT of the spans it holds to end: a span with no parent, or whose parent is remote (in
+another process). That root's subtree is complete; the outermost agent spans in it are the runs
+(sibling runs under one request come out together). Spans whose root never arrives (a parent
+dropped, a long-lived root) are finished by age or at shutdown: kept if they contain an agent span
+(a half-seen failure is still worth keeping), dropped and counted otherwise.
+
+After grouping (``LocalRootAssembler``), the same ``RunWriter`` (runs -> sample -> redact -> store)
+serves this processor, ``harvester ingest`` and the OTLP receiver: the processor is a thin facade over
+that shared engine, as the SDK's ``BatchSpanProcessor`` is over its batch processor.
+
+Imports stay light: no click, no case/harvest/fixtures/replay/report, no pydantic model built.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import itertools
+import logging
+import multiprocessing.util
+import os
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+from .. import seam
+from ..redact import Redactor
+from ..spans import from_readable
+from ..store import TraceStore
+from ._assembly import LocalRootAssembler
+from ._pipeline import RunWriter
+
+if TYPE_CHECKING:
+    from ..model import Run
+
+__all__ = ["HarvestingSpanProcessor"]
+
+log = logging.getLogger("harvester.intake")
+_REPLAY = seam.STATE  # read on every span: a replay running in this process stores nothing
+
+
+# Set when the interpreter starts to exit (threading's exit hooks run before any atexit handler): a
+# shutdown from then on, whoever calls it and with whatever timeout, waits at most _EXIT_TIMEOUT_MS.
+_exiting = False
+_EXIT_TIMEOUT_MS = 5_000
+
+
+def _mark_exiting() -> None:
+    global _exiting
+    _exiting = True
+
+
+try:
+    threading._register_atexit(_mark_exiting)  # type: ignore[attr-defined]
+except (AttributeError, RuntimeError):  # pragma: no cover - another Python, or already exiting
+    pass
+
+
+def _finalize_at_process_exit(processor: "HarvestingSpanProcessor") -> None:
+    weak_shutdown = weakref.WeakMethod(processor.shutdown)
+
+    def shutdown() -> None:
+        if (method := weak_shutdown()) is not None:
+            method(timeout_millis=5_000)
+
+    multiprocessing.util.Finalize(processor, shutdown, exitpriority=100)
+
+
+def _millis(timeout_millis: Any) -> float:
+    """A timeout as the SDK may pass it: ``None`` (the SDK's "no timeout given") is 30 s; never below 0."""
+    return 30_000.0 if timeout_millis is None else max(float(timeout_millis), 0.0)
+
+
+class HarvestingSpanProcessor(SpanProcessor):
+    """Capture agent runs from this process's spans into the trace store.
+
+    ``provider.add_span_processor(HarvestingSpanProcessor())`` is the whole setup. Options:
+    ``store`` (a path or a ``TraceStore``; default ``.harvester/traces.db`` or ``HARVESTER_STORE``),
+    ``sample_rate`` for successful runs (failures are always kept), ``keep`` (a predicate that keeps
+    any run it flags), ``redact`` (``True``, ``False``, a ``Redactor`` or its rules as a mapping),
+    ``defer_normalize`` (keep sampled-in traces whole for the store's first read to normalize), and
+    the bounds: ``max_queue`` spans waiting for the worker, ``max_open_traces``, ``max_trace_age_s``,
+    ``max_spans_per_trace``, ``batch_size`` runs per transaction, ``flush_interval_s``.
+    """
+
+    def __init__(self, store: TraceStore | str | os.PathLike[str] | None = None, *, sample_rate: float = 1.0,
+                 keep: Callable[[Run], bool] | None = None,
+                 redact: bool | Redactor | Mapping[str, Any] | None = True, max_queue: int = 20_000,
+                 max_open_traces: int = 2_000, max_trace_age_s: float = 600.0, max_spans_per_trace: int = 10_000,
+                 batch_size: int = 256, flush_interval_s: float = 1.0, defer_normalize: bool = True) -> None:
+        self.writer = RunWriter(store, sample_rate=sample_rate, keep=keep, redact=redact, batch_size=batch_size,
+                                flush_interval_s=flush_interval_s, defer=defer_normalize)
+        self.max_queue = max_queue
+        self.batch_size = batch_size
+        self.flush_interval_s = flush_interval_s
+        self._assembler = LocalRootAssembler(self.writer, max_open_traces, max_trace_age_s, max_spans_per_trace)
+        self._queue_dropped = itertools.count()
+        self._replay_dropped = itertools.count()
+        self._shutdown = False
+        self._start_worker()
+        weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
+        weak_shutdown = weakref.WeakMethod(self.shutdown)
+
+        def _after_in_child() -> None:
+            if (reinit := weak_reinit()) is not None:
+                reinit()
+
+        def _at_exit() -> None:
+            if (shutdown := weak_shutdown()) is not None:
+                shutdown(timeout_millis=5_000)
+
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_in_child)
+        atexit.register(_at_exit)
+        # A multiprocessing child ends in os._exit(): atexit never runs there, multiprocessing's own
+        # finalizers do (and its fork clears the parent's, so each child registers its own).
+        _finalize_at_process_exit(self)
+        multiprocessing.util.register_after_fork(self, _finalize_at_process_exit)
+
+    def _start_worker(self) -> None:
+        self._queue: collections.deque[ReadableSpan] = collections.deque()
+        self._wake = threading.Event()
+        self._flush_lock = threading.Lock()
+        self._flush_waiters: list[threading.Event] = []
+        self._captured = 0
+        self._worker = threading.Thread(target=self._run, name="harvester-capture", daemon=True)
+        self._worker.start()
+
+    def _at_fork_reinit(self) -> None:
+        """In a forked child: the parent's queued spans and open traces are the parent's to write."""
+        self._assembler.open.clear()
+        self.writer.reset()
+        self._queue_dropped = itertools.count()
+        if not self._shutdown:
+            self._start_worker()
+
+    # -- the app's thread ----------------------------------------------------------------------
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            if _REPLAY.active or _REPLAY.traces or _REPLAY.harness:  # a replay's spans are never production runs
+                if seam.replay_trace(span.context.trace_id):
+                    next(self._replay_dropped)
+                    return
+            q = self._queue
+            if len(q) >= self.max_queue or self._shutdown:
+                next(self._queue_dropped)
+                return
+            q.append(span)
+            if len(q) >= self.batch_size and not self._wake.is_set():
+                self._wake.set()
+        except Exception:  # noqa: BLE001 - the app never sees our failures
+            pass
+
+    # -- the worker ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        """The worker loop.
+
+        The flush waiters are taken BEFORE the queue is drained: a waiter that arrives while an
+        iteration is already past its drain is answered by the next iteration (its ``force_flush``
+        set the wake event), never by this one, which has not seen the spans ended before it.
+        ``BaseException`` is caught too: user code runs here (``keep``, a custom ``Redactor``), and a
+        ``SystemExit`` from it would end the thread, and with it all capture, silently.
+        """
+        attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))  # our own SQLite writes are not traced
+        last_flush = time.monotonic()
+        while True:
+            self._wake.wait(self.flush_interval_s)
+            self._wake.clear()
+            stopping = self._shutdown
+            with self._flush_lock:
+                waiters, self._flush_waiters = self._flush_waiters, []
+            try:
+                self._drain()
+                now = time.monotonic()
+                self._assembler.expire(now)
+                if stopping:
+                    self._assembler.finish_all()
+            except BaseException:  # noqa: BLE001 - the worker must outlive any bug
+                log.debug("harvester capture worker error", exc_info=True)
+                self.writer.drop("internal_error")
+            try:
+                now = time.monotonic()
+                if stopping or waiters or now - last_flush >= self.flush_interval_s \
+                        or self.writer.buffered >= self.batch_size:
+                    self.writer.flush()
+                    last_flush = now
+            except BaseException:  # noqa: BLE001
+                log.debug("harvester capture worker error", exc_info=True)
+                self.writer.drop("internal_error")
+            for w in waiters:
+                w.set()
+            if stopping:
+                return
+
+    def _drain(self) -> None:
+        q = self._queue
+        add = self._assembler.add
+        now = time.monotonic()
+        while q:
+            rs = q.popleft()
+            self._captured += 1
+            try:
+                parent = rs.parent
+                span = from_readable(rs)
+            except Exception:  # noqa: BLE001
+                self.writer.drop("convert_error")
+                continue
+            try:
+                add(span, parent is None or parent.is_remote, now)
+            except Exception:  # noqa: BLE001
+                log.debug("harvester could not process a span", exc_info=True)
+                self.writer.drop("internal_error")
+
+    # -- control -------------------------------------------------------------------------------
+    def force_flush(self, timeout_millis: int | None = 30_000) -> bool:
+        """Write every run that has finished so far; False if that did not happen within the timeout."""
+        if self._shutdown or not self._worker.is_alive():
+            return False
+        timeout_millis = _millis(timeout_millis)
+        done = threading.Event()
+        with self._flush_lock:
+            self._flush_waiters.append(done)
+        self._wake.set()
+        if done.wait(timeout_millis / 1000):
+            return True
+        # Timed out (the store is locked, say): withdraw, or an app that flushes after every
+        # request would pile up one Event per request for as long as the worker is stuck.
+        with self._flush_lock:
+            try:
+                self._flush_waiters.remove(done)
+            except ValueError:
+                pass  # the worker took it meanwhile
+        return done.is_set()
+
+    def shutdown(self, timeout_millis: int = 30_000) -> None:
+        """Stop capturing; write what finished (and open traces that have an agent span). Idempotent."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        self._wake.set()
+        timeout = _millis(timeout_millis)
+        if _exiting:  # the SDK's own exit hook passes its 30 s default: the process must not hang that long
+            timeout = min(timeout, _EXIT_TIMEOUT_MS)
+        self._worker.join(timeout / 1000)
+        if not self._worker.is_alive():
+            # An on_end that saw _shutdown still False may have appended after the worker's last
+            # drain: those spans will never be processed, so count them instead of leaving them.
+            late = len(self._queue)
+            if late:
+                self._queue.clear()
+                self.writer.drop("after_shutdown", late)
+            if self.writer.owns_store:
+                self.writer.store.close()
+
+    def stats(self) -> dict[str, Any]:
+        s = self.writer.stats()
+        dropped = s.pop("dropped")
+        queue_full = int(repr(self._queue_dropped)[6:-1])  # itertools.count has no peek
+        if queue_full:
+            dropped["queue_full"] = queue_full
+        replayed = int(repr(self._replay_dropped)[6:-1])
+        if replayed:
+            dropped["replay"] = replayed
+        return {"captured": self._captured, "queued": len(self._queue), "open_traces": len(self._assembler.open),
+                **s, "dropped": dropped}

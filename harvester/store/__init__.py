@@ -1,0 +1,31 @@
+"""The trace store: one SQLite file of normalized runs and the raw spans they were read from.
+
+Also here: OTLP/JSON export (``export_otlp``), which only reads stored spans. Writing runs into a
+store (capture, ingest, the receiver) and settling its inbox are the intake pipeline's
+(``harvester.intake``), which sits above the store.
+"""
+
+from typing import Any
+
+from ._codec import Row, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
+from ._connection import DEFAULT_PATH, ENV_PATH, default_path
+from ._export import export_otlp
+from ._schema import SCHEMA, SCHEMA_VERSION
+from ._settling import Normalize
+from ._store import TraceStore
+
+__all__ = ["DEFAULT_PATH", "ENV_PATH", "Normalize", "Row", "SCHEMA", "SCHEMA_VERSION", "TraceStore", "default_path",
+           "export_otlp", "failure_summary", "inbox_row", "run_row", "spans_blob", "spans_from_blob"]
+
+_MOVED = {"merged_spans": "harvester.intake", "run_rows": "harvester.intake", "run_spans": "harvester.intake"}
+
+
+def __getattr__(name: str) -> Any:
+    """Names that moved to the intake pipeline keep working here for one release."""
+    if name in _MOVED:
+        import importlib
+        import warnings
+
+        warnings.warn(f"harvester.store.{name} moved to {_MOVED[name]}.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

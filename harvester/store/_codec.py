@@ -1,0 +1,137 @@
+"""How runs and spans are stored: the ``runs`` row of a run, the compact form of spans, an ``inbox`` row.
+
+Pure functions, so the capture worker and ingest serialize outside the store's lock.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+import orjson
+
+from ..model import Run, data_failed, data_with_derived
+from ..spans import SpanData
+
+__all__ = ["Row", "epoch", "failure_summary", "inbox_row", "run_row", "spans_blob", "spans_from_blob", "spans_of"]
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        # Lone surrogates (bytes decoded with surrogateescape) are not UTF-8: store them replaced.
+        return orjson.dumps(_scrub(value), default=str)
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_scrub(k) if isinstance(k, str) else str(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, SpanData):
+        return _scrub(value.to_dict())
+    return value
+
+
+def epoch(iso: str | None) -> float | None:
+    """Unix seconds of an ISO time (``Z`` or an offset; naive = UTC); None when it is not one."""
+    if not iso:
+        return None
+    try:
+        dt = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def failure_summary(run: Run | dict[str, Any]) -> str | None:
+    """One line saying why a run is kept as a failure, for the list view and the index.
+
+    ``run``: a ``Run`` or its plain-dict form (``Run.model_dump(mode="json")``).
+    """
+    data = run.model_dump(mode="json") if isinstance(run, Run) else run
+    if not data_failed(data):
+        return None
+    if data["stop"] != "answered":
+        err = f": {data['error']['type']}" if data["error"] else ""
+        return f"stop {data['stop']}{err}"
+    bad = [c for c in data["calls"] if c["status"] != "ok"]
+    if bad:
+        c = bad[0]
+        why = c["error"]["type"] if c["error"] else c["status"]
+        return f"{c['name']} {why}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
+    return f"feedback {data['feedback']}"
+
+
+class Row(tuple):  # type: ignore[type-arg]
+    """A ready ``runs`` table row (``run_row``), for ``TraceStore.add_many``."""
+
+    __slots__ = ()
+
+
+def run_row(data: dict[str, Any], spans: Sequence[SpanData] | None) -> Row:
+    """The ``runs`` table row of a run in its plain-dict form and its raw spans.
+
+    A pure function, so the capture worker and ingest serialize runs outside the store's lock.
+    """
+    run_json = _dumps(data_with_derived(data))
+    spans_json = spans_blob(spans) if spans else None
+    started = data["started_at"]
+    ts = epoch(started) or time.time()
+    return Row((data["trace_id"], data["run_id"], data["agent"], started, ts, data["stop"], int(data_failed(data)),
+                failure_summary(data), len(run_json) + len(spans_json or b""), run_json, spans_json))
+
+
+def spans_blob(spans: Sequence[SpanData]) -> bytes:
+    """Spans as stored (a run's raw spans, a trace in the inbox): compact, as the capture worker writes them.
+
+    Each span a JSON array of the ``SpanData`` fields, its resource an index into the trace's
+    resources (a process has one): ``[resources, spans]``, a quarter smaller than a list of span
+    objects and written in half the time. ``spans_from_blob`` also reads schema 1's list of objects.
+    """
+    resources: list[dict[str, Any]] = []
+    index: dict[int, int] = {}
+    rows = []
+    for s in spans:
+        i = index.get(id(s.resource))
+        if i is None:
+            i = index[id(s.resource)] = len(resources)
+            resources.append(s.resource)
+        rows.append((s.trace_id, s.span_id, s.parent_id, s.name, s.start_ns, s.end_ns, s.kind, s.status,
+                     s.status_message, s.attributes, s.events, s.scope, i))
+    return _dumps([resources, rows])
+
+
+def spans_from_blob(blob: bytes) -> list[SpanData]:
+    return spans_of(orjson.loads(blob))
+
+
+def spans_of(data: Any) -> list[SpanData]:
+    """Spans from the decoded compact form (or schema 1's list of objects)."""
+    if not data:
+        return []
+    if isinstance(data[0], dict):  # schema 1: a list of SpanData objects
+        return [SpanData.from_dict(d) for d in data]
+    resources, rows = data
+    return [SpanData(*row[:12], resource=resources[row[12]]) for row in rows]
+
+
+def inbox_row(traces: Sequence[bytes], *, redacted: bool, pieces: int = 0) -> tuple[float, int, int, int, bytes]:
+    """One ``inbox`` row of traces in their ``spans_blob`` form (their spans already redacted when ``redacted``).
+
+    A batch is one row, not a row per trace: SQLite's Python binding takes the GIL back after
+    each row it inserts, and on a busy app thread each of those waits costs two thread switches.
+    """
+    parts = [b"["]
+    for trace in traces:
+        parts += (trace, b",")
+    parts[-1] = b"]" if traces else b"[]"
+    return (time.time(), int(redacted), len(traces), pieces, b"".join(parts))  # one copy of the batch, not two

@@ -1,0 +1,195 @@
+"""Reading a trace store (every read settles the inbox first), and retention."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+from datetime import datetime, timezone
+from typing import Any, Iterable, Iterator, Sequence
+
+import orjson
+
+from ..errors import InputError, NotFoundError, StoreError
+from ..model import Run
+from ..spans import SpanData
+from ._codec import epoch, spans_from_blob
+
+__all__ = ["Queries", "time_arg"]
+
+
+def time_arg(value: float | str | datetime | None) -> float | None:
+    """``since``/``until`` filters: unix seconds, a datetime, an ISO time, or ``30m``/``12h``/``7d`` ago."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+    text = str(value).strip()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    if text[:-1].replace(".", "", 1).isdigit() and text[-1:] in units:
+        return time.time() - float(text[:-1]) * units[text[-1]]
+    ts = epoch(text)
+    if ts is None:
+        raise InputError(f"cannot read time {value!r}: use an ISO time (2026-11-30T01:00) or an age (30m, 12h, 7d)")
+    return ts
+
+
+class Queries:
+    """The reading half of ``TraceStore``."""
+
+    path: str
+    _lock: Any
+    _query: Any
+    _settled: Any
+    _stored: Any
+    _connect: Any
+    _error: Any
+    _write: Any
+
+    def count(self, *, failed: bool | None = None) -> int:
+        self._settled()
+        where, args = ("WHERE failed = ?", [int(failed)]) if failed is not None else ("", [])
+        return next(self._query(f"SELECT COUNT(*) FROM runs {where}", args))[0]
+
+    def resolve(self, trace_id: str) -> str | None:
+        """The stored trace id ``trace_id`` names (exactly or as a unique prefix); None if unknown."""
+        tid = trace_id.strip().lower()
+        if not tid:
+            return None
+        self._settled()
+        if next(self._query("SELECT 1 FROM runs WHERE trace_id = ? LIMIT 1", (tid,)), None):
+            return tid
+        matches = self.ids_like(tid, limit=6, prefix_only=True)
+        if len(matches) > 1:
+            raise NotFoundError(f"trace id prefix {trace_id!r} is ambiguous: {', '.join(matches[:5])}"
+                                + (", ..." if len(matches) > 5 else ""))
+        return matches[0] if matches else None
+
+    def get(self, trace_id: str) -> list[Run]:
+        """Runs of a trace (exact id or unique prefix), in start order; [] when the trace is unknown."""
+        tid = self.resolve(trace_id)
+        if tid is None:
+            return []
+        return [Run.model_validate(orjson.loads(r[0]))
+                for r in self._query("SELECT run FROM runs WHERE trace_id = ? ORDER BY ts, id", (tid,))]
+
+    def spans(self, trace_id: str) -> list[SpanData]:
+        """The raw spans stored with a trace's runs, each once, in start order."""
+        tid = self.resolve(trace_id)
+        seen: dict[str, SpanData] = {}
+        if tid is not None:
+            for (blob,) in self._query("SELECT spans FROM runs WHERE trace_id = ? AND spans IS NOT NULL", (tid,)):
+                for sp in spans_from_blob(blob):
+                    seen.setdefault(sp.span_id, sp)
+        return sorted(seen.values(), key=lambda s: s.start_ns)
+
+    def spans_of(self, trace_ids: Iterable[str]) -> dict[str, list[SpanData]]:
+        """The stored raw spans of those of ``trace_ids`` (full ids) already in the store, each span once.
+
+        For an import that brings more of a trace already stored (a trace split over two of the
+        Collector's files): its runs are read again from all of the trace's spans, not just the new ones.
+        The inbox is left as it is (this runs on the capture worker): settling it merges its traces
+        with whatever is stored of them by then.
+        """
+        with self._lock:
+            try:
+                stored = self._stored(self._connect(), list(dict.fromkeys(trace_ids)))[0]
+            except sqlite3.DatabaseError as exc:
+                raise self._error(f"cannot read ({exc})") from None
+        return {tid: spans for tid, spans in stored.items() if spans}
+
+    def _filters(self, failed: bool | None, agent: str | None, since: Any, until: Any,
+                 trace_ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+        clauses, args = [], []
+        if failed is not None:
+            clauses.append("failed = ?")
+            args.append(int(failed))
+        if agent is not None:
+            clauses.append("agent = ?")
+            args.append(agent)
+        if (t := time_arg(since)) is not None:
+            clauses.append("ts >= ?")
+            args.append(t)
+        if (t := time_arg(until)) is not None:
+            clauses.append("ts < ?")
+            args.append(t)
+        if trace_ids is not None:
+            clauses.append(f"trace_id IN ({', '.join('?' * len(trace_ids))})")
+            args.extend(trace_ids)
+        return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+    def runs(self, *, failed: bool | None = None, agent: str | None = None, since: Any = None,
+             until: Any = None, limit: int | None = None, newest_first: bool = True) -> Iterator[Run]:
+        """Stored runs, streamed from the database (never all loaded at once)."""
+        self._settled()
+        where, args = self._filters(failed, agent, since, until)
+        order = "DESC" if newest_first else "ASC"
+        sql = f"SELECT run FROM runs {where} ORDER BY ts {order}, id {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        for (blob,) in self._query(sql, args):
+            yield Run.model_validate(orjson.loads(blob))
+
+    def ids_like(self, trace_id: str, *, limit: int = 5, prefix_only: bool = False) -> list[str]:
+        """Stored trace ids nearest to ``trace_id``: those sharing its longest prefix (for "did you mean")."""
+        tid = trace_id.strip().lower()
+        self._settled()
+        for n in range(len(tid), 0 if prefix_only else -1, -1):
+            if prefix_only and n < len(tid):
+                break
+            p = tid[:n]
+            if p and ord(p[-1]) >= 0x10FFFF:
+                continue  # no character sorts after it: not a trace id anyway
+            if p:
+                hi = p[:-1] + chr(ord(p[-1]) + 1)
+                rows = self._query("SELECT DISTINCT trace_id FROM runs WHERE trace_id >= ? AND trace_id < ? "
+                                   "ORDER BY trace_id LIMIT ?", (p, hi, limit))
+            else:
+                rows = self._query("SELECT DISTINCT trace_id FROM runs ORDER BY ts DESC LIMIT ?", (limit,))
+            found = [r[0] for r in rows]
+            if found:
+                return found
+        return []
+
+    # -- retention -----------------------------------------------------------------------------
+    def prune(self, keep_days: float | None = None, max_mb: float | None = None, *,
+              keep_failed_days: float | None = None) -> int:
+        """Delete old runs; returns how many. Failures are kept longest.
+
+        ``keep_days`` removes successful runs older than that; failed runs only go by age when
+        ``keep_failed_days`` is given. ``max_mb`` then removes runs, oldest successes first and
+        failures only once no success is left, until the stored runs fit.
+        """
+        for name, value in (("keep_days", keep_days), ("keep_failed_days", keep_failed_days), ("max_mb", max_mb)):
+            if value is not None and not value >= 0:  # NaN too
+                raise StoreError(f"{self.path}: {name} must be a number of 0 or more, not {value!r}")
+        # An infinite limit is no limit (keep everything that way).
+        keep_days, keep_failed_days, max_mb = (None if v is not None and math.isinf(v) else v
+                                               for v in (keep_days, keep_failed_days, max_mb))
+        self._settled()  # failures are told apart by their runs
+        deleted = 0
+        now = time.time()
+        if keep_days is not None:
+            deleted += self._write(f"DELETE FROM runs WHERE failed = 0 AND ts < {now - keep_days * 86400!r}")
+        if keep_failed_days is not None:
+            deleted += self._write(f"DELETE FROM runs WHERE failed = 1 AND ts < {now - keep_failed_days * 86400!r}")
+        if max_mb is not None:
+            excess = next(self._query("SELECT COALESCE(SUM(size), 0) FROM runs"))[0] - int(max_mb * 1024 * 1024)
+            victims: list[tuple[int]] = []
+            if excess > 0:
+                for rid, size in self._query("SELECT id, size FROM runs ORDER BY failed, ts, id"):
+                    victims.append((rid,))
+                    excess -= size
+                    if excess <= 0:
+                        break
+            if victims:
+                deleted += self._write("DELETE FROM runs WHERE id = ?", victims)
+        if deleted:
+            with self._lock:
+                try:
+                    self._connect().execute("PRAGMA incremental_vacuum")
+                    self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.OperationalError:
+                    pass  # another writer is busy: the space is reused, the file shrinks next time
+        return deleted

@@ -1,0 +1,77 @@
+"""``TraceStore``: one SQLite file of normalized runs and the raw spans they were read from.
+
+Each ``add_many`` is one transaction, so a crash loses at most the batch in flight. The store imports
+nothing above ``model`` and ``spans``: its connections (``_connection``), schema (``_schema``), row
+codec (``_codec``), inbox settling (``_settling``), reads and retention (``_queries``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Iterable, Sequence
+
+import orjson
+
+from ..model import Run
+from ..spans import SpanData
+from ._codec import Row, run_row
+from ._connection import Connection
+from ._queries import Queries
+from ._settling import Settling
+
+__all__ = ["TraceStore"]
+
+
+class TraceStore(Queries, Settling, Connection):
+    """Runs and their raw spans in one SQLite file (``.harvester/traces.db``; ``HARVESTER_STORE``).
+
+    Safe to share between threads (one connection, a lock) and to use from several processes. The
+    connection is reopened in a forked child, never shared with the parent. ``normalize``: how the
+    inbox's traces become rows (the intake pipeline's by default).
+    """
+
+    # -- writing -------------------------------------------------------------------------------
+    def add(self, run: Run, spans: Sequence[SpanData] | None = None) -> None:
+        self.add_many([(run, spans)])
+
+    def add_many(self, items: Iterable[tuple[Run, Sequence[SpanData] | None] | Run | Row], *,
+                 replace_traces: Iterable[str] = (), inbox: Sequence[tuple[Any, ...]] = ()) -> int:
+        """Store runs (with their raw spans) in one transaction; a run already stored is replaced.
+
+        An item is a ``Run``, a ``(Run, spans)`` pair, or a ``Row`` that ``run_row`` already made.
+        ``replace_traces``: traces whose stored runs all go first, in the same transaction, because
+        ``items`` holds every run read again from all of their spans (a trace stored in parts: a run
+        first read as its own may now be a sub-agent inside another). ``inbox``: ``inbox_row``s of
+        traces to normalize at the first read, written in the same transaction.
+        """
+        rows = [item if isinstance(item, Row) else
+                run_row(*(item.model_dump(mode="json"), None) if isinstance(item, Run)
+                        else (item[0].model_dump(mode="json"), item[1])) for item in items]
+        if not rows and not inbox:
+            return 0
+        if inbox and not self._has_inbox:
+            raise self._error("opened read-only")  # only a read-only schema-1 store lacks one
+
+        def write(conn: sqlite3.Connection) -> int:
+            if inbox:
+                conn.executemany("INSERT INTO inbox (received, redact, count, pieces, traces) VALUES (?, ?, ?, ?, ?)",
+                                 inbox)
+            return self._insert(conn, rows, replace_traces)
+
+        return self._transact(write)
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, rows: list[Row], replace_traces: Iterable[str]) -> int:
+        kept: dict[str, list[str]] = {tid: [] for tid in replace_traces}
+        for row in rows:
+            if row[0] in kept:
+                kept[row[0]].append(row[1])
+        # Only the runs the new rows do not replace go: the others are replaced in place, as always.
+        stale = [(tid, orjson.dumps(ids).decode()) for tid, ids in kept.items()]
+        if stale:
+            conn.executemany("DELETE FROM runs WHERE trace_id = ? AND run_id NOT IN (SELECT value FROM json_each(?))",
+                             stale)
+        if rows:
+            conn.executemany("INSERT OR REPLACE INTO runs (trace_id, run_id, agent, started_at, ts, stop, failed, "
+                             "failure, size, run, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return len(rows)

@@ -102,7 +102,7 @@ def test_from_readable_fields_fast_path_is_the_property_path() -> None:
 
 
 def test_iso_times_across_seconds() -> None:
-    from harvester.conventions import _iso
+    from harvester.conventions._values import iso as _iso
 
     for ns in (1_764_464_523_456_789_012, 1_764_464_523_999_000_000, 1_764_464_524_001_000_000,
                1_764_464_523_000_000_001, 86_400_000_000_000):

@@ -1,0 +1,39 @@
+"""Spans to ``Run``s: one reader per convention, and the assembly that makes runs of their readings.
+
+- ``_classify``: which convention a span speaks and what it is (agent, model call, tool call).
+- ``_genai`` (OTel GenAI semconv: pydantic-ai, harvester's own spans), ``_openinference`` (the OpenAI
+  Agents SDK, smolagents, LangChain), ``_openllmetry``: the readers, one module each (``_readers``).
+- ``_readings``: what a reader makes of a span (typed), and the shape-based readers they share.
+- ``_pairing``: which tool span answered which request; ``_assembly``: runs from a trace's spans.
+- ``_values``, ``_errors``: the small readers every convention uses.
+
+The same key means different things per producer (``gen_ai.tool.call.arguments`` is the args object in
+pydantic-ai and a callback payload in OpenLLMetry), so each payload is read by its shape as well as its
+producer. Nothing raises on odd input: a payload that does not parse is a string, a value of the wrong
+type is ignored, a span of no known convention is skipped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._assembly import FEEDBACK_KEYS, agent_names, run_data_from_spans, subtree
+from ._classify import HANDOFF_PREFIX, ancestors, handoff_tool_name, is_agent_span, may_hold_run
+from ._values import PLACEHOLDERS
+
+if TYPE_CHECKING:
+    from ..model import Run
+
+__all__ = ["FEEDBACK_KEYS", "HANDOFF_PREFIX", "PLACEHOLDERS", "agent_names", "ancestors", "handoff_tool_name",
+           "is_agent_span", "may_hold_run", "run_data_from_spans", "runs_from_spans", "subtree"]
+
+
+def runs_from_spans(spans: Any) -> list["Run"]:
+    """One Run per outermost agent span, over any mix of traces; spans of other conventions are ignored.
+
+    ``spans``: ``SpanData``, SDK ``ReadableSpan``s, OTLP/JSON span objects or whole OTLP/JSON documents.
+    Runs come out in trace order of first appearance, then by start time.
+    """
+    from ..model import Run
+
+    return [Run.model_validate(data) for data in run_data_from_spans(spans)]

@@ -1,0 +1,353 @@
+"""Spans to runs: find each run's root, read its spans with their convention's reader, decide.
+
+One run per OUTERMOST agent span of a trace: agent spans nested inside it (openai-agents, OpenLLMetry's
+``invoke_agent`` > ``<name>.workflow``, a sub-agent) fold into the same run. A trace without an agent span
+yields no run: without the invocation root there is no run boundary, no prompt and no stop to trust.
+
+``build`` goes in steps: read the members (``_members``), gather what the agent spans say
+(``_agent_facts``), pair tool calls with requests (``_pairing``), then decide the answer and the stop
+(``_decide``) and count the tokens (``_usage``). The result is the Run's JSON form, every field in
+model order: valid by construction, so capture and ingest store it without validating a model.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import orjson
+
+from ..model import STOPS
+from ..spans import SpanData, from_readable, span_from_otlp, spans_from_otlp
+from ._classify import Roles, ancestors, classify, handoff_tool_name, promote_chains
+from ._errors import LIMIT_ANSWERS, LIMIT_STOPS, RUN_STOPPERS, deferral, error_of
+from ._pairing import answer_from_tools, pair, run_by_sub_agents
+from ._readers import READERS
+from ._readings import LlmReading, ToolReading
+from ._values import MISSING, Bare, iso, text, to_int
+
+__all__ = ["FEEDBACK_KEYS", "agent_names", "build", "run_data_from_spans", "span_datas", "subtree"]
+
+log = logging.getLogger("harvester.conventions")
+# Attributes an app (or `harvester incident`) sets on any span of a run to flag it.
+FEEDBACK_KEYS = ("harvester.feedback", "user.feedback", "feedback")
+NEGATIVE = frozenset({"negative", "thumbs_down", "thumbs-down", "down", "bad", "-1", "false"})
+POSITIVE = frozenset({"positive", "thumbs_up", "thumbs-up", "up", "good", "1", "true"})
+STOP_KEY = "harvester.stop"
+
+
+@dataclass(slots=True)
+class _Members:
+    """A run's spans as read: its agent spans (outermost first), model calls and tool calls."""
+
+    agents: list[tuple[SpanData, str]] = field(default_factory=list)
+    llms: list[LlmReading] = field(default_factory=list)
+    tools: list[ToolReading] = field(default_factory=list)
+    interrupted: bool = False  # a span says the run paused for a human
+
+
+@dataclass(slots=True)
+class _AgentFacts:
+    """What the agent spans say about the run."""
+
+    agent: Optional[str] = None
+    model: Optional[str] = None
+    prompt: Any = MISSING
+    answer: Any = MISSING
+    history_user: Optional[str] = None
+    deferred: bool = False
+    error: Optional[dict[str, str]] = None
+    structured: list[Any] = field(default_factory=list)
+
+
+def _nearest_agent(span: SpanData, by_id: Mapping[str, SpanData], roles: Roles) -> Optional[str]:
+    """The id of the closest agent span above ``span`` (a sub-agent's tools are not the run's own)."""
+    return next((a for a in ancestors(span, by_id) if roles[a][1] == "agent"), None)
+
+
+def _nested_llm_spans(by_id: Mapping[str, SpanData], roles: Roles) -> set[str]:
+    """Model-call spans inside another model-call span: the same call, traced twice.
+
+    pydantic-ai's chat span wraps the OpenAI SDK call, which an OpenAI instrumentor (OpenInference's,
+    or OpenLLMetry's, which ``Traceloop.init()`` turns on) traces again; counting both would double the
+    tokens and report the inner span's requests as never executed. The outer, framework span is kept.
+    """
+    llm = {sid: sp for sid, sp in by_id.items() if roles[sid][1] == "llm"}
+    if len(llm) < 2:
+        return set()
+    return {sid for sid, sp in llm.items() if any(a in llm for a in ancestors(sp, by_id))}
+
+
+def _members(members: list[SpanData], by_id: Mapping[str, SpanData], roles: Roles) -> _Members:
+    out = _Members()
+    nested = _nested_llm_spans(by_id, roles)
+    for sp in members:
+        src, role = roles[sp.span_id]
+        if sp.span_id in nested:
+            continue
+        if role == "agent":
+            out.agents.append((sp, src))
+        elif role == "llm":
+            out.llms.append(READERS[src].read_llm(sp))
+        elif role == "tool":
+            out.tools.append(READERS[src].read_tool(sp))
+        if sp.events and role != "tool" and deferral(sp):
+            out.interrupted = True
+    last_llm = max((llm.span.start_ns for llm in out.llms if type(llm.span.start_ns) is int), default=0)
+    for t in out.tools:  # no model turn after it: the run stopped on it (openai-agents needs_approval)
+        if t.awaiting and type(t.span.start_ns) is int and t.span.start_ns > last_llm:
+            t.status = "blocked"
+            out.interrupted = True
+    return out
+
+
+def _agent_facts(agents: list[tuple[SpanData, str]], tools: list[ToolReading]) -> _AgentFacts:
+    out = _AgentFacts()
+    for sp, src in agents:  # outermost first: members are in start order
+        reader = READERS[src]
+        out.agent = out.agent or reader.agent_name(sp, span_name=False)
+        out.model = out.model or text(sp.attributes.get("model_name")) or text(sp.attributes.get("gen_ai.request.model"))
+        io = reader.read_agent(sp)
+        if io.structured is not MISSING:
+            out.structured.append(io.structured)
+        for t in tools:  # a bare input (a one-argument tool) whose request is in an earlier trace
+            if isinstance(t.args, Bare) and t.call_id in io.requested:
+                requested = io.requested[t.call_id]
+                # the value it ran with (a human may have edited it), under the argument's name
+                t.args = {next(iter(requested)): t.args.value} if len(requested) == 1 else requested
+        if out.prompt is MISSING or out.prompt is None:
+            out.prompt = io.prompt if io.prompt is not MISSING else out.prompt
+        if out.answer is MISSING:
+            out.answer = io.answer
+        out.history_user = out.history_user or io.history_user
+        out.deferred = out.deferred or io.deferred
+        if out.error is None and sp.status == "ERROR" and not deferral(sp):
+            out.error = error_of(sp)
+    return out
+
+
+def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[LlmReading], tools: list[ToolReading]) -> bool:
+    """smolagents ran out of steps: no final_answer call, and the answer came from a model call made
+    by the agent itself (``provide_final_answer``), not from one of its numbered steps."""
+    if not agents or not llms or any(t.answer_tool for t in tools):
+        return False
+    limited = {sp.span_id for sp, _ in agents if "smolagents.max_steps" in sp.attributes}
+    return bool(limited) and llms[-1].span.parent_id in limited
+
+
+def _decide(root: SpanData, source: str, m: _Members, facts: _AgentFacts, own: list[ToolReading],
+            calls: list[dict[str, Any]], paused: bool, roles: Roles) -> tuple[Any, Any, str]:
+    """The run's prompt, answer and stop, from what every span said; ``facts.error`` may be set here."""
+    llms, prompt, answer, error = m.llms, facts.prompt, facts.answer, facts.error
+    if prompt is MISSING:
+        prompt = None
+    if not prompt and llms:
+        prompt = READERS[roles[llms[0].span.span_id][0]].llm_first_user(llms[0].span)
+    if not prompt:
+        prompt = facts.history_user
+    last = llms[-1] if llms else None
+    deferred = facts.deferred or m.interrupted
+    if answer is MISSING or (answer is None and not deferred and last is not None and not last.requests):
+        answer = last.text if last is not None and not last.requests else None
+    if answer == "" or (error is not None and error["type"] == "GuardrailTripwireTriggered"):
+        answer = None  # an output guardrail blocked it: nobody saw that text
+    if answer is None and error is None and not deferred and not paused and source in ("openinference", "openllmetry"):
+        answer = answer_from_tools(last, calls)
+    if error is None and (_forced_answer(m.agents, llms, own) or (isinstance(answer, str)
+                                                                  and answer.startswith(LIMIT_ANSWERS))):
+        stop = "max_steps"
+    elif error is not None:
+        stop = LIMIT_STOPS.get(error["type"], "error")
+    elif deferred or (paused and answer is None):
+        stop = "deferred"
+    elif answer is not None or (last is not None and not last.requests):
+        stop = "answered"
+    else:
+        stop = "unknown"
+    declared = root.attributes.get(STOP_KEY)  # an app's own explicit stop (``AgentRun.stop``) wins
+    if isinstance(declared, str) and declared in STOPS:
+        stop = declared
+        if error is None and stop not in ("answered", "deferred") and root.attributes.get(STOP_KEY + "_message"):
+            facts.error = {"type": stop, "message": text(root.attributes[STOP_KEY + "_message"]) or ""}
+    return prompt, answer, stop
+
+
+def _usage(llms: list[LlmReading], root: SpanData) -> dict[str, int]:
+    if llms:
+        return {"input_tokens": sum(llm.input_tokens for llm in llms),
+                "output_tokens": sum(llm.output_tokens for llm in llms)}
+    ra = root.attributes  # no per-call spans: the agent's own aggregate is all there is (never added to them)
+    return {"input_tokens": to_int(ra.get("gen_ai.aggregated_usage.input_tokens", ra.get(
+                "gen_ai.usage.input_tokens", ra.get("llm.token_count.prompt")))),
+            "output_tokens": to_int(ra.get("gen_ai.aggregated_usage.output_tokens", ra.get(
+                "gen_ai.usage.output_tokens", ra.get("llm.token_count.completion"))))}
+
+
+def _feedback(spans: Iterable[SpanData]) -> Optional[str]:
+    found = None
+    for sp in spans:
+        a = sp.attributes
+        for key in FEEDBACK_KEYS:
+            if key in a:
+                v = a[key]
+                if isinstance(v, bool):
+                    v = "true" if v else "false"
+                elif isinstance(v, (int, float)):
+                    v = "-1" if v < 0 else ("1" if v > 0 else "0")
+                v = (text(v) or "").strip().lower()
+                if v in NEGATIVE:
+                    return "negative"  # one negative signal flags the run
+                if v in POSITIVE:
+                    found = "positive"
+    return found
+
+
+def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) -> dict[str, Any]:
+    """The Run (JSON form) rooted at ``root``, read from ``members`` (its subtree, in start order)."""
+    by_id = {sp.span_id: sp for sp in members}
+    m = _members(members, by_id, roles)
+    facts = _agent_facts(m.agents, m.tools)
+    own = [t for t in m.tools if t.answer_tool and _nearest_agent(t.span, by_id, roles) == root.span_id]
+    final = next((t for t in reversed(own) if t.status == "ok" and t.name == "final_answer"), None)
+    if final is not None and final.result is not None:  # smolagents: what final_answer was given
+        facts.answer = final.result if isinstance(final.result, str) else orjson.dumps(final.result).decode()
+    calls, paused = pair(m.llms, m.tools, facts.structured)
+    if len(m.agents) > 1 and any(c["status"] == "blocked" for c in calls):
+        run_by_sub_agents(calls, m.agents[1:])
+    if facts.error is None and not (isinstance(facts.answer, str) and facts.answer):
+        # openai-agents: an input guardrail fails its turn (a CHAIN), never the agent span. Only a
+        # message that names such a stop: a node that failed while the agent recovered is no error.
+        failed = next((sp for sp in members if sp.status == "ERROR" and roles[sp.span_id][1] == "other"
+                       and (sp.status_message or "").startswith(RUN_STOPPERS)), None)
+        if failed is not None:
+            facts.error = error_of(failed)
+    agent = facts.agent
+    if agent is None and m.agents:  # no agent span names the agent: the outermost span's name
+        sp, src = m.agents[0]
+        agent = READERS[src].agent_name(sp)
+    # the model that answered: a call that failed (LangChain's ModelFallbackMiddleware tried the
+    # primary first) did not, unless every call failed
+    first_model = next((llm.model for llm in m.llms if llm.model and llm.span.status != "ERROR"),
+                       next((llm.model for llm in m.llms if llm.model), None))
+    model = first_model or facts.model
+    prompt, answer, stop = _decide(root, source, m, facts, own, calls, paused, roles)
+    hidden = (any(t.hidden for t in m.tools) or any(llm.hidden for llm in m.llms) or not prompt
+              or (stop == "answered" and answer is None))
+    start, end = root.start_ns, root.end_ns
+    ok_times = type(start) is int and type(end) is int and 0 < start <= end
+    return {
+        "trace_id": root.trace_id, "run_id": root.span_id, "agent": agent, "model": model,
+        "prompt": prompt if isinstance(prompt, str) and prompt else None,
+        "answer": answer if isinstance(answer, str) else None,
+        "stop": stop, "error": facts.error, "calls": calls,
+        "llm_calls": [{"model": llm.model,
+                       "usage": {"input_tokens": llm.input_tokens, "output_tokens": llm.output_tokens},
+                       "requests": [{"name": n, "call_id": i, "args": a} for n, i, a in llm.requests],
+                       "finish_reason": llm.finish}
+                      for llm in m.llms],
+        "usage": _usage(m.llms, root), "cost": None, "started_at": iso(start),
+        "duration_ms": round((end - start) / 1e6, 3) if ok_times else None,
+        "content_captured": not hidden, "feedback": _feedback(members), "source": source,
+    }
+
+
+def span_datas(spans: Any) -> Iterable[SpanData]:
+    """``SpanData`` from whatever was given: SDK spans, OTLP/JSON span objects or documents, SpanData dicts."""
+    if isinstance(spans, dict):
+        spans = [spans]
+    for s in spans:
+        if isinstance(s, SpanData):
+            yield s
+        elif isinstance(s, dict):
+            if "resourceSpans" in s:
+                try:
+                    yield from spans_from_otlp(s)
+                except Exception:  # noqa: BLE001 - a malformed document is skipped, like a malformed span
+                    log.debug("skipped a malformed OTLP/JSON document", exc_info=True)
+            elif "traceId" in s:
+                try:
+                    yield span_from_otlp(s)
+                except (KeyError, ValueError, TypeError, AttributeError):
+                    continue
+            elif "trace_id" in s and "span_id" in s:
+                try:
+                    yield SpanData.from_dict(s)
+                except TypeError:
+                    continue
+        elif hasattr(s, "context") and hasattr(s, "attributes"):
+            yield from_readable(s)
+
+
+def agent_names(spans: Any) -> set[str]:
+    """Names of the agents these spans ran, and of the handoffs to them: calls a framework answers by
+    running an agent (a smolagents managed agent, an openai-agents handoff), never by running a tool."""
+    out: set[str] = set()
+    for sp in span_datas(spans):
+        source, role = classify(sp)
+        if role == "agent":
+            name = READERS[source].agent_name(sp)
+            if name:
+                out.update((name, handoff_tool_name(name)))
+    return out
+
+
+def subtree(root: SpanData, children: Mapping[str, Sequence[SpanData]], taken: set[str]) -> list[SpanData]:
+    """``root`` and its descendants, skipping (and adding to ``taken``) span ids already taken."""
+    out: list[SpanData] = []
+    todo = [root]
+    while todo:
+        sp = todo.pop()
+        if sp.span_id in taken:
+            continue
+        taken.add(sp.span_id)
+        out.append(sp)
+        todo.extend(children.get(sp.span_id, ()))
+    return out
+
+
+def run_data_from_spans(spans: Any) -> list[dict[str, Any]]:
+    """``runs_from_spans`` in the Run's JSON form (``Run.model_dump(mode="json")`` minus the derived lists).
+
+    Capture and ingest store this form as it is: it is built field by field from checked types, so
+    validating it into a ``Run`` (a third of the cost of reading a run) would change nothing.
+    """
+    traces: dict[str, dict[str, SpanData]] = {}
+    for sp in span_datas(spans):
+        if not isinstance(sp.attributes, dict):
+            sp.attributes = {}
+        traces.setdefault(sp.trace_id, {})[sp.span_id] = sp
+    runs: list[dict[str, Any]] = []
+    for by_id in traces.values():
+        roles = {sid: classify(sp) for sid, sp in by_id.items()}
+        promote_chains(by_id, roles)
+        if not any(r[1] == "agent" for r in roles.values()):
+            continue
+        children: dict[Optional[str], list[SpanData]] = {}
+        for sp in by_id.values():
+            children.setdefault(sp.parent_id if sp.parent_id in by_id else None, []).append(sp)
+        roots: list[SpanData] = []
+        stack = [(sp, False) for sp in children.get(None, ())]
+        while stack:  # find outermost agent spans; nothing under one is a root
+            sp, inside = stack.pop()
+            is_agent = roles[sp.span_id][1] == "agent"
+            if is_agent and not inside:
+                roots.append(sp)
+            stack.extend((c, inside or is_agent) for c in children.get(sp.span_id, ()))
+        for root in sorted(roots, key=lambda s: (s.start_ns if type(s.start_ns) is int else 0)):
+            members = subtree(root, children, set())
+            members.sort(key=lambda s: (s.start_ns if type(s.start_ns) is int else 0))
+            try:
+                runs.append(build(root, roles[root.span_id][0], members, roles))
+            except Exception:  # noqa: BLE001 - one unreadable run never costs the others
+                log.warning("could not read run %s/%s", root.trace_id, root.span_id, exc_info=True)
+                runs.append(_unreadable(root, roles[root.span_id][0]))
+    return runs
+
+
+def _unreadable(root: SpanData, source: str) -> dict[str, Any]:
+    """The Run of a run that could not be read: its ids, nothing else claimed."""
+    return {"trace_id": root.trace_id, "run_id": root.span_id, "agent": None, "model": None, "prompt": None,
+            "answer": None, "stop": "unknown", "error": None, "calls": [], "llm_calls": [],
+            "usage": {"input_tokens": 0, "output_tokens": 0}, "cost": None, "started_at": None,
+            "duration_ms": None, "content_captured": False, "feedback": None, "source": source}

@@ -1,0 +1,141 @@
+"""OpenTelemetry's GenAI semantic conventions: pydantic-ai, and harvester's own ``agent_run``/``@tool``.
+
+``invoke_agent`` / ``chat`` / ``execute_tool`` spans (``gen_ai.operation.name``), messages as
+``gen_ai.input.messages`` / ``gen_ai.output.messages`` parts, tool calls as ``gen_ai.tool.*``, tokens as
+``gen_ai.usage.*``. pydantic-ai's older data formats (2 and 3) and the indexed ``gen_ai.prompt.N`` /
+``gen_ai.completion.N`` keys of older OpenLLMetry instrumentors are read here too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import orjson
+
+from ..spans import SpanData
+from ._readings import AgentReading, LlmReading, ToolReading, tool_reading
+from ._values import MISSING, USER_ROLES, first_user, last_user, loads, structured, text, to_int
+
+__all__ = ["agent_name", "llm_first_user", "output_tools", "read_agent", "read_llm", "read_tool"]
+
+
+def read_llm(span: SpanData) -> LlmReading:
+    a = span.attributes
+    out = LlmReading(span, model=text(a.get("gen_ai.response.model")) or text(a.get("gen_ai.request.model")),
+                     input_tokens=to_int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))),
+                     output_tokens=to_int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))))
+    reasons = a.get("gen_ai.response.finish_reasons")
+    if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
+        out.finish = reasons[0]
+    if "gen_ai.output.messages" not in a and "gen_ai.completion.0.role" in a:
+        _read_legacy_completion(a, out)
+        return out
+    messages = loads(a.get("gen_ai.output.messages"))
+    if isinstance(messages, list):
+        for msg in messages:
+            if not isinstance(msg, dict):
+                continue
+            if out.finish is None and isinstance(msg.get("finish_reason"), str) and msg["finish_reason"]:
+                out.finish = msg["finish_reason"]
+            for part in msg.get("parts") or ():
+                if not isinstance(part, dict):
+                    continue
+                ptype = part.get("type")
+                if ptype == "tool_call":
+                    args = part.get("arguments", MISSING)
+                    if args is MISSING:
+                        out.hidden = True
+                        args = None
+                    elif not isinstance(args, dict):
+                        args, _ = structured(args)
+                    out.requests.append((text(part.get("name")) or "", text(part.get("id")), args))
+                elif ptype == "text":
+                    if "content" in part:
+                        out.text = text(part.get("content"))
+                    else:
+                        out.hidden = True
+    return out
+
+
+def _read_legacy_completion(a: dict[str, Any], out: LlmReading) -> None:
+    """The indexed ``gen_ai.completion.N.*`` keys of older OpenLLMetry instrumentors (OpenAI, Anthropic...)."""
+    n = 0
+    while f"gen_ai.completion.{n}.role" in a:
+        base = f"gen_ai.completion.{n}."
+        if isinstance(a.get(base + "content"), str) and a[base + "content"]:
+            out.text = text(a[base + "content"])
+        if out.finish is None and isinstance(a.get(base + "finish_reason"), str):
+            out.finish = a[base + "finish_reason"]
+        m = 0
+        while f"{base}tool_calls.{m}.name" in a:
+            tc = f"{base}tool_calls.{m}."
+            args, _ = structured(a.get(tc + "arguments"))
+            out.requests.append((text(a.get(tc + "name")) or "", text(a.get(tc + "id")), args))
+            m += 1
+        n += 1
+
+
+def llm_first_user(span: SpanData) -> Optional[str]:
+    """The user message a model call answered (its last one: earlier turns are history)."""
+    a = span.attributes
+    messages = loads(a.get("gen_ai.input.messages"))
+    if isinstance(messages, list):
+        return last_user(messages)
+    n = 0  # older OpenLLMetry: gen_ai.prompt.N.role / .content
+    while f"gen_ai.prompt.{n}.role" in a:
+        if a[f"gen_ai.prompt.{n}.role"] in USER_ROLES and text(a.get(f"gen_ai.prompt.{n}.content")):
+            return text(a.get(f"gen_ai.prompt.{n}.content"))
+        n += 1
+    return None
+
+
+def output_tools(span: SpanData) -> set[str]:
+    """pydantic-ai's output tools (``final_result``): requested by the model, the answer, not a call."""
+    params = loads(span.attributes.get("model_request_parameters"))
+    if isinstance(params, dict) and isinstance(params.get("output_tools"), list):
+        return {t.get("name") for t in params["output_tools"] if isinstance(t, dict)}
+    return set()
+
+
+def read_tool(span: SpanData) -> ToolReading:
+    a = span.attributes
+    name = text(a.get("gen_ai.tool.name")) or text(a.get("traceloop.entity.name")) or text(span.name) or ""
+    # pydantic-ai's data formats 2 and 3 say tool_arguments / tool_response.
+    raw_args = a.get("gen_ai.tool.call.arguments", a.get("traceloop.entity.input", a.get("tool_arguments", MISSING)))
+    raw_result = a.get("gen_ai.tool.call.result", a.get("traceloop.entity.output", a.get("tool_response", MISSING)))
+    msg = a.get("logfire.msg")
+    if isinstance(msg, str) and msg.startswith("running output function") and isinstance(raw_args, str) \
+            and raw_args[:1] == '"':
+        # A text output function (TextOutput(fn)): code of the app's, a call; its input is the model's
+        # text, written as a JSON string.
+        raw_args = loads(raw_args)
+    return tool_reading(span, name, text(a.get("gen_ai.tool.call.id")), raw_args, raw_result)
+
+
+def read_agent(span: SpanData) -> AgentReading:
+    a = span.attributes
+    out = AgentReading()
+    messages = loads(a.get("pydantic_ai.all_messages"))
+    if isinstance(messages, list):
+        new = to_int(a.get("pydantic_ai.new_message_index"))
+        out.prompt = (first_user(messages[new:]) if 0 < new < len(messages) else None) or first_user(messages)
+    if "gen_ai.input.messages" in a and out.prompt is MISSING:
+        msgs = loads(a.get("gen_ai.input.messages"))
+        out.prompt = first_user(msgs) if isinstance(msgs, list) else MISSING
+    final = a.get("final_result", a.get("gen_ai.agent.output", MISSING))
+    if final is not MISSING:
+        value, _ = structured(final)
+        if isinstance(value, dict) and ("approvals" in value or "calls" in value) and set(value) <= {
+                "calls", "approvals", "metadata", "_kinds"}:
+            out.deferred = bool(value.get("approvals") or value.get("calls"))
+            out.answer = None
+        elif isinstance(final, (str, bytes)):
+            out.answer = text(final)  # structured output stays the JSON text the agent returned
+        elif value is not None:
+            out.answer = orjson.dumps(value).decode()
+    return out
+
+
+def agent_name(span: SpanData, *, span_name: bool = True) -> Optional[str]:
+    a = span.attributes
+    return text(a.get("gen_ai.agent.name")) or text(a.get("agent_name")) or text(a.get("traceloop.entity.name"))

@@ -1,0 +1,87 @@
+"""OpenInference (Arize): the OpenAI Agents SDK, smolagents and LangChain under ``openinference-*``.
+
+``openinference.span.kind`` says AGENT / LLM / TOOL / CHAIN; payloads are ``input.value`` /
+``output.value``; a model call's messages are flattened into ``llm.input_messages.N.*`` and
+``llm.output_messages.N.message.tool_calls.M.tool_call.*``, its tokens into ``llm.token_count.*``.
+What each framework adds: openai-agents' handoffs are spans named "handoff to <agent>" and a call
+waiting for an approval is a TOOL span with no output; smolagents answers through its
+``FinalAnswerTool`` and names agent spans ``<agent>.run``; LangChain's agent payloads are graph states.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..spans import SpanData
+from ._classify import HANDOFF_PREFIX, handoff_tool_name
+from ._genai import agent_name as _named
+from ._readings import AgentReading, LlmReading, ToolReading, payload_reading, tool_reading
+from ._values import MISSING, USER_ROLES, structured, text, to_int
+
+__all__ = ["agent_name", "llm_first_user", "read_agent", "read_llm", "read_tool"]
+
+
+def read_llm(span: SpanData) -> LlmReading:
+    a = span.attributes
+    out = LlmReading(span, model=text(a.get("llm.model_name")), input_tokens=to_int(a.get("llm.token_count.prompt")),
+                     output_tokens=to_int(a.get("llm.token_count.completion")), finish=text(a.get("llm.finish_reason")))
+    n = 0
+    while f"llm.output_messages.{n}.message.role" in a or f"llm.output_messages.{n}.message.content" in a:
+        base = f"llm.output_messages.{n}.message."
+        content = a.get(base + "content")
+        if isinstance(content, str):
+            out.text = text(content)
+        m = 0
+        while base + f"tool_calls.{m}.tool_call.function.name" in a:
+            tc = base + f"tool_calls.{m}.tool_call."
+            args, _ = structured(a.get(tc + "function.arguments"))
+            out.requests.append((text(a.get(tc + "function.name")) or "", text(a.get(tc + "id")), args))
+            m += 1
+        n += 1
+    return out
+
+
+def llm_first_user(span: SpanData) -> Optional[str]:
+    a = span.attributes
+    # openai-agents keeps index 0 for the system instructions: without them the messages start at 1
+    n = 0 if "llm.input_messages.0.message.role" in a else 1
+    found = None
+    while f"llm.input_messages.{n}.message.role" in a:
+        if a[f"llm.input_messages.{n}.message.role"] in USER_ROLES:
+            said = text(a.get(f"llm.input_messages.{n}.message.content"))
+            if said:
+                found = said
+        n += 1
+    return found
+
+
+def read_tool(span: SpanData) -> ToolReading:
+    a = span.attributes
+    name = text(a.get("tool.name")) or text(span.name) or ""
+    raw_args, raw_result = a.get("input.value", MISSING), a.get("output.value", MISSING)
+    if "tool.name" not in a and name.startswith(HANDOFF_PREFIX):
+        # openai-agents: the model called transfer_to_<agent>; the span says "handoff to <agent>",
+        # with the agents handed from and to as its input and output.
+        target = name[len(HANDOFF_PREFIX):]
+        name, raw_args, raw_result = handoff_tool_name(target), "{}", target
+    reading = tool_reading(span, name, None, raw_args, raw_result)
+    # openai-agents: a call waiting for approval is a TOOL span with input and no output that never ran
+    reading.awaiting = reading.status == "ok" and raw_result is MISSING and not reading.hidden
+    # smolagents answers through its FinalAnswerTool: the run's answer, not a call
+    reading.answer_tool = span.name == "FinalAnswerTool" and name == "final_answer"
+    return reading
+
+
+def read_agent(span: SpanData) -> AgentReading:
+    a = span.attributes
+    return payload_reading(a.get("input.value", MISSING), a.get("output.value", MISSING))
+
+
+def agent_name(span: SpanData, *, span_name: bool = True) -> Optional[str]:
+    name = _named(span) or text(span.attributes.get("agent.name"))
+    if name or not span_name:
+        return name
+    name = text(span.name)
+    if name and name.endswith(".run") and "smolagents.tools_names" in span.attributes:  # "<agent name>.run"
+        name = name[: -len(".run")]
+    return name

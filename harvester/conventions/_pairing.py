@@ -1,0 +1,165 @@
+"""Pairing: which tool span answered which of the model's requests, and what became of the others.
+
+A tool span names its request by call id where the producer records one, else by order and name
+(and, for an id-less span, by the args it ran with). A request no span answered is ``blocked``
+(requested, never executed), unless it was the answer itself (an output tool, a structured
+response). Managed agents (smolagents) and tool outputs that end a run are recognized here too.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any, Optional, Sequence
+
+import orjson
+
+from ..spans import SpanData
+from ._errors import error_of
+from ._genai import output_tools as genai_output_tools
+from ._readers import READERS
+from ._readings import LlmReading, ToolReading
+from ._values import MISSING, Bare
+
+__all__ = ["answer_from_tools", "pair", "run_by_sub_agents"]
+
+
+def _same_args(ran: Any, requested: Any) -> bool:
+    """A tool span's input is the request's args (or, for a one-argument tool logged bare, its one value)."""
+    if isinstance(ran, Bare):
+        return isinstance(requested, dict) and len(requested) == 1 and next(iter(requested.values())) == ran.value
+    return ran is not MISSING and ran is not None and ran == requested
+
+
+def pair(llms: list[LlmReading], tools: list[ToolReading],
+         answers: Sequence[Any] = ()) -> tuple[list[dict[str, Any]], bool]:
+    """Tool spans matched to the model's requests (by id, else by order and name); unexecuted requests blocked.
+
+    Returns the calls in request order (a tool span no request names follows its turn's requests) and
+    whether the last model turn's requests all went unexecuted (the run paused on them). A request
+    whose args are one of ``answers`` (the agent's structured response) is the answer, not a call.
+    """
+    reqs: list[tuple[int, int, str, Optional[str], Any]] = []  # (turn, index, name, id, args)
+    starts = [llm.span.start_ns if type(llm.span.start_ns) is int else 0 for llm in llms]
+    for turn, llm in enumerate(llms):
+        for i, (name, rid, args) in enumerate(llm.requests):
+            reqs.append((turn, i, name, rid, args))
+    matched: dict[int, ToolReading] = {}
+    keyed: list[tuple[tuple[int, int, int], dict[str, Any]]] = []
+    lo = 0  # requests before this index are all matched
+    # Tool spans with an id first: an id-less one (an OpenInference tool that raised has no output to
+    # carry it) must not take the request of a sibling that names its own; and among same-name
+    # requests an id-less span takes the one whose args it ran with.
+    for t in sorted(tools, key=lambda t: t.call_id is None):
+        start = t.span.start_ns if type(t.span.start_ns) is int else 0
+        turn = bisect_right(starts, start) - 1
+        while lo in matched:
+            lo += 1
+        hit = fallback = same_id = None
+        for k in range(lo, len(reqs)):
+            rturn, _, rname, rid, rargs = reqs[k]
+            if rturn > max(turn, 0):
+                break
+            if k in matched:
+                continue
+            if t.call_id is not None and rid == t.call_id:
+                if rname == t.name:
+                    hit = k
+                    break
+                if same_id is None:  # ids can repeat (a sub-agent numbering its own calls): names decide
+                    same_id = k
+                continue
+            if rname == t.name and t.call_id is None and _same_args(t.args, rargs):
+                hit = k
+                break
+            if rname == t.name and fallback is None:
+                fallback = k
+                if rid is None and t.call_id is not None:
+                    hit = k
+                    break
+        if hit is None:  # an id the model never emitted (or under another name): fall back to the name
+            hit = same_id if same_id is not None else fallback
+        req_args = MISSING
+        again = None
+        if hit is None and t.call_id is None:
+            # Another attempt at a request already answered (LangChain's ToolRetryMiddleware runs the tool
+            # again; the failed attempts carry no id): the same call, in the order the attempts started.
+            again = next((k for k in matched if reqs[k][2] == t.name and reqs[k][0] <= max(turn, 0)
+                          and _same_args(t.args, reqs[k][4])), None)
+        if hit is not None:
+            matched[hit] = t
+            rturn, ridx, _, rid, req_args = reqs[hit]
+            key = (rturn, ridx, start)
+            t.call_id = t.call_id or rid
+        elif again is not None:
+            rturn, ridx, _, rid, req_args = reqs[again]
+            key = (rturn, ridx, start)
+            t.call_id = rid
+        else:
+            key = (turn, 1 << 30, start)
+        args = t.args
+        if args is MISSING or isinstance(args, Bare):
+            if isinstance(req_args, dict):
+                args = req_args
+            elif args is not MISSING:
+                args = {"input": args.value}
+            else:
+                args = None
+        elif not isinstance(args, dict) and args is not None:
+            args = req_args if isinstance(req_args, dict) else {"input": args}
+        if t.answer_tool:
+            continue  # its request is matched, so it is not reported as blocked either
+        keyed.append((key, {"name": t.name, "call_id": t.call_id, "args": args, "status": t.status,
+                            "result": t.result, "error": t.error, "truncated": t.truncated}))
+    output_tools: dict[int, set[str]] = {}
+
+    def is_output_tool(turn: int, name: str, args: Any = MISSING) -> bool:
+        if answers and args is not MISSING and args in answers:
+            return True  # LangChain's ToolStrategy: the model "calls" the response schema
+        if turn not in output_tools:
+            output_tools[turn] = genai_output_tools(llms[turn].span)
+        return name in output_tools[turn]
+
+    for k, (rturn, ridx, name, rid, args) in enumerate(reqs):
+        if k in matched or is_output_tool(rturn, name, args):
+            continue
+        keyed.append(((rturn, ridx, 0), {"name": name, "call_id": rid, "args": (
+            args if isinstance(args, dict) or args is None else {"input": args}), "status": "blocked",
+            "result": None, "error": None, "truncated": False}))
+    last = [k for k, r in enumerate(reqs) if r[0] == len(llms) - 1]
+    paused = bool(last) and not any(k in matched for k in last) and any(
+        not is_output_tool(reqs[k][0], reqs[k][2], reqs[k][4]) for k in last)
+    keyed.sort(key=lambda kv: kv[0])
+    return [c for _, c in keyed], paused
+
+
+def run_by_sub_agents(calls: list[dict[str, Any]], nested: list[tuple[SpanData, str]]) -> None:
+    """A request no tool span answered, but a nested agent of that name did: a managed agent (smolagents
+    runs a sub-agent the model "calls" by name as an agent span, not a tool span). Executed, once each."""
+    by_name: dict[str, list[tuple[SpanData, str]]] = {}
+    for sp, src in nested:
+        name = READERS[src].agent_name(sp)
+        if name:
+            by_name.setdefault(name, []).append((sp, src))
+    for call in calls:
+        runs = by_name.get(call["name"]) if call["status"] == "blocked" else None
+        if runs:
+            sp, src = runs.pop(0)
+            answer = READERS[src].read_agent(sp).answer
+            call.update(status="error" if sp.status == "ERROR" else "ok",
+                        result=answer if isinstance(answer, str) and sp.status != "ERROR" else None,
+                        error=error_of(sp) if sp.status == "ERROR" else None)
+
+
+def answer_from_tools(last: Optional[LlmReading], calls: list[dict[str, Any]]) -> Optional[str]:
+    """A run that ended on its tools' output (openai-agents ``stop_on_first_tool``/``StopAtTools``,
+    LangChain ``return_direct``): every call of the last model turn ran ok and no model call followed,
+    so the last one's result is the answer. Only for OpenInference/OpenLLMetry, whose agent span ends
+    cleanly on it; a GenAI trace cut off after its tools stays ``unknown``."""
+    if last is None or not last.requests:
+        return None
+    ids = {r[1] for r in last.requests}
+    mine = [c for c in calls if c["call_id"] in ids]
+    if not mine or any(c["status"] != "ok" for c in mine):
+        return None
+    final = mine[-1]["result"]
+    return final if isinstance(final, str) else orjson.dumps(final).decode()

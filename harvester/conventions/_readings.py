@@ -1,0 +1,182 @@
+"""What a convention reader makes of one span, handed to the assembly: typed, one object per span.
+
+``LlmReading`` (a model call), ``ToolReading`` (a tool call), ``AgentReading`` (what an agent span says
+of its prompt and answer). The assembly may adjust a reading (pair a tool call with the request it
+answers, mark an approval-pending call blocked), never the span.
+
+Also here, the readers every convention shares because they go by a payload's shape, not by who
+wrote it: a tool call's arguments and result (``tool_reading``: LangChain callback payloads,
+smolagents' ``{"args", "kwargs"}``, serialized tool messages) and an agent's input and output
+(``payload_reading``: a LangChain state, a smolagents task).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import orjson
+
+from ..spans import SpanData
+from ._errors import deferral, error_of
+from ._values import MISSING, Bare, first_user, last_ai, last_user, messages_of, placeholder, structured, text
+
+__all__ = ["AgentReading", "LlmReading", "Request", "ToolReading", "payload_reading", "tool_reading"]
+
+Request = tuple[str, Optional[str], Any]  # a tool call a model asked for: (name, call id, args)
+
+
+@dataclass(slots=True)
+class LlmReading:
+    span: SpanData
+    model: Optional[str] = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: list[Request] = field(default_factory=list)
+    text: Optional[str] = None
+    hidden: bool = False  # content capture was off: what the model said is unknown
+    finish: Optional[str] = None
+
+
+@dataclass(slots=True)
+class ToolReading:
+    span: SpanData
+    name: str
+    call_id: Optional[str]
+    args: Any  # a dict, a ``Bare`` value, or MISSING (not captured)
+    result: Any
+    status: str  # ok | error | blocked
+    error: Optional[dict[str, str]]
+    truncated: bool
+    hidden: bool
+    awaiting: bool = False  # openai-agents: input, no output yet (waiting for an approval)
+    answer_tool: bool = False  # the agent's way of answering (smolagents' final_answer), not a call
+
+
+@dataclass(slots=True)
+class AgentReading:
+    """What an agent span states: MISSING where it says nothing."""
+
+    prompt: Any = MISSING
+    answer: Any = MISSING
+    deferred: bool = False
+    history_user: Optional[str] = None  # the first user message of a conversation state it returned
+    structured: Any = MISSING  # a structured response (LangChain ``response_format``)
+    requested: dict[str, Any] = field(default_factory=dict)  # call id -> args, of the calls in that state
+
+
+def _unwrap_tool_message(v: Any) -> tuple[Any, Optional[str], Optional[str]]:
+    """A serialized LangChain ToolMessage (either form, or inside OpenLLMetry's ``output``) -> (content, id, status)."""
+    if not isinstance(v, dict):
+        return v, None, None
+    if isinstance(v.get("output"), dict) and len(v) <= 2:  # OpenLLMetry: {"output": <ToolMessage>, "kwargs": {...}}
+        v = v["output"]
+    body = None
+    if v.get("lc") == 1 and isinstance(v.get("kwargs"), dict) and v["kwargs"].get("type") == "tool":
+        body = v["kwargs"]
+    elif v.get("type") == "tool" and isinstance(v.get("data"), dict):
+        body = v["data"]
+    if body is None:
+        return v, None, None
+    content = body.get("content")
+    if isinstance(content, str):
+        content, _ = structured(content)
+    return content, text(body.get("tool_call_id")), text(body.get("status"))
+
+
+def tool_reading(span: SpanData, name: str, call_id: Optional[str], raw_args: Any, raw_result: Any) -> ToolReading:
+    """A tool span's reading from its name, id and raw payloads, whoever wrote them."""
+    truncated = False
+    msg_status = None
+    hidden = raw_args is MISSING or placeholder(raw_args)
+    args: Any = MISSING
+    if not hidden:
+        parsed, cut = structured(raw_args)
+        truncated |= cut
+        if isinstance(parsed, dict):
+            if "input_str" in parsed or ("inputs" in parsed and "kwargs" in parsed):  # LangChain callback payload
+                kw = parsed.get("kwargs")
+                if isinstance(kw, dict) and call_id is None:
+                    call_id = text(kw.get("tool_call_id"))
+                if isinstance(parsed.get("inputs"), dict):
+                    args = parsed["inputs"]
+            elif (set(parsed) <= {"args", "kwargs", "sanitize_inputs_outputs"} and isinstance(parsed.get("kwargs"), dict)
+                  and not parsed.get("args")):
+                args = parsed["kwargs"]  # smolagents
+            else:
+                args = parsed
+        elif parsed is not None:
+            args = Bare(parsed)
+    result: Any = None
+    if raw_result is not MISSING and not placeholder(raw_result):
+        result, cut = structured(raw_result)
+        truncated |= cut
+        result, msg_id, msg_status = _unwrap_tool_message(result)
+        call_id = call_id or msg_id
+    elif span.status != "ERROR" and placeholder(raw_result):
+        hidden = True
+    status, error = "ok", None
+    if span.attributes.get("pydantic_ai.tool.deferral.name") is not None or (span.events and deferral(span)):
+        status = "blocked"  # paused for approval / external execution: requested, never ran
+    elif span.status == "ERROR":
+        status, error = "error", error_of(span)
+    elif msg_status == "error":  # the tool caught its own error and returned it (handle_tool_error)
+        status, error = "error", {"type": "ToolException", "message": result if isinstance(result, str) else ""}
+    return ToolReading(span, name, call_id, args, result if status == "ok" else None, status, error, truncated,
+                       hidden)
+
+
+def _state_tool_calls(messages: list[Any]) -> dict[str, Any]:
+    """call id -> args of the tool calls in a LangChain state's AI messages (either serialized form).
+
+    A run resumed after a human approved (or edited) a call has the model's request in the trace
+    before it; the resumed state still holds it, so the call's args are known by its id.
+    """
+    out: dict[str, Any] = {}
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        body = m.get("data") if isinstance(m.get("data"), dict) else m.get("kwargs") if isinstance(m.get("kwargs"), dict) else m
+        for tc in body.get("tool_calls") or ():
+            if isinstance(tc, dict) and isinstance(tc.get("id"), str) and isinstance(tc.get("args"), dict):
+                out[tc["id"]] = tc["args"]
+    return out
+
+
+def _structured_response(payload: Any) -> Any:
+    """LangChain's ``structured_response`` in an agent's output state (OpenLLMetry wraps it in ``outputs``)."""
+    for state in (payload, payload.get("outputs") if isinstance(payload, dict) else None):
+        if isinstance(state, dict) and state.get("structured_response") is not None:
+            return state["structured_response"]
+    return MISSING
+
+
+def payload_reading(raw_in: Any, raw_out: Any) -> AgentReading:
+    """An agent span's reading from its input and output payloads (a string, a task, a LangChain state)."""
+    out = AgentReading()
+    if raw_in is not MISSING and not placeholder(raw_in):
+        value, _ = structured(raw_in)
+        if isinstance(value, str):
+            out.prompt = value
+        elif isinstance(value, dict) and isinstance(value.get("task"), str):  # smolagents
+            out.prompt = text(value["task"])
+        else:
+            messages = messages_of(value)
+            if messages is not None:
+                out.prompt = last_user(messages)
+    if raw_out is not MISSING and not placeholder(raw_out):
+        value, _ = structured(raw_out)
+        if isinstance(value, str):
+            out.answer = value
+        else:
+            messages = messages_of(value)
+            if messages is not None:
+                ends_ai, said = last_ai(messages)
+                out.answer = said if ends_ai else None
+                out.history_user = first_user(messages)
+                out.requested = _state_tool_calls(messages)
+            response = _structured_response(value)
+            if response is not MISSING:  # LangChain response_format: the answer is the structured response
+                out.structured = response
+                out.answer = orjson.dumps(response).decode()
+    return out

@@ -11,7 +11,9 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harvester.redact import Redactor, _maybe_secret, _Pass
+from harvester.redact import Redactor
+from harvester.redact._engine import Pass as _Pass
+from harvester.redact._rules import maybe_secret as _maybe_secret
 from harvester.spans import SpanData
 
 R = Redactor(key="")

@@ -1,0 +1,185 @@
+"""The rule catalogue: what a secret or a piece of personal data looks like, and cheap tests for it.
+
+Each family of rules is one regex whose alternatives start with a literal or a small character
+set (so the regex engine skips ahead instead of trying every position), case-insensitive rules run
+on the lowercased text, and card numbers are only searched for when a cheap byte translation shows
+a card-shaped run of digits. A string with no candidate costs a few passes of C code. Adding a
+rule means a line in ``CASED`` or ``FOLDED`` and, when its literal has no trigger yet, one in
+``_TRIGGERS`` (tests/test_redact_fast_path.py keeps every rule behind a trigger).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "PLACEHOLDER",
+    "BIG_INT",
+    "CAMEL",
+    "CARD",
+    "CARD_MIN",
+    "CASED",
+    "CREDENTIAL",
+    "ESCAPED",
+    "ESCAPES",
+    "FOLDED",
+    "LOCAL_PART",
+    "Rule",
+    "SECRET_KEY",
+    "base64_like",
+    "card_shaped",
+    "card_shaped_bytes",
+    "kind_name",
+    "maybe_secret",
+    "names_data",
+    "luhn_ok",
+]
+
+PLACEHOLDER = re.compile(r"<[a-z0-9_]+:[0-9a-f]{8}>")
+
+# Each rule: (kind, trigger, pattern). The trigger is a lower-case literal that any match
+# contains, checked with ``in`` on the lowercased text first (a C substring search); the pattern starts with a literal so that the regex
+# engine jumps between candidates. One alternation of everything would try every position and be
+# twenty times slower. A group named ``v``/``w``/``x`` is the part replaced (the rest stays for
+# readability); without one the whole match is replaced.
+CASED: list[tuple[str, str, str]] = [
+    ("api_key", "sk-", r"sk-[A-Za-z0-9_-]{16,}"),  # OpenAI sk-..., sk-proj-..., Anthropic sk-ant-...
+    ("api_key", "_", r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"),
+    ("api_key", "akia", r"AKIA[A-Z0-9]{16}(?![A-Z0-9])"),
+    ("api_key", "asia", r"ASIA[A-Z0-9]{16}(?![A-Z0-9])"),
+    ("api_key", "xox", r"xox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("api_key", "aiza", r"AIza[0-9A-Za-z_-]{35}"),  # Google / Gemini
+    ("api_key", "_live_", r"(?:sk|rk)_live_[0-9A-Za-z]{16,}"),  # Stripe
+    ("api_key", "_test_", r"(?:sk|rk)_test_[0-9A-Za-z]{16,}"),
+    ("api_key", "hf_", r"hf_[A-Za-z0-9]{30,}"),  # Hugging Face
+    ("token", "eyj", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # a bare JWT
+    ("secret", "sig=", r"[?&]sig=(?P<v>[A-Za-z0-9%+/=]{16,})"),  # Azure SAS signature
+    ("token", "basic", r"(?i:basic)\s+(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
+    ("password", "@", r"://[^/\s:@\"'<>]{1,256}:(?P<v>[^/\s@\"'<>]{1,256})@"),
+    ("email", "@", r"@(?P<v>[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*"
+                   r"\.[A-Za-z]{2,24})(?![A-Za-z0-9-])"),
+]
+# Case-insensitive rules, written in lower case and run on the lowercased text.
+_VALUE = (r"[\"']?\s{0,3}[:=]\s{0,3}(?:\"(?P<v>(?:[^\"\\\n]|\\.){1,512})\"|'(?P<w>[^'\n]{1,512})'"
+          r"|(?P<x>[^\s\"'&,;}\])<]{4,512}))")
+FOLDED: list[tuple[str, str, str]] = [
+    ("token", "bearer", r"bearer\s+(?P<v>[a-z0-9._~+/-]{8,}=*)"),
+    ("secret", "key", r"(?:api|private|secret|access)[_-]?key" + _VALUE),
+    *(("secret", word[:5], word + _VALUE) for word in ("token", "secret", r"passw(?:or)?d", "pwd", r"credentials?")),
+    # A cookie header's value is every pair up to the end of the line; an authorization value is its
+    # scheme word and credential ("Token 9944b0..."). "Authorization: Bearer/Basic ..." is left to
+    # those rules, which keep the scheme readable. Both must hold a digit or "=" (see CREDENTIAL).
+    ("credential", "cooki", r"(?:set-)?cookie" + _VALUE.replace(r"[^\s\"'&,;}\])<]{4,512}", r"[^\n\"'<]{4,1024}")),
+    ("credential", "autho", r"authorization" + _VALUE.replace(r"\s{0,3}(?:", r"\s{0,3}(?![\"']?(?:bearer|basic)\s)(?:", 1)
+                                                    .replace(r"(?P<x>", r"(?P<x>(?:[a-z]{2,12}\s)?", 1)),
+]
+CREDENTIAL = re.compile(r"[0-9=]")
+# Dict keys and span attribute names whose (string) value is a secret as a whole.
+# Matched against the key with camelCase split ("awsSecretAccessKey" -> "aws_Secret_Access_Key").
+SECRET_KEY = re.compile(
+    r"(?:^|[^a-z0-9])(?:api[_ -]?key|access[_ -]?key|access[_ -]?token|auth[_ -]?token|refresh[_ -]?token"
+    r"|id[_ -]?token|token|secret|client[_ -]?secret|secret[_ -]?key|private[_ -]?key|password|passwd|pwd"
+    r"|authorization|cookie|credentials?)$", re.I)
+CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Any trigger at all: most strings have none and stop here. Every rule's match and every SECRET_KEY
+# name, lowercased, contains one of these, so a JSON payload without any (and without a card-shaped
+# run of digits) has nothing to replace and is not parsed. Each is its own search, starting at a
+# literal (the regex engine then jumps between candidates in C, ~0.3 ns a character), and the
+# rarest are skipped when one of their characters is absent (a memchr): one alternation of all of
+# them tries every position and costs ten times as much, and every string of every run pays this.
+_TRIGGERS = tuple((gate, re.compile(pattern).search) for gate, pattern in (
+    ("@", "@"),                           # emails, passwords in URLs
+    ("k", r"k(?:ey|en|ie|ia|-|_t|_l)"),   # key, token, cookie, AKIA, sk-, sk_test_/sk_live_
+    ("b", r"b(?:earer|asi|_p)"),          # bearer, basic (also "BASİC"), github_pat_
+    ("w", r"w(?:or)?d"),                  # password, passwd, pwd
+    ("_", r"_(?<=h[pousr]_|hf_)"),        # ghp_ and its kin, hf_
+    ("c", r"c(?:re|ook)"),                # secret, credential, cookie (also "COOKİE": İ lowercases to i + a dot)
+    ("z", "za"),                          # authorization, AIza
+    ("j", "yj"),                          # eyJ (a JWT)
+    ("=", "g="),                          # sig= (Azure SAS)
+    ("x", "xox"),                         # Slack
+    ("i", "asia"),                        # AWS temporary keys
+))
+
+
+# Letters that case-insensitive rules (and the secret-key test) match as ASCII but that lowercasing
+# leaves apart: dotless ı and long ſ; İ lowercases to i plus a combining dot, which goes.
+_FOLD = {0x131: "i", 0x17F: "s", 0x307: None}
+
+
+def maybe_secret(low: str) -> bool:
+    """Whether lowercased text holds any rule's trigger (a cheap superset of "some rule matches")."""
+    if not low.isascii():
+        low = low.translate(_FOLD)
+    for gate, search in _TRIGGERS:
+        if gate in low and search(low) is not None:
+            return True
+    return False
+
+
+# Escapes in JSON or a repr ("...\\napi_key=...") end a word as well as a space does.
+ESCAPES = ("\\n", "\\t", "\\r")
+CARD_MIN = 10**12  # a card number has 13 digits or more
+BIG_INT = re.compile(r"[0-9]{20}")
+CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
+# Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
+_CARD_SHAPE = bytes.maketrans(bytes(range(256)), b"".join(
+    b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)))
+ESCAPED = re.compile(rb"\\u")  # a \u escape in serialized JSON text
+_CARD_RUN = re.compile(b"0000(?:000000000|1000)")  # in a _CARD_SHAPE translation: 13 digits, or 4+3 across a separator
+LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
+
+
+def card_shaped(s: str) -> bool:
+    """A cheap test (one C translation) for a run of digits long enough to be a card number."""
+    return len(s) >= 13 and card_shaped_bytes(s.encode("utf-8", "surrogatepass"))
+
+
+def card_shaped_bytes(raw: bytes) -> bool:
+    return _CARD_RUN.search(raw.translate(_CARD_SHAPE)) is not None
+
+
+def names_data(key: str) -> bool:
+    """A key that may itself be personal data ({"bob@example.com": ...}), redacted as text; a key that
+    merely contains some (an OData "members@odata.bind") stays."""
+    return ("@" in key or len(key) >= 13) and "@odata." not in key
+
+
+def base64_like(value: str) -> bool:
+    """An HTTP Basic credential is base64, not a word ("basic troubleshooting", "BASIC SETTINGS")."""
+    return not (value.isalpha() and (value.islower() or value.isupper() or value[1:].islower()))
+
+
+def luhn_ok(digits: str) -> bool:
+    """The Luhn checksum every card number passes (and ~90% of other digit runs fail)."""
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+class Rule:
+    """One compiled rule: its kind, the literal every match holds, and which group is replaced."""
+
+    __slots__ = ("kind", "trigger", "regex", "regex_i", "groups")
+
+    def __init__(self, kind: str, trigger: str, pattern: str, folded: bool) -> None:
+        self.kind = kind
+        self.trigger = trigger
+        self.regex = re.compile(pattern)
+        self.regex_i = re.compile(pattern, re.I) if folded else self.regex
+        self.groups = list(self.regex.groupindex)
+
+    def span(self, m: re.Match[str]) -> tuple[int, int]:
+        for g in self.groups:
+            if m.group(g) is not None:
+                return m.span(g)
+        return m.span()
+
+
+def kind_name(text: str) -> str:
+    """A placeholder kind from a user's name for a rule or a field (``"SSN #"`` -> ``ssn``)."""
+    return re.sub(r"[^a-z0-9_]+", "_", text.lower()).strip("_") or "redacted"

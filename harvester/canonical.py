@@ -7,7 +7,6 @@ fixture recorded in production match the call a replay makes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any, Iterable
 
@@ -85,6 +84,8 @@ def canonical_json(value: Any) -> str:
 
 def digest(value: Any, length: int = 16) -> str:
     """First ``length`` hex digits of sha256 over the canonical encoding."""
+    import hashlib  # loads OpenSSL: not at the hook's import, which needs no hash
+
     return hashlib.sha256(canonical_bytes(value)).hexdigest()[:length]
 
 

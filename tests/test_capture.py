@@ -368,8 +368,10 @@ def test_fork_child_captures_on_its_own(tmp_path: Path) -> None:
 
 
 def test_capture_import_stays_light() -> None:
-    heavy = ["click", "harvester.case", "harvester.harvest", "harvester.fixtures", "harvester.replay",
-             "harvester.report", "harvester.cli"]
+    """The hook handles runs as plain dicts (RunData): no pydantic, no model, no CLI (bench/capture.py (d)
+    times the import against the SDK's own)."""
+    heavy = ["click", "pydantic", "harvester.model._run", "harvester.case", "harvester.harvest",
+             "harvester.fixtures", "harvester.replay", "harvester.report", "harvester.cli", "harvester.config"]
     code = ("import sys; from harvester import HarvestingSpanProcessor; "
             f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -402,6 +404,53 @@ def test_a_multiprocessing_child_writes_its_runs_before_it_exits(tmp_path: Path)
         otel._TRACER_PROVIDER, _TRACER_PROVIDER_SET_ONCE._done = saved
     proc.shutdown()
     assert [(r.trace_id, r.prompt) for r in stored(path)] == [(tid, "from a pool worker")]
+
+
+_LATE_MULTIPROCESSING = """
+import sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from harvester import HarvestingSpanProcessor, TraceStore
+
+assert __name__ != "__main__" or "multiprocessing" not in sys.modules  # the hook did not load it
+provider = TracerProvider(shutdown_on_exit=False)
+provider.add_span_processor(HarvestingSpanProcessor(sys.argv[1], flush_interval_s=3600))
+trace.set_tracer_provider(provider)
+
+
+def child(method):
+    tracer = trace.get_tracer("child")
+    with tracer.start_as_current_span("invoke_agent support", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
+        with tracer.start_as_current_span("chat m", attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.output.messages":
+                '[{"role": "assistant", "parts": [{"type": "text", "content": "from ' + method + '"}]}]'}):
+            pass
+    return method
+
+
+if __name__ == "__main__":
+    import multiprocessing  # only now, after the processor
+
+    for method in ("fork", "spawn"):
+        with multiprocessing.get_context(method).Pool(1) as pool:
+            assert pool.apply(child, (method,)) == method
+            pool.close()
+            pool.join()
+    # The parent's processor never flushed; the children's own exit hooks wrote their runs.
+    print(sorted(r.answer for r in TraceStore(sys.argv[1]).runs()))
+"""
+
+
+def test_pool_children_write_their_runs_when_multiprocessing_comes_after_the_processor(tmp_path: Path) -> None:
+    """The hook does not import multiprocessing; a fork child of a processor made before it was imported,
+    and a spawned child that builds its own, still shut down in multiprocessing's exit hooks."""
+    script = tmp_path / "late_mp.py"
+    script.write_text(_LATE_MULTIPROCESSING)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "t.db")], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['from fork', 'from spawn']"
 
 
 def test_a_long_session_writes_its_ended_runs_and_never_cuts_one_in_progress(tmp_path: Path) -> None:

@@ -118,7 +118,7 @@ def show(trace_id: str, store_path: str | None, as_json: bool, config: Config) -
             raise _not_found(store, trace_id)
     if as_json:
         # One run: exactly the Run JSON of DESIGN.md. Several runs in one trace: a list of them.
-        dumped = [run.model_dump(mode="json") for run in runs]
+        dumped = [run.to_data() for run in runs]
         echo_json(dumped[0] if len(dumped) == 1 else dumped)
         return
     for run in runs:

@@ -15,17 +15,32 @@ type is ignored, a span of no known convention is skipped.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
-
-from ._assembly import FEEDBACK_KEYS, agent_names, run_data_from_spans, subtree
-from ._classify import HANDOFF_PREFIX, ancestors, handoff_tool_name, is_agent_span, may_hold_run
-from ._values import PLACEHOLDERS
 
 if TYPE_CHECKING:
     from ..model import Run
+    from ._assembly import FEEDBACK_KEYS, agent_names, run_data_from_spans
+    from ._classify import HANDOFF_PREFIX, ancestors, handoff_tool_name, is_agent_span, may_hold_run, subtree
+    from ._values import PLACEHOLDERS
+
+# Loaded on first use: the span processor needs only the classification to group spans, and (as it
+# defers normalizing to the store's first read) seldom the readers and the assembly.
+_HOMES = {"FEEDBACK_KEYS": "_assembly", "agent_names": "_assembly", "run_data_from_spans": "_assembly",
+          "HANDOFF_PREFIX": "_classify", "ancestors": "_classify", "handoff_tool_name": "_classify",
+          "is_agent_span": "_classify", "may_hold_run": "_classify", "subtree": "_classify",
+          "PLACEHOLDERS": "_values"}
 
 __all__ = ["FEEDBACK_KEYS", "HANDOFF_PREFIX", "PLACEHOLDERS", "agent_names", "ancestors", "handoff_tool_name",
            "is_agent_span", "may_hold_run", "run_data_from_spans", "runs_from_spans", "subtree"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
 
 
 def runs_from_spans(spans: Any) -> list["Run"]:
@@ -35,5 +50,6 @@ def runs_from_spans(spans: Any) -> list["Run"]:
     Runs come out in trace order of first appearance, then by start time.
     """
     from ..model import Run
+    from ._assembly import run_data_from_spans
 
-    return [Run.model_validate(data) for data in run_data_from_spans(spans)]
+    return [Run.from_data(data) for data in run_data_from_spans(spans)]

@@ -18,16 +18,16 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import orjson
 
-from ..model import STOPS
+from ..model import STOPS, RunData
 from ..spans import SpanData, from_readable, span_from_otlp, spans_from_otlp
-from ._classify import Roles, ancestors, classify, handoff_tool_name, promote_chains
+from ._classify import Roles, ancestors, classify, handoff_tool_name, promote_chains, subtree
 from ._errors import LIMIT_ANSWERS, LIMIT_STOPS, RUN_STOPPERS, deferral, error_of
 from ._pairing import answer_from_tools, pair, run_by_sub_agents
 from ._readers import READERS
 from ._readings import LlmReading, ToolReading
 from ._values import MISSING, Bare, iso, text, to_int
 
-__all__ = ["FEEDBACK_KEYS", "agent_names", "build", "run_data_from_spans", "span_datas", "subtree"]
+__all__ = ["FEEDBACK_KEYS", "agent_names", "build", "run_data_from_spans", "span_datas"]
 
 log = logging.getLogger("harvester.conventions")
 # Attributes an app (or `harvester incident`) sets on any span of a run to flag it.
@@ -203,7 +203,7 @@ def _feedback(spans: Iterable[SpanData]) -> Optional[str]:
     return found
 
 
-def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) -> dict[str, Any]:
+def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) -> RunData:
     """The Run (JSON form) rooted at ``root``, read from ``members`` (its subtree, in start order)."""
     by_id = {sp.span_id: sp for sp in members}
     m = _members(members, by_id, roles)
@@ -292,22 +292,8 @@ def agent_names(spans: Any) -> set[str]:
     return out
 
 
-def subtree(root: SpanData, children: Mapping[str, Sequence[SpanData]], taken: set[str]) -> list[SpanData]:
-    """``root`` and its descendants, skipping (and adding to ``taken``) span ids already taken."""
-    out: list[SpanData] = []
-    todo = [root]
-    while todo:
-        sp = todo.pop()
-        if sp.span_id in taken:
-            continue
-        taken.add(sp.span_id)
-        out.append(sp)
-        todo.extend(children.get(sp.span_id, ()))
-    return out
-
-
-def run_data_from_spans(spans: Any) -> list[dict[str, Any]]:
-    """``runs_from_spans`` in the Run's JSON form (``Run.model_dump(mode="json")`` minus the derived lists).
+def run_data_from_spans(spans: Any) -> list[RunData]:
+    """``runs_from_spans`` in the Run's JSON form (``RunData``, without the derived lists).
 
     Capture and ingest store this form as it is: it is built field by field from checked types, so
     validating it into a ``Run`` (a third of the cost of reading a run) would change nothing.
@@ -317,7 +303,7 @@ def run_data_from_spans(spans: Any) -> list[dict[str, Any]]:
         if not isinstance(sp.attributes, dict):
             sp.attributes = {}
         traces.setdefault(sp.trace_id, {})[sp.span_id] = sp
-    runs: list[dict[str, Any]] = []
+    runs: list[RunData] = []
     for by_id in traces.values():
         roles = {sid: classify(sp) for sid, sp in by_id.items()}
         promote_chains(by_id, roles)
@@ -345,7 +331,7 @@ def run_data_from_spans(spans: Any) -> list[dict[str, Any]]:
     return runs
 
 
-def _unreadable(root: SpanData, source: str) -> dict[str, Any]:
+def _unreadable(root: SpanData, source: str) -> RunData:
     """The Run of a run that could not be read: its ids, nothing else claimed."""
     return {"trace_id": root.trace_id, "run_id": root.span_id, "agent": None, "model": None, "prompt": None,
             "answer": None, "stop": "unknown", "error": None, "calls": [], "llm_calls": [],

@@ -7,12 +7,12 @@ A span of no known convention is ``("", "other")``: ignored, never an error.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from ..spans import SpanData
 
 __all__ = ["GENAI_OP", "HANDOFF_PREFIX", "LLM_OPS", "OI_KIND", "Roles", "TL_KIND", "ancestors", "classify",
-           "handoff_tool_name", "is_agent_span", "may_hold_run", "promote_chains"]
+           "handoff_tool_name", "is_agent_span", "may_hold_run", "promote_chains", "subtree"]
 
 OI_KIND = "openinference.span.kind"
 TL_KIND = "traceloop.span.kind"
@@ -88,6 +88,20 @@ def ancestors(span: SpanData, by_id: Mapping[str, SpanData]) -> Iterator[str]:
     while parent in by_id and hops < 10_000:
         yield parent
         parent, hops = by_id[parent].parent_id, hops + 1
+
+
+def subtree(root: SpanData, children: Mapping[str, Sequence[SpanData]], taken: set[str]) -> list[SpanData]:
+    """``root`` and its descendants, skipping (and adding to ``taken``) span ids already taken."""
+    out: list[SpanData] = []
+    todo = [root]
+    while todo:
+        sp = todo.pop()
+        if sp.span_id in taken:
+            continue
+        taken.add(sp.span_id)
+        out.append(sp)
+        todo.extend(children.get(sp.span_id, ()))
+    return out
 
 
 def _chain_top(sid: str, by_id: Mapping[str, SpanData], roles: Mapping[str, tuple[str, str]]) -> Optional[str]:

@@ -13,9 +13,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from ..conventions import run_data_from_spans, subtree
+from ..conventions import subtree
 from ..errors import StoreError
-from ..model import data_failed
+from ..model import RunData, data_failed
 from ..redact import Redactor
 from ..spans import SpanData
 from ..store import Row, TraceStore, inbox_row, run_row, spans_blob
@@ -166,7 +166,7 @@ class RunWriter:
         """Runs and deferred traces waiting for the next flush."""
         return len(self._pending) + len(self._inbox)
 
-    def _wanted(self, data: dict[str, Any]) -> bool:
+    def _wanted(self, data: RunData) -> bool:
         if data_failed(data):
             self.counts["kept_failed"] += 1
             return True
@@ -174,7 +174,7 @@ class RunWriter:
             try:
                 from ..model import Run  # only for a keep predicate: the hook builds no model otherwise
 
-                if self.keep(Run.model_validate(data)):
+                if self.keep(Run.from_data(data)):
                     return True
             except BaseException:  # noqa: BLE001 - a broken predicate (even sys.exit()) must not lose the run or kill the worker
                 self.counts["keep_errors"] = self.counts.get("keep_errors", 0) + 1
@@ -214,6 +214,8 @@ class RunWriter:
                 return self._defer(spans, piece or partial)
             if partial:
                 spans, replace = self.merge_stored(list(spans)), True
+            from ..conventions import run_data_from_spans  # the readers load with the first trace read here
+
             try:
                 runs = run_data_from_spans(spans)
             except Exception:  # noqa: BLE001 - the conventions code never should, but one trace never kills us

@@ -33,8 +33,8 @@ import atexit
 import collections
 import itertools
 import logging
-import multiprocessing.util
 import os
+import sys
 import threading
 import time
 import weakref
@@ -77,6 +77,10 @@ except (AttributeError, RuntimeError):  # pragma: no cover - another Python, or 
 
 
 def _finalize_at_process_exit(processor: "HarvestingSpanProcessor") -> None:
+    """Shut ``processor`` down in multiprocessing's exit hooks: a multiprocessing child ends in
+    ``os._exit()``, so atexit never runs there; multiprocessing's own finalizers do."""
+    import multiprocessing.util
+
     weak_shutdown = weakref.WeakMethod(processor.shutdown)
 
     def shutdown() -> None:
@@ -124,6 +128,11 @@ class HarvestingSpanProcessor(SpanProcessor):
         def _after_in_child() -> None:
             if (reinit := weak_reinit()) is not None:
                 reinit()
+                # A multiprocessing child clears the finalizers it inherits, then runs its after-fork
+                # hooks: this one registers the child's own there. Only when multiprocessing is in use,
+                # so the hook's import stays free of it.
+                if "multiprocessing.util" in sys.modules:
+                    sys.modules["multiprocessing.util"].register_after_fork(reinit.__self__, _finalize_at_process_exit)
 
         def _at_exit() -> None:
             if (shutdown := weak_shutdown()) is not None:
@@ -132,10 +141,8 @@ class HarvestingSpanProcessor(SpanProcessor):
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_in_child)
         atexit.register(_at_exit)
-        # A multiprocessing child ends in os._exit(): atexit never runs there, multiprocessing's own
-        # finalizers do (and its fork clears the parent's, so each child registers its own).
-        _finalize_at_process_exit(self)
-        multiprocessing.util.register_after_fork(self, _finalize_at_process_exit)
+        if "multiprocessing" in sys.modules:  # perhaps a spawned multiprocessing child: its exit skips atexit
+            _finalize_at_process_exit(self)
 
     def _start_worker(self) -> None:
         self._queue: collections.deque[ReadableSpan] = collections.deque()

@@ -11,8 +11,6 @@ low-entropy values (emails, card numbers) can be reversed by guessing; set ``key
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import re
@@ -54,6 +52,17 @@ _SHORT = 200  # strings up to this long recur (names, models, resource values): 
 # would otherwise hold up to 50,000 of them; hashing a large value again costs little beside it.
 _DIGEST_CACHE_MAX = 512
 _NO_CACHE: dict[str, str] = {}  # never written
+
+
+def _digest(key: bytes | None, raw: bytes) -> str:
+    # hashlib loads OpenSSL (milliseconds): imported at the first pseudonym, not with the hook.
+    import hashlib
+
+    if key:
+        import hmac
+
+        return hmac.new(key, raw, hashlib.sha256).hexdigest()[:8]
+    return hashlib.sha256(raw).hexdigest()[:8]
 
 
 class Pass:
@@ -98,10 +107,7 @@ class Engine:
             raw = canonical_bytes(value)
         digest = self._digests.get(raw)
         if digest is None:
-            if self._key:
-                digest = hmac.new(self._key, raw, hashlib.sha256).hexdigest()[:8]
-            else:
-                digest = hashlib.sha256(raw).hexdigest()[:8]
+            digest = _digest(self._key, raw)
             if len(raw) <= _DIGEST_CACHE_MAX:
                 if len(self._digests) > 50_000:
                     self._digests.clear()

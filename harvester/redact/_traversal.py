@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import orjson
 
 from ..canonical import split_path
+from ..model import RunData
 from ..spans import SpanData
 from ._engine import Engine, Pass
 from ._rules import PLACEHOLDER, kind_name, names_data
@@ -131,8 +132,8 @@ class Redactor(Engine):
                 values += resource.values()
         return self._nothing_in(values, p)
 
-    def redact_data(self, data: dict[str, Any], spans: list[SpanData]) -> tuple[dict[str, Any], list[SpanData]]:
-        """``redact_trace`` of one run in its plain-dict form (``Run.model_dump(mode="json")``) and its spans.
+    def redact_data(self, data: RunData, spans: list[SpanData]) -> tuple[RunData, list[SpanData]]:
+        """``redact_trace`` of one run in its plain-dict form (``RunData``) and its spans.
 
         The values the run's redaction reads (prompt, answer, error message, each call's args, result
         and error message, each model request's args) are redacted as one list; when that changes
@@ -149,8 +150,8 @@ class Redactor(Engine):
                 return data, self._spans(spans, p)
         from ..model import Run  # only here: the hook's common path builds no pydantic model
 
-        runs, out = self.redact_trace([Run.model_validate(data)], spans)
-        return runs[0].model_dump(mode="json"), out
+        runs, out = self.redact_trace([Run.from_data(data)], spans)
+        return runs[0].to_data(), out
 
     def redact_trace(self, runs: Sequence[Run], spans: Sequence[SpanData]) -> tuple[list[Run], list[SpanData]]:
         """Redact runs and their raw spans together: a field rule's value is chased into the spans too."""

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import orjson
 
-from ..model import Run, data_failed, data_with_derived
+from ..model import RunData, data_failed, data_with_derived
 from ..spans import SpanData
+
+if TYPE_CHECKING:
+    from ..model import Run
 
 __all__ = ["Row", "epoch", "failure_summary", "inbox_row", "run_row", "spans_blob", "spans_from_blob", "spans_of"]
 
@@ -52,12 +55,12 @@ def epoch(iso: str | None) -> float | None:
     return dt.timestamp()
 
 
-def failure_summary(run: Run | dict[str, Any]) -> str | None:
+def failure_summary(run: Run | RunData) -> str | None:
     """One line saying why a run is kept as a failure, for the list view and the index.
 
-    ``run``: a ``Run`` or its plain-dict form (``Run.model_dump(mode="json")``).
+    ``run``: a ``Run`` or its plain-dict form.
     """
-    data = run.model_dump(mode="json") if isinstance(run, Run) else run
+    data = run if isinstance(run, dict) else run.to_data()
     if not data_failed(data):
         return None
     if data["stop"] != "answered":
@@ -77,7 +80,7 @@ class Row(tuple):  # type: ignore[type-arg]
     __slots__ = ()
 
 
-def run_row(data: dict[str, Any], spans: Sequence[SpanData] | None) -> Row:
+def run_row(data: RunData, spans: Sequence[SpanData] | None) -> Row:
     """The ``runs`` table row of a run in its plain-dict form and its raw spans.
 
     A pure function, so the capture worker and ingest serialize runs outside the store's lock.

@@ -6,14 +6,16 @@ import math
 import sqlite3
 import time
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import orjson
 
 from ..errors import InputError, NotFoundError, StoreError
-from ..model import Run
 from ..spans import SpanData
 from ._codec import epoch, spans_from_blob
+
+if TYPE_CHECKING:
+    from ..model import Run
 
 __all__ = ["Queries", "time_arg"]
 
@@ -70,7 +72,9 @@ class Queries:
         tid = self.resolve(trace_id)
         if tid is None:
             return []
-        return [Run.model_validate(orjson.loads(r[0]))
+        from ..model import Run  # the models load on the first read, never for a write
+
+        return [Run.from_data(orjson.loads(r[0]))
                 for r in self._query("SELECT run FROM runs WHERE trace_id = ? ORDER BY ts, id", (tid,))]
 
     def spans(self, trace_id: str) -> list[SpanData]:
@@ -128,8 +132,10 @@ class Queries:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(int(limit))
+        from ..model import Run
+
         for (blob,) in self._query(sql, args):
-            yield Run.model_validate(orjson.loads(blob))
+            yield Run.from_data(orjson.loads(blob))
 
     def ids_like(self, trace_id: str, *, limit: int = 5, prefix_only: bool = False) -> list[str]:
         """Stored trace ids nearest to ``trace_id``: those sharing its longest prefix (for "did you mean")."""

@@ -8,16 +8,18 @@ codec (``_codec``), inbox settling (``_settling``), reads and retention (``_quer
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import orjson
 
-from ..model import Run
 from ..spans import SpanData
 from ._codec import Row, run_row
 from ._connection import Connection
 from ._queries import Queries
 from ._settling import Settling
+
+if TYPE_CHECKING:
+    from ..model import Run
 
 __all__ = ["TraceStore"]
 
@@ -44,9 +46,8 @@ class TraceStore(Queries, Settling, Connection):
         first read as its own may now be a sub-agent inside another). ``inbox``: ``inbox_row``s of
         traces to normalize at the first read, written in the same transaction.
         """
-        rows = [item if isinstance(item, Row) else
-                run_row(*(item.model_dump(mode="json"), None) if isinstance(item, Run)
-                        else (item[0].model_dump(mode="json"), item[1])) for item in items]
+        rows = [item if isinstance(item, Row) else run_row(item[0].to_data(), item[1]) if isinstance(item, tuple)
+                else run_row(item.to_data(), None) for item in items]
         if not rows and not inbox:
             return 0
         if inbox and not self._has_inbox:

@@ -7,16 +7,16 @@ call with status ``blocked``) and appear in the JSON form for readers, but are n
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Optional, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
-from .errors import RunFormatError, pydantic_field
+from ..errors import RunFormatError, pydantic_field
+from ._data import CallStatus, RunData, Stop
 
-Stop = Literal["answered", "error", "deferred", "budget_exceeded", "max_steps", "loop_detected", "unknown"]
-STOPS: tuple[str, ...] = Stop.__args__  # type: ignore[attr-defined]
-CallStatus = Literal["ok", "error", "blocked"]
+__all__ = ["ErrorInfo", "LlmCall", "Run", "ToolCall", "ToolRequest", "Usage"]
+
 
 
 class _Model(BaseModel):
@@ -142,6 +142,15 @@ class Run(_Model):
             data = {k: v for k, v in data.items() if k not in ("requested_tools", "blocked_tools")}
         return data
 
+    def to_data(self) -> RunData:
+        """The plain-dict form (``RunData``): the JSON form, derived lists included."""
+        return cast(RunData, self.model_dump(mode="json"))
+
+    @classmethod
+    def from_data(cls, data: RunData) -> "Run":
+        """A Run from its plain-dict form (validated: a stored or redacted dict may be anything)."""
+        return cls.model_validate(data)
+
     def to_json(self) -> bytes:
         return orjson.dumps(self.model_dump(mode="json"))
 
@@ -155,20 +164,3 @@ class Run(_Model):
         except ValidationError as exc:
             field, msg = pydantic_field(exc)
             raise RunFormatError(msg, file=file, field=field) from None
-
-
-# -- the plain-dict form ---------------------------------------------------------------------------
-# Capture and ingest handle a run as ``Run.model_dump(mode="json")`` would give it (without building
-# the model: validation and serialization of the model cost more than reading the run). These two
-# are the model's ``failed`` and derived lists over that form.
-def data_failed(data: dict[str, Any]) -> bool:
-    """``Run.failed`` of a run's plain-dict form."""
-    return (data["stop"] != "answered" or any(c["status"] != "ok" for c in data["calls"])
-            or data["feedback"] == "negative")
-
-
-def data_with_derived(data: dict[str, Any]) -> dict[str, Any]:
-    """A run's plain-dict form with ``requested_tools``/``blocked_tools``, as its JSON form has them."""
-    calls = data["calls"]
-    return {**data, "requested_tools": list(dict.fromkeys(c["name"] for c in calls)),
-            "blocked_tools": list(dict.fromkeys(c["name"] for c in calls if c["status"] != "ok"))}

@@ -21,11 +21,19 @@
     └── LiveToolCall               a replay refused a tool call that would have run for real
 
 Each error that comes from a file carries ``file`` and ``field`` so the message can name both.
+
+Not ``HarvesterError``s, because they stand in for someone else's failure:
+
+    ToolFailure                    a recorded or injected tool failure, raised into the agent where
+                                   the live tool raised (also an instance of the recorded type)
+    ReplayTimeout                  the replay gave up on an agent (a ``TimeoutError``)
+    BadRequest                     ``harvester serve`` answers a request with an error status
+    ClientGone                     ``harvester serve``'s client left before its request was read
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 
 class HarvesterError(Exception):
@@ -105,8 +113,8 @@ class OutputError(HarvesterError):
 class NoFixture(HarvesterError):
     """Raised instead of returning the ``no_fixture`` result when a case asks for it."""
 
-    def __init__(self, result: dict[str, Any]) -> None:
-        self.result = result
+    def __init__(self, result: Mapping[str, Any]) -> None:
+        self.result = result  # the ``no_fixture`` result (``harvester.fixtures.NoFixtureResult``)
         super().__init__(f"{result.get('message', 'no fixture')} {result.get('hint', '')}".strip())
 
 
@@ -120,6 +128,32 @@ class LiveToolCall(HarvesterError, RuntimeError):
         self.tool = tool
         self.why = why
         super().__init__(f"live_tool_call: {tool} {why}")
+
+
+class ToolFailure(Exception):
+    """A recorded or injected tool failure, raised where the live tool would have raised."""
+
+    def __init__(self, type: str, message: str = "") -> None:
+        self.type = type
+        self.message = message
+        super().__init__(f"{type}: {message}" if message else type)
+
+
+class ReplayTimeout(TimeoutError):
+    """The harness gave up on an agent; a ``TimeoutError`` the agent raised itself is reported as its own."""
+
+
+class BadRequest(Exception):
+    """A request the receiver answers with an error status; ``message`` goes back to the client."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(message)
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its request was read whole: nothing to answer."""
 
 
 def pydantic_field(err: Any) -> tuple[str, str]:

@@ -16,18 +16,18 @@ and its framework's retry handling see what they saw in production.
 from __future__ import annotations
 
 import builtins
+import re
 import sys
 import threading
 from dataclasses import dataclass
-import re
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence, TypedDict, cast
 
 import orjson
 
 from . import seam
 from .canonical import canonical_json, drop_paths, fixture_key
 from .case import AgentCase, Fixture, InjectSpec
-from .errors import NoFixture
+from .errors import NoFixture, ToolFailure
 
 MODES: tuple[str, ...] = ("timeout", "not_found", "rate_limit", "permission", "empty", "malformed", "huge")
 HUGE_RESULTS = 50_000
@@ -42,15 +42,6 @@ _FAILURES: dict[str, tuple[str, str]] = {
 }
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")  # a TOML key that needs no quotes
 _MALFORMED = '{"results": [{"id": 1, "title": "Refund pol<html><body>502 Bad Gat'
-
-
-class ToolFailure(Exception):
-    """A recorded or injected tool failure, raised where the live tool would have raised."""
-
-    def __init__(self, type: str, message: str = "") -> None:
-        self.type = type
-        self.message = message
-        super().__init__(f"{type}: {message}" if message else type)
 
 
 # Recorded type names (as the conventions readers shorten them) -> (module, class) to raise as, when the
@@ -94,6 +85,28 @@ def tool_failure(type_name: str, message: str = "") -> ToolFailure:
         return ToolFailure(type_name, message)
 
 
+NoFixtureReason = Literal["unknown_tool", "nothing_similar", "no_match", "already_played"]
+
+
+class ClosestCall(TypedDict):
+    """A recorded call like the unanswered one, and the argument paths where the two differ."""
+
+    tool: str
+    args: Any
+    differs: list[str]
+
+
+class NoFixtureResult(TypedDict):
+    """What a call the recording cannot answer returns to the agent: a plain dict, so a framework hands
+    it to the model as any tool result, and the report reads the same fields back from the log."""
+
+    error: Literal["no_fixture"]
+    reason: NoFixtureReason
+    message: str
+    hint: str
+    closest: list[ClosestCall]
+
+
 @dataclass(slots=True)
 class ToolLog:
     """One call the agent made. ``outcome``: served | repeat (served again, redundant) | injected | no_fixture
@@ -107,6 +120,11 @@ class ToolLog:
     mode: Optional[str] = None  # injected failure mode
     result: Any = None
     error: Optional[ToolFailure] = None
+
+    @property
+    def missing(self) -> Optional[NoFixtureResult]:
+        """The ``no_fixture`` result this call got (None when it was answered)."""
+        return cast(NoFixtureResult, self.result) if self.outcome == "no_fixture" else None
 
 
 class FixtureTools:
@@ -194,7 +212,8 @@ class FixtureTools:
             return _inject(ToolLog(name, args, key, "injected", mode=spec.mode), self._by_tool.get(name))
         recorded = self._by_key.get(key)
         if recorded is None:
-            return ToolLog(name, args, key, "no_fixture", *self._diagnose(name, args, ignore))
+            missing = self._diagnose(name, args, ignore)
+            return ToolLog(name, args, key, "no_fixture", missing["reason"], result=missing)
         n = self._served.get(key, 0)
         self._served[key] = n + 1
         if n >= len(recorded):
@@ -218,12 +237,12 @@ class FixtureTools:
         self._injected[name] = n + 1
         return True
 
-    def _diagnose(self, name: str, args: Any, ignore: Any) -> tuple[str, None, dict[str, Any]]:
-        """(reason, mode, no_fixture result) for a call with no recording."""
+    def _diagnose(self, name: str, args: Any, ignore: Any) -> NoFixtureResult:
+        """The ``no_fixture`` result of a call with no recording: why, the closest recordings, the fix."""
         recorded = self._by_tool.get(name)
         if not recorded:
             known = ", ".join(sorted(self._by_tool)) or "none"
-            return "unknown_tool", None, _no_fixture(
+            return _no_fixture(
                 "unknown_tool", f"the recorded run never called {name} (recorded tools: {known})",
                 f"the agent now calls {name} where the recorded run did not: if that is intended, re-harvest "
                 "the case from a new trace (or add a fixture for it); otherwise the agent took a new path", [])
@@ -235,10 +254,10 @@ class FixtureTools:
             differs = sorted(p for p in mine.keys() | theirs.keys() if mine.get(p) != theirs.get(p))
             ranked.append((-agree, i, fx, differs))
         ranked.sort(key=lambda r: r[:2])
-        closest = [{"tool": name, "args": fx.args, "differs": differs} for _, _, fx, differs in ranked[:MAX_CLOSEST]]
+        closest = [ClosestCall(tool=name, args=fx.args, differs=differs) for _, _, fx, differs in ranked[:MAX_CLOSEST]]
         best_agree, best_differs = -ranked[0][0], ranked[0][3]
         if best_agree == 0:
-            return "nothing_similar", None, _no_fixture(
+            return _no_fixture(
                 "nothing_similar", f"no recorded {name} call shares any argument with {canonical_json(args)}",
                 f"the agent calls {name} with entirely new arguments: re-harvest the case from a new trace if "
                 "the new behaviour is right", closest)
@@ -249,13 +268,13 @@ class FixtureTools:
                 f"{toml_key} = {canonical_json(paths)} under [tool.harvester.ignore_args] in pyproject.toml "
                 "(ignore_args in harvester.toml), which applies to every case and to future harvests; otherwise "
                 f"the agent now calls {name} differently: re-harvest the case from a new trace")
-        return "no_match", None, _no_fixture(
+        return _no_fixture(
             "no_match", f"no recorded {name} call has these arguments; the closest differs at "
                         f"{', '.join(best_differs)}", hint, closest)
 
 
-def _no_fixture(reason: str, message: str, hint: str, closest: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"error": "no_fixture", "reason": reason, "message": message, "hint": hint, "closest": closest}
+def _no_fixture(reason: NoFixtureReason, message: str, hint: str, closest: list[ClosestCall]) -> NoFixtureResult:
+    return NoFixtureResult(error="no_fixture", reason=reason, message=message, hint=hint, closest=closest)
 
 
 def _inject(entry: ToolLog, recorded: list[Fixture] | None) -> ToolLog:

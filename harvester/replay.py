@@ -45,8 +45,8 @@ from .canonical import canonical_json
 from .case import AgentCase, Case
 from .config import Config
 from .conventions import agent_names, runs_from_spans
-from .errors import AgentBuildError, AgentLoadError
-from .fixtures import FixtureTools, ToolFailure, ToolLog, recovery_variants
+from .errors import AgentBuildError, AgentLoadError, ReplayTimeout, ToolFailure
+from .fixtures import FixtureTools, ToolLog, recovery_variants
 from .model import ErrorInfo, Run, ToolCall, Usage
 from .report import MAX_NO_FIXTURE_CALLS, CaseResult, CheckResult, Divergence, Injected, NoFixtureCall, Report
 
@@ -319,10 +319,6 @@ def _message(error: BaseException) -> str:
     return error.message if isinstance(error, ToolFailure) else str(error)
 
 
-class ReplayTimeout(TimeoutError):
-    """The harness gave up on an agent; a ``TimeoutError`` the agent raised itself is reported as its own."""
-
-
 async def _within(awaitable: Any, timeout: float) -> Any:
     """Await the agent for at most ``timeout`` seconds. The agent's own exceptions (its own
     ``TimeoutError`` included) come out as they are; only the harness's deadline says it gave up."""
@@ -463,12 +459,13 @@ def _no_fixture_calls(tools: Optional[FixtureTools]) -> list[NoFixtureCall]:
     """The first few unanswered calls: tool, reason, the args sent, and the closest recording and where it differs."""
     out = []
     for entry in tools.log if tools is not None else ():
-        if entry.outcome != "no_fixture":
+        missing = entry.missing
+        if missing is None:
             continue
-        closest = entry.result.get("closest") if isinstance(entry.result, dict) else None
-        differs = closest[0].get("differs", []) if entry.reason == "no_match" and closest else []
-        out.append(NoFixtureCall(tool=entry.name, reason=entry.reason or "no_fixture", differs=list(differs),
-                                 args=entry.args, closest=closest[0].get("args") if closest else None))
+        closest = missing["closest"][0] if missing["closest"] else None
+        differs = closest["differs"] if closest is not None and missing["reason"] == "no_match" else []
+        out.append(NoFixtureCall(tool=entry.name, reason=missing["reason"], differs=list(differs),
+                                 args=entry.args, closest=closest["args"] if closest is not None else None))
         if len(out) == MAX_NO_FIXTURE_CALLS:
             break
     return out

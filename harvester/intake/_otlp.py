@@ -11,7 +11,7 @@ import orjson
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ..errors import OtlpFormatError
+from ..errors import BadRequest, ClientGone, OtlpFormatError
 from ..seam import replay_span
 from ..spans import KIND_NAMES, STATUS_NAMES, OtlpStats, SpanData, spans_from_otlp
 
@@ -22,19 +22,6 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 # google.rpc.Code values for the error body of each HTTP status we answer with.
 RPC_CODES = {400: 3, 401: 16, 404: 5, 405: 12, 411: 3, 413: 8, 415: 3, 500: 13, 503: 14}
-
-
-class ClientGone(Exception):
-    """The client closed the connection before its request was read whole: nothing to answer."""
-
-
-class BadRequest(Exception):
-    """A request we answer with an error status; ``message`` goes back to the client."""
-
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        self.message = message
-        super().__init__(message)
 
 
 def _any_value(v: Any) -> Any:

@@ -1,0 +1,55 @@
+"""Cases: the in-code ``Case``, the reviewable case file ``AgentCase`` and the folder that holds them.
+
+- ``_case``: ``Case``, the runnable form (a prompt and checks), written in code or compiled from a file.
+- ``_format``: the case file format ``harvester.case/1`` (``AgentCase`` and its parts) and its JSON Schema.
+- ``_file``: one file on disk (deterministic bytes, the full validating read, the light signature read).
+- ``_folder``: a folder of cases by status, and ``CaseFolder`` moving a case when its status changes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from ._case import Case
+from ._file import CaseSignature, case_bytes, load_case, read_signature, save_case
+from ._folder import (
+    CASES_ENV,
+    STATUS_FOLDERS,
+    SUITE_FILE,
+    CaseFolder,
+    case_files,
+    case_signatures,
+    default_cases_dir,
+    load_cases,
+)
+from ._format import (
+    SCHEMA,
+    SCHEMA_FILE,
+    AgentCase,
+    Fixture,
+    InjectSpec,
+    Recorded,
+    Source,
+    Status,
+    case_json_schema,
+    write_case_schema,
+)
+
+__all__ = ["CASES_ENV", "SCHEMA", "SCHEMA_FILE", "STATUS_FOLDERS", "SUITE_FILE", "AgentCase", "Case", "CaseFolder",
+           "CaseSignature", "Fixture", "InjectSpec", "Recorded", "Source", "Status", "case_bytes", "case_files",
+           "case_json_schema", "case_signatures", "default_cases_dir", "load_case", "load_cases", "read_signature",
+           "save_case", "write_case_schema"]
+
+
+_MOVED = {"SuiteManifest", "suite_content", "read_suite", "bump_suite", "suite_info"}
+
+
+def __getattr__(name: str) -> Any:
+    """The suite manifest moved to ``harvester.suite``; its old names here keep working for one release."""
+    if name in _MOVED:
+        from .. import suite
+
+        warnings.warn(f"harvester.case.{name} moved to harvester.suite.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(suite, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,106 @@
+"""One case file on disk: written byte-for-byte deterministic, read with every field checked, or read
+lightly for what a re-harvest needs (its signature) without validating it."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, NamedTuple, Optional, Sequence
+
+import orjson
+from pydantic import ValidationError
+
+from .._files import write_file
+from ..canonical import fixture_key
+from ..errors import CaseFileError, CheckSpecError, pydantic_field
+from ._format import AgentCase
+
+__all__ = ["CaseSignature", "case_bytes", "load_case", "read_signature", "save_case"]
+
+
+def case_bytes(case: AgentCase) -> bytes:
+    """The file form: 2-space JSON in the model's field order, fixtures without default fields, newline-terminated.
+
+    Deterministic so that ``save(load(file))`` is byte-identical and a reviewed diff shows only real edits.
+    """
+    data = case.model_dump(mode="json", by_alias=True)
+    data["fixtures"] = [f.model_dump(mode="json", exclude_defaults=True) for f in case.fixtures]
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def save_case(case: AgentCase, folder: str | Path) -> Path:
+    """Write ``folder/<id>.json`` atomically (a crash never leaves half a case behind)."""
+    return write_file(Path(folder) / f"{case.id}.json", case_bytes(case), atomic=True)
+
+
+def load_case(path: str | Path) -> AgentCase:
+    """Parse and fully validate one case file: schema, id = file name, declared checks, fixture keys."""
+    path = Path(path)
+    file = str(path)
+    try:
+        data = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise CaseFileError(f"cannot read ({exc.strerror})", file=file) from None
+    except orjson.JSONDecodeError as exc:
+        raise CaseFileError(f"invalid JSON ({exc})", file=file) from None
+    try:
+        case = AgentCase.model_validate(data)
+    except ValidationError as exc:
+        loc, msg = pydantic_field(exc)
+        raise CaseFileError(msg, file=file, field=loc) from None
+    if case.id != path.stem:
+        raise CaseFileError(f"id {case.id!r} does not match the file name {path.name!r}", file=file, field="id")
+    try:
+        case.compiled_checks()
+    except CheckSpecError as exc:
+        raise CaseFileError(str(exc).split(": ", 1)[-1], file=file, field=exc.field) from None
+    for i, fx in enumerate(case.fixtures):
+        ignore = case.ignore_args.get(fx.tool, ())
+        expected = fixture_key(fx.tool, fx.args, ignore)
+        if fx.key != expected and not _key_before_ignore(fx.key, fx.tool, fx.args, ignore):
+            raise CaseFileError(f"key {fx.key!r} does not match its tool and args (expected {expected!r}; "
+                                "args edited by hand? set the key to the expected value)",
+                                file=file, field=f"fixtures.{i}.key")
+    return case
+
+
+def _key_before_ignore(key: str, tool: str, args: Any, ignore: Sequence[str]) -> bool:
+    """True when ``key`` is the fixture's key under some of its ``ignore`` paths: it was harvested before
+    the others were added (as the ``no_fixture`` hint tells). Replay recomputes keys, so it still matches;
+    only args edited by hand leave no subset that gives the key."""
+    paths = list(ignore)[:8]  # a handful in practice; 256 subsets at most
+    return any(fixture_key(tool, args, subset) == key
+               for n in range(len(paths)) for subset in itertools.combinations(paths, n))
+
+
+
+
+class CaseSignature(NamedTuple):
+    """What a re-harvest reads of a case file: whose runs it holds and which failure it stands for."""
+
+    path: Path
+    status: str
+    signature: Optional[str]  # ``harvest.signature()`` of its run(s)
+    last_seen: Optional[str]  # start time of the newest run counted in ``source.seen``
+    trace_id: Optional[str]
+    run_id: Optional[str]
+
+
+def read_signature(path: Path) -> CaseSignature:
+    """The light read: JSON parsed, nothing validated (a harvest reads every case of a folder; the full
+    check is ``load_case``'s, when a case is run or reviewed)."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise CaseFileError(f"cannot read ({exc.strerror})", file=str(path)) from None
+    except orjson.JSONDecodeError as exc:
+        raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
+    data = data if isinstance(data, dict) else {}
+    source = data.get("source") if isinstance(data.get("source"), dict) else {}
+
+    def text(value: Any) -> Optional[str]:
+        return value if isinstance(value, str) and value else None
+
+    return CaseSignature(path, str(data.get("status", "pending")), text(source.get("signature")),
+                         text(source.get("last_seen")) or text(source.get("captured_at")),
+                         text(source.get("trace_id")), text(source.get("run_id")))

@@ -1,0 +1,134 @@
+"""A folder of cases: where each status lives, every file of it, and moving a case when its status changes.
+
+Layout (``cases/`` by default, ``$HARVESTER_CASES`` or the config's ``cases_dir``)::
+
+    cases/suite.json          the suite manifest (``harvester.suite``): name, version, content hash of the accepted cases
+    cases/<id>.json           accepted cases: what the nightly replay runs
+    cases/pending/<id>.json   harvested, waiting for review
+    cases/rejected/<id>.json  reviewed and turned down; kept so a re-harvest does not propose them again
+
+The file name is the case id, so ``harvester accept ID`` finds a case without reading the others.
+The ``status`` field is authoritative (``load_cases(status=...)`` filters on it); ``CaseFolder.save``
+keeps each file in the sub-folder its status names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from ..errors import CaseFileError, NotFoundError
+from ._file import CaseSignature, load_case, read_signature, save_case
+from ._format import AgentCase
+
+__all__ = ["CASES_ENV", "STATUS_FOLDERS", "SUITE_FILE", "CaseFolder", "case_files", "case_signatures",
+           "default_cases_dir", "load_cases"]
+
+CASES_ENV = "HARVESTER_CASES"
+SUITE_FILE = "suite.json"
+STATUS_FOLDERS: dict[str, str] = {"accepted": "", "pending": "pending", "rejected": "rejected"}
+
+
+def default_cases_dir() -> Path:
+    return Path(os.environ.get(CASES_ENV) or "cases")
+
+
+def case_files(folder: str | Path) -> Iterator[Path]:
+    """Every case file of a cases folder: accepted at the top, then pending/, then rejected/."""
+    root = Path(folder)
+    for sub in STATUS_FOLDERS.values():
+        where = root / sub if sub else root
+        if where.is_dir():
+            yield from sorted(p for p in where.glob("*.json") if p.name != SUITE_FILE)
+
+
+def case_signatures(folder: str | Path) -> Iterator[CaseSignature]:
+    """``read_signature`` of every case file of a folder, in ``case_files`` order."""
+    for path in case_files(folder):
+        yield read_signature(path)
+
+
+def load_cases(folder: str | Path | None = None, *, status: str | None = None) -> list[AgentCase]:
+    """Every case of ``folder`` (default ``cases/`` or ``$HARVESTER_CASES``), optionally one status only.
+
+    The replay job asks for ``status="accepted"``. Every file is validated, the filtered-out ones
+    too: a broken pending case should be reported now, not on the day someone accepts it.
+    """
+    if status is not None and status not in STATUS_FOLDERS:
+        raise CaseFileError(f"unknown status {status!r} (one of {', '.join(STATUS_FOLDERS)})", field="status")
+    root = Path(folder) if folder is not None else default_cases_dir()
+    if not root.is_dir():
+        raise NotFoundError(f"{root}: no such cases folder (harvest some with: harvester harvest)")
+    where: dict[str, Path] = {}
+    out: list[AgentCase] = []
+    for path in case_files(root):
+        case = load_case(path)
+        if case.id in where:
+            raise CaseFileError(f"duplicate id {case.id!r} (also in {where[case.id]})", file=str(path), field="id")
+        where[case.id] = path
+        if status is None or case.status == status:
+            out.append(case)
+    return out
+
+
+class CaseFolder:
+    """The layout above: where a case of a given status lives, and moving it when its status changes."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_cases_dir()
+
+    def folder_for(self, status: str) -> Path:
+        sub = STATUS_FOLDERS[status]
+        return self.root / sub if sub else self.root
+
+    def ids(self) -> set[str]:
+        return {p.stem for p in case_files(self.root)}
+
+    def find(self, case_id: str) -> Path:
+        for status in STATUS_FOLDERS:
+            path = self.folder_for(status) / f"{case_id}.json"
+            if path.is_file():
+                return path
+        near = difflib.get_close_matches(case_id, sorted(self.ids()), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(near)}?" if near else " (list them with: harvester cases list)"
+        raise NotFoundError(f"no case {case_id!r} in {self.root}{hint}")
+
+    def load(self, case_id: str) -> AgentCase:
+        return load_case(self.find(case_id))
+
+    def save(self, case: AgentCase) -> Path:
+        """Write the case where its status says and remove any copy left under another status."""
+        path = save_case(case, self.folder_for(case.status))
+        for status in STATUS_FOLDERS:
+            other = self.folder_for(status) / path.name
+            if other != path and other.is_file():
+                other.unlink()
+        return path
+
+    def accept(self, case_id: str, *, expected: str | None = None, required: Iterable[str] = ()) -> Path:
+        """Mark a case accepted (moving it to the top folder), optionally with what it should answer."""
+        case = self.load(case_id)
+        if expected is not None:
+            case.expected = expected
+        case.required_elements = list(dict.fromkeys([*case.required_elements, *required]))
+        case.status = "accepted"
+        case.rejected_why = None
+        return self.save(case)
+
+    def reject(self, case_id: str, why: str) -> Path:
+        case = self.load(case_id)
+        case.status = "rejected"
+        case.rejected_why = why
+        return self.save(case)
+
+    def unique_id(self, base: str, taken: set[str] | None = None) -> str:
+        """``base``, or ``base-2``, ``base-3``... whichever no file (and nothing in ``taken``) uses yet."""
+        used = self.ids() if taken is None else taken
+        if base not in used:
+            return base
+        n = 2
+        while f"{base}-{n}" in used:
+            n += 1
+        return f"{base}-{n}"

@@ -1,0 +1,150 @@
+"""The case file format, ``harvester.case/1``: the reviewable JSON a harvest writes and a replay reads.
+
+A case file is plain JSON, never executed. ``AgentCase.to_case()`` compiles it into the runnable form
+the replay runner uses, with the automatic checks first (mechanical, then structural) and the
+case's own checks after. The JSON Schema of this model ships as ``harvester/case.schema.json``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .. import checks as checklib
+from .._files import write_file
+from ..model import ErrorInfo
+from ._case import Case
+
+__all__ = ["SCHEMA", "SCHEMA_FILE", "AgentCase", "Fixture", "InjectSpec", "Recorded", "Source", "Status",
+           "case_json_schema", "write_case_schema"]
+
+SCHEMA = "harvester.case/1"
+Status = Literal["pending", "accepted", "rejected"]
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Fixture(_Strict):
+    """One recorded tool call. ``key`` is ``tool:args_hash`` after the case's ``ignore_args``."""
+
+    key: str
+    tool: str
+    args: Any = None
+    result: Any = None
+    error: Optional[ErrorInfo] = None
+    truncated: bool = False
+
+
+class Recorded(_Strict):
+    trajectory: list[str] = Field(default_factory=list)
+    # Tools the model asked for that never executed (a guardrail or a human denied them).
+    denied: list[str] = Field(default_factory=list)
+    stop: str = "unknown"
+    answer: Optional[str] = None
+    steps: int = 0
+    cost: Optional[float] = None
+
+
+class Source(_Strict):
+    trace_id: Optional[str] = None
+    run_id: Optional[str] = None  # the run of the trace this case was made from
+    captured_at: Optional[str] = None
+    agent: Optional[str] = None
+    failure_kind: Optional[str] = None
+    seen: int = Field(1, ge=1)
+    # Start time of the newest run counted in ``seen``: a later harvest counts only runs after it.
+    last_seen: Optional[str] = None
+    # ``harvest.signature()`` of the run(s): how a re-harvest finds this case instead of adding a twin.
+    signature: Optional[str] = None
+
+
+class InjectSpec(_Strict):
+    """A failure to inject into one tool: on every call, or on the first ``times`` calls."""
+
+    mode: Literal["timeout", "not_found", "rate_limit", "permission", "empty", "malformed", "huge"]
+    times: Optional[int] = None
+
+
+class AgentCase(_Strict):
+    schema_: Literal["harvester.case/1"] = Field(SCHEMA, alias="schema")
+    id: str
+    status: Status = "pending"
+    why: str = ""
+    prompt: str
+    expected: Optional[str] = None
+    required_elements: list[str] = Field(default_factory=list)
+    checks: list[dict[str, Any]] = Field(default_factory=list)
+    min_steps: Optional[int] = Field(None, ge=0)
+    appropriate_tools: list[str] = Field(default_factory=list)
+    forbidden_tools: list[str] = Field(default_factory=list)
+    max_cost: Optional[float] = Field(None, ge=0)
+    tags: list[str] = Field(default_factory=list)
+    inject_failures: dict[str, InjectSpec] = Field(default_factory=dict)
+    ignore_args: dict[str, list[str]] = Field(default_factory=dict)
+    strict_repeats: bool = False
+    fixtures: list[Fixture] = Field(default_factory=list)
+    # Reasons a reviewer must look before accepting (truncated results, hidden payloads, ...).
+    review_notes: list[str] = Field(default_factory=list)
+    # Set by ``harvester reject``: why the case was turned down (the file stays, so it is not re-proposed).
+    rejected_why: Optional[str] = None
+    recorded: Recorded = Field(default_factory=Recorded)
+    source: Source = Field(default_factory=Source)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("id")
+    @classmethod
+    def _file_safe(cls, value: str) -> str:
+        if not _ID.fullmatch(value):
+            raise ValueError(f"{value!r} is not a case id (letters, digits, '.', '_', '-'; it names the file)")
+        return value
+
+    def auto_checks(self) -> list[checklib.Check]:
+        """The checks a case's fields imply, cheapest first: forbidden tools, cost, required elements, steps."""
+        out: list[checklib.Check] = []
+        if self.forbidden_tools:
+            out.append(checklib.never_used(*self.forbidden_tools))
+        if self.max_cost is not None:
+            out.append(checklib.max_cost(self.max_cost))
+        if self.required_elements:
+            out.append(checklib.contains(*self.required_elements))
+        if self.min_steps:
+            out.append(checklib.max_steps(3 * self.min_steps))
+        return out
+
+    def compiled_checks(self, file: str | None = None) -> list[checklib.Check]:
+        declared = [checklib.from_spec(spec, where=_where(file, f"checks[{i}]")) for i, spec in enumerate(self.checks)]
+        auto = self.auto_checks()
+        seen = {c.label() for c in auto}
+        return auto + [c for c in declared if c.label() not in seen]
+
+    def to_case(self, file: str | None = None) -> Case:
+        return Case(id=self.id, task=self.prompt, checks=self.compiled_checks(file), tags=list(self.tags),
+                    why=self.why or "(no why recorded)", spec=self)
+
+
+def _where(file: str | None, field: str) -> str:
+    return f"{file}: {field}" if file else field
+
+
+
+SCHEMA_FILE = Path(__file__).parent.parent / "case.schema.json"
+
+
+def case_json_schema() -> dict[str, Any]:
+    """JSON Schema of the case file, for editors and other tools (shipped as ``case.schema.json``)."""
+    schema = AgentCase.model_json_schema(by_alias=True)
+    schema["title"] = "harvester case file (harvester.case/1)"
+    return schema
+
+
+def write_case_schema(path: str | Path = SCHEMA_FILE) -> Path:
+    """Regenerate the shipped schema after changing the model (a test fails until you do)."""
+    return write_file(path, orjson.dumps(case_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")

@@ -1,0 +1,15 @@
+"""From a stored run to a reviewable regression case.
+
+- ``_kinds``: a run's failure kind (the precedence is in that module's docstring).
+- ``_signature``: which runs are one case, and the id a prompt gives.
+- ``_case``: ``case_from_run``, one run frozen into a pending case.
+- ``_store``: ``harvest``, a whole store streamed into cases, folding runs of one signature.
+"""
+
+from ._case import COST_HEADROOM, case_from_run
+from ._kinds import FAILURE_KINDS, LOOP_REPEATS, failure_kind
+from ._signature import normalize_prompt, signature, slug
+from ._store import HarvestResult, harvest
+
+__all__ = ["COST_HEADROOM", "FAILURE_KINDS", "LOOP_REPEATS", "HarvestResult", "case_from_run", "failure_kind",
+           "harvest", "normalize_prompt", "signature", "slug"]

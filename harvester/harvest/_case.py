@@ -1,0 +1,138 @@
+"""One run to one case: what it did, frozen.
+
+Every executed tool call becomes a fixture (so replay is deterministic), the successful distinct
+calls give ``min_steps``, mutating tools the run did not need become ``forbidden_tools``, and the
+failure kind names what the case protects against.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from typing import Iterable, Optional
+
+from ..case import AgentCase, Fixture, Recorded, Source
+from ..config import Config
+from ..model import ErrorInfo, Run
+from ._kinds import ABSTAINED, Reading, read_run
+from ._signature import signature_of, slug
+
+__all__ = ["COST_HEADROOM", "build_case", "case_from_run"]
+
+COST_HEADROOM = 2.0  # max_cost = recorded cost x this, so ordinary variance never fails a case
+
+
+def case_from_run(run: Run, *, config: Config | None = None, why: str | None = None, expected: str | None = None,
+                  required_elements: Iterable[str] = (), forbid: Iterable[str] = (), tags: Iterable[str] = (),
+                  incident: bool = False) -> AgentCase:
+    """Freeze ``run`` into a pending case (id = a slug of the prompt; make it unique with ``CaseFolder``).
+
+    ``incident`` marks the run as one someone reported: its failure kind is at least
+    ``negative_feedback`` and the mutating tools it executed (plus ``forbid``) become forbidden.
+    """
+    config = config or Config()
+    forbid = list(forbid)
+    reading = read_run(run, config, incident=incident, forbid=forbid)
+    return build_case(run, reading, config, why=why, expected=expected, required_elements=required_elements,
+                  forbid=forbid, tags=tags)
+
+
+def build_case(run: Run, reading: Reading, config: Config, *, why: str | None = None, expected: str | None = None,
+           required_elements: Iterable[str] = (), forbid: Iterable[str] = (), tags: Iterable[str] = ()) -> AgentCase:
+    unintended = set(reading.unintended) | set(forbid)
+    notes: list[str] = []
+    fixtures: list[Fixture] = []
+    ignore_args: dict[str, list[str]] = {}
+    needed: set[str] = set()  # tools the run executed for its task (ok or failed)
+    distinct_ok: set[str] = set()
+    appropriate: list[str] = []
+    hidden = 0
+    for call, key in zip(run.calls, reading.keys):
+        if call.status == "blocked":
+            continue
+        if call.name in config.ignore_args:
+            ignore_args[call.name] = config.ignore_args[call.name]
+        ok = call.status == "ok"
+        fixtures.append(Fixture(key=key, tool=call.name, args=call.args, result=call.result if ok else None,
+                                error=None if ok else (call.error or ErrorInfo(type="error")),
+                                truncated=call.truncated))
+        if call.truncated:
+            notes.append(f"fixture {len(fixtures) - 1} ({key}): the result was truncated by the OTel attribute "
+                         "length limit; paste the full result (or raise the limit) before accepting")
+        if call.args is None:
+            hidden += 1
+        if call.name in unintended:
+            continue
+        needed.add(call.name)
+        if ok:
+            distinct_ok.add(key)
+            if call.name not in appropriate:
+                appropriate.append(call.name)
+    if not run.content_captured or hidden:
+        notes.append("payloads were not captured (content capture off): the fixtures are incomplete; fill in "
+                     "args and results, or re-capture with content on, before accepting")
+    if not run.prompt:
+        notes.append("the prompt was not captured: write it before accepting")
+
+    cost = run.cost if run.cost is not None else (config.cost(run.model, run.usage) if run.usage.total else None)
+    kind = reading.kind
+    should_abstain = (reading.abstains and kind is None) or (
+        bool(expected) and ABSTAINED(Run(trace_id=run.trace_id, answer=expected))[0])
+    return AgentCase(
+        id=slug(run.prompt, fallback=f"run-{run.trace_id[:8]}"),
+        status="pending",
+        why=why or _default_why(run, kind, reading.detail),
+        prompt=run.prompt or "",
+        expected=expected,
+        required_elements=list(dict.fromkeys(required_elements)),
+        checks=[{"check": "abstained" if should_abstain else "answered"}],
+        min_steps=len(distinct_ok),
+        appropriate_tools=appropriate,
+        forbidden_tools=_forbidden(config, run, needed, reading.unintended, forbid),
+        max_cost=_with_headroom(cost),
+        tags=list(dict.fromkeys([*(("regression", kind) if kind else ("typical",)), *tags])),
+        ignore_args=ignore_args,
+        fixtures=fixtures,
+        review_notes=notes,
+        recorded=Recorded(trajectory=run.trajectory(), denied=_denied(run), stop=run.stop, answer=run.answer,
+                          steps=run.steps, cost=cost),
+        source=Source(trace_id=run.trace_id, run_id=run.run_id, captured_at=run.started_at, last_seen=run.started_at, agent=run.agent,
+                      failure_kind=kind, seen=1,
+                      signature=signature_of(run, kind)),
+    )
+
+
+def _denied(run: Run) -> list[str]:
+    return list(dict.fromkeys(c.name for c in run.calls if c.status == "blocked"))
+
+
+def _forbidden(config: Config, run: Run, needed: set[str], unintended: list[str], forbid: list[str]) -> list[str]:
+    """Mutating tools the run did not need, tools it was denied, the ones an incident should not have
+    run, and ``--forbid``. A request denied in production is a line a replay must not cross.
+
+    ``never_used`` compares exact names, so a glob pattern is expanded to the tools this run requested.
+    """
+    out: list[str] = []
+    for pattern in config.mutating_tools:
+        if any(ch in pattern for ch in "*?["):
+            out.extend(t for t in run.requested_tools() if fnmatch.fnmatchcase(t, pattern) and t not in needed)
+        elif pattern not in needed:
+            out.append(pattern)
+    denied = [t for t in _denied(run) if t not in needed]
+    return list(dict.fromkeys([*out, *denied, *unintended, *forbid]))
+
+
+def _with_headroom(cost: float | None) -> float | None:
+    """Recorded cost x ``COST_HEADROOM``, rounded up to two significant digits (0.0042 -> 0.0084)."""
+    if not cost or cost <= 0:
+        return None
+    limit = cost * COST_HEADROOM
+    quantum = 10.0 ** (math.floor(math.log10(limit)) - 1)
+    return float(f"{math.ceil(limit / quantum - 1e-9) * quantum:.12g}")
+
+
+def _default_why(run: Run, kind: Optional[str], detail: str) -> str:
+    if kind:
+        return f"{kind}: {detail}"
+    path = " -> ".join(run.trajectory()) or "no tools"
+    return f"typical {run.agent or 'agent'} run ({path})"

@@ -1,0 +1,140 @@
+"""A whole store to cases: runs streamed through ``case_from_run``, one case per signature."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..canonical import digest
+from ..case import CaseFolder, case_signatures, load_case, save_case
+from ..config import Config
+from ..model import Run
+from ._case import build_case
+from ._kinds import read_run
+from ._signature import signature_of
+
+__all__ = ["HarvestResult", "harvest"]
+
+
+@dataclass
+class HarvestResult:
+    runs: int = 0
+    new: int = 0  # cases written
+    updated: int = 0  # existing pending cases whose ``seen`` grew
+    skipped: int = 0  # runs whose signature belongs to a reviewed (accepted/rejected) case
+    counted: int = 0  # runs an earlier harvest already counted in a pending case's ``seen``
+    new_ids: list[str] = field(default_factory=list)
+
+    @property
+    def cases(self) -> int:
+        return self.new + self.updated
+
+    def summary(self) -> str:
+        counted = f", {self.counted} already counted" if self.counted else ""
+        return (f"harvested {self.runs} runs into {self.cases} cases "
+                f"(new {self.new}, updated {self.updated}, skipped {self.skipped} reviewed{counted})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runs": self.runs, "cases": self.cases, "new": self.new, "updated": self.updated,
+                "counted": self.counted,
+                "skipped": self.skipped, "new_ids": self.new_ids}
+
+
+def _signature_index(folder: CaseFolder, runs: set[tuple[str, str]] | None = None) -> dict[str, tuple[str, Path, Optional[str]]]:
+    """signature -> (status, file, last_seen) of the cases already there, each file read lightly.
+
+    ``runs`` is filled with the cases' source (trace id, run id): a run ``harvester incident`` already
+    made into a case has another signature (the incident's failure kind), and must not come back as a
+    twin. The run id matters: a trace can hold several runs, each its own case.
+    """
+    index: dict[str, tuple[str, Path, Optional[str]]] = {}
+    for case in case_signatures(folder.root):
+        if runs is not None and case.trace_id is not None and case.run_id is not None:
+            runs.add((case.trace_id, case.run_id))
+        if case.signature:
+            index.setdefault(case.signature, (case.status, case.path, case.last_seen))
+    return index
+
+
+def _sample_priority(run: Run) -> int:
+    """A reproducible pseudo-random order, so the same store always yields the same sample."""
+    return int(digest([run.trace_id, run.run_id], length=12), 16)
+
+
+def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, since: str | datetime | None = None,
+            agent: str | None = None, limit: int | None = None, sample: int | None = None,
+            config: Config | None = None, progress: Callable[[int], None] | None = None) -> HarvestResult:
+    """Stream ``store.runs(...)`` into ``cases_dir/pending/``; memory grows with distinct cases, never with runs.
+
+    ``sample=N`` keeps every failed run and a reproducible sample of at most N of the others.
+    Runs matching a reviewed case are skipped (its verdict stands); runs matching a pending case or
+    an earlier run of this harvest add to that case's ``source.seen`` instead of adding a twin. A
+    pending case from an earlier harvest counts only runs that started after its ``last_seen``, so
+    harvesting the same store twice counts nothing twice.
+    ``progress`` is called with the number of runs read so far (every 100 runs and at the end).
+    """
+    config = config or Config()
+    folder = CaseFolder(cases_dir)
+    pending_dir = folder.folder_for("pending")
+    case_runs: set[tuple[str, str]] = set()
+    index = _signature_index(folder, case_runs)
+    taken = folder.ids()
+    extra_seen: dict[Path, tuple[int, Optional[str]]] = {}  # path -> (runs to add, newest start)
+    created: set[Path] = set()
+    result = HarvestResult()
+    reservoir: list[tuple[int, int, Run]] = []  # (-priority, order, run): a max-heap of the N smallest priorities
+
+    def take(run: Run) -> None:
+        reading = read_run(run, config, incident=False, forbid=())
+        sig = signature_of(run, reading.kind)
+        hit = index.get(sig)
+        if hit is not None:
+            status, path, last_seen = hit
+            if status != "pending":
+                result.skipped += 1
+            elif path in created or not (run.started_at and last_seen) or run.started_at > last_seen:
+                count, newest = extra_seen.get(path, (0, None))
+                extra_seen[path] = (count + 1, max(filter(None, (newest, run.started_at)), default=None))
+            else:
+                result.counted += 1
+            return
+        if (run.trace_id, run.run_id) in case_runs:  # already a case under another signature (an incident's)
+            result.counted += 1
+            return
+        case = build_case(run, reading, config)
+        case.id = folder.unique_id(case.id, taken)
+        taken.add(case.id)
+        path = save_case(case, pending_dir)
+        index[sig] = ("pending", path, run.started_at)
+        created.add(path)
+        result.new += 1
+        result.new_ids.append(case.id)
+
+    runs = store.runs(failed=True if failed_only else None, agent=agent, since=since, limit=limit)
+    for n, run in enumerate(runs, 1):
+        result.runs = n
+        if progress is not None and n % 100 == 0:
+            progress(n)
+        if sample is not None and not failed_only and not run.failed:
+            entry = (-_sample_priority(run), n, run)
+            if len(reservoir) < sample:
+                heapq.heappush(reservoir, entry)
+            elif reservoir and entry > reservoir[0]:
+                heapq.heapreplace(reservoir, entry)
+            continue
+        take(run)
+    for _, _, run in sorted(reservoir, reverse=True):
+        take(run)
+    if progress is not None:
+        progress(result.runs)
+    for path, (count, newest) in extra_seen.items():
+        case = load_case(path)
+        case.source.seen += count
+        case.source.last_seen = max(filter(None, (case.source.last_seen, newest)), default=None)
+        save_case(case, path.parent)
+        if path not in created:
+            result.updated += 1
+    return result

@@ -248,18 +248,22 @@ def test_suite_bump(env):
 
 
 def test_progress_shows_a_bar_or_a_running_count(capsys):
-    from harvester.cli.cases import _progress
+    """The library reports ``progress(done, total)``; the CLI's one bar draws it, whatever the command."""
+    from harvester.cli import ProgressBar
 
-    with _progress(True, 200) as update:
-        update(100)
-        update(200)
+    with ProgressBar("harvesting", show=True, total=200) as update:
+        update(100, None)  # harvest does not know the total; the CLI counted the store
+        update(200, None)
     bar = capsys.readouterr().err
     assert bar.startswith("harvesting")  # click draws the bar itself only on a terminal
-    with _progress(True, None) as update:
-        update(100)
+    with ProgressBar("harvesting", show=True, unit="runs") as update:
+        update(100, None)
     assert "harvesting: 100 runs" in capsys.readouterr().err
-    with _progress(False, 10) as update:
-        assert update is None
+    with ProgressBar("ingesting", show=False) as update:
+        update(1, 2)
+    with ProgressBar("normalizing", show=True, min_total=2000) as update:
+        update(10, 100)  # quick work: no bar
+    assert capsys.readouterr().err == ""
 
 
 def test_review_input_that_ends_early_is_one_line_exit_2(env):

@@ -59,7 +59,7 @@ def test_help():
 
 
 def test_replay_writes_every_report_and_exits_1_when_a_case_fails(project):
-    result = run("replay", "--agent", "cli_agent_mod:build", "--json", "out/r.json", "--junit", "out/r.xml",
+    result = run("replay", "--agent", "cli_agent_mod:build", "--report", "out/r.json", "--junit", "out/r.xml",
                  "--markdown", "out/r.md")
     assert result.exit_code == 1, result.output
     assert "1/2 passed  (50%)" in result.output and "FAIL refund-bad: policy" in result.output
@@ -83,16 +83,36 @@ def test_replay_gates_and_baseline(project):
     assert "warning: baseline is cases (unversioned)" in result.output  # another suite version: warn, compare
 
 
-def test_replay_json_to_stdout_is_a_report(project):
-    result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", "--json", "-",
+@pytest.mark.parametrize("spelling", [["--json"], ["--report", "-"], ["--json", "-"]])
+def test_replay_json_to_stdout_is_a_report(project, spelling):
+    """``--json`` means what it means on every command: JSON for machines on stdout; the summary and
+    the gate lines go to stderr, so the stdout is the report alone."""
+    result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", *spelling,
                                        "--gate", "task_completion>=0"])
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     assert orjson.loads(result.stdout)["schema"] == "harvester.report/1"
+    assert "release gate: PASS" in result.stderr
+
+
+def test_replay_json_path_still_writes_the_report_with_a_note(project):
+    """``--json PATH`` (the old spelling of ``--report PATH``) keeps working for one release."""
+    result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", "--json", "old.json",
+                                       "--gate", "task_completion>=0"])
+    assert result.exit_code == 0, result.output
+    assert Report.load(project / "old.json").results
+    assert "note: --json PATH is deprecated: use --report old.json" in result.stderr
+
+
+def test_replay_refuses_two_different_report_paths(project):
+    result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", "--json", "a.json",
+                                       "--report", "b.json"])
+    assert result.exit_code == 2 and "--report and --json both name the report" in result.output
+    assert not (project / "a.json").exists() and not (project / "b.json").exists()
 
 
 def test_replay_inject_trials_shard(project):
     result = run("replay", "--agent", "cli_agent_mod:build", "--inject", "--trials", "2", "--shard", "1/1",
-                 "--json", "r.json", "--gate", "task_completion>=0")
+                 "--report", "r.json", "--gate", "task_completion>=0")
     report = Report.load(project / "r.json")
     assert len(report.results) == 2 * 8 and report.trials == 2 and report.shard == "1/1"
     assert "recovery" in result.output
@@ -111,7 +131,7 @@ def test_bad_agent_is_one_line_exit_2(project, spec, message):
 
 
 def test_agent_returning_garbage_fails_its_cases_and_keeps_the_report(project):
-    result = run("replay", "--agent", "cli_agent_mod:garbage", "--json", "r.json")
+    result = run("replay", "--agent", "cli_agent_mod:garbage", "--report", "r.json")
     assert result.exit_code == 1 and "agent returned int" in result.output
     assert len(Report.load(project / "r.json").results) == 2
 
@@ -203,7 +223,7 @@ def test_compare_and_merge_apply_the_config_gates(tmp_path, monkeypatch):
 # -- outputs that cannot be written ---------------------------------------------------------------
 def test_a_directory_as_output_is_one_line_exit_2_before_the_run(project):
     (project / "reports").mkdir()
-    for opt in ("--json", "--junit", "--markdown"):
+    for opt in ("--report", "--junit", "--markdown"):
         result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", opt, "reports"])
         assert result.exit_code == 2, result.output
         assert "is a directory" in result.output and "'reports'" in result.output.replace("reports:", "'reports'")
@@ -212,9 +232,9 @@ def test_a_directory_as_output_is_one_line_exit_2_before_the_run(project):
 
 
 @pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="needs /proc")
-@pytest.mark.parametrize("opt", ["--json", "--junit", "--markdown"])
+@pytest.mark.parametrize("opt", ["--report", "--junit", "--markdown"])
 def test_an_unwritable_output_fails_alone_with_exit_2(project, opt):
-    others = [o for o in ("--json", "--junit", "--markdown") if o != opt]
+    others = [o for o in ("--report", "--junit", "--markdown") if o != opt]
     args = ["replay", "--agent", "cli_agent_mod:build", "--gate", "task_completion>=0", opt, "/proc/x"]
     for other, name in zip(others, ("a", "b")):
         args += [other, f"out/{name}"]
@@ -318,7 +338,7 @@ FACTORIES = textwrap.dedent('''
 def test_a_broken_agent_factory_is_one_line_exit_2(project, attr, error):
     (project / "factories_mod.py").write_text(FACTORIES)
     sys.modules.pop("factories_mod", None)
-    result = run("replay", "--agent", f"factories_mod:{attr}", "--json", "r.json")
+    result = run("replay", "--agent", f"factories_mod:{attr}", "--report", "r.json")
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: the agent factory factories_mod:{attr} failed: {error}")
     assert len(result.output.strip().splitlines()) == 1
@@ -341,7 +361,7 @@ def test_config_ignore_args_apply_at_replay(project):
         args = {"query": "refund policy", "request_id": "recorded"}
         data["fixtures"][0].update(args=args, key=fixture_key("kb_search", args))
         path.write_bytes(orjson.dumps(data))
-    before = run("replay", "--agent", "rid_agent_mod:build", "--json", "r.json")
+    before = run("replay", "--agent", "rid_agent_mod:build", "--report", "r.json")
     assert before.exit_code == 1 and "0/2 passed" in before.output
     assert "differs at request_id" in before.output
     (project / "harvester.toml").write_text('cases_dir = "cases"\n[ignore_args]\nkb_search = ["request_id"]\n')

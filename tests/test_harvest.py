@@ -258,9 +258,9 @@ def test_harvest_streams(tmp_path):
             yield run(call("a", args={"i": i}), prompt=f"question number {i}", trace=f"{i:032x}")
 
     seen = []
-    result = harvest(FakeStore(gen), tmp_path, progress=seen.append)
+    result = harvest(FakeStore(gen), tmp_path, progress=lambda done, total: seen.append((done, total)))
     assert result.runs == 300 and result.new == 1 and load_case(tmp_path / "pending" / "question-number-0.json").source.seen == 300
-    assert seen == [100, 200, 300, 300]
+    assert seen == [(100, None), (200, None), (300, None), (300, None)]
 
 
 def test_another_run_of_a_trace_that_is_already_a_case_gets_its_own_case(tmp_path):

@@ -204,7 +204,9 @@ def test_a_worker_bug_is_reported(tmp_path: Path, small_chunks: None, forked: No
 def test_progress_is_called_once_per_stored_file(tmp_path):
     example = Path(__file__).resolve().parents[1] / "traces" / "example"
     files = [str(p) for p in sorted(example.glob("*.json"))[:3]]
-    seen: list[str] = []
+    seen: list[tuple[int, int | None]] = []
     with TraceStore(tmp_path / "t.db") as store:
-        stats = ingest_files(files, store, jobs=1, progress=seen.append)
-        assert seen == files and stats.runs == 3 and store.count() == 3
+        stats = ingest_files(files, store, jobs=1, progress=lambda done, total: seen.append((done, total)))
+        assert seen == [(1, 3), (2, 3), (3, 3)] and stats.runs == 3 and store.count() == 3
+        ingest_files(iter(files[:1]), store, jobs=1, progress=lambda done, total: seen.append((done, total)))
+        assert seen[-1] == (1, None)  # an iterator's length is not known

@@ -64,7 +64,7 @@ def make_case(trace_id: str) -> str:
 
 def replay(target: str, variant: str, monkeypatch: pytest.MonkeyPatch, json_out: str) -> tuple[int, Report]:
     monkeypatch.setenv(shop.VARIANT_ENV, variant)
-    out = cli("replay", "--agent", target, "--json", json_out)
+    out = cli("replay", "--agent", target, "--report", json_out)
     return out.exit_code, Report.load(json_out)
 
 

@@ -43,6 +43,51 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 
 
+class ProgressBar:
+    """A click progress bar on stderr, fed by the library's ``progress(done, total)`` callbacks.
+
+    ``total`` is this bar's length when the caller knows it better than the callback (a harvest of
+    a store that counts its runs); with neither, a running count shows. ``min_total``: below this
+    the work is quick and no bar is drawn. Hidden unless ``show``.
+    """
+
+    def __init__(self, label: str, *, show: bool, total: Optional[int] = None, min_total: int = 0,
+                 unit: str = "") -> None:
+        self.label, self.show, self.total, self.min_total = label, show, total, min_total
+        self.unit = f" {unit}" if unit else ""
+        self._bar: Any = None
+        self._counting = False
+
+    def __call__(self, done: int, total: Optional[int] = None) -> None:
+        length = self.total or total
+        if not self.show or (length is not None and length < self.min_total):
+            return
+        if length is None:  # nothing to measure against: a running count
+            self._counting = True
+            click.echo(f"\r{self.label}: {done}{self.unit}", nl=False, err=True)
+            return
+        if self._bar is None:
+            self._bar = click.progressbar(length=length, label=self.label, file=sys.stderr)
+            self._bar.__enter__()
+        self._bar.update(done - self._bar.pos)
+        if done >= length:
+            self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+        elif self._counting:
+            click.echo("", err=True)
+            self._counting = False
+
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def echo_json(data: Any) -> None:
     import orjson
 
@@ -94,29 +139,12 @@ def open_store(store_path: Optional[str], config: Any, *, readonly: bool = False
                          "or pass --store")
     store = TraceStore(path, readonly=readonly)
     store.on_wait = lambda message: click.echo(f"waiting: {message}", err=True)
-    store.on_settle = _settle_progress()
+    # A read that first normalizes many captured traces (``TraceStore.settle``) shows a bar.
+    store.on_settle = ProgressBar("normalizing captured traces", show=True, min_total=SETTLE_BAR_MIN)
     return store
 
 
 SETTLE_BAR_MIN = 2_000  # captured traces; fewer are normalized in well under a second
-
-
-def _settle_progress() -> Callable[[int, int], None]:
-    """A progress bar on stderr while a read first normalizes many captured traces (``TraceStore.settle``)."""
-    bar: Any = None
-
-    def update(done: int, total: int) -> None:
-        nonlocal bar
-        if bar is None:
-            if total < SETTLE_BAR_MIN:
-                return
-            bar = click.progressbar(length=total, label="normalizing captured traces", file=sys.stderr)
-            bar.__enter__()
-        bar.update(done - bar.pos)
-        if done >= total:
-            bar.__exit__(None, None, None)
-
-    return update
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -17,7 +17,7 @@ from ..suite import bump_suite, read_suite
 from ..config import Config
 from ..errors import InputError, NotFoundError, OtlpFormatError, pydantic_field
 from ..model import Run
-from . import (HarvesterCliError, config_option, echo_json, handle_errors, json_option, main, open_store,
+from . import (HarvesterCliError, ProgressBar, config_option, echo_json, handle_errors, json_option, main, open_store,
                project_config, store_option)
 
 EDITABLE = ("why", "expected", "required_elements", "forbidden_tools", "appropriate_tools", "min_steps",
@@ -100,7 +100,7 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
 @cases_options
 @json_option
 @handle_errors
-def harvest_cmd(failed_only: bool, since: Optional[str], agent: Optional[str], limit: Optional[int],
+def harvest(failed_only: bool, since: Optional[str], agent: Optional[str], limit: Optional[int],
                 sample: Optional[int], store_path: Optional[str], config: Config, folder: CaseFolder,
                 as_json: bool) -> None:
     """Turn stored runs into pending cases (cases/pending/), one case per distinct situation.
@@ -108,7 +108,7 @@ def harvest_cmd(failed_only: bool, since: Optional[str], agent: Optional[str], l
     Runs with the same normalized prompt, trajectory and failure kind become one case whose
     source.seen counts them. Reviewed (accepted or rejected) cases are never touched.
     """
-    from ..harvest import harvest
+    from ..harvest import harvest as run_harvest
 
     store = open_store(store_path, config)
     show = not as_json and sys.stderr.isatty()
@@ -116,37 +116,15 @@ def harvest_cmd(failed_only: bool, since: Optional[str], agent: Optional[str], l
     total = None if (agent or since) else store.count(failed=True if failed_only else None)
     if limit is not None:
         total = min(limit, total) if total is not None else limit
-    with _progress(show, total) as progress:
-        result = harvest(store, folder.root, failed_only=failed_only, since=since, agent=agent, limit=limit,
-                         sample=sample, config=config, progress=progress)
+    with ProgressBar("harvesting", show=show, total=total, unit="runs") as bar:
+        result = run_harvest(store, folder.root, failed_only=failed_only, since=since, agent=agent, limit=limit,
+                             sample=sample, config=config, progress=bar)
     if as_json:
         echo_json({**result.to_dict(), "cases_dir": str(folder.root)})
         return
     click.echo(result.summary())
     if result.new:
         click.echo(f"review them with: harvester review (files in {folder.folder_for('pending')})")
-
-
-class _progress:
-    """A click progress bar on stderr when the total is known, a running count when it is not."""
-
-    def __init__(self, show: bool, total: Optional[int]) -> None:
-        self.show, self.total, self.bar = show, total, None
-
-    def __enter__(self) -> Optional[Callable[[int], None]]:
-        if not self.show:
-            return None
-        if self.total:
-            self.bar = click.progressbar(length=self.total, label="harvesting", file=sys.stderr)
-            self.bar.__enter__()
-            return lambda n: self.bar.update(n - self.bar.pos)  # type: ignore[union-attr]
-        return lambda n: click.echo(f"\rharvesting: {n} runs", nl=False, err=True)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
-        elif self.show:
-            click.echo("", err=True)
 
 
 # -- incident -----------------------------------------------------------------------------------
@@ -164,7 +142,7 @@ class _progress:
 @cases_options
 @json_option
 @handle_errors
-def incident_cmd(trace_id: str, why: str, expected: Optional[str], required: tuple[str, ...],
+def incident(trace_id: str, why: str, expected: Optional[str], required: tuple[str, ...],
                  forbid: tuple[str, ...], tags: tuple[str, ...], run_id: Optional[str], otlp_file: Optional[str],
                  store_path: Optional[str], config: Config, folder: CaseFolder, as_json: bool) -> None:
     """Freeze one reported run (TRACE_ID) into a regression case in cases/pending/."""
@@ -257,7 +235,7 @@ def _pick_run(runs: list[Run], trace_id: str, run_id: Optional[str]) -> Run:
 @cases_options
 @json_option
 @handle_errors
-def accept_cmd(case_id: str, expected: Optional[str], required: tuple[str, ...], config: Config,
+def accept(case_id: str, expected: Optional[str], required: tuple[str, ...], config: Config,
                folder: CaseFolder, as_json: bool) -> None:
     """Accept a case without prompts: it moves to cases/ and the nightly replay runs it."""
     path = folder.accept(case_id, expected=expected, required=required)
@@ -270,7 +248,7 @@ def accept_cmd(case_id: str, expected: Optional[str], required: tuple[str, ...],
 @cases_options
 @json_option
 @handle_errors
-def reject_cmd(case_id: str, why: str, config: Config, folder: CaseFolder, as_json: bool) -> None:
+def reject(case_id: str, why: str, config: Config, folder: CaseFolder, as_json: bool) -> None:
     """Reject a case: it moves to cases/rejected/ so a re-harvest will not propose it again."""
     path = folder.reject(case_id, why)
     _done(folder.load(case_id), path, as_json)
@@ -291,7 +269,7 @@ def _done(case: AgentCase, path: Path, as_json: bool) -> None:
 @click.argument("case_id", metavar="[ID]", required=False)
 @cases_options
 @handle_errors
-def review_cmd(case_id: Optional[str], config: Config, folder: CaseFolder) -> None:
+def review(case_id: Optional[str], config: Config, folder: CaseFolder) -> None:
     """Walk through pending cases: accept, edit a field, reject or skip each one."""
     if case_id:
         ids = [case_id]
@@ -361,11 +339,11 @@ def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
 
 # -- cases list / show ----------------------------------------------------------------------------
 @main.group("cases")
-def cases_group() -> None:
+def cases() -> None:
     """List and show case files (accepted in cases/, pending in cases/pending/, rejected in cases/rejected/)."""
 
 
-@cases_group.command("list")
+@cases.command("list")
 @click.option("--status", type=click.Choice(["pending", "accepted", "rejected"]), help="Only cases with this status.")
 @click.option("--tag", "tag", metavar="T", help="Only cases with this tag.")
 @cases_options
@@ -388,7 +366,7 @@ def cases_list(status: Optional[str], tag: Optional[str], config: Config, folder
         click.echo(f"{head}  {_abridge(row[4], 60)}")
 
 
-@cases_group.command("show")
+@cases.command("show")
 @click.argument("case_id", metavar="ID")
 @cases_options
 @json_option
@@ -405,11 +383,11 @@ def cases_show(case_id: str, config: Config, folder: CaseFolder, as_json: bool) 
 
 # -- suite ------------------------------------------------------------------------------------------
 @main.group("suite")
-def suite_group() -> None:
+def suite() -> None:
     """The suite manifest (cases/suite.json): which version of the accepted cases a report ran."""
 
 
-@suite_group.command("bump")
+@suite.command("bump")
 @click.option("--name", help="Suite name (default: kept, or the project folder's name).")
 @cases_options
 @json_option

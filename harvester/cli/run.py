@@ -17,15 +17,17 @@ from typing import Any, Callable, Optional, TypeVar
 
 import click
 
-from ..case import load_cases
-from ..suite import suite_info
+from .. import seam
+from .._files import check_output, write_file
+from ..case import CaseFolder, load_cases
 from ..config import Config
 from ..errors import AgentBuildError, GateError, InputError, OutputError
-from .. import seam
-from ..replay import DEFAULT_CONCURRENCY, load_agent, replay
-from .._files import check_output, write_file
-from ..report import Report, evaluate_gates, merge, parse_gate
-from . import echo_json, handle_errors, main, with_config
+from ..replay import DEFAULT_CONCURRENCY, load_agent
+from ..replay import replay as run_replay
+from ..report import Report, evaluate_gates, parse_gate
+from ..report import merge as merge_reports
+from ..suite import suite_info
+from . import ProgressBar, echo_json, handle_errors, main, with_config
 from .cases import cases_options
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,11 +49,17 @@ gate_option = click.option("--gate", "gates", multiple=True, metavar="EXPR",
                                 "delta:task_completion>=-0.03. unauthorised_actions<=0 is always on.")
 baseline_option = click.option("--baseline", type=click.Path(dir_okay=False),
                                help="A previous report (JSON): cases that passed there and fail now fail the job.")
+junit_option = click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML.")
+markdown_option = click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
+                               help="Write a Markdown summary (e.g. \"$GITHUB_STEP_SUMMARY\").")
 output_options = [
-    click.option("--json", "json_path", metavar="PATH|-", help="Write the report as JSON ('-' for stdout)."),
-    click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML."),
-    click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
-                 help="Write a Markdown summary (e.g. \"$GITHUB_STEP_SUMMARY\")."),
+    click.option("--report", "report_path", metavar="PATH|-", help="Write the report as JSON ('-' for stdout)."),
+    # --json as everywhere else: JSON for machines on stdout (the report). ``--json PATH``, its old
+    # meaning, still writes the file, with a note: ``--report PATH`` is its name now.
+    click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="",
+                 help="Print the report as JSON on stdout (the summary goes to stderr)."),
+    junit_option,
+    markdown_option,
 ]
 
 
@@ -59,6 +67,15 @@ def outputs(fn: F) -> F:
     for option in reversed(output_options):
         fn = option(fn)
     return fn
+
+
+def _report_path(report_path: Optional[str], json_path: Optional[str]) -> Optional[str]:
+    """One report destination from ``--report`` and ``--json`` (whose old ``--json PATH`` is deprecated)."""
+    if json_path is not None and json_path != "-":
+        click.echo(f"note: --json PATH is deprecated: use --report {json_path}", err=True)
+    if report_path is not None and json_path is not None and report_path != json_path:
+        raise InputError("--report and --json both name the report: give one")
+    return report_path if report_path is not None else json_path
 
 
 def _gates(config: Config, given: tuple[str, ...], baseline: Optional[Report]) -> list[str]:
@@ -139,16 +156,17 @@ def _check_outputs(*paths: Optional[str]) -> None:
 @baseline_option
 @gate_option
 @outputs
-def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, inject: bool, timeout: float,  # type: ignore[no-untyped-def]
-               shard: Optional[tuple[int, int]], progress: Optional[bool], baseline: Optional[str],
-               gates: tuple[str, ...], json_path: Optional[str], junit_path: Optional[str],
-               markdown_path: Optional[str]) -> None:
+def replay(config: Config, folder: CaseFolder, agent_spec: str, trials: int, concurrency: int, inject: bool, timeout: float,
+           shard: Optional[tuple[int, int]], progress: Optional[bool], baseline: Optional[str],
+           gates: tuple[str, ...], report_path: Optional[str], json_path: Optional[str], junit_path: Optional[str],
+           markdown_path: Optional[str]) -> None:
     """Replay the accepted cases against the current agent and gate on the result.
 
     Every case runs against a fresh agent, its tools served from the case's fixtures. Exit 0 when every
     gate passes and nothing regressed, 1 otherwise, 2 on usage errors. Without --gate (or config gates)
     and without --baseline, every case must pass.
     """
+    json_path = _report_path(report_path, json_path)
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)
     _check_outputs(json_path, junit_path, markdown_path)
@@ -160,11 +178,12 @@ def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, i
         hint = f"{pending} pending: run harvester review" if pending else "harvest some with: harvester harvest"
         raise InputError(f"no accepted cases in {_shown(folder.root)}/ ({hint})")
     seam.harness()  # this process replays until it exits: work the agent left queued is refused, not run
+    show = sys.stderr.isatty() if progress is None else progress
     try:
-        report = replay(cases, build, trials=trials, concurrency=concurrency, inject=inject, timeout=timeout,
-                        shard=shard, progress=sys.stderr.isatty() if progress is None else progress,
-                        suite=suite_info(folder.root), prices=config if config.prices else None,
-                        ignore_args=config.ignore_args)
+        with ProgressBar("replaying", show=show) as bar:
+            report = run_replay(cases, build, trials=trials, concurrency=concurrency, inject=inject,
+                                timeout=timeout, shard=shard, progress=bar, suite=suite_info(folder.root),
+                                prices=config if config.prices else None, ignore_args=config.ignore_args)
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
     _finish(report, gate_list, base, json_path, junit_path, markdown_path)
@@ -177,7 +196,7 @@ def replay_cmd(config, folder, agent_spec: str, trials: int, concurrency: int, i
 @gate_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 @with_config
-def compare_cmd(report_path: str, baseline: str, gates: tuple[str, ...], as_json: bool, config: Config) -> None:
+def compare(report_path: str, baseline: str, gates: tuple[str, ...], as_json: bool, config: Config) -> None:
     """Compare a report with a baseline: regressions, improvements, metric deltas.
 
     Gates come from --gate and the config. Exit 1 when a case regressed or a gate failed.
@@ -198,11 +217,10 @@ def compare_cmd(report_path: str, baseline: str, gates: tuple[str, ...], as_json
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Where to write the merged report.")
 @baseline_option
 @gate_option
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
-              help="Write a Markdown summary (e.g. \"$GITHUB_STEP_SUMMARY\").")
+@junit_option
+@markdown_option
 @with_config
-def merge_cmd(reports: tuple[str, ...], output: str, baseline: Optional[str], gates: tuple[str, ...],
+def merge(reports: tuple[str, ...], output: str, baseline: Optional[str], gates: tuple[str, ...],
               junit_path: Optional[str], markdown_path: Optional[str], config: Config) -> None:
     """Merge shard reports into one, then gate it like a replay would (--gate and the config's gates).
 
@@ -211,5 +229,5 @@ def merge_cmd(reports: tuple[str, ...], output: str, baseline: Optional[str], ga
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)
     _check_outputs(output, junit_path, markdown_path)
-    _finish(merge(Report.load(p) for p in reports), gate_list, base, output, junit_path, markdown_path)
+    _finish(merge_reports(Report.load(p) for p in reports), gate_list, base, output, junit_path, markdown_path)
 

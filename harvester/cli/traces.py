@@ -15,7 +15,7 @@ from ..intake import ingest_files
 from ..config import Config
 from ..redact import redaction_for
 from ..store import TraceStore, export_otlp, failure_summary
-from . import echo_json, json_option, main, open_store, plural, store_option, with_config
+from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
 
 
 @main.command()
@@ -38,11 +38,10 @@ def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs
     redact = False if no_redact else redaction_for(config)
     # A bar over the files when there are several and someone is watching (stderr is a terminal).
     show = len(files) > 1 and sys.stderr.isatty() and not as_json
-    with open_store(store_path, config, create=True) as store, \
-            click.progressbar(length=len(files), label="ingesting", file=sys.stderr, hidden=not show) as bar:
-        stats = ingest_files(files, store, redact=redact, jobs=jobs, progress=lambda _name: bar.update(1))
+    with open_store(store_path, config, create=True) as store, ProgressBar("ingesting", show=show) as bar:
+        stats = ingest_files(files, store, redact=redact, jobs=jobs, progress=bar)
     if as_json:
-        echo_json(stats.as_dict())
+        echo_json(stats.to_dict())
     else:
         extra = f", {stats.no_agent} traces without an agent span" if stats.no_agent else ""
         if stats.lost:
@@ -77,7 +76,7 @@ def _when(run: Run) -> str:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Show at most N runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON lines.")
 @with_config
-def list_(store_path: str | None, failed: bool, agent: str | None, since: str | None, limit: int,
+def traces_list(store_path: str | None, failed: bool, agent: str | None, since: str | None, limit: int,
           as_json: bool, config: Config) -> None:
     """List stored runs, newest first."""
     with open_store(store_path, config, readonly=True) as store:
@@ -105,12 +104,12 @@ def _not_found(store: TraceStore, trace_id: str) -> NotFoundError:
     return NotFoundError(f"no trace {trace_id!r} in {store.path}{hint}; import traces with `harvester ingest FILE`")
 
 
-@traces.command()
+@traces.command("show")
 @click.argument("trace_id")
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the Run JSON (one object per run of the trace).")
 @with_config
-def show(trace_id: str, store_path: str | None, as_json: bool, config: Config) -> None:
+def traces_show(trace_id: str, store_path: str | None, as_json: bool, config: Config) -> None:
     """Show the runs of one trace (TRACE_ID may be a unique prefix)."""
     with open_store(store_path, config, readonly=True) as store:
         runs = store.get(trace_id)
@@ -141,14 +140,14 @@ def show(trace_id: str, store_path: str | None, as_json: bool, config: Config) -
             click.echo("(content capture was off for part of this run: some payloads are unknown)")
 
 
-@traces.command()
+@traces.command("export")
 @click.argument("trace_ids", nargs=-1, metavar="[TRACE_ID...]")
 @store_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write to FILE (default: stdout).")
 @click.option("--failed", is_flag=True, help="Without ids: only traces with a failed run.")
 @click.option("--since", metavar="TIME", help="Without ids: only runs started after TIME.")
 @with_config
-def export(trace_ids: tuple[str, ...], store_path: str | None, output: str | None, failed: bool,
+def traces_export(trace_ids: tuple[str, ...], store_path: str | None, output: str | None, failed: bool,
            since: str | None, config: Config) -> None:
     """Export stored raw spans as one OTLP/JSON document (all traces when no id is given)."""
     with open_store(store_path, config, readonly=True) as store:
@@ -165,14 +164,14 @@ def export(trace_ids: tuple[str, ...], store_path: str | None, output: str | Non
         sys.stdout.write(data.decode() + "\n")
 
 
-@traces.command()
+@traces.command("prune")
 @store_option
 @click.option("--keep-days", type=click.FloatRange(min=0), help="Delete successful runs older than N days.")
 @click.option("--keep-failed-days", type=click.FloatRange(min=0), help="Delete failed runs older than N days.")
 @click.option("--max-mb", type=click.FloatRange(min=0), help="Then delete the oldest runs (successes first) until the store fits.")
 @json_option
 @with_config
-def prune(store_path: str | None, keep_days: float | None, keep_failed_days: float | None,
+def traces_prune(store_path: str | None, keep_days: float | None, keep_failed_days: float | None,
           max_mb: float | None, as_json: bool, config: Config) -> None:
     """Apply retention: old successes go first, failures are kept longest."""
     if keep_days is None and max_mb is None and keep_failed_days is None:

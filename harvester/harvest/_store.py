@@ -6,8 +6,9 @@ import heapq
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
+from .._progress import Progress
 from ..canonical import digest
 from ..case import CaseFolder, case_signatures, load_case, save_case
 from ..config import Config
@@ -66,7 +67,7 @@ def _sample_priority(run: Run) -> int:
 
 def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, since: str | datetime | None = None,
             agent: str | None = None, limit: int | None = None, sample: int | None = None,
-            config: Config | None = None, progress: Callable[[int], None] | None = None) -> HarvestResult:
+            config: Config | None = None, progress: Progress | None = None) -> HarvestResult:
     """Stream ``store.runs(...)`` into ``cases_dir/pending/``; memory grows with distinct cases, never with runs.
 
     ``sample=N`` keeps every failed run and a reproducible sample of at most N of the others.
@@ -74,7 +75,7 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
     an earlier run of this harvest add to that case's ``source.seen`` instead of adding a twin. A
     pending case from an earlier harvest counts only runs that started after its ``last_seen``, so
     harvesting the same store twice counts nothing twice.
-    ``progress`` is called with the number of runs read so far (every 100 runs and at the end).
+    ``progress(done, None)`` is called with the number of runs read so far (every 100 runs and at the end).
     """
     config = config or Config()
     folder = CaseFolder(cases_dir)
@@ -117,7 +118,7 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
     for n, run in enumerate(runs, 1):
         result.runs = n
         if progress is not None and n % 100 == 0:
-            progress(n)
+            progress(n, None)
         if sample is not None and not failed_only and not run.failed:
             entry = (-_sample_priority(run), n, run)
             if len(reservoir) < sample:
@@ -129,7 +130,7 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
     for _, _, run in sorted(reservoir, reverse=True):
         take(run)
     if progress is not None:
-        progress(result.runs)
+        progress(result.runs, None)
     for path, (count, newest) in extra_seen.items():
         case = load_case(path)
         case.source.seen += count

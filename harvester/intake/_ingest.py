@@ -32,11 +32,13 @@ import io
 import os
 import stat
 import sys
+import warnings
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator, Sized
 
 import orjson
 
+from .._progress import Progress
 from ..errors import OtlpFormatError
 from ..redact import Redactor
 from ..spans import OtlpStats, SpanData, iter_otlp_documents, numbered_otlp_documents, spans_of_document
@@ -63,6 +65,11 @@ class IngestStats:
     lost: dict[str, int] = field(default_factory=dict)  # read, but not stored: RunWriter's drops by reason
 
     def as_dict(self) -> dict[str, Any]:
+        """Deprecated: ``to_dict()``."""
+        warnings.warn("IngestStats.as_dict() is deprecated: use to_dict()", DeprecationWarning, stacklevel=2)
+        return self.to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
         return {"files": self.files, "spans": self.spans, "runs": self.runs, "traces": self.traces,
                 "skipped": self.skipped, "no_agent_traces": self.no_agent, "skip_reasons": self.reasons,
                 "lost": self.lost}
@@ -85,7 +92,7 @@ def default_jobs() -> int:
 
 
 def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True, batch_size: int = 2000,
-                 jobs: int | None = None, progress: Callable[[str], None] | None = None) -> IngestStats:
+                 jobs: int | None = None, progress: Progress | None = None) -> IngestStats:
     """Import OTLP/JSON files (one document, or the Collector file exporter's JSON lines; ``-`` = stdin).
 
     Spans are grouped by trace within each file and normalized; every run is redacted (no sampling:
@@ -95,7 +102,7 @@ def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
 
     ``jobs``: worker processes for inputs of ``PARALLEL_MIN_BYTES`` or more (default
     ``default_jobs()``; 1 reads everything in this process). The stored rows are the same either way.
-    ``progress`` is called with each file's name once its runs are stored.
+    ``progress(done, total)`` is called as each file's runs are stored (``total``: None for an iterator).
     """
     jobs = default_jobs() if jobs is None else int(jobs)
     if jobs < 1:
@@ -104,8 +111,9 @@ def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
     stats = IngestStats()
     writer = RunWriter(store, redact=redactor, batch_size=batch_size)  # the same path as live capture
     workers: Workers | None = None
+    total = len(paths) if isinstance(paths, Sized) else None
     try:
-        for path in paths:
+        for done, path in enumerate(paths, 1):
             name = "<stdin>" if path == "-" else path
             with _InputFile(path) as stream:
                 head = b"" if jobs == 1 else _read(stream, PARALLEL_MIN_BYTES, path)
@@ -117,7 +125,7 @@ def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
                         workers = Workers(jobs, redactor)
                     workers.ingest(Input(stream, head, path, name), store, stats, batch_size)
             if progress is not None:
-                progress(name)
+                progress(done, total)
         return stats
     finally:
         if workers is not None:

@@ -47,15 +47,14 @@ class NoFixtureCall(_Strict):
     args: Any = None  # what the agent sent
     closest: Any = None  # the args of the closest recorded call of that tool, if it has any
 
-    def summary(self) -> str:
+    def summary(self, *, detailed: bool = False) -> str:
+        """One line: the tool, why nothing answered it, where the closest recording differs; ``detailed``
+        adds the arguments sent and the closest recorded ones (for a person reading a failed check)."""
         differs = f", differs at {', '.join(self.differs)}" if self.differs else ""
-        return f"{self.tool}: {self.reason}{differs}"
-
-    def explained(self) -> str:
-        """One line for a person: the call, why nothing answered it, and what was recorded instead."""
+        if not detailed:
+            return f"{self.tool}: {self.reason}{differs}"
         sent = f"{self.tool}({canonical_json(self.args)})" if self.args is not None else self.tool
         recorded = f"; recorded: {self.tool}({canonical_json(self.closest)})" if self.closest is not None else ""
-        differs = f", differs at {', '.join(self.differs)}" if self.differs else ""
         return f"{sent}: {self.reason}{differs}{recorded}"
 
 

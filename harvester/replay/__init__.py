@@ -1,0 +1,18 @@
+"""The replay runner: a fresh agent per case and trial, tools served from fixtures, every check
+evaluated, one report.
+
+- ``_agent``: loading the ``--agent module:attr`` factory.
+- ``_trial``: one case-trial on its own thread, root span and executor.
+- ``_observe``: the run read from the trial's spans (as production reads them), or from its answer.
+- ``_live``: the hermetic cross-check, calls that went around the executor.
+- ``_evaluate``: the checks, the judge, the recording's checks, recovery variants.
+- ``_results``: trials folded into a ``CaseResult``; ``_suite``: the plan, the scheduler, ``replay``.
+"""
+
+from ._agent import load_agent
+from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
+from ._live import LiveCall, live_calls
+from ._suite import DEFAULT_CONCURRENCY, Progress, Suite, in_shard, replay
+
+__all__ = ["DEFAULT_CONCURRENCY", "Judge", "LiveCall", "Progress", "Suite", "divergence", "evaluate", "in_shard",
+           "live_calls", "load_agent", "recovered", "replay", "variant_case"]

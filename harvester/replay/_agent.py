@@ -1,0 +1,52 @@
+"""Loading the agent factory named by ``--agent module:attr``, and what it asks to be given."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from typing import Any, Callable
+
+from ..errors import AgentLoadError
+
+__all__ = ["factory_name", "load_agent", "wants"]
+
+
+def load_agent(spec: str) -> Callable[..., Any]:
+    """``"pkg.module:attr"`` -> the agent factory, or an ``AgentLoadError`` that says what is wrong."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AgentLoadError(f"--agent {spec!r}: expected module:attr (e.g. myapp.agent:build)")
+    # As with ``python -m``: the app's own modules in the working directory import without installing it
+    # (the console script's sys.path starts at its bin folder, not the cwd).
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - whatever the import raised, the user needs one line
+        raise AgentLoadError(f"--agent {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise AgentLoadError(f"--agent {spec!r}: {module_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise AgentLoadError(f"--agent {spec!r}: {attr} is a {type(obj).__name__}, not a callable that builds an agent")
+    return obj
+
+
+def factory_name(factory: Callable[..., Any]) -> str:
+    """``module:qualname`` as ``--agent`` spells it, else the repr."""
+    module, name = getattr(factory, "__module__", None), getattr(factory, "__qualname__", None)
+    return f"{module}:{name}" if module and name else repr(factory)
+
+
+def wants(factory: Callable[..., Any]) -> set[str]:
+    """Which of ``tools`` (the case's executor) and ``case`` (the case replayed) the factory takes."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return set()
+    return {name for name in ("tools", "case") if name in params}

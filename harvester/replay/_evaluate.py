@@ -1,0 +1,105 @@
+"""Judging a replayed run: the case's checks, the judge, the recording's own checks (calls it cannot
+answer, the first step off its path), and the recovery variants' checks."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+from .. import checks as checklib
+from ..case import AgentCase, Case
+from ..fixtures import FixtureTools
+from ..model import Run
+from ..report import MAX_NO_FIXTURE_CALLS, CheckResult, Divergence, NoFixtureCall
+
+__all__ = ["Judge", "divergence", "evaluate", "no_fixture_calls", "recorded_calls_only", "recovered", "variant_case"]
+
+Judge = Callable[[Case, Run], "tuple[bool, str]"]
+
+
+def evaluate(case: Case, run: Run, judge: Optional[Judge] = None) -> list[CheckResult]:
+    """The case's checks in order (mechanical, structural: ``to_case`` put them so), then the judge.
+
+    The judge is the expensive one, so it only runs when every cheap check passed.
+    """
+    out = []
+    for check in case.checks:
+        passed, detail = checklib.run_check(check, run)
+        out.append(CheckResult(name=checklib.label(check), passed=passed, detail=detail))
+    if judge is not None and all(c.passed for c in out):
+        passed, detail = checklib.run_check(lambda r: judge(case, r), run)
+        out.append(CheckResult(name="judge", passed=passed, detail=detail))
+    return out
+
+
+def recovered() -> checklib.Check:
+    """A failure-injection variant ended properly: it answered (or abstained), not error, loop or budget."""
+
+    def fn(run: Run) -> tuple[bool, str]:
+        if run.stop != "answered":
+            err = f" ({run.error.type}: {run.error.message})" if run.error else ""
+            return False, f"stopped with {run.stop}{err}"
+        abstain, _ = checklib.abstained()(run)
+        return True, "abstained" if abstain else "answered"
+
+    return checklib.Check("recovered", fn)
+
+
+def variant_case(spec: AgentCase) -> Case:
+    """A recovery variant's checks: no forbidden action, within the step bound, ended properly.
+
+    The answer-content checks of the base case are dropped: with a tool broken on purpose the right
+    answer is often unavailable, and saying so is a recovery.
+    """
+    checks: list[checklib.Check] = []
+    if spec.forbidden_tools:
+        checks.append(checklib.never_used(*spec.forbidden_tools))
+    if spec.min_steps:
+        checks.append(checklib.max_steps(3 * spec.min_steps))
+    checks.append(recovered())
+    tool = next(iter(spec.inject_failures))
+    return Case(id=spec.id, task=spec.prompt, checks=checks, tags=list(spec.tags),
+                why=f"recovers when {tool} fails ({spec.why or 'no why recorded'})", spec=spec)
+
+
+def divergence(recorded: Sequence[str], actual: Sequence[str]) -> Optional[Divergence]:
+    """First step (1-based) where the replayed trajectory leaves the recorded one; None when they agree."""
+    for i, (a, b) in enumerate(zip(recorded, actual)):
+        if a != b:
+            return Divergence(step=i + 1, recorded=a, actual=b)
+    if len(recorded) == len(actual):
+        return None
+    i = min(len(recorded), len(actual))
+    return Divergence(step=i + 1, recorded=recorded[i] if i < len(recorded) else None,
+                      actual=actual[i] if i < len(actual) else None)
+
+
+def no_fixture_calls(tools: Optional[FixtureTools]) -> list[NoFixtureCall]:
+    """The first few unanswered calls: tool, reason, the args sent, and the closest recording and where it differs."""
+    out = []
+    for entry in tools.log if tools is not None else ():
+        missing = entry.missing
+        if missing is None:
+            continue
+        closest = missing["closest"][0] if missing["closest"] else None
+        differs = closest["differs"] if closest is not None and missing["reason"] == "no_match" else []
+        out.append(NoFixtureCall(tool=entry.name, reason=missing["reason"], differs=list(differs),
+                                 args=entry.args, closest=closest["args"] if closest is not None else None))
+        if len(out) == MAX_NO_FIXTURE_CALLS:
+            break
+    return out
+
+
+def recorded_calls_only(case: Case, tools: Optional[FixtureTools]) -> Optional[CheckResult]:
+    """A failed check when the agent made a call its recording cannot answer (None when it made none).
+
+    Such a call got a synthetic ``no_fixture`` result, so whatever the agent did next was not tested
+    against anything real: like vcrpy refusing an unrecorded request, the case fails and says which call.
+    Cases that inject failures are exempt: a recovery path is expected to leave the recording.
+    """
+    if tools is None or not tools.no_fixture or (case.spec is not None and case.spec.inject_failures):
+        return None
+    calls = no_fixture_calls(tools)
+    more = f"; and {tools.no_fixture - len(calls)} more" if tools.no_fixture > len(calls) else ""
+    return CheckResult(name="recorded_calls_only", passed=False,
+                       detail=f"{tools.no_fixture} call{'s' if tools.no_fixture != 1 else ''} the recording cannot answer: "
+                              + "; ".join(c.summary(detailed=True) for c in calls) + more)

@@ -1,0 +1,100 @@
+"""The hermetic cross-check: tool calls of a replay that did not go through the case's executor.
+
+The seam refuses a call it cannot route; this is the second line. The run read from the replay's
+spans is paired call by call with the executor's log: whatever is left over ran for real, or was
+requested and answered by nothing harvester can see, and fails the case by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from ..canonical import canonical_json
+from ..conventions import agent_names
+from ..fixtures import FixtureTools
+from ..model import Run, ToolCall
+from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
+
+__all__ = ["LiveCall", "live_calls", "no_live_calls"]
+
+
+@dataclass
+class LiveCall:
+    """A tool call that did not go through the case's executor: ``ran`` (its tool span says it executed),
+    ``unserved`` (requested, and nothing the executor saw answered it) or ``refused`` (it had lost the
+    case's context, so the seam refused it)."""
+
+    name: str
+    args: Any
+    how: str
+
+    def summary(self) -> str:
+        args = canonical_json(self.args) if self.args is not None else "(args not captured)"
+        if self.how == "ran":
+            return f"{self.name}({args}) ran for real: a tool span the executor never served"
+        if self.how == "unserved":
+            return (f"{self.name}({args}) was requested and never reached the executor: denied where the "
+                    "recording ran it, or run where harvester cannot see (a process pool, a tool class with its "
+                    "own invoke, the function called directly)")
+        return f"{self.name}({args}) was called outside its case (a thread that lost or outlived it); refused"
+
+
+# Errors a framework reports on a call it refused before any tool body could run.
+_NOT_RUN = ("ValidationError", "ToolRetryError", "ModelRetry", "LiveToolCall", "ModelBehaviorError")
+
+
+def live_calls(run: Run, tools: FixtureTools, spans: Sequence[ReadableSpan],
+               denied: Sequence[str] = ()) -> list[LiveCall]:
+    """The calls of the replay trace that the executor never saw: tool bodies that ran some other way.
+
+    Every call the run shows is paired with a call the executor logged (same tool and arguments first,
+    then the same tool), whatever its status. Left over:
+    - an executed call (ok, or failed in the body rather than refused for its arguments) ``ran``: an
+      undecorated helper that emits a tool span, a framework path no adapter guards;
+    - a call the model requested that nothing answered is ``unserved``, unless the recording shows it
+      denied too: it was denied anew, or it ran where harvester sees nothing (a process pool, a tool
+      class with its own ``invoke``, the function called directly).
+    Calls a framework answers by running an agent (a managed agent, a handoff) are not tools.
+    """
+    agents = agent_names(spans) if spans else set()
+    by_key: dict[tuple[str, str], int] = {}
+    by_name: dict[str, int] = {}
+    for entry in tools.log:
+        by_key[(entry.name, entry.key)] = by_key.get((entry.name, entry.key), 0) + 1
+        by_name[entry.name] = by_name.get(entry.name, 0) + 1
+    unpaired: list[ToolCall] = []
+    for call in run.calls:
+        if call.name in agents:
+            continue
+        key = (call.name, tools.key_of(call.name, call.args))
+        if by_key.get(key, 0) > 0:
+            by_key[key] -= 1
+            by_name[call.name] -= 1
+        else:
+            unpaired.append(call)
+    live = []
+    still_denied = list(denied)
+    for call in unpaired:
+        if by_name.get(call.name, 0) > 0:
+            by_name[call.name] -= 1
+        elif call.status == "blocked":
+            if call.name in still_denied:
+                still_denied.remove(call.name)  # denied in production too: no tool body to run
+            else:
+                live.append(LiveCall(call.name, call.args, "unserved"))
+        elif call.status == "ok" or not (call.error is not None and (call.error.type in _NOT_RUN
+                                                                     or "validation error" in call.error.message)):
+            live.append(LiveCall(call.name, call.args, "ran"))
+    return live
+
+
+def no_live_calls(live: Sequence[LiveCall]) -> Optional[CheckResult]:
+    """A failed ``live_tool_call`` check naming each call that did not go through the executor."""
+    if not live:
+        return None
+    shown = "; ".join(c.summary() for c in live[:MAX_NO_FIXTURE_CALLS])
+    more = f"; and {len(live) - MAX_NO_FIXTURE_CALLS} more" if len(live) > MAX_NO_FIXTURE_CALLS else ""
+    return CheckResult(name="live_tool_call", passed=False, detail=shown + more)

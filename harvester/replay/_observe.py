@@ -1,0 +1,120 @@
+"""Observing a replayed run the way production observes it: through its spans, read by the same
+``conventions.runs_from_spans``; an agent that emits no agent span still gets a Run, from its answer
+and the executor's log of tool calls.
+
+Each case-trial runs under its own root span; one span processor on the global SDK provider keeps
+the spans of the traces being replayed (one dict lookup per span), so concurrent cases never mix.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Optional
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+
+from ..case import Case
+from ..config import Config
+from ..conventions import runs_from_spans
+from ..fixtures import FixtureTools, ToolLog
+from ..model import ErrorInfo, Run, ToolCall, Usage
+
+__all__ = ["SpanCollector", "observed_run", "observer"]
+
+
+class SpanCollector(SpanProcessor):
+    """Keeps the finished spans of the traces being replayed, and nothing else (one dict lookup per span)."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, list[ReadableSpan]] = {}
+
+    def watch(self, trace_id: int) -> None:
+        self._buckets[trace_id] = []
+
+    def release(self, trace_id: int) -> list[ReadableSpan]:
+        return self._buckets.pop(trace_id, [])
+
+    def on_end(self, span: ReadableSpan) -> None:
+        bucket = self._buckets.get(span.context.trace_id)
+        if bucket is not None:
+            bucket.append(span)
+
+
+_collectors: "weakref.WeakKeyDictionary[Any, SpanCollector]" = weakref.WeakKeyDictionary()
+_install_lock = threading.Lock()
+
+
+def observer() -> tuple[trace.Tracer, Optional[SpanCollector]]:
+    """The tracer for root spans and the collector on the global provider (installed once).
+
+    No provider set yet: set an SDK one, so instrumented frameworks have somewhere to send spans. A
+    provider that is not the SDK's cannot take processors: cases then fall back to the returned answer.
+    """
+    with _install_lock:
+        provider = trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider):
+            trace.set_tracer_provider(TracerProvider())
+            provider = trace.get_tracer_provider()
+        collector = _collectors.get(provider)
+        if collector is None and isinstance(provider, TracerProvider):
+            collector = _collectors[provider] = SpanCollector()
+            provider.add_span_processor(collector)
+        return provider.get_tracer("harvester.replay"), collector
+
+
+def observed_run(case: Case, answer: Any, spans: list[ReadableSpan], tools: Optional[FixtureTools],
+                 prices: Optional[Config]) -> Run:
+    """The Run of one case-trial: read from its spans, else from what the agent returned."""
+    if isinstance(answer, Run):
+        run = answer
+    else:
+        runs = runs_from_spans(spans) if spans else []
+        if runs:
+            run = _joined(runs)
+            if run.answer is None and isinstance(answer, str):
+                run = run.model_copy(update={"answer": answer})
+        elif answer is None or isinstance(answer, str):
+            run = _run_from_log(answer, tools)
+        else:
+            raise TypeError(f"agent returned {type(answer).__name__}, expected the answer (str) or a Run, "
+                            "and emitted no agent span to read the run from")
+    if run.prompt is None:
+        run = run.model_copy(update={"prompt": case.task})
+    if run.cost is None and prices is not None:
+        run = run.model_copy(update={"cost": _cost(run, prices)})
+    return run
+
+
+def _joined(runs: list[Run]) -> Run:
+    """Several agent runs in one case (a paused run resumed): one Run, calls in order, the last stop."""
+    if len(runs) == 1:
+        return runs[0]
+    usage = Usage()
+    for r in runs:
+        usage = usage + r.usage
+    return runs[-1].model_copy(update={
+        "calls": [c for r in runs for c in r.calls], "llm_calls": [c for r in runs for c in r.llm_calls],
+        "usage": usage, "prompt": runs[0].prompt})
+
+
+def _run_from_log(answer: Optional[str], tools: Optional[FixtureTools]) -> Run:
+    """The Run of an agent that emitted no agent span: its answer and the calls that reached the executor."""
+    calls = [_call(e) for e in (tools.log if tools is not None else ())]
+    return Run(trace_id="", answer=answer, stop="answered" if answer is not None else "unknown",
+               calls=calls, source="harvester")
+
+
+def _call(entry: ToolLog) -> ToolCall:
+    if entry.error is not None:
+        return ToolCall(name=entry.name, args=entry.args, status="error",
+                        error=ErrorInfo(type=entry.error.type, message=entry.error.message))
+    return ToolCall(name=entry.name, args=entry.args, result=entry.result)
+
+
+def _cost(run: Run, prices: Config) -> Optional[float]:
+    if any(c.usage.total for c in run.llm_calls):
+        costs = [prices.cost(c.model or run.model, c.usage) for c in run.llm_calls if c.usage.total]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+    return prices.cost(run.model, run.usage) if run.usage.total else None

@@ -1,0 +1,56 @@
+"""A case's trials, folded into the ``CaseResult`` the report holds."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import checks as checklib
+from ..case import Case
+from ..report import CaseResult, Injected
+from ._evaluate import divergence, no_fixture_calls
+from ._trial import Outcome
+
+__all__ = ["case_result"]
+
+
+def case_result(case: Case, outcomes: list[Outcome], variant_of: Optional[str]) -> CaseResult:
+    rep = next((o for o in outcomes if not o.passed), outcomes[-1])
+    run, spec, tools = rep.run, case.spec, rep.tools
+    costs = [o.run.cost for o in outcomes if o.run is not None and o.run.cost is not None]
+    forbidden = set(spec.forbidden_tools) if spec is not None else set()
+    unauthorised = sum(_unauthorised(o, forbidden) for o in outcomes)
+    notes = list(dict.fromkeys(n for o in outcomes if o.tools is not None for n in o.tools.notes))
+    injected = None
+    if variant_of is not None and spec is not None and spec.inject_failures:
+        tool, inj = next(iter(spec.inject_failures.items()))
+        injected = Injected(tool=tool, mode=inj.mode)
+    trajectory = run.trajectory() if run is not None else []
+    return CaseResult(
+        id=case.id, passed=all(o.passed for o in outcomes), tags=list(case.tags), why=case.why,
+        checks=rep.checks, error=rep.error, stop=run.stop if run is not None else "error",
+        answer=run.answer if run is not None else None, trajectory=trajectory,
+        requested=run.requested_tools() if run is not None else [],
+        steps=run.steps if run is not None else 0,
+        cost=sum(costs) / len(costs) if costs else None,
+        duration_ms=sum(o.duration_ms for o in outcomes) / len(outcomes),
+        trials=len(outcomes), passes=sum(o.passed for o in outcomes),
+        divergence=divergence(spec.recorded.trajectory, trajectory) if spec is not None else None,
+        no_fixture=tools.no_fixture if tools is not None else 0,
+        no_fixture_calls=no_fixture_calls(tools),
+        tool_calls=len(tools.log) if tools is not None else 0,
+        redundant_calls=tools.redundant if tools is not None else 0,
+        unauthorised=unauthorised, notes=notes,
+        live_calls=sum(1 for o in outcomes for c in o.live or () if c.how != "refused"),
+        abstained=run is not None and run.stop == "answered" and checklib.abstained()(run)[0],
+        variant_of=variant_of, injected=injected,
+    )
+
+
+def _unauthorised(outcome: Outcome, forbidden: set[str]) -> int:
+    """Forbidden calls the agent made in one trial: every one the executor saw (served, answered or
+    failed: the agent dispatched it), and every one that went around it. Counted from the executor's
+    log, so a trial that timed out counts what it did before."""
+    if not forbidden:
+        return 0
+    seen = sum(1 for e in outcome.tools.log if e.name in forbidden) if outcome.tools is not None else 0
+    return seen + sum(1 for c in outcome.live or () if c.name in forbidden)

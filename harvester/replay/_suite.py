@@ -1,0 +1,167 @@
+"""The suite: which cases run (shards, recovery variants), at most ``concurrency`` trials at once under
+the calling thread's deadlines, and one report at the end.
+
+An agent that raises, hangs or returns garbage fails its case; a check that raises fails its case;
+neither stops the suite, and the report is always written. Building the agent is told apart from
+running it: a factory that fails for EVERY case is a harness error, ``AgentBuildError``, not a suite
+of failed cases. The GIL is released while agents wait on I/O, so 16 trials in flight give close to
+16x on IO-bound agents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+from .. import seam
+from .._progress import Progress
+from ..case import AgentCase, Case
+from ..config import Config
+from ..errors import AgentBuildError
+from ..fixtures import FixtureTools, recovery_variants
+from ..report import MAX_NO_FIXTURE_CALLS, Report
+from ._agent import factory_name
+from ._evaluate import Judge, variant_case
+from ._live import LiveCall
+from ._results import case_result
+from ._trial import Job, Outcome, Runner
+
+__all__ = ["DEFAULT_CONCURRENCY", "Progress", "Suite", "in_shard", "replay"]
+
+DEFAULT_CONCURRENCY = 8
+
+
+def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
+    """Stable split by case id: shard ``(i, n)``, ``1 <= i <= n``, holds the ids whose hash is i-1 mod n."""
+    i, n = shard
+    return int(hashlib.sha256(case_id.encode()).hexdigest()[:12], 16) % n == i - 1
+
+
+def _plan(cases: Iterable[AgentCase | Case], inject: bool, shard: Optional[tuple[int, int]]
+          ) -> list[tuple[Case, Optional[str]]]:
+    """(runnable case, id of the case it is a variant of) in run order, each variant after its case."""
+    if shard is not None and not (len(shard) == 2 and all(isinstance(x, int) for x in shard)
+                                  and 1 <= shard[0] <= shard[1]):
+        raise ValueError(f"shard must be (i, n) with 1 <= i <= n, got {shard!r}")
+    out: list[tuple[Case, Optional[str]]] = []
+    for item in cases:
+        case = item.to_case() if isinstance(item, AgentCase) else item
+        if shard is not None and not in_shard(case.id, shard):
+            continue
+        out.append((case, None))
+        if inject and case.spec is not None:
+            out.extend((variant_case(v), case.id) for v in recovery_variants(case.spec))
+    return out
+
+
+def _stderr_bar(done: int, total: Optional[int]) -> None:
+    """The bar ``progress=True`` used to draw (deprecated: pass a callback)."""
+    total = total or done
+    filled = 30 * done // max(total, 1)
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def _progress(progress: Progress | bool | None) -> Optional[Progress]:
+    if progress is True or progress is False:
+        warnings.warn("replay(progress=bool) is deprecated: pass a callback progress(done, total)",
+                      DeprecationWarning, stacklevel=3)
+        return _stderr_bar if progress else None
+    return progress
+
+
+def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *, trials: int = 1,
+           concurrency: Optional[int] = None, inject: bool = False, timeout: float = 60.0,
+           shard: Optional[tuple[int, int]] = None, judge: Optional[Judge] = None,
+           progress: Progress | bool | None = None,
+           suite: Any = None, prices: Config | Mapping[str, Any] | None = None,
+           ignore_args: Optional[Mapping[str, Sequence[str]]] = None) -> Report:
+    """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
+
+    ``suite``: a name, or anything with ``.name``/``.version`` (the suite manifest). ``prices``: a
+    ``Config`` or its ``prices`` mapping (USD per 1k tokens), used when a run has tokens and no cost.
+    ``ignore_args``: the project's ``{tool: [arg paths]}`` (the config's), left out of fixture matching
+    along with each case's own. ``progress``: called as ``progress(done, total)`` each time a
+    case-trial finishes.
+    """
+    if trials < 1:
+        raise ValueError(f"trials must be >= 1, got {trials}")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0, got {timeout}")
+    plan = _plan(cases, inject, shard)
+    limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
+    price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
+    runner = Runner(build_agent, timeout, judge, price_config, ignore_args)
+    refused_before = seam.STATE.seq
+    with seam.replaying_now():
+        runner.adapters.open()
+        try:
+            outcomes = _drive(runner, plan, trials, limit, timeout, _progress(progress))
+        finally:
+            runner.adapters.close()
+    builds = [o for outs in outcomes for o in outs]
+    if builds and all(o.build_failed for o in builds):  # not one agent was built: the harness is wrong, not the cases
+        raise AgentBuildError(factory_name(build_agent), builds[0].error or "no agent built")
+    name = suite if isinstance(suite, str) else getattr(suite, "name", None) or "suite"
+    version = None if isinstance(suite, str) else getattr(suite, "version", None)
+    refused = seam.orphans_since(refused_before)  # each once, whichever cases were in flight
+    return Report(suite=name, suite_version=version, trials=trials,
+                  shard=f"{shard[0]}/{shard[1]}" if shard else None,
+                  results=[case_result(case, outs, variant_of) for (case, variant_of), outs in zip(plan, outcomes)],
+                  refused=len(refused),
+                  refused_calls=[LiveCall(o.name, o.args, "refused").summary() for o in refused[:MAX_NO_FIXTURE_CALLS]])
+
+
+def _drive(runner: Runner, plan: list[tuple[Case, Optional[str]]], trials: int, limit: int, timeout: float,
+           progress: Optional[Progress]) -> list[list[Outcome]]:
+    """Run every case-trial, at most ``limit`` at once, and give up on any that outlives ``timeout``."""
+    jobs = iter([Job(i, case, t) for i, (case, _) in enumerate(plan) for t in range(trials)])
+    outcomes: list[list[Outcome]] = [[] for _ in plan]
+    total = remaining = len(plan) * trials
+    done: "queue.SimpleQueue[tuple[Job, Outcome]]" = queue.SimpleQueue()
+    inflight: dict[int, tuple[Job, float, int, FixtureTools]] = {}  # id(job) -> job, deadline, trace id, executor
+    grace = 1.0  # an async agent is cancelled at the timeout: let it report that itself
+    while remaining:
+        while len(inflight) < limit:
+            job = next(jobs, None)
+            if job is None:
+                break
+            trace_id, tools = runner.start(job, done)
+            inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools)
+        wait = min(entry[1] for entry in inflight.values()) - time.monotonic()
+        try:
+            finished = [done.get(timeout=max(wait, 0.0))]
+        except queue.Empty:
+            now = time.monotonic()
+            finished = []
+            for job, deadline, trace_id, tools in list(inflight.values()):
+                if deadline <= now:  # a hung agent: abandon its thread, fail its case
+                    runner.release(trace_id)
+                    finished.append((job, Outcome(False, [], None, f"ReplayTimeout: agent did not finish within "
+                                                   f"{timeout:g}s", timeout * 1000, tools)))
+        for job, outcome in finished:
+            if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped
+                continue
+            outcomes[job.index].append(outcome)
+            remaining -= 1
+            if progress is not None:
+                progress(total - remaining, total)
+    return outcomes
+
+
+@dataclass
+class Suite:
+    cases: Sequence[Case | AgentCase]
+    name: str = "suite"
+    version: Optional[str] = None
+
+    def run(self, build_agent: Callable[..., Any], **kwargs: Any) -> Report:
+        """Run every case against a FRESH agent from ``build_agent()`` (keyword options as for ``replay``)."""
+        return replay(self.cases, build_agent, suite=self, **kwargs)

@@ -1,0 +1,189 @@
+"""One case-trial: a fresh agent on its own thread, under its own root span, its tools served by its
+own executor; what it did, observed and judged, comes back as an ``Outcome``.
+
+A thread per trial, rather than one shared event loop, because agents are mostly sync code blocking
+on network I/O, because a hung sync agent can only be abandoned (not cancelled) and must not hold
+anything another case needs, and because an async agent then gets a fresh event loop of its own
+(framework clients bound to a loop never leak across cases).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import ReadableSpan
+
+from .. import adapters, seam
+from ..case import AgentCase, Case
+from ..config import Config
+from ..errors import ReplayTimeout, ToolFailure
+from ..fixtures import FixtureTools
+from ..model import ErrorInfo, Run
+from ..report import CheckResult
+from ._agent import wants
+from ._evaluate import Judge, evaluate, recorded_calls_only
+from ._live import LiveCall, live_calls, no_live_calls
+from ._observe import observed_run, observer
+
+__all__ = ["Done", "Job", "Outcome", "Runner", "blank_spec"]
+
+
+@dataclass
+class Job:
+    index: int  # position of the case in the plan
+    case: Case
+    trial: int
+
+
+@dataclass
+class Outcome:
+    passed: bool
+    checks: list[CheckResult]
+    run: Optional[Run]
+    error: Optional[str]
+    duration_ms: float
+    tools: Optional[FixtureTools]
+    build_failed: bool = False  # the factory raised or built something unusable: the agent never ran
+    live: Optional[list[LiveCall]] = None
+
+
+Done = queue.SimpleQueue[tuple[Job, Outcome]]
+
+
+def blank_spec(case: Case) -> AgentCase:
+    """The spec of an in-code case: nothing recorded, so every tool call it makes is a ``no_fixture``."""
+    return AgentCase.model_construct(id=case.id, prompt=case.task, status="accepted")
+
+
+class Runner:
+    """What every job shares: the factory, the observer, the adapters, prices and the judge."""
+
+    def __init__(self, build_agent: Callable[..., Any], timeout: float, judge: Optional[Judge],
+                 prices: Optional[Config], ignore_args: Optional[Mapping[str, Sequence[str]]] = None) -> None:
+        self.build_agent = build_agent
+        self.ignore_args = ignore_args
+        self.wants = wants(build_agent)
+        self.timeout = timeout
+        self.judge = judge
+        self.prices = prices
+        self.tracer, self.collector = observer()
+        self.adapters = adapters.Session()
+
+    def start(self, job: Job, done: Done) -> tuple[int, FixtureTools]:
+        """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
+        tools = FixtureTools(job.case.spec if job.case.spec is not None else blank_spec(job.case),
+                             ignore_args=self.ignore_args)
+        root = self.tracer.start_span(f"{seam.ROOT_PREFIX}{job.case.id}", context=otel_context.Context(),
+                                      attributes={seam.CASE_ATTRIBUTE: job.case.id, "harvester.trial": job.trial})
+        trace_id = root.get_span_context().trace_id
+        seam.remember(trace_id)
+        if self.collector is not None:
+            self.collector.watch(trace_id)
+        ctx = contextvars.copy_context()
+        threading.Thread(target=ctx.run, args=(self._body, job, root, trace_id, tools, seam.STATE.seq, done),
+                         name=f"harvester-{job.case.id}", daemon=True).start()
+        return trace_id, tools
+
+    def release(self, trace_id: int) -> list[ReadableSpan]:
+        return self.collector.release(trace_id) if self.collector is not None else []
+
+    def _body(self, job: Job, root: Any, trace_id: int, tools: FixtureTools, orphans_seen: int, done: Done) -> None:
+        started = time.perf_counter()
+        answer: Any = None
+        error: Optional[BaseException] = None
+        built = False
+        token = otel_context.attach(seam.case_context(root, tools))
+        try:
+            target = self._build(tools, job.case)
+            built = True
+            answer = self._run(target, job.case.task)
+        except BaseException as exc:  # noqa: BLE001 - an agent that raises (even SystemExit) fails its case only
+            error = exc
+        finally:
+            otel_context.detach(token)
+            root.end()
+            tools.close()  # a thread of this case that goes on cannot reach the next case's fixtures
+        spans = self.release(trace_id)
+        try:
+            run = observed_run(job.case, answer, spans, tools, self.prices)
+        except TypeError as exc:  # garbage returned and no span to read it from
+            error, run = exc, observed_run(job.case, None, spans, tools, self.prices)
+        if error is not None:
+            # What the run did before it failed still counts: a forbidden call that executed is reported.
+            run = run.model_copy(update={"stop": "error", "answer": None,
+                                         "error": ErrorInfo(type=_type_name(error), message=_message(error))})
+        denied = job.case.spec.recorded.denied if job.case.spec is not None else ()
+        refused = [LiveCall(o.name, o.args, "refused") for o in seam.orphans_since(orphans_seen)]
+        live = live_calls(run, tools, spans, denied)
+        for call in refused:  # a request refused off the case's context is that call, not another one
+            same = next((c for c in live if c.how == "unserved" and c.name == call.name), None)
+            if same is not None:
+                live.remove(same)
+        live += refused
+        checks = evaluate(job.case, run, judge=self.judge)
+        checks.extend(c for c in (recorded_calls_only(job.case, tools), no_live_calls(live),
+                                  self._guarded()) if c is not None)
+        passed = error is None and all(c.passed for c in checks)
+        message = f"{_type_name(error)}: {_message(error)}" if error is not None else None
+        done.put((job, Outcome(passed, checks, run, message, (time.perf_counter() - started) * 1000, tools,
+                                build_failed=not built, live=live)))
+
+    def _guarded(self) -> Optional[CheckResult]:
+        """A failed check when a framework in use could not be guarded: nothing stopped its tools."""
+        if not self.adapters.failed:
+            return None
+        why = "; ".join(f"{name}: {err}" for name, err in sorted(self.adapters.failed.items()))
+        return CheckResult(name="hermetic", passed=False,
+                           detail=f"harvester could not route this framework's tool calls ({why}): its tools "
+                                  "may have run for real; upgrade harvester or pin the framework")
+
+    def _build(self, tools: FixtureTools, case: Case) -> Callable[[str], Any]:
+        """The agent's entry point from a fresh ``factory()``; whatever fails here is the factory's fault."""
+        kwargs: dict[str, Any] = {}
+        if "tools" in self.wants:
+            kwargs["tools"] = tools
+        if "case" in self.wants:
+            kwargs["case"] = case.spec if case.spec is not None else case
+        agent = self.build_agent(**kwargs)
+        self.adapters.refresh()  # the factory may have imported its framework just now
+        target = adapters.entry(agent, case.spec if case.spec is not None else case)
+        if target is None:
+            target = agent if callable(agent) else getattr(agent, "run", None)
+        if not callable(target):
+            raise TypeError(f"the factory built a {type(agent).__name__}, which is neither callable, nor has "
+                            ".run(prompt), nor is an agent of a framework harvester knows")
+        return target
+
+    def _run(self, target: Callable[[str], Any], prompt: str) -> Any:
+        result = target(prompt)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_within(result, self.timeout))
+        return result
+
+def _type_name(error: BaseException) -> str:
+    """The error's type as the report names it: a replayed tool failure by the type it was recorded as."""
+    return error.type if isinstance(error, ToolFailure) else type(error).__name__
+
+
+def _message(error: BaseException) -> str:
+    return error.message if isinstance(error, ToolFailure) else str(error)
+
+
+async def _within(awaitable: Any, timeout: float) -> Any:
+    """Await the agent for at most ``timeout`` seconds. The agent's own exceptions (its own
+    ``TimeoutError`` included) come out as they are; only the harness's deadline says it gave up."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if not done:
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)  # let it unwind (its own cleanup, spans ended)
+        raise ReplayTimeout(f"agent did not finish within {timeout:g}s")
+    return task.result()

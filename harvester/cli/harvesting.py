@@ -1,0 +1,155 @@
+"""Commands that freeze runs into cases: harvest (a whole store) and incident (one reported run)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from ..case import CaseFolder, load_cases
+from ..config import Config
+from ..errors import InputError, NotFoundError, OtlpFormatError
+from ..model import Run
+from . import ProgressBar, echo_json, handle_errors, json_option, main, open_store, store_option
+from .cases import cases_options, listing
+
+
+# -- harvest ------------------------------------------------------------------------------------
+@main.command("harvest")
+@click.option("--failed-only", is_flag=True, help="Only runs that failed (errors, denials, negative feedback...).")
+@click.option("--since", metavar="T", help="Only runs started at or after T (ISO 8601, or an age like 24h or 7d).")
+@click.option("--agent", metavar="A", help="Only runs of agent A.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read at most N runs.")
+@click.option("--sample", type=click.IntRange(min=0), metavar="N",
+              help="Keep every failed run and a reproducible sample of N of the others.")
+@store_option
+@cases_options
+@json_option
+@handle_errors
+def harvest(failed_only: bool, since: Optional[str], agent: Optional[str], limit: Optional[int],
+                sample: Optional[int], store_path: Optional[str], config: Config, folder: CaseFolder,
+                as_json: bool) -> None:
+    """Turn stored runs into pending cases (cases/pending/), one case per distinct situation.
+
+    Runs with the same normalized prompt, trajectory and failure kind become one case whose
+    source.seen counts them. Reviewed (accepted or rejected) cases are never touched.
+    """
+    from ..harvest import harvest as run_harvest
+
+    store = open_store(store_path, config)
+    show = not as_json and sys.stderr.isatty()
+    # the store counts by status only: with other filters the total is unknown and a running count shows
+    total = None if (agent or since) else store.count(failed=True if failed_only else None)
+    if limit is not None:
+        total = min(limit, total) if total is not None else limit
+    with ProgressBar("harvesting", show=show, total=total, unit="runs") as bar:
+        result = run_harvest(store, folder.root, failed_only=failed_only, since=since, agent=agent, limit=limit,
+                             sample=sample, config=config, progress=bar)
+    if as_json:
+        echo_json({**result.to_dict(), "cases_dir": str(folder.root)})
+        return
+    click.echo(result.summary())
+    if result.new:
+        click.echo(f"review them with: harvester review (files in {folder.folder_for('pending')})")
+
+
+# -- incident -----------------------------------------------------------------------------------
+@main.command("incident")
+@click.argument("trace_id")
+@click.option("--why", required=True, help="What went wrong, in words a reviewer will understand next year.")
+@click.option("--expected", help="What the agent should have done or answered.")
+@click.option("--require", "required", multiple=True, metavar="S", help="Text the answer must contain (repeatable).")
+@click.option("--forbid", multiple=True, metavar="TOOL", help="A tool that must not run (repeatable).")
+@click.option("--tag", "tags", multiple=True, metavar="T", help="Extra tag (repeatable).")
+@click.option("--run", "run_id", metavar="RUN_ID", help="Which run, when the trace holds several.")
+@click.option("--file", "otlp_file", type=click.Path(dir_okay=False),
+              help="Read the trace from an OTLP/JSON file instead of the store.")
+@store_option
+@cases_options
+@json_option
+@handle_errors
+def incident(trace_id: str, why: str, expected: Optional[str], required: tuple[str, ...],
+                 forbid: tuple[str, ...], tags: tuple[str, ...], run_id: Optional[str], otlp_file: Optional[str],
+                 store_path: Optional[str], config: Config, folder: CaseFolder, as_json: bool) -> None:
+    """Freeze one reported run (TRACE_ID) into a regression case in cases/pending/."""
+    if not why.strip():
+        raise click.BadParameter("say what went wrong: the case's why is how a reviewer judges it", param_hint="--why")
+    from ..harvest import case_from_run
+
+    runs = _runs_from_file(otlp_file, trace_id) if otlp_file else _runs_from_store(store_path, config, trace_id)
+    run = _pick_run(runs, trace_id, run_id)
+    twins = [c.id for c in (load_cases(folder.root) if folder.root.is_dir() else ())
+             if c.source.trace_id == run.trace_id]
+    if twins:  # allowed (another angle on the same run), but never silent
+        click.echo(f"note: this run is already case {', '.join(twins)}", err=True)
+    case = case_from_run(run, config=config, why=why, expected=expected, required_elements=required,
+                         forbid=forbid, tags=tags, incident=True)
+    case.id = folder.unique_id(case.id)
+    path = folder.save(case)
+    if as_json:
+        echo_json({"id": case.id, "path": str(path), "case": case.model_dump(mode="json", by_alias=True)})
+        return
+    click.echo(f"case {case.id} -> {path}")
+    click.echo(f"  kind:        {case.source.failure_kind}")
+    click.echo(f"  trajectory:  {' -> '.join(case.recorded.trajectory) or '(no successful tool calls)'}")
+    if case.recorded.denied:
+        click.echo(f"  denied:      {listing(case.recorded.denied)} (requested, never executed)")
+    click.echo(f"  fixtures:    {len(case.fixtures)} ({listing(f.tool for f in case.fixtures)})")
+    click.echo(f"  min_steps:   {case.min_steps}")
+    click.echo(f"  appropriate: {listing(case.appropriate_tools)}")
+    click.echo(f"  forbidden:   {listing(case.forbidden_tools)}")
+    click.echo(f"  tags:        {listing(case.tags)}")
+    for note in case.review_notes:
+        click.echo(f"  review:      {note}")
+    click.echo(f"next: harvester review {case.id}")
+
+
+def _runs_from_store(store_path: Optional[str], config: Config, trace_id: str) -> list[Run]:
+    store = open_store(store_path, config)
+    runs = store.get(trace_id)
+    if runs:
+        return runs
+    near = store.ids_like(trace_id)
+    hint = f"nearest stored ids: {', '.join(near)}" if near else "the store is empty"
+    raise NotFoundError(f"trace {trace_id!r} is not in the store ({hint}); "
+                        "ingest it first with: harvester ingest FILE (or pass --file OTLP.json)")
+
+
+def _runs_from_file(otlp_file: str, trace_id: str) -> list[Run]:
+    from ..conventions import runs_from_spans
+    from ..spans import SpanData, iter_otlp_documents, spans_from_otlp
+
+    path = Path(otlp_file)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise OtlpFormatError(f"cannot read ({exc.strerror})", file=otlp_file) from None
+    spans: list[SpanData] = []
+    traces: set[str] = set()
+    for doc in iter_otlp_documents(data, file=otlp_file):
+        for span in spans_from_otlp(doc, file=otlp_file):
+            traces.add(span.trace_id)
+            if span.trace_id == trace_id:
+                spans.append(span)
+    if not spans:
+        raise NotFoundError(f"{otlp_file}: no spans of trace {trace_id!r} "
+                            f"(traces in the file: {', '.join(sorted(traces)[:5]) or 'none'})")
+    runs = runs_from_spans(spans)
+    if not runs:
+        raise InputError(f"trace {trace_id!r} has {len(spans)} spans but no agent run (no invoke_agent or AGENT "
+                         "span of a known convention): nothing to make a case of", file=otlp_file)
+    return runs
+
+
+def _pick_run(runs: list[Run], trace_id: str, run_id: Optional[str]) -> Run:
+    """The asked-for run; else the only one; else the first that failed (the one someone reported)."""
+    if run_id:
+        for run in runs:
+            if run.run_id == run_id:
+                return run
+        raise NotFoundError(f"trace {trace_id!r} has no run {run_id!r} (runs: {listing(r.run_id for r in runs)})")
+    if not runs:
+        raise InputError(f"trace {trace_id!r} has no agent run: nothing to make a case of")
+    return next((r for r in runs if r.failed), runs[0])

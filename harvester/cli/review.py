@@ -1,0 +1,129 @@
+"""Commands that decide on cases: review (one by one, interactively), accept and reject."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+from pydantic import ValidationError
+
+from ..case import AgentCase, CaseFolder, load_cases
+from ..config import Config
+from ..errors import pydantic_field
+from . import HarvesterCliError, echo_json, handle_errors, json_option, main
+from .cases import cases_options, render_case
+
+EDITABLE = ("why", "expected", "required_elements", "forbidden_tools", "appropriate_tools", "min_steps",
+            "max_cost", "tags", "prompt")
+
+
+
+# -- review, accept, reject -----------------------------------------------------------------------
+@main.command("accept")
+@click.argument("case_id", metavar="ID")
+@click.option("--expected", help="What the agent should answer (stored on the case).")
+@click.option("--require", "required", multiple=True, metavar="S", help="Text the answer must contain (repeatable).")
+@cases_options
+@json_option
+@handle_errors
+def accept(case_id: str, expected: Optional[str], required: tuple[str, ...], config: Config,
+               folder: CaseFolder, as_json: bool) -> None:
+    """Accept a case without prompts: it moves to cases/ and the nightly replay runs it."""
+    path = folder.accept(case_id, expected=expected, required=required)
+    _done(folder.load(case_id), path, as_json)
+
+
+@main.command("reject")
+@click.argument("case_id", metavar="ID")
+@click.option("--why", required=True, help="Why the case is not worth keeping (kept in cases/rejected/).")
+@cases_options
+@json_option
+@handle_errors
+def reject(case_id: str, why: str, config: Config, folder: CaseFolder, as_json: bool) -> None:
+    """Reject a case: it moves to cases/rejected/ so a re-harvest will not propose it again."""
+    path = folder.reject(case_id, why)
+    _done(folder.load(case_id), path, as_json)
+
+
+def _done(case: AgentCase, path: Path, as_json: bool) -> None:
+    if as_json:
+        echo_json({"id": case.id, "status": case.status, "path": str(path)})
+        return
+    click.echo(f"{case.status} {case.id} -> {path}")
+    if case.status == "accepted":
+        for note in case.review_notes:
+            click.echo(f"warning: {case.id}: {note}", err=True)
+        click.echo("then: harvester suite bump")
+
+
+@main.command("review")
+@click.argument("case_id", metavar="[ID]", required=False)
+@cases_options
+@handle_errors
+def review(case_id: Optional[str], config: Config, folder: CaseFolder) -> None:
+    """Walk through pending cases: accept, edit a field, reject or skip each one."""
+    if case_id:
+        ids = [case_id]
+    else:
+        ids = [c.id for c in load_cases(folder.root, status="pending")]
+    if not ids:
+        click.echo("no pending cases (harvest some with: harvester harvest, or harvester incident TRACE_ID)")
+        return
+    counts = {"accepted": 0, "rejected": 0, "skipped": 0}
+    try:
+        for i, cid in enumerate(ids, 1):
+            verdict = _review_one(folder, cid, f"[{i}/{len(ids)}]")
+            if verdict == "quit":
+                break
+            counts[verdict] += 1
+    except click.Abort:  # end of input (piped answers ran out) or Ctrl-C: what was decided is saved
+        click.echo("", err=True)
+        raise HarvesterCliError(f"review stopped before the end (input ended or interrupted); saved so far: "
+                                f"{_counts(counts)}") from None
+    click.echo(f"reviewed: {_counts(counts)}")
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return f"{counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped"
+
+
+def _review_one(folder: CaseFolder, case_id: str, position: str) -> str:
+    case = folder.load(case_id)
+    while True:
+        click.echo(f"\n{position} " + render_case(case, folder.find(case_id)))
+        action = click.prompt("[a]ccept, [e]dit a field, [r]eject, [s]kip, [q]uit",
+                              type=click.Choice(["a", "e", "r", "s", "q"]), show_choices=False)
+        if action == "a":
+            path = folder.accept(case_id)
+            click.echo(f"accepted -> {path}")
+            return "accepted"
+        if action == "r":
+            why = click.prompt("why reject")
+            path = folder.reject(case_id, why)
+            click.echo(f"rejected -> {path}")
+            return "rejected"
+        if action == "s":
+            return "skipped"
+        if action == "q":
+            return "quit"
+        case = _edit(folder, case)
+
+
+def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
+    """Change one field (lists comma-separated, '-' clears); the model validates before anything is saved."""
+    name = click.prompt("field", type=click.Choice(EDITABLE))
+    raw = click.prompt(f"{name} (lists comma-separated, '-' to clear)", default="-", show_default=False)
+    value: Any
+    if isinstance(getattr(case, name), list):
+        value = [] if raw.strip() == "-" else [v.strip() for v in raw.split(",") if v.strip()]
+    else:
+        value = None if raw.strip() == "-" else raw
+    try:
+        edited = AgentCase.model_validate({**case.model_dump(by_alias=True), name: value})
+    except ValidationError as exc:
+        field, msg = pydantic_field(exc)
+        click.echo(f"not changed: {field}: {msg}", err=True)
+        return case
+    folder.save(edited)
+    return edited

@@ -12,6 +12,9 @@ from typing import Any, Iterable
 
 import orjson
 
+__all__ = ["MAX_DEPTH", "args_hash", "canonical_bytes", "canonical_json", "digest", "drop_paths", "fixture_key",
+           "split_path"]
+
 _OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 

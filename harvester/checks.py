@@ -16,6 +16,10 @@ import orjson
 from .errors import CheckSpecError
 from .model import STOPS, Run
 
+__all__ = ["DEFAULT_ABSTAIN_MARKERS", "REGISTRY", "Check", "CheckFn", "abstained", "answered", "contains", "excludes",
+           "from_spec", "label", "max_cost", "max_steps", "never_requested", "never_used", "register", "run_check",
+           "stopped_with", "trajectory_is", "used_tools", "valid_json"]
+
 CheckFn = Callable[[Run], "tuple[bool, str]"]
 
 DEFAULT_ABSTAIN_MARKERS = (

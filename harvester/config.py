@@ -25,6 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .errors import ConfigError, pydantic_field
 
+__all__ = ["Config", "Price", "RedactRules", "find_config", "load_config"]
+
 try:  # pragma: no cover - which branch runs depends on the interpreter
     import tomllib as _toml
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10

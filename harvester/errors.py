@@ -35,6 +35,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+__all__ = ["AgentBuildError", "AgentLoadError", "BadRequest", "CaseFileError", "CheckSpecError", "ClientGone",
+           "ConfigError", "GateError", "HarvesterError", "InputError", "LiveToolCall", "NoFixture", "NotFoundError",
+           "OtlpFormatError", "OutputError", "ReceiverError", "ReplayTimeout", "ReportFormatError", "RunFormatError",
+           "StoreError", "ToolFailure", "pydantic_field"]
+
 
 class HarvesterError(Exception):
     """Base class: an expected failure with a message fit for a user."""

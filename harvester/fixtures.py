@@ -29,6 +29,9 @@ from .canonical import canonical_json, drop_paths, fixture_key
 from .case import AgentCase, Fixture, InjectSpec
 from .errors import NoFixture, ToolFailure
 
+__all__ = ["HUGE_RESULTS", "MAX_CLOSEST", "MODES", "ClosestCall", "FixtureTools", "NoFixtureReason",
+           "NoFixtureResult", "ToolLog", "recovery_variants", "tool_failure"]
+
 MODES: tuple[str, ...] = ("timeout", "not_found", "rate_limit", "permission", "empty", "malformed", "huge")
 HUGE_RESULTS = 50_000
 MAX_CLOSEST = 3

@@ -28,6 +28,8 @@ from opentelemetry.trace import Span
 from . import seam
 from .canonical import canonical_json
 
+__all__ = ["TRACER_NAME", "AgentRun", "agent_run", "tool"]
+
 F = TypeVar("F", bound=Callable[..., Any])
 TRACER_NAME = "harvester"
 _RUN = otel_context.create_key("harvester.agent_run")

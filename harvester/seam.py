@@ -42,6 +42,11 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceState
 
 from .errors import LiveToolCall
 
+__all__ = ["BLOCKED", "CASE_ATTRIBUTE", "ENV", "EXECUTOR", "MARK", "MAX_ORPHANS", "MAX_TRACES", "ROOT_PREFIX",
+           "STATE", "Executor", "Orphan", "case_context", "executor", "harness", "marked", "orphans_since",
+           "propagate_into_threads", "remember", "replay_span", "replay_trace", "replaying", "replaying_now", "route",
+           "serving"]
+
 EXECUTOR = otel_context.create_key("harvester.executor")
 MARK_KEY, MARK_VALUE = "harvester", "replay"
 MARK = f"{MARK_KEY}={MARK_VALUE}"  # as it reads in OTLP's traceState
@@ -230,9 +235,9 @@ def propagate_into_threads() -> None:
     if _propagating:
         return
     try:
-        from . import threads
+        from . import _threads
 
-        threads.propagate()
+        _threads.propagate()
         _propagating = True
     except Exception:  # noqa: BLE001 - never into the app
         pass

@@ -24,7 +24,7 @@ from harvester.redact import Redactor
 from harvester.conventions import run_data_from_spans
 from harvester.intake import run_rows
 from harvester.store import TraceStore, inbox_row, run_row, spans_blob
-from tests.test_capture import agent_run, setup
+from tests.builders.capture import agent_run, setup
 
 SECRETS = ["sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1111 1111 1111",
            "ghp_ZZZZyyyyXXXXwwwwVVVVuuuu1234", "hunter2pass"]
@@ -333,7 +333,7 @@ def test_a_listing_in_progress_blocks_no_write_and_sees_one_snapshot(tmp_path: P
     """A read streams its rows; another thread's write on the same store object must go through even
     when another process wrote meanwhile, and the listing must not show the rows written under it."""
     with TraceStore(tmp_path / "l.db") as store:
-        from tests.test_store import make_run
+        from tests.builders.store import make_run
 
         store.add_many([make_run(i) for i in range(600)])
         listing = store.runs()

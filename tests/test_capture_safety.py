@@ -28,7 +28,7 @@ from harvester.intake import HarvestingSpanProcessor
 from harvester.redact import Redactor
 from harvester.store import TraceStore
 
-from .test_capture import FailingStore, agent_run, fork_child_capturing, setup, stored
+from tests.builders.capture import FailingStore, agent_run, fork_child_capturing, setup, stored
 
 ROOT = Path(__file__).resolve().parent.parent
 DEADLINE = 20.0  # seconds; only so that a broken guarantee fails instead of hanging
@@ -414,7 +414,7 @@ import os, sys, time
 sys.path.insert(0, {root!r})
 from opentelemetry.sdk.trace import TracerProvider
 from harvester.intake import HarvestingSpanProcessor
-from tests.test_capture import agent_run
+from tests.builders.capture import agent_run
 proc = HarvestingSpanProcessor({path!r}, flush_interval_s=60, batch_size=10_000)
 provider = TracerProvider()
 provider.add_span_processor(proc)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from harvester.cli import main
 from harvester.model import Run
 from harvester.spans import spans_from_otlp, to_otlp
-from tests.test_store import agent_trace
+from tests.builders.store import agent_trace
 
 
 @pytest.fixture

@@ -7,16 +7,17 @@ wrapper and answer tool, and the ``.run`` suffix of its agent span.
 
 from __future__ import annotations
 
-import orjson
 import pytest
 
 from harvester.conventions import runs_from_spans
 from harvester.spans import from_readable, to_otlp
-from tests.frameworks import openai_agents_agent, record
+from tests.frameworks import openai_agents_agent
 from tests.frameworks.pydantic_ai_agent import AGENT_NAME, PROMPTS
-from tests.test_conventions_openai_agents import runs_for as oa_runs, spans_for as oa_spans
-from tests.test_conventions_recorded import ANSWERS_OF, EXPECTED_OF, TRACES
-from tests.test_conventions_smolagents import KB, ORDER, one_run as smol_run, spans_for as smol_spans
+from tests.builders.frameworks import KB, ORDER
+from tests.builders.frameworks import openai_agents_runs as oa_runs
+from tests.builders.frameworks import openai_agents_spans as oa_spans
+from tests.builders.frameworks import smolagents_run as smol_run
+from tests.builders.frameworks import smolagents_spans as smol_spans
 
 
 # -- both ------------------------------------------------------------------------------------------
@@ -102,14 +103,3 @@ def test_smolagents_final_answer_is_the_answer_not_a_tool_call(scenario, expecte
     assert [(c.name, c.call_id, c.args, c.status, c.result) for c in run.calls] == expected
     assert "final_answer" not in run.requested_tools()
     assert run.trajectory() == [c[0] for c in expected if c[3] == "ok"]
-
-
-# -- recorded traces ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(("framework", "scenario"),
-                         [(fw, sc) for fw in EXPECTED_OF for sc in record.SCENARIOS_OF.get(fw, record.SCENARIOS)])
-def test_recorded_openinference_trace_reads_back_exactly(framework, scenario):
-    runs = runs_from_spans(orjson.loads((TRACES / f"{framework}-{scenario}.json").read_bytes()))
-    got = [(r.stop, r.trajectory(), r.blocked_tools(), (r.usage.input_tokens, r.usage.output_tokens)) for r in runs]
-    assert got == EXPECTED_OF[framework][scenario]
-    assert all(r.prompt == PROMPTS[scenario] and r.agent == AGENT_NAME and r.content_captured for r in runs)
-    assert runs[-1].answer == ANSWERS_OF[framework].get(scenario)

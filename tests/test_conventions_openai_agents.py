@@ -12,31 +12,10 @@ import pytest
 from harvester.conventions import is_agent_span, runs_from_spans
 from harvester.spans import from_readable
 from tests.frameworks import openai_agents_agent
-from tests.frameworks.openai_agents_agent import ANSWERS, MODEL_NAME, PROMPTS
-
-ORDER = {"order_id": "A1001", "status": "delivered", "days_since_delivery": 12, "total": 40.0}
-KB = "Refunds are accepted within 30 days of delivery."
-_cache: dict[str, list] = {}
-
-
-def spans_for(scenario: str) -> list:
-    if scenario not in _cache:
-        _cache[scenario] = openai_agents_agent.run_scenario(scenario)
-    return _cache[scenario]
-
-
-def runs_for(scenario: str, n: int = 1) -> list:
-    runs = runs_from_spans(spans_for(scenario))
-    assert len(runs) == n, [r.model_dump() for r in runs]
-    for run in runs:
-        assert run.source == "openinference"
-        assert run.prompt == PROMPTS[scenario]  # the first LLM span's user message (llm.input_messages.1)
-        assert run.model == MODEL_NAME
-        assert run.cost is None
-        assert run.started_at and run.started_at.endswith("Z") and len(run.started_at) == 24
-        assert run.duration_ms is not None and run.duration_ms >= 0
-    return runs
-
+from tests.builders.frameworks import KB, ORDER
+from tests.builders.frameworks import openai_agents_runs as runs_for
+from tests.builders.frameworks import openai_agents_spans as spans_for
+from tests.frameworks.openai_agents_agent import ANSWERS, MODEL_NAME
 
 def test_happy():
     [run] = runs_for("happy")

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import orjson
 import pytest
 
 from harvester.conventions import runs_from_spans
 from tests.frameworks import record
-from tests.frameworks import smolagents_agent
-from tests.frameworks.pydantic_ai_agent import ANSWERS, PROMPTS
+from tests.builders.frameworks import ANSWERS_OF, EXPECTED, EXPECTED_OF, TRACES
+from tests.frameworks.pydantic_ai_agent import AGENT_NAME, ANSWERS, PROMPTS
 
-TRACES = Path(__file__).resolve().parents[1] / "traces" / "frameworks"
-EXPECTED = {  # scenario -> per run: (stop, trajectory, blocked, (input, output tokens))
-    "happy": [("answered", ["kb_search", "get_order"], [], (300, 30))],
-    "tool_error": [("error", [], ["check_inventory"], (100, 10))],
-    "retry": [("answered", ["get_order"], ["get_order"], (600, 60))],
-    "denied": [("deferred", [], ["issue_refund"], (100, 10)), ("answered", [], [], (200, 20))],
-}
 SOURCES = {"pydantic-ai": "genai", "pydantic-ai-v6": "genai", "langchain-openinference": "openinference",
            "langchain-openllmetry": "openllmetry"}
 
@@ -43,17 +35,6 @@ def test_recording_is_deterministic(framework):
 
 
 # -- openai-agents and smolagents (OpenInference) ----------------------------------------------------
-# What each recorded scenario IS, per run: (stop, trajectory, blocked, (input, output tokens)). smolagents
-# hands every tool error back to the model (its tool_error run answers) and has no approval step.
-EXPECTED_OF = {
-    "openai-agents": EXPECTED,
-    "smolagents": {
-        "happy": [("answered", ["kb_search", "get_order"], [], (300, 30))],
-        "tool_error": [("answered", [], ["check_inventory"], (300, 30))],
-        "retry": [("answered", ["get_order"], ["get_order"], (600, 60))],
-    },
-}
-ANSWERS_OF = {"openai-agents": ANSWERS, "smolagents": smolagents_agent.ANSWERS}
 NEW = [(fw, sc) for fw in EXPECTED_OF for sc in record.SCENARIOS_OF.get(fw, record.SCENARIOS)]
 
 
@@ -72,7 +53,7 @@ def test_recorded_openinference_trace_reads_back(framework, scenario):
     assert all(r.source == "openinference" for r in runs)
     assert runs[-1].answer == ANSWERS_OF[framework].get(scenario)
     assert runs[0].started_at.startswith("2025-11-30T02:00:00.")
-    assert all(r.prompt == PROMPTS[scenario] for r in runs)
+    assert all(r.prompt == PROMPTS[scenario] and r.agent == AGENT_NAME and r.content_captured for r in runs)
     assert [(r.stop, r.trajectory(), r.blocked_tools()) for r in runs] == [e[:3] for e in expected]
 
 

@@ -13,33 +13,10 @@ import pytest
 from harvester.conventions import is_agent_span, runs_from_spans
 from harvester.spans import from_readable
 from tests.frameworks import smolagents_agent
-from tests.frameworks.smolagents_agent import ANSWERS, MODEL_NAME, PROMPTS
-
-ORDER = {"order_id": "A1001", "status": "delivered", "days_since_delivery": 12, "total": 40.0}
-KB = "Refunds are accepted within 30 days of delivery."
-_cache: dict[str, list] = {}
-
-
-def spans_for(scenario: str) -> list:
-    if scenario not in _cache:
-        _cache[scenario] = smolagents_agent.run_scenario(scenario)
-    return _cache[scenario]
-
-
-def one_run(scenario: str):
-    runs = runs_from_spans(spans_for(scenario))
-    assert len(runs) == 1, [r.model_dump() for r in runs]
-    run = runs[0]
-    assert run.source == "openinference"
-    assert run.model == MODEL_NAME
-    assert run.prompt == PROMPTS[scenario]  # AGENT input.value {"task": ...}
-    assert run.answer == ANSWERS[scenario]  # AGENT output.value, a plain string
-    assert run.stop == "answered" and run.error is None
-    assert run.cost is None
-    assert run.started_at and run.started_at.endswith("Z") and len(run.started_at) == 24
-    assert run.duration_ms is not None and run.duration_ms >= 0
-    return run
-
+from tests.builders.frameworks import KB, ORDER
+from tests.builders.frameworks import smolagents_run as one_run
+from tests.builders.frameworks import smolagents_spans as spans_for
+from tests.frameworks.smolagents_agent import ANSWERS, MODEL_NAME
 
 def test_happy():
     run = one_run("happy")

@@ -18,7 +18,7 @@ from harvester.errors import HarvesterError, OtlpFormatError
 from harvester.intake import ingest_files
 from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore
-from tests.test_store import agent_trace, make_span
+from tests.builders.store import agent_trace, make_span
 
 T0 = 1_790_000_000_000_000_000
 

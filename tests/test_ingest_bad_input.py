@@ -22,7 +22,7 @@ from harvester.intake import ingest_files
 from harvester.redact import Redactor
 from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore
-from tests.test_store import agent_trace
+from tests.builders.store import agent_trace
 
 TRACE = "ab" * 16
 

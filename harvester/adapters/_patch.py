@@ -12,6 +12,8 @@ import functools
 import inspect
 from typing import Any, Callable, Iterator
 
+__all__ = ["GUARD", "defining", "guard", "guarded", "subclasses"]
+
 GUARD = "__harvester_guard__"
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Optional, Sequence
 
+__all__ = ["turn_on"]
+
 
 def _instrumentor(module: str, name: str) -> Any:
     try:

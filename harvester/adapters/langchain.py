@@ -21,6 +21,8 @@ from .. import seam
 from ._patch import defining, guard, subclasses
 from ._tracing import turn_on
 
+__all__ = ["NAME", "ROOTS", "accepts", "answer_of", "install", "instrument", "prepare"]
+
 ROOTS = ("langchain_core",)
 NAME = "langchain"
 # (tool, the model's arguments) of the BaseTool.run on this context's stack

@@ -25,6 +25,8 @@ from .. import seam
 from ._patch import GUARD, defining, guard
 from ._tracing import turn_on
 
+__all__ = ["NAME", "ROOTS", "accepts", "answer_of", "install", "instrument", "prepare"]
+
 ROOTS = ("agents",)
 NAME = "openai-agents"
 _BINDINGS = ("agents.tool", "agents.run_internal.tool_execution")

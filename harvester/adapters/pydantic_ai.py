@@ -25,6 +25,8 @@ from typing import Any, Callable, Optional
 from .. import seam
 from ._patch import guard, subclasses
 
+__all__ = ["NAME", "ROOTS", "accepts", "answer_of", "install", "instrument", "prepare"]
+
 ROOTS = ("pydantic_ai",)
 NAME = "pydantic-ai"
 # (executor, the name the model called, its arguments) of the tool call on this context's stack

@@ -18,6 +18,8 @@ from .. import seam
 from ._patch import guard, subclasses
 from ._tracing import turn_on
 
+__all__ = ["NAME", "ROOTS", "accepts", "install", "instrument", "prepare"]
+
 ROOTS = ("smolagents",)
 NAME = "smolagents"
 

@@ -16,6 +16,8 @@ from ..config import Config
 from ..suite import bump_suite, read_suite
 from . import config_option, echo_json, handle_errors, json_option, main, project_config
 
+__all__ = ["cases", "cases_list", "cases_options", "cases_show", "listing", "render_case", "suite", "suite_bump"]
+
 
 # -- shared options -----------------------------------------------------------------------------
 def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:

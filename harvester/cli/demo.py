@@ -8,6 +8,8 @@ import click
 
 from . import handle_errors, main
 
+__all__ = ["demo"]
+
 
 @main.command()
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,

@@ -15,6 +15,8 @@ from ..model import Run
 from . import ProgressBar, echo_json, handle_errors, json_option, main, open_store, store_option
 from .cases import cases_options, listing
 
+__all__ = ["harvest", "incident"]
+
 
 # -- harvest ------------------------------------------------------------------------------------
 @main.command("harvest")

@@ -14,6 +14,8 @@ from ..errors import pydantic_field
 from . import HarvesterCliError, echo_json, handle_errors, json_option, main
 from .cases import cases_options, render_case
 
+__all__ = ["EDITABLE", "accept", "reject", "review"]
+
 EDITABLE = ("why", "expected", "required_elements", "forbidden_tools", "appropriate_tools", "min_steps",
             "max_cost", "tags", "prompt")
 

@@ -30,6 +30,9 @@ from ..suite import suite_info
 from . import ProgressBar, echo_json, handle_errors, main, with_config
 from .cases import cases_options
 
+__all__ = ["ALL_PASS", "baseline_option", "compare", "gate_option", "junit_option", "markdown_option", "merge",
+           "output_options", "outputs", "replay"]
+
 F = TypeVar("F", bound=Callable[..., Any])
 # With no gate configured and no baseline, "all pass" is the bar.
 ALL_PASS = "task_completion>=1"

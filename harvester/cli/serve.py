@@ -14,6 +14,8 @@ from ..errors import ReceiverError
 from ..redact import redaction_for
 from . import handle_errors, main, plural
 
+__all__ = ["exposure_warning", "serve"]
+
 
 def exposure_warning(host: str, token: Optional[str]) -> Optional[str]:
     """A receiver reachable from other machines without a token stores whatever anyone sends it."""

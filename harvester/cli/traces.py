@@ -17,6 +17,8 @@ from ..redact import redaction_for
 from ..store import TraceStore, export_otlp, failure_summary
 from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
 
+__all__ = ["ingest", "traces", "traces_export", "traces_list", "traces_prune", "traces_show"]
+
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")

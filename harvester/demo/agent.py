@@ -17,6 +17,10 @@ import orjson
 
 from ..instrument import AgentRun, agent_run, tool
 
+__all__ = ["AGENT_NAME", "BASELINE_ALLOWLIST", "KNOWLEDGE_BASE", "MODEL", "MUTATING", "ORDERS", "REFUNDS",
+           "SLOW_ORDERS", "TOOLS", "WIDENED_ALLOWLIST", "SupportAgent", "ToolTimeout", "Turn", "build",
+           "build_widened", "get_order", "issue_refund", "kb_search", "scripted_model"]
+
 MODEL = "scripted-support-1"
 AGENT_NAME = "support_agent"
 

@@ -24,6 +24,8 @@ from ..report import Report, evaluate_gates
 from ..store import TraceStore
 from . import agent as support
 
+__all__ = ["CONFIG", "TRAFFIC", "DemoResult", "apply_reviews", "run_demo", "write_config"]
+
 CONFIG = """\
 store = "traces.db"
 cases_dir = "cases"

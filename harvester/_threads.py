@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 from opentelemetry import context as otel_context
 
+__all__ = ["propagate"]
+
 _MARK = "__harvester_propagates__"
 _lock = threading.Lock()
 

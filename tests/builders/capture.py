@@ -1,0 +1,94 @@
+"""A capturing processor on a private provider, and a GenAI-semconv agent run to emit through it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+from opentelemetry import trace as otel
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Status, StatusCode
+
+from harvester.intake import HarvestingSpanProcessor
+from harvester.model import Run
+from harvester.store import TraceStore
+
+
+def setup(tmp_path: Path, **kw: Any) -> tuple[HarvestingSpanProcessor, Any, str]:
+    path = str(tmp_path / "t.db")
+    proc = HarvestingSpanProcessor(path, **kw)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(proc)
+    return proc, provider.get_tracer("test"), path
+
+
+def agent_run(tracer: Any, *, prompt: str = "Can I return order A1001?", result: Any = "Refunds within 30 days.",
+              args: str = '{"query": "refund policy"}', answer: str = "Yes.", tool_error: Exception | None = None,
+              kind: str = "genai", context: Any = None, extra: dict[str, Any] | None = None) -> str:
+    """A GenAI-semconv agent run: agent span > chat (tool call) > tool > chat (answer)."""
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support", **(extra or {})}
+    if kind == "openllmetry_nested":
+        outer = tracer.start_span("invoke_agent support", context=context, attributes=attrs)
+        ctx = otel.set_span_in_context(outer)
+        agent = tracer.start_span("support.workflow", context=ctx, attributes={"traceloop.span.kind": "workflow"})
+    else:
+        outer = None
+        agent = tracer.start_span("invoke_agent support", context=context, attributes=attrs)
+    ctx = otel.set_span_in_context(agent)
+    user = [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]
+    with tracer.start_as_current_span("chat m", context=ctx, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 10,
+            "gen_ai.input.messages": orjson.dumps(user).decode(),
+            "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [
+                {"type": "tool_call", "id": "c1", "name": "kb_search", "arguments": {"query": "refund policy"}}]}]).decode()}):
+        pass
+    tool = tracer.start_span("execute_tool kb_search", context=ctx, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "kb_search", "gen_ai.tool.call.id": "c1",
+        "gen_ai.tool.call.arguments": args})
+    if tool_error is not None:
+        tool.record_exception(tool_error)
+        tool.set_status(Status(StatusCode.ERROR, str(tool_error)))
+    else:
+        tool.set_attribute("gen_ai.tool.call.result", result)
+    tool.end()
+    with tracer.start_as_current_span("chat m", context=ctx, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+            "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [
+                {"type": "text", "content": answer}]}]).decode()}):
+        pass
+    agent.end()
+    if outer is not None:
+        outer.end()
+    return format(agent.get_span_context().trace_id, "032x")
+
+
+def stored(path: str) -> list[Run]:
+    with TraceStore(path) as s:
+        return list(s.runs(newest_first=False))
+
+
+def fork_child_capturing(proc: HarvestingSpanProcessor, tracer: Any) -> int:
+    """Fork; the child captures one run ("child") on its own and exits 0 if it wrote it. Returns its pid."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            agent_run(tracer, prompt="child")
+            code = 0 if proc.force_flush(10_000) and proc.stats()["deferred"] == 1 else 3
+            proc.shutdown()
+        finally:
+            os._exit(code)
+    return pid
+
+
+class FailingStore(TraceStore):
+    """A store whose writes raise ``fail`` while it is set (a full disk, a locked file)."""
+
+    fail: BaseException | None = None
+
+    def add_many(self, items: Any, **kw: Any) -> int:
+        if self.fail is not None:
+            raise self.fail
+        return super().add_many(items, **kw)

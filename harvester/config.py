@@ -31,9 +31,9 @@ try:  # pragma: no cover - which branch runs depends on the interpreter
     import tomllib as _toml
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     try:
-        import tomli as _toml  # type: ignore[no-redef]
+        import tomli as _toml  # type: ignore[no-redef,import-not-found,unused-ignore]
     except ModuleNotFoundError:
-        _toml = None  # type: ignore[assignment]
+        _toml = None  # type: ignore[assignment,unused-ignore]
 
 
 class _Strict(BaseModel):

@@ -74,7 +74,7 @@ def tool_failure(type_name: str, message: str = "") -> ToolFailure:
     typed = _TYPED.get(base)
     if typed is None:
         def __init__(self: Any, type: str, message: str = "", _base: type = base) -> None:
-            _base.__init__(self, message)  # as the tool raised it: str() and .message are its message
+            _base.__init__(self, message)  # type: ignore[misc]  # as the tool raised it: str() and .message are its message
             self.type, self.message = type, message
 
         try:
@@ -332,6 +332,6 @@ def recovery_variants(case: AgentCase, modes: tuple[str, ...] = MODES) -> list[A
         return []
     return [case.model_copy(update={
         "id": f"{case.id}@{mode}",
-        "inject_failures": {tool: InjectSpec(mode=mode)},  # type: ignore[arg-type]
+        "inject_failures": {tool: InjectSpec(mode=mode)},
         "tags": ["recovery", f"recovery/{mode}"],
     }) for mode in modes]

@@ -91,7 +91,8 @@ class AgentRun:
             "gen_ai.usage.output_tokens": int(output_tokens),
             "gen_ai.output.messages": _messages("assistant", text, calls, "tool_call" if calls else "stop"),
         }
-        with self._tracer.start_as_current_span(f"chat {model}", kind=trace.SpanKind.CLIENT, attributes=attrs):
+        with self._tracer.start_as_current_span(f"chat {model}", kind=trace.SpanKind.CLIENT,
+                                                attributes=attrs):  # type: ignore[arg-type]
             pass
         return calls
 

@@ -30,6 +30,7 @@ def guard(owner: type, name: str, make: Callable[[Callable[..., Any]], Callable[
     raw = owner.__dict__.get(name)
     if raw is None or guarded(raw):
         return False
+    method: Callable[..., Any]
     if isinstance(raw, staticmethod):
         func = raw.__func__
         method = functools.update_wrapper(make(lambda _self, *a, **kw: func(*a, **kw)), func)

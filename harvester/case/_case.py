@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 if TYPE_CHECKING:
     from ..model import Run
@@ -24,7 +24,7 @@ class Case:
 
     id: str
     task: str
-    checks: list[Callable[[Run], Any]] = field(default_factory=list)
+    checks: Sequence[Callable[[Run], Any]] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     why: str = ""
     spec: Optional["AgentCase"] = None

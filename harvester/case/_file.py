@@ -96,7 +96,7 @@ def read_signature(path: Path) -> CaseSignature:
     except orjson.JSONDecodeError as exc:
         raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
     data = data if isinstance(data, dict) else {}
-    source = data.get("source") if isinstance(data.get("source"), dict) else {}
+    source = data["source"] if isinstance(data.get("source"), dict) else {}
 
     def text(value: Any) -> Optional[str]:
         return value if isinstance(value, str) and value else None

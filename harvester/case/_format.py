@@ -22,7 +22,7 @@ from ._case import Case
 __all__ = ["SCHEMA", "SCHEMA_FILE", "AgentCase", "Fixture", "InjectSpec", "Recorded", "Source", "Status",
            "case_json_schema", "write_case_schema"]
 
-SCHEMA = "harvester.case/1"
+SCHEMA: Literal["harvester.case/1"] = "harvester.case/1"
 Status = Literal["pending", "accepted", "rejected"]
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 

@@ -121,7 +121,7 @@ def _finish(report: Report, gates: list[str], baseline: Optional[Report], json_p
     sys.exit(2 if unwritten else outcome.exit_code)
 
 
-def _write(unwritten: list[OutputError], fn: Callable[..., None], *args: Any) -> None:
+def _write(unwritten: list[OutputError], fn: Callable[..., Any], *args: Any) -> None:
     try:
         fn(*args)
     except OutputError as exc:

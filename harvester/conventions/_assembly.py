@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, cast
 
 import orjson
 
@@ -236,7 +236,7 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
               or (stop == "answered" and answer is None))
     start, end = root.start_ns, root.end_ns
     ok_times = type(start) is int and type(end) is int and 0 < start <= end
-    return {
+    return cast(RunData, {  # the readers' dicts are built to RunData's shape
         "trace_id": root.trace_id, "run_id": root.span_id, "agent": agent, "model": model,
         "prompt": prompt if isinstance(prompt, str) and prompt else None,
         "answer": answer if isinstance(answer, str) else None,
@@ -249,7 +249,7 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
         "usage": _usage(m.llms, root), "cost": None, "started_at": iso(start),
         "duration_ms": round((end - start) / 1e6, 3) if ok_times else None,
         "content_captured": not hidden, "feedback": _feedback(members), "source": source,
-    }
+    })
 
 
 def span_datas(spans: Any) -> Iterable[SpanData]:

@@ -85,12 +85,12 @@ def promote_chains(by_id: Mapping[str, SpanData], roles: dict[str, tuple[str, st
 def ancestors(span: SpanData, by_id: Mapping[str, SpanData]) -> Iterator[str]:
     """The ids of the spans above ``span`` that ``by_id`` holds, nearest first (bounded: ids can loop)."""
     parent, hops = span.parent_id, 0
-    while parent in by_id and hops < 10_000:
+    while parent is not None and parent in by_id and hops < 10_000:
         yield parent
         parent, hops = by_id[parent].parent_id, hops + 1
 
 
-def subtree(root: SpanData, children: Mapping[str, Sequence[SpanData]], taken: set[str]) -> list[SpanData]:
+def subtree(root: SpanData, children: Mapping[Optional[str], Sequence[SpanData]], taken: set[str]) -> list[SpanData]:
     """``root`` and its descendants, skipping (and adding to ``taken``) span ids already taken."""
     out: list[SpanData] = []
     todo = [root]

@@ -93,7 +93,7 @@ def output_tools(span: SpanData) -> set[str]:
     """pydantic-ai's output tools (``final_result``): requested by the model, the answer, not a call."""
     params = loads(span.attributes.get("model_request_parameters"))
     if isinstance(params, dict) and isinstance(params.get("output_tools"), list):
-        return {t.get("name") for t in params["output_tools"] if isinstance(t, dict)}
+        return {t["name"] for t in params["output_tools"] if isinstance(t, dict) and isinstance(t.get("name"), str)}
     return set()
 
 

@@ -136,7 +136,7 @@ def _state_tool_calls(messages: list[Any]) -> dict[str, Any]:
     for m in messages:
         if not isinstance(m, dict):
             continue
-        body = m.get("data") if isinstance(m.get("data"), dict) else m.get("kwargs") if isinstance(m.get("kwargs"), dict) else m
+        body = m["data"] if isinstance(m.get("data"), dict) else m["kwargs"] if isinstance(m.get("kwargs"), dict) else m
         for tc in body.get("tool_calls") or ():
             if isinstance(tc, dict) and isinstance(tc.get("id"), str) and isinstance(tc.get("args"), dict):
                 out[tc["id"]] = tc["args"]

@@ -100,9 +100,9 @@ def content_text(content: Any) -> Optional[str]:
     if isinstance(content, str):
         return text(content)
     if isinstance(content, list):
-        texts = [b.get("text") if isinstance(b.get("text"), str) else b.get("content")
+        found = [b.get("text") if isinstance(b.get("text"), str) else b.get("content")
                  for b in content if isinstance(b, dict) and b.get("type") in ("text", None)]
-        texts = [t for t in texts if isinstance(t, str)]
+        texts = [t for t in found if isinstance(t, str)]
         return text("".join(texts)) if texts else None
     return None
 
@@ -122,8 +122,8 @@ def message(m: Any) -> tuple[str, Optional[str]]:
     role = m.get("role", m.get("type", ""))
     parts = m.get("parts")
     if isinstance(parts, list):  # GenAI semconv
-        texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
-        texts = [t for t in texts if isinstance(t, str)]
+        found = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+        texts = [t for t in found if isinstance(t, str)]
         return str(role), (text("".join(texts)) if texts else None)
     return str(role), content_text(m.get("content"))
 

@@ -24,7 +24,7 @@ __all__ = ["AGENT_NAME", "BASELINE_ALLOWLIST", "KNOWLEDGE_BASE", "MODEL", "MUTAT
 MODEL = "scripted-support-1"
 AGENT_NAME = "support_agent"
 
-KNOWLEDGE_BASE = [
+KNOWLEDGE_BASE: list[dict[str, Any]] = [
     {"id": "kb-1", "title": "Refund policy", "keywords": ["refund", "return", "money back"],
      "text": "Refunds are accepted within 30 days of delivery. Items must be unused."},
     {"id": "kb-2", "title": "Shipping", "keywords": ["shipping", "ship", "delivery time"],
@@ -125,7 +125,8 @@ def scripted_model(prompt: str, history: list[dict[str, Any]]) -> Turn:
 
     last = history[-1]
     if last.get("denied"):
-        docs = next((h["result"] for h in reversed(history) if h["name"] == "kb_search" and "result" in h), [])
+        docs: list[dict[str, Any]] = next(
+            (h["result"] for h in reversed(history) if h["name"] == "kb_search" and "result" in h), [])
         return Turn(text=_answer_from_docs(docs) + " (I can't take account actions from here.)")
     if "error" in last:
         if "rate limit" in last["error"].casefold():  # a latent bug: retried at once, without any limit

@@ -49,7 +49,7 @@ def merged_spans(earlier: Iterable[SpanData], new: Sequence[SpanData]) -> list[S
     return list(by_id.values())
 
 
-def run_spans(runs: Sequence[dict[str, Any]], spans: Sequence[SpanData]) -> list[list[SpanData]]:
+def run_spans(runs: Sequence[RunData], spans: Sequence[SpanData]) -> list[list[SpanData]]:
     """The raw spans to store beside each run: its agent span's subtree.
 
     Spans outside every run (an HTTP request span above the agent) go with the first run, so the
@@ -72,7 +72,7 @@ def run_spans(runs: Sequence[dict[str, Any]], spans: Sequence[SpanData]) -> list
     return out
 
 
-def run_rows(runs: Sequence[dict[str, Any]], spans: Sequence[SpanData], redactor: Redactor | None,
+def run_rows(runs: Sequence[RunData], spans: Sequence[SpanData], redactor: Redactor | None,
              drop: Callable[[str], None], wanted: Sequence[bool] | None = None) -> list[Row]:
     """The rows of one trace's runs (those ``wanted``), each redacted with its raw spans.
 
@@ -123,7 +123,7 @@ class RunWriter:
     runs are kept at ``sample_rate``, decided by trace id so a trace is kept or dropped whole.
     """
 
-    def __init__(self, store: TraceStore | str | os.PathLike[str] | None = None, *, sample_rate: float = 1.0,
+    def __init__(self, store: TraceStore | RowSink | str | os.PathLike[str] | None = None, *, sample_rate: float = 1.0,
                  keep: Callable[[Run], bool] | None = None,
                  redact: bool | Redactor | Mapping[str, Any] | None = True, batch_size: int = 512,
                  flush_interval_s: float = 1.0, defer: bool = False) -> None:

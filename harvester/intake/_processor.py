@@ -132,7 +132,8 @@ class HarvestingSpanProcessor(SpanProcessor):
                 # hooks: this one registers the child's own there. Only when multiprocessing is in use,
                 # so the hook's import stays free of it.
                 if "multiprocessing.util" in sys.modules:
-                    sys.modules["multiprocessing.util"].register_after_fork(reinit.__self__, _finalize_at_process_exit)
+                    processor = reinit.__self__  # type: ignore[attr-defined]  # a bound method, weakly held
+                    sys.modules["multiprocessing.util"].register_after_fork(processor, _finalize_at_process_exit)
 
         def _at_exit() -> None:
             if (shutdown := weak_shutdown()) is not None:
@@ -246,12 +247,12 @@ class HarvestingSpanProcessor(SpanProcessor):
         """Write every run that has finished so far; False if that did not happen within the timeout."""
         if self._shutdown or not self._worker.is_alive():
             return False
-        timeout_millis = _millis(timeout_millis)
+        millis = _millis(timeout_millis)
         done = threading.Event()
         with self._flush_lock:
             self._flush_waiters.append(done)
         self._wake.set()
-        if done.wait(timeout_millis / 1000):
+        if done.wait(millis / 1000):
             return True
         # Timed out (the store is locked, say): withdraw, or an app that flushes after every
         # request would pile up one Event per request for as long as the worker is stuck.

@@ -170,8 +170,7 @@ class Receiver:
                  max_connections: int = 128, max_inflight_bytes: int | None = None,
                  on_flush: Callable[[int], None] | None = None) -> None:
         self._owns_writer = not isinstance(store, RunWriter)
-        self.writer = (RunWriter(store, sample_rate=sample_rate, redact=redact) if self._owns_writer
-                       else store)  # type: ignore[assignment]
+        self.writer = store if isinstance(store, RunWriter) else RunWriter(store, sample_rate=sample_rate, redact=redact)
         self.host = host
         self.port = port
         self.max_body_bytes = max_body_bytes

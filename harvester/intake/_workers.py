@@ -73,7 +73,7 @@ def _grow_pipe(conn: Connection) -> None:
     try:
         import fcntl
 
-        fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)  # type: ignore[attr-defined]
+        fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)  # type: ignore[attr-defined,unused-ignore]
     except (ImportError, AttributeError, OSError):
         pass
 
@@ -100,8 +100,8 @@ class Workers:
                 _grow_pipe(req_w)
                 _grow_pipe(rep_r)
                 inherited = [*self.requests, *self.replies, req_w, rep_r] if method == "fork" else []
-                proc = ctx.Process(target=worker_main, args=(req_r, rep_w, redactor, inherited), daemon=True,
-                                   name=f"harvester-ingest-{i + 1}")
+                proc = ctx.Process(target=worker_main, args=(req_r, rep_w, redactor, inherited),  # type: ignore[attr-defined]
+                                   daemon=True, name=f"harvester-ingest-{i + 1}")
                 proc.start()
                 req_r.close()
                 rep_w.close()
@@ -132,7 +132,8 @@ class Workers:
                         raise self._died(i) from None
                     if isinstance(msg, Failed):
                         err = HarvesterError(f"ingest worker {i + 1} failed: {msg.error}")
-                        err.add_note(msg.traceback)  # the worker's traceback, for a debugger; not in the message
+                        if hasattr(err, "add_note"):  # Python 3.11+: the worker's traceback, for a debugger
+                            err.add_note(msg.traceback)
                         raise err
                     return i, msg
             for i, proc in enumerate(self.procs):
@@ -244,12 +245,12 @@ class Workers:
         pending: list[Row] = []
         while done < len(batches):
             while sent < len(batches) and sent - done < _WINDOW * n:
-                parts: dict[int, list[tuple[str, list[int]]]] = {}
+                shares: dict[int, list[tuple[str, list[int]]]] = {}
                 for tid, keys in batches[sent]:
-                    parts.setdefault(owner[keys[0]], []).append((tid, keys))
-                for i, part in parts.items():
-                    self.send(i, Write(sent, part))
-                results[sent], waiting[sent] = {}, len(parts)
+                    shares.setdefault(owner[keys[0]], []).append((tid, keys))
+                for i, share in shares.items():
+                    self.send(i, Write(sent, share))
+                results[sent], waiting[sent] = {}, len(shares)
                 sent += 1
             i, reply = self.recv()
             stats.add_lost(reply.lost)

@@ -273,6 +273,7 @@ class Engine:
             # the cross-pass cache here, without a call (most attribute values are short and recur).
             short = self._short if not p.literals else _NO_CACHE
             plain_ints = not self._custom and not p.literals  # only a card number can change an int
+            y: Any
             for k, x in v.items():
                 if isinstance(x, str):  # most values: handled here, one call fewer per value
                     hit = secret_keys.get(k)

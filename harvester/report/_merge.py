@@ -56,13 +56,13 @@ def _check_shards(shards: list[Optional[str]]) -> None:
     if len(counts) > 1:
         raise ReportFormatError(f"cannot merge shards of different splits ({', '.join(sorted(set(shards)))})"  # type: ignore[arg-type]
                                 ": every shard must come from the same --shard I/N run")
-    n = counts[0]
+    split = counts[0]
     have = [i for i, _ in parsed]
     twice = sorted({i for i in have if have.count(i) > 1})
     if twice:
-        raise ReportFormatError(f"shard {', '.join(f'{i}/{n}' for i in twice)} given more than once")
-    missing = [i for i in range(1, n + 1) if i not in have]
+        raise ReportFormatError(f"shard {', '.join(f'{i}/{split}' for i in twice)} given more than once")
+    missing = [i for i in range(1, split + 1) if i not in have]
     if missing:
-        raise ReportFormatError(f"missing shard {', '.join(f'{i}/{n}' for i in missing)} (got "
+        raise ReportFormatError(f"missing shard {', '.join(f'{i}/{split}' for i in missing)} (got "
                                 f"{', '.join(f'{i}/{n}' for i in sorted(have))}): a shard that did not "
                                 "finish must not pass the gate")

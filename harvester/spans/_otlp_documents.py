@@ -155,10 +155,10 @@ def numbered_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator
             try:
                 text.decode("utf-8")
             except UnicodeDecodeError as exc:
-                line = text.count(b"\n", 0, exc.start) + 1
+                at = text.count(b"\n", 0, exc.start) + 1
                 col = exc.start - (text.rfind(b"\n", 0, exc.start) + 1) + 1
                 raise OtlpFormatError(f"not UTF-8 text (byte 0x{text[exc.start]:02x})", file=file,
-                                      field=f"line {line} column {col}") from None
+                                      field=f"line {at} column {col}") from None
             try:
                 json.loads(text.decode("utf-8", "replace"))
             except RecursionError:

@@ -74,7 +74,7 @@ def failure_summary(run: Run | RunData) -> str | None:
     return f"feedback {data['feedback']}"
 
 
-class Row(tuple):  # type: ignore[type-arg]
+class Row(tuple):  # type: ignore[type-arg,unused-ignore]
     """A ready ``runs`` table row (``run_row``), for ``TraceStore.add_many``."""
 
     __slots__ = ()
@@ -124,7 +124,7 @@ def spans_of(data: Any) -> list[SpanData]:
     if isinstance(data[0], dict):  # schema 1: a list of SpanData objects
         return [SpanData.from_dict(d) for d in data]
     resources, rows = data
-    return [SpanData(*row[:12], resource=resources[row[12]]) for row in rows]
+    return [SpanData(*row[:12], resource=resources[row[12]]) for row in rows]  # type: ignore[misc]
 
 
 def inbox_row(traces: Sequence[bytes], *, redacted: bool, pieces: int = 0) -> tuple[float, int, int, int, bytes]:

@@ -104,7 +104,8 @@ class Queries:
 
     def _filters(self, failed: bool | None, agent: str | None, since: Any, until: Any,
                  trace_ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[Any] = []
         if failed is not None:
             clauses.append("failed = ?")
             args.append(int(failed))

@@ -1,0 +1,122 @@
+"""The code's layout, kept: floors whose imports only point down, one concept per (short) module, a
+declared public line, and tests that share builders rather than import each other.
+
+The floors are docs/contributing.md's table. An import inside a function counts as much as one at the
+top (a lazy import is still a dependency); only ``if TYPE_CHECKING:`` imports are exempt.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "harvester"
+FLOORS = {
+    0: ["errors", "canonical", "_files", "_progress"],
+    1: ["model", "spans", "config", "seam", "_threads"],
+    2: ["conventions", "redact", "checks", "instrument"],
+    3: ["store"],
+    4: ["intake", "case", "suite", "report"],
+    5: ["harvest", "fixtures", "adapters"],
+    6: ["replay"],
+    7: ["cli", "demo", "__main__"],
+}
+FLOOR = {name: floor for floor, names in FLOORS.items() for name in names}
+DEPRECATED = {"capture", "ingest", "receiver"}  # old paths re-exporting intake, for one release
+# The one documented call up: the store settles its inbox with the intake's normalizer unless handed one.
+ALLOWED_UP = {("store/_settling.py", "intake")}
+MAX_LINES = 400
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).with_suffix("").parts[0] not in DEPRECATED)
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """(harvester module imported, line) for every import in ``path`` outside ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                   for n in ast.walk(node)}
+    package = ["harvester", *path.relative_to(PACKAGE).parts[:-1]]  # what a relative import is relative to
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                names = [node.module] if node.module else [a.name for a in node.names]
+                out += [(".".join([*base, n]), node.lineno) for n in names]
+            elif node.module and node.module.split(".")[0] == "harvester":
+                out.append((node.module, node.lineno))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names if a.name.split(".")[0] == "harvester"]
+    return out
+
+
+def _top(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "harvester" else None
+
+
+def test_every_module_has_a_floor():
+    tops = {p.relative_to(PACKAGE).with_suffix("").parts[0] for p in _modules()} - {"__init__"}
+    assert tops <= set(FLOOR), f"give these a floor in docs/contributing.md and here: {sorted(tops - set(FLOOR))}"
+
+
+def test_imports_only_point_down():
+    up = []
+    for path in _modules():
+        rel = path.relative_to(PACKAGE)
+        me = rel.with_suffix("").parts[0]
+        if me == "__init__":
+            continue  # the facade re-exports lazily from every floor
+        for module, line in _imports(path):
+            other = _top(module)
+            if other is None or other == me or other in DEPRECATED:
+                continue
+            if FLOOR[other] > FLOOR[me] and (rel.as_posix(), other) not in ALLOWED_UP:
+                up.append(f"{rel}:{line} (floor {FLOOR[me]}) imports {module} (floor {FLOOR[other]})")
+    assert not up, "imports pointing up:\n" + "\n".join(up)
+
+
+def test_the_store_imports_nothing_above_model_and_spans():
+    above = [f"{p.relative_to(PACKAGE)}:{line} imports {module}" for p in sorted((PACKAGE / "store").glob("*.py"))
+             for module, line in _imports(p)
+             if _top(module) not in (None, "store") and FLOOR[_top(module)] > 1  # type: ignore[index]
+             and (p.relative_to(PACKAGE).as_posix(), _top(module)) not in ALLOWED_UP]
+    assert not above, "\n".join(above)
+
+
+def test_the_floor_test_catches_an_import_pointing_up(tmp_path):
+    """The scan reads relative imports, function-level imports and absolute ones alike."""
+    probe = PACKAGE / "store" / "_probe_for_the_layout_test.py"
+    probe.write_text("def f():\n    from ..replay import replay\n    from harvester.cli import main\n")
+    try:
+        found = {_top(m) for m, _ in _imports(probe)}
+    finally:
+        probe.unlink()
+    assert found == {"replay", "cli"}
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_modules_are_short_and_declare_their_public_names(path):
+    lines = path.read_text().count("\n")
+    assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines: split it by concept"
+    if path.name not in ("__init__.py", "__main__.py"):
+        assert "\n__all__ = [" in path.read_text(), f"{path.relative_to(PACKAGE)} declares no __all__"
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers live in tests/builders, tests/frameworks and tests/apps, never in a test module."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any(n.split(".")[-1].startswith("test_") for n in names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, offenders

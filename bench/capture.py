@@ -32,8 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import orjson
 from opentelemetry import trace as otel
@@ -43,12 +44,14 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harvester.intake import HarvestingSpanProcessor  # noqa: E402
-from harvester.spans import from_readable, to_otlp  # noqa: E402
-from harvester.store import TraceStore  # noqa: E402
+from harvester.intake import HarvestingSpanProcessor
+from harvester.spans import from_readable, to_otlp
+from harvester.store import TraceStore
 
-RESULT = ("Refunds are accepted within 30 days of delivery for unused items in their original packaging. "
-          "Shipping costs are not refunded unless the item arrived damaged. ") * 7  # ~1 KB
+RESULT = (
+    "Refunds are accepted within 30 days of delivery for unused items in their original packaging. "
+    "Shipping costs are not refunded unless the item arrived damaged. "
+) * 7  # ~1 KB
 ARGS = {"query": "refund policy for delivered orders", "order_id": "A1001", "locale": "en-GB", "limit": 3}  # ~100 B
 
 
@@ -64,28 +67,59 @@ class EncodingExporter(SpanExporter):
 
 
 def agent_loop(tracer: Any, n: int, llm_s: float) -> None:
-    user = [{"role": "user", "parts": [{"type": "text", "content": "Can I still return order A1001? It arrived last week."}]}]
+    user = [
+        {
+            "role": "user",
+            "parts": [{"type": "text", "content": "Can I still return order A1001? It arrived last week."}],
+        }
+    ]
     for i in range(n):
-        with tracer.start_as_current_span("invoke_agent support_agent", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent",
-                "gen_ai.request.model": "gpt-4.1-mini"}) as agent:
+        with tracer.start_as_current_span(
+            "invoke_agent support_agent",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "support_agent",
+                "gen_ai.request.model": "gpt-4.1-mini",
+            },
+        ) as agent:
             for step in range(3):
                 last = step == 2
-                out = ([{"role": "assistant", "parts": [{"type": "text", "content": "Yes, within 30 days of delivery."}]}]
-                       if last else [{"role": "assistant", "parts": [
-                           {"type": "tool_call", "id": f"call_{i}_{step}", "name": "kb_search", "arguments": ARGS}]}])
-                with tracer.start_as_current_span("chat gpt-4.1-mini", kind=otel.SpanKind.CLIENT, attributes={
-                        "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4.1-mini",
-                        "gen_ai.usage.input_tokens": 420 + step * 300, "gen_ai.usage.output_tokens": 38,
+                out = (
+                    [{"role": "assistant", "parts": [{"type": "text", "content": "Yes, within 30 days of delivery."}]}]
+                    if last
+                    else [
+                        {
+                            "role": "assistant",
+                            "parts": [
+                                {"type": "tool_call", "id": f"call_{i}_{step}", "name": "kb_search", "arguments": ARGS}
+                            ],
+                        }
+                    ]
+                )
+                with tracer.start_as_current_span(
+                    "chat gpt-4.1-mini",
+                    kind=otel.SpanKind.CLIENT,
+                    attributes={
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.request.model": "gpt-4.1-mini",
+                        "gen_ai.usage.input_tokens": 420 + step * 300,
+                        "gen_ai.usage.output_tokens": 38,
                         "gen_ai.input.messages": orjson.dumps(user).decode(),
-                        "gen_ai.output.messages": orjson.dumps(out).decode()}):
+                        "gen_ai.output.messages": orjson.dumps(out).decode(),
+                    },
+                ):
                     if llm_s:
                         time.sleep(llm_s)
-                with tracer.start_as_current_span("execute_tool kb_search", attributes={
-                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "kb_search",
+                with tracer.start_as_current_span(
+                    "execute_tool kb_search",
+                    attributes={
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": "kb_search",
                         "gen_ai.tool.call.id": f"call_{i}_{step}",
                         "gen_ai.tool.call.arguments": orjson.dumps(ARGS).decode(),
-                        "gen_ai.tool.call.result": RESULT}):
+                        "gen_ai.tool.call.result": RESULT,
+                    },
+                ):
                     pass
             agent.set_attribute("final_result", "Yes, within 30 days of delivery.")
 
@@ -139,13 +173,14 @@ def write_traces(path: Path, traces: int) -> None:
             return SpanExportResult.SUCCESS
 
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(SimpleSpanProcessor(Keep()))
     agent_loop(provider.get_tracer("bench"), traces, 0)
     spans = [from_readable(s) for s in captured]
     with open(path, "wb") as f:
         for i in range(0, len(spans), 700):
-            f.write(orjson.dumps(to_otlp(spans[i:i + 700])) + b"\n")
+            f.write(orjson.dumps(to_otlp(spans[i : i + 700])) + b"\n")
 
 
 def bench_ingest(tmp: str, traces: int = 10_000) -> float:
@@ -155,16 +190,23 @@ def bench_ingest(tmp: str, traces: int = 10_000) -> float:
     path = Path(tmp) / "traces.jsonl"
     write_traces(path, traces)
     store = str(Path(tmp) / "ingest.db")
-    code = ("import sys, time\n"
-            "from click.testing import CliRunner\n"
-            "from harvester.cli import main\n"
-            "t0 = time.perf_counter()\n"
-            "res = CliRunner().invoke(main, ['ingest', sys.argv[1], '--store', sys.argv[2]], catch_exceptions=False)\n"
-            "print(time.perf_counter() - t0)\n"
-            "print(res.output)\n")
+    code = (
+        "import sys, time\n"
+        "from click.testing import CliRunner\n"
+        "from harvester.cli import main\n"
+        "t0 = time.perf_counter()\n"
+        "res = CliRunner().invoke(main, ['ingest', sys.argv[1], '--store', sys.argv[2]], catch_exceptions=False)\n"
+        "print(time.perf_counter() - t0)\n"
+        "print(res.output)\n"
+    )
     root = str(Path(__file__).resolve().parent.parent)
-    out = subprocess.run([sys.executable, "-c", code, str(path), store], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), store],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")},
+    )
     elapsed, output = out.stdout.split("\n", 1)
     assert output.startswith(f"ingested {traces} runs"), output
     return traces / float(elapsed)
@@ -206,8 +248,13 @@ def main() -> None:
         def batch() -> BatchSpanProcessor:
             return BatchSpanProcessor(EncodingExporter(), max_queue_size=20_000)
 
-        setups = [("bare", lambda: None, llm_s), ("harvester", harvester, llm_s),
-                  ("bare_cpu", lambda: None, 0), ("harvester_cpu", harvester, 0), ("batch_cpu", batch, 0)]
+        setups = [
+            ("bare", lambda: None, llm_s),
+            ("harvester", harvester, llm_s),
+            ("bare_cpu", lambda: None, 0),
+            ("harvester_cpu", harvester, 0),
+            ("batch_cpu", batch, 0),
+        ]
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in setups}
         for _ in range(args.repeat):
             for name, make, sleep in setups:
@@ -215,8 +262,10 @@ def main() -> None:
                 for f in Path(tmp).glob("h*.db*"):  # a store's pages stay in the page cache otherwise
                     f.unlink()
         results = {name: (median([w for w, _ in s]), median([c for _, c in s])) for name, s in samples.items()}
-        spread = [(c_h - c_b) / (c_x - c_b) for (_, c_h), (_, c_b), (_, c_x)
-                  in zip(samples["harvester_cpu"], samples["bare_cpu"], samples["batch_cpu"])]
+        spread = [
+            (c_h - c_b) / (c_x - c_b)
+            for (_, c_h), (_, c_b), (_, c_x) in zip(samples["harvester_cpu"], samples["bare_cpu"], samples["batch_cpu"])
+        ]
         settle_rate = bench_settle(tmp, n)
         ingest_rate = bench_ingest(tmp)
     hook_ms, sdk_ms = bench_hook_import()
@@ -232,17 +281,25 @@ def main() -> None:
         return "PASS" if ok else "FAIL"
 
     print(f"7-span agent run, {n} runs x {args.repeat} rounds (medians); bare SDK CPU {bare_cpu * 1e6:.0f} us/run")
-    print(f"(a) wall, processor vs bare SDK ({args.llm_ms} ms model latency per chat): {wall_ratio:.3f}x  "
-          f"(target <= 1.25x)  {verdict(wall_ratio <= 1.25)}")
+    print(
+        f"(a) wall, processor vs bare SDK ({args.llm_ms} ms model latency per chat): {wall_ratio:.3f}x  "
+        f"(target <= 1.25x)  {verdict(wall_ratio <= 1.25)}"
+    )
     print(f"    pure-CPU loop, no latency (worst case, for information): {wall_ratio_cpu:.3f}x")
-    print(f"(b) CPU added per run: harvester {ours * 1e6:.0f} us vs BatchSpanProcessor+OTLP protobuf "
-          f"{theirs * 1e6:.0f} us = {cpu_ratio:.3f}x  (target <= 0.5x)  {verdict(cpu_ratio <= 0.5)}")
+    print(
+        f"(b) CPU added per run: harvester {ours * 1e6:.0f} us vs BatchSpanProcessor+OTLP protobuf "
+        f"{theirs * 1e6:.0f} us = {cpu_ratio:.3f}x  (target <= 0.5x)  {verdict(cpu_ratio <= 0.5)}"
+    )
     print(f"    each of the {args.repeat} rounds: {', '.join(f'{r:.2f}x' for r in spread)}")
     print(f"    normalizing them at the first read (the reader pays, not the app): {settle_rate:,.0f} runs/s")
-    print(f"(c) harvester ingest, 10,000 OTLP/JSON traces: {ingest_rate:,.0f} runs/s  (target >= 5,000)  "
-          f"{verdict(ingest_rate >= 5000)}")
-    print(f"(d) hook import: {hook_ms:.1f} ms vs opentelemetry.sdk.trace {sdk_ms:.1f} ms = {hook_ms / sdk_ms:.2f}x  "
-          f"(target <= 1.5x)  {verdict(hook_ms <= 1.5 * sdk_ms)}")
+    print(
+        f"(c) harvester ingest, 10,000 OTLP/JSON traces: {ingest_rate:,.0f} runs/s  (target >= 5,000)  "
+        f"{verdict(ingest_rate >= 5000)}"
+    )
+    print(
+        f"(d) hook import: {hook_ms:.1f} ms vs opentelemetry.sdk.trace {sdk_ms:.1f} ms = {hook_ms / sdk_ms:.2f}x  "
+        f"(target <= 1.5x)  {verdict(hook_ms <= 1.5 * sdk_ms)}"
+    )
 
 
 if __name__ == "__main__":

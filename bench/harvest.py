@@ -18,30 +18,60 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harvester.config import Config  # noqa: E402
-from harvester.harvest import harvest  # noqa: E402
-from harvester.model import ErrorInfo, Run, ToolCall, Usage  # noqa: E402
-from harvester.store import TraceStore  # noqa: E402
+from harvester.config import Config
+from harvester.harvest import harvest
+from harvester.model import ErrorInfo, Run, ToolCall, Usage
+from harvester.store import TraceStore
 
 TARGET_RUNS_PER_S = 2000.0
 FLAT_FACTOR = 1.5  # peak at 100k may be at most this times the peak at 10k (plus a little slack)
 FLAT_SLACK_MB = 4.0
 
-TOPICS = ["refund", "return", "shipping", "invoice", "warranty", "password", "subscription", "delivery", "exchange",
-          "discount", "coupon", "address", "payment", "order status", "cancellation", "gift card", "loyalty points",
-          "damaged item", "missing item", "tracking number"]
-FORMS = ["Can I get a {t} for order {n}?", "What is the {t} policy for order {n}?", "Help with {t} on order {n}",
-         "Why is my {t} for order {n} not working?", "I need the {t} details of order {n}",
-         "Is a {t} possible for order {n} after {d} days?", "Please check {t} for order {n}",
-         "How long does a {t} take for order {n}?", "Who handles {t} for order {n}?",
-         "Update the {t} for order {n}", "My {t} for order {n} failed", "Where do I see {t} for order {n}?"]
-PARAGRAPH = ("Orders can be returned within 30 days of delivery when unused and in their original packaging. "
-             "Refunds are issued to the original payment method within 5 business days of receipt. ")
+TOPICS = [
+    "refund",
+    "return",
+    "shipping",
+    "invoice",
+    "warranty",
+    "password",
+    "subscription",
+    "delivery",
+    "exchange",
+    "discount",
+    "coupon",
+    "address",
+    "payment",
+    "order status",
+    "cancellation",
+    "gift card",
+    "loyalty points",
+    "damaged item",
+    "missing item",
+    "tracking number",
+]
+FORMS = [
+    "Can I get a {t} for order {n}?",
+    "What is the {t} policy for order {n}?",
+    "Help with {t} on order {n}",
+    "Why is my {t} for order {n} not working?",
+    "I need the {t} details of order {n}",
+    "Is a {t} possible for order {n} after {d} days?",
+    "Please check {t} for order {n}",
+    "How long does a {t} take for order {n}?",
+    "Who handles {t} for order {n}?",
+    "Update the {t} for order {n}",
+    "My {t} for order {n} failed",
+    "Where do I see {t} for order {n}?",
+]
+PARAGRAPH = (
+    "Orders can be returned within 30 days of delivery when unused and in their original packaging. "
+    "Refunds are issued to the original payment method within 5 business days of receipt. "
+)
 
 
 def _runs(n: int, seed: int = 7) -> Iterator[Run]:
@@ -50,41 +80,81 @@ def _runs(n: int, seed: int = 7) -> Iterator[Run]:
         topic, form = rng.choice(TOPICS), rng.choice(FORMS)
         order = f"A{rng.randrange(1000, 99999)}"
         prompt = form.format(t=topic, n=order, d=rng.randrange(1, 90))
-        docs = [{"id": f"kb-{rng.randrange(500)}", "title": f"{topic} policy", "text": PARAGRAPH * 2}
-                for _ in range(2)]  # ~1 KB
-        order_doc = {"order_id": order, "status": rng.choice(["delivered", "shipped", "processing"]),
-                     "days_since_delivery": rng.randrange(0, 90), "items": [{"sku": f"S{k}", "qty": 1} for k in range(3)],
-                     "notes": PARAGRAPH * 3}
-        calls = [ToolCall(name="kb_search", call_id="c1", args={"query": f"{topic} policy", "request_id": f"r{i}"},
-                          result=docs),
-                 ToolCall(name="get_order", call_id="c2", args={"order_id": order}, result=order_doc)]
+        docs = [
+            {"id": f"kb-{rng.randrange(500)}", "title": f"{topic} policy", "text": PARAGRAPH * 2} for _ in range(2)
+        ]  # ~1 KB
+        order_doc = {
+            "order_id": order,
+            "status": rng.choice(["delivered", "shipped", "processing"]),
+            "days_since_delivery": rng.randrange(0, 90),
+            "items": [{"sku": f"S{k}", "qty": 1} for k in range(3)],
+            "notes": PARAGRAPH * 3,
+        }
+        calls = [
+            ToolCall(
+                name="kb_search", call_id="c1", args={"query": f"{topic} policy", "request_id": f"r{i}"}, result=docs
+            ),
+            ToolCall(name="get_order", call_id="c2", args={"order_id": order}, result=order_doc),
+        ]
         stop, error = "answered", None
         roll = rng.random()
         if roll < 0.04:
-            calls.append(ToolCall(name="get_order", call_id="c3", args={"order_id": order}, status="error",
-                                  error=ErrorInfo(type="timeout", message="orders-db timeout")))
+            calls.append(
+                ToolCall(
+                    name="get_order",
+                    call_id="c3",
+                    args={"order_id": order},
+                    status="error",
+                    error=ErrorInfo(type="timeout", message="orders-db timeout"),
+                )
+            )
         elif roll < 0.07:
             calls.append(ToolCall(name="issue_refund", call_id="c3", args={"order_id": order}, status="blocked"))
             stop = "deferred"
         elif roll < 0.09:
-            calls.append(ToolCall(name="kb_search", call_id="c3", args={"query": f"{topic} policy", "request_id": "x"},
-                                  result=docs))
-            calls.append(ToolCall(name="kb_search", call_id="c4", args={"query": f"{topic} policy", "request_id": "y"},
-                                  result=docs))
+            calls.append(
+                ToolCall(
+                    name="kb_search", call_id="c3", args={"query": f"{topic} policy", "request_id": "x"}, result=docs
+                )
+            )
+            calls.append(
+                ToolCall(
+                    name="kb_search", call_id="c4", args={"query": f"{topic} policy", "request_id": "y"}, result=docs
+                )
+            )
             stop = "loop_detected"
         elif roll < 0.10:
             stop, error = "error", ErrorInfo(type="RateLimitError", message="429 from provider")
         else:
-            calls.append(ToolCall(name="kb_search", call_id="c3", args={"query": f"{topic} {order}"},
-                                  result={"hits": 3, "text": PARAGRAPH * 2}))
-        yield Run(trace_id=f"{i:032x}", run_id=f"{i:016x}", agent="support_agent", model="gpt-4.1-mini",
-                  prompt=prompt, answer=None if error else f"About your {topic}: within 30 days.", stop=stop,
-                  error=error, calls=calls, usage=Usage(input_tokens=1200, output_tokens=80),
-                  started_at=f"2026-11-{1 + i % 28:02d}T01:02:03Z", duration_ms=812.0)
+            calls.append(
+                ToolCall(
+                    name="kb_search",
+                    call_id="c3",
+                    args={"query": f"{topic} {order}"},
+                    result={"hits": 3, "text": PARAGRAPH * 2},
+                )
+            )
+        yield Run(
+            trace_id=f"{i:032x}",
+            run_id=f"{i:016x}",
+            agent="support_agent",
+            model="gpt-4.1-mini",
+            prompt=prompt,
+            answer=None if error else f"About your {topic}: within 30 days.",
+            stop=stop,
+            error=error,
+            calls=calls,
+            usage=Usage(input_tokens=1200, output_tokens=80),
+            started_at=f"2026-11-{1 + i % 28:02d}T01:02:03Z",
+            duration_ms=812.0,
+        )
 
 
-CONFIG = Config(mutating_tools=["issue_refund"], ignore_args={"kb_search": ["request_id"]},
-                prices={"gpt-4.1-mini": {"input": 0.0004, "output": 0.0016}})
+CONFIG = Config(
+    mutating_tools=["issue_refund"],
+    ignore_args={"kb_search": ["request_id"]},
+    prices={"gpt-4.1-mini": {"input": 0.0004, "output": 0.0016}},
+)
 
 
 def measure(n: int, work: Path) -> dict[str, float]:
@@ -103,8 +173,14 @@ def measure(n: int, work: Path) -> dict[str, float]:
     tracemalloc.stop()
     store.close()
     assert result.runs == n, (result.runs, n)
-    return {"runs": n, "cases": result.cases, "build_s": build_s, "seconds": elapsed, "runs_per_s": n / elapsed,
-            "peak_mb": peak / 2**20}
+    return {
+        "runs": n,
+        "cases": result.cases,
+        "build_s": build_s,
+        "seconds": elapsed,
+        "runs_per_s": n / elapsed,
+        "peak_mb": peak / 2**20,
+    }
 
 
 def main() -> int:
@@ -117,17 +193,24 @@ def main() -> int:
         for n in sizes:
             rows.append(measure(n, Path(tmp)))
             r = rows[-1]
-            print(f"{r['runs']:>7} runs -> {r['cases']:>5} cases: {r['seconds']:6.2f} s, {r['runs_per_s']:7.0f} runs/s, "
-                  f"peak {r['peak_mb']:6.1f} MB traced (store built in {r['build_s']:.1f} s)", flush=True)
+            print(
+                f"{r['runs']:>7} runs -> {r['cases']:>5} cases: {r['seconds']:6.2f} s, {r['runs_per_s']:7.0f} runs/s, "
+                f"peak {r['peak_mb']:6.1f} MB traced (store built in {r['build_s']:.1f} s)",
+                flush=True,
+            )
     ok_speed = rows[0]["runs_per_s"] >= TARGET_RUNS_PER_S
-    print(f"throughput at 10k: {rows[0]['runs_per_s']:.0f} runs/s (target >= {TARGET_RUNS_PER_S:.0f}): "
-          f"{'PASS' if ok_speed else 'FAIL'}")
+    print(
+        f"throughput at 10k: {rows[0]['runs_per_s']:.0f} runs/s (target >= {TARGET_RUNS_PER_S:.0f}): "
+        f"{'PASS' if ok_speed else 'FAIL'}"
+    )
     ok_flat = True
     if len(rows) > 1:
         limit = rows[0]["peak_mb"] * FLAT_FACTOR + FLAT_SLACK_MB
         ok_flat = rows[1]["peak_mb"] <= limit
-        print(f"memory 10k -> 100k: {rows[0]['peak_mb']:.1f} -> {rows[1]['peak_mb']:.1f} MB "
-              f"(flat: <= {limit:.1f} MB): {'PASS' if ok_flat else 'FAIL'}")
+        print(
+            f"memory 10k -> 100k: {rows[0]['peak_mb']:.1f} -> {rows[1]['peak_mb']:.1f} MB "
+            f"(flat: <= {limit:.1f} MB): {'PASS' if ok_flat else 'FAIL'}"
+        )
     print("PASS" if ok_speed and ok_flat else "FAIL")
     return 0 if ok_speed and ok_flat else 1
 

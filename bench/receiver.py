@@ -33,20 +33,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-from opentelemetry.trace import SpanContext, TraceFlags  # noqa: E402
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext, TraceFlags
 
-from harvester.instrument import agent_run, tool  # noqa: E402
+from harvester.instrument import agent_run, tool
 
 TARGET = 20_000
 BATCH = 512
 SPANS_PER_RUN = 8
-RESULT = ("Refunds are accepted within 30 days of delivery for unused items in their original packaging. "
-          "Shipping costs are not refunded unless the item arrived damaged. ") * 7  # ~1 KB
+RESULT = (
+    "Refunds are accepted within 30 days of delivery for unused items in their original packaging. "
+    "Shipping costs are not refunded unless the item arrived damaged. "
+) * 7  # ~1 KB
 ARGS = {"query": "refund policy for delivered orders", "order_id": "A1001", "locale": "en-GB", "limit": 3}
 
 
@@ -85,14 +87,26 @@ def template() -> list[ReadableSpan]:
     memory = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     for i in range(BATCH // SPANS_PER_RUN):
-        with agent_run("support_agent", f"Can I still return order A{1000 + i}? It arrived last week.",
-                       model="gpt-4.1-mini", tracer_provider=provider) as run:
+        with agent_run(
+            "support_agent",
+            f"Can I still return order A{1000 + i}? It arrived last week.",
+            model="gpt-4.1-mini",
+            tracer_provider=provider,
+        ) as run:
             for _ in range(3):
-                run.model_call("gpt-4.1-mini", input_tokens=1200, output_tokens=80,
-                               tool_calls=[{"name": "kb_search", "arguments": ARGS}])
+                run.model_call(
+                    "gpt-4.1-mini",
+                    input_tokens=1200,
+                    output_tokens=80,
+                    tool_calls=[{"name": "kb_search", "arguments": ARGS}],
+                )
                 kb_search(**ARGS)
-            run.model_call("gpt-4.1-mini", input_tokens=1500, output_tokens=120,
-                           text="Yes: refunds are accepted within 30 days of delivery.")
+            run.model_call(
+                "gpt-4.1-mini",
+                input_tokens=1500,
+                output_tokens=120,
+                text="Yes: refunds are accepted within 30 days of delivery.",
+            )
             run.finish("Yes: refunds are accepted within 30 days of delivery.")
     spans = list(memory.get_finished_spans())
     assert len(spans) == BATCH, len(spans)
@@ -107,10 +121,23 @@ def renumbered(spans: list[ReadableSpan], rng: random.Random) -> list[ReadableSp
     def ctx(c: SpanContext) -> SpanContext:
         return SpanContext(ids[c.trace_id], c.span_id, is_remote=c.is_remote, trace_flags=flags)
 
-    return [ReadableSpan(name=s.name, context=ctx(s.context), parent=ctx(s.parent) if s.parent else None,
-                         resource=s.resource, attributes=s.attributes, events=s.events, links=s.links, kind=s.kind,
-                         status=s.status, start_time=s.start_time, end_time=s.end_time,
-                         instrumentation_scope=s.instrumentation_scope) for s in spans]
+    return [
+        ReadableSpan(
+            name=s.name,
+            context=ctx(s.context),
+            parent=ctx(s.parent) if s.parent else None,
+            resource=s.resource,
+            attributes=s.attributes,
+            events=s.events,
+            links=s.links,
+            kind=s.kind,
+            status=s.status,
+            start_time=s.start_time,
+            end_time=s.end_time,
+            instrumentation_scope=s.instrumentation_scope,
+        )
+        for s in spans
+    ]
 
 
 def send(url: str, batches: list[list[ReadableSpan]], failures: list[int]) -> None:
@@ -185,26 +212,42 @@ def main() -> int:
 
     ingest_rate = total / ingest_wall
     runs = total // SPANS_PER_RUN
-    complete = (health["received_spans"] == total and health["runs_written"] == runs and not failures
-                and health["rejected_spans"] == 0 and not health["dropped_spans"] and not health["dropped_runs"])
-    print(f"sent {total:,} spans ({runs:,} runs) in batches of {BATCH} from {senders_n} sender processes "
-          f"x {args.threads} exporter threads")
+    complete = (
+        health["received_spans"] == total
+        and health["runs_written"] == runs
+        and not failures
+        and health["rejected_spans"] == 0
+        and not health["dropped_spans"]
+        and not health["dropped_runs"]
+    )
+    print(
+        f"sent {total:,} spans ({runs:,} runs) in batches of {BATCH} from {senders_n} sender processes "
+        f"x {args.threads} exporter threads"
+    )
     print(f"(a) ingest: {ingest_rate:,.0f} spans/s sustained ({ingest_wall:.2f} s; target >= {TARGET:,})")
     print(f"    runs stored by then: {during['runs_written']:,} of {runs:,}; open traces {during['open_traces']}")
     print(f"(b) end to end, every run stored: {total / e2e_wall:,.0f} spans/s ({e2e_wall:.2f} s)")
     receive_us = ((cpu1 - cpu0) - (sweep1 - sweep0)) / total * 1e6
     store_us = ((sweep1 - sweep0) + (cpu2 - cpu1)) / total * 1e6
     print(f"(c) receiver process CPU: {cpu2 - cpu0:.2f} s ({(cpu1 - cpu0) / ingest_wall:.2f} cores while ingesting)")
-    print(f"    receiving (HTTP, protobuf decode, trace assembly): {receive_us:.1f} us/span "
-          f"= {1e6 / receive_us:,.0f} spans/s per core")
-    print(f"    storing (RunWriter: runs, sampling, redaction, SQLite): {store_us:.1f} us/span "
-          f"= {1e6 / store_us:,.0f} spans/s per core")
+    print(
+        f"    receiving (HTTP, protobuf decode, trace assembly): {receive_us:.1f} us/span "
+        f"= {1e6 / receive_us:,.0f} spans/s per core"
+    )
+    print(
+        f"    storing (RunWriter: runs, sampling, redaction, SQLite): {store_us:.1f} us/span "
+        f"= {1e6 / store_us:,.0f} spans/s per core"
+    )
     print(f"    together {1e6 / (receive_us + store_us):,.0f} spans/s per receiver core (one process, one GIL)")
-    print(f"    senders (encode + HTTP, {senders_n} processes): {senders_cpu / ingest_wall:.2f} cores; "
-          f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"    received {health['received_spans']:,} spans, stored {health['runs_written']:,} runs, "
-          f"export failures {failures}, rejected {health['rejected_spans']}, "
-          f"dropped {health['dropped_spans'] or health['dropped_runs'] or 0}")
+    print(
+        f"    senders (encode + HTTP, {senders_n} processes): {senders_cpu / ingest_wall:.2f} cores; "
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end"
+    )
+    print(
+        f"    received {health['received_spans']:,} spans, stored {health['runs_written']:,} runs, "
+        f"export failures {failures}, rejected {health['rejected_spans']}, "
+        f"dropped {health['dropped_spans'] or health['dropped_runs'] or 0}"
+    )
     ok = complete and ingest_rate >= TARGET
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -7,8 +7,8 @@
 (c) The adapters' cost per tool call: a pydantic-ai agent with plain tools (its dispatch routed by the
     adapter) against the same agent with ``@harvester.tool`` tools (served from inside the tool),
     each run inside a case's context, each side in a fresh process; 20 tool calls per run, the median of
-    5 interleaved rounds (target <= 50 us). The tools are async, so neither side pays pydantic-ai's thread hop for a sync
-    tool body; pydantic-ai's own cost per call (~0.5 ms, traced) is on both sides.
+    5 interleaved rounds (target <= 50 us). The tools are async, so neither side pays pydantic-ai's thread
+    hop for a sync tool body; pydantic-ai's own cost per call (~0.5 ms, traced) is on both sides.
 
     python bench/replay.py [--cases 200] [--quick]
 """
@@ -27,17 +27,35 @@ ARGS = {"query": "refund policy"}
 
 
 def cases(n: int, calls: int = 1) -> list[AgentCase]:
-    return [AgentCase.model_validate({
-        "id": f"bench-{i}", "prompt": "Can I return A1001?", "why": "bench", "required_elements": ["30 days"],
-        "forbidden_tools": ["issue_refund"], "min_steps": calls,
-        "fixtures": [{"key": fixture_key("kb_search", ARGS), "tool": "kb_search", "args": ARGS,
-                      "result": "Refunds within 30 days."}] * calls,
-        "recorded": {"trajectory": ["kb_search"] * calls}}) for i in range(n)]
+    return [
+        AgentCase.model_validate(
+            {
+                "id": f"bench-{i}",
+                "prompt": "Can I return A1001?",
+                "why": "bench",
+                "required_elements": ["30 days"],
+                "forbidden_tools": ["issue_refund"],
+                "min_steps": calls,
+                "fixtures": [
+                    {
+                        "key": fixture_key("kb_search", ARGS),
+                        "tool": "kb_search",
+                        "args": ARGS,
+                        "result": "Refunds within 30 days.",
+                    }
+                ]
+                * calls,
+                "recorded": {"trajectory": ["kb_search"] * calls},
+            }
+        )
+        for i in range(n)
+    ]
 
 
 def zero_latency(tools):
     def agent(prompt):
         return "Answer: " + tools.execute("kb_search", ARGS)
+
     return agent
 
 
@@ -48,6 +66,7 @@ def sleepy(tools):
         time.sleep(0.05)  # model call 2
         time.sleep(0.05)  # model call 3: answers
         return "Answer: " + result
+
     return agent
 
 
@@ -67,10 +86,11 @@ CALLS_PER_CASE = 20
 
 def _pydantic_agent(decorated: bool):
     """A factory: one model turn asks for CALLS_PER_CASE lookups at once, the next answers."""
-    import harvester
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import FunctionModel
+
+    import harvester
 
     async def kb_search(query: str) -> str:
         """Search the knowledge base."""
@@ -137,9 +157,13 @@ def adapter_cost(n: int, rounds: int = 5) -> tuple[float, float, float]:
 
     times: dict[bool, list[float]] = {True: [], False: []}
     for i in range(rounds):
-        for decorated in ((False, True) if i % 2 == 0 else (True, False)):
-            out = subprocess.run([sys.executable, __file__, "--side", "decorated" if decorated else "adapted",
-                                  "--cases", str(n)], capture_output=True, text=True, check=True)
+        for decorated in (False, True) if i % 2 == 0 else (True, False):
+            out = subprocess.run(
+                [sys.executable, __file__, "--side", "decorated" if decorated else "adapted", "--cases", str(n)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             times[decorated].append(float(out.stdout.strip()))
     per_call = {d: statistics.median(t) for d, t in times.items()}
     return per_call[False], per_call[True], per_call[False] - per_call[True]
@@ -167,8 +191,7 @@ def main() -> int:
         per_case = (total - bare_agent_seconds(n_a)) / n_a * 1000
         verdict = "PASS" if per_case <= 1.0 else "FAIL"
         ok &= per_case <= 1.0
-        print(f"(a) harness overhead, {label:>14}: {per_case:.3f} ms/case over {n_a} cases "
-              f"(target <= 1 ms) {verdict}")
+        print(f"(a) harness overhead, {label:>14}: {per_case:.3f} ms/case over {n_a} cases (target <= 1 ms) {verdict}")
 
     n_b = opts.cases
     suite = cases(n_b)
@@ -182,14 +205,18 @@ def main() -> int:
     speedup = serial / parallel
     verdict = "PASS" if speedup >= 0.8 * 16 else "FAIL"
     ok &= speedup >= 0.8 * 16
-    print(f"(b) {n_b} cases x 3 model calls x 50 ms: serial {serial:.2f} s, concurrency 16 {parallel:.2f} s, "
-          f"speed-up {speedup:.1f}x = {speedup / 16:.2f} of ideal 16x (target >= 0.80) {verdict}")
+    print(
+        f"(b) {n_b} cases x 3 model calls x 50 ms: serial {serial:.2f} s, concurrency 16 {parallel:.2f} s, "
+        f"speed-up {speedup:.1f}x = {speedup / 16:.2f} of ideal 16x (target >= 0.80) {verdict}"
+    )
 
     adapted, decorated, extra = adapter_cost(50 if opts.quick else 200)
     verdict = "PASS" if extra <= 50 else "FAIL"
     ok &= extra <= 50
-    print(f"(c) pydantic-ai tool call in replay: adapted {adapted:.1f} us, decorated {decorated:.1f} us, "
-          f"the adapter's cost {extra:+.1f} us/call (target <= 50 us) {verdict}")
+    print(
+        f"(c) pydantic-ai tool call in replay: adapted {adapted:.1f} us, decorated {decorated:.1f} us, "
+        f"the adapter's cost {extra:+.1f} us/call (target <= 50 us) {verdict}"
+    )
     return 0 if ok else 1
 
 

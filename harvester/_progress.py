@@ -8,8 +8,8 @@ stderr), so the library writes nothing to a terminal.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 __all__ = ["Progress"]
 
-Progress = Callable[[int, Optional[int]], None]
+Progress = Callable[[int, int | None], None]

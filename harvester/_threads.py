@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from concurrent import futures
-from typing import Any, Callable
+from typing import Any
 
 from opentelemetry import context as otel_context
 
@@ -70,8 +71,12 @@ def _submit(original: Callable[..., Any]) -> Callable[..., Any]:
 def propagate() -> None:
     """Install the three wrappers, once per process (idempotent, thread-safe)."""
     with _lock:
-        for owner, name, make in ((threading.Thread, "start", _start), (threading.Thread, "run", _run),
-                                  (threading.Timer, "run", _run), (futures.ThreadPoolExecutor, "submit", _submit)):
+        for owner, name, make in (
+            (threading.Thread, "start", _start),
+            (threading.Thread, "run", _run),
+            (threading.Timer, "run", _run),
+            (futures.ThreadPoolExecutor, "submit", _submit),
+        ):
             current = owner.__dict__[name]
             if not getattr(current, _MARK, False):
                 wrapped = make(current)

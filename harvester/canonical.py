@@ -8,12 +8,21 @@ fixture recorded in production match the call a replay makes.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 
-__all__ = ["MAX_DEPTH", "args_hash", "canonical_bytes", "canonical_json", "digest", "drop_paths", "fixture_key",
-           "split_path"]
+__all__ = [
+    "MAX_DEPTH",
+    "args_hash",
+    "canonical_bytes",
+    "canonical_json",
+    "digest",
+    "drop_paths",
+    "fixture_key",
+    "split_path",
+]
 
 _OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
@@ -69,14 +78,15 @@ def _safe(value: Any, depth: int = 0) -> Any:
         return value.decode("utf-8", errors="replace")
     try:
         return str(value)
-    except Exception:  # noqa: BLE001 - an object whose __str__ raises still gets a stable form
+    except Exception:
         return f"<{type(value).__name__}>"
 
 
 def _fallback_bytes(value: Any) -> bytes:
     try:
-        return json.dumps(_safe(value), sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                          allow_nan=True).encode("ascii")
+        return json.dumps(
+            _safe(value), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True
+        ).encode("ascii")
     except (TypeError, ValueError, RecursionError):
         return json.dumps(f"<{type(value).__name__}>").encode("ascii")
 

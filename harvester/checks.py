@@ -9,24 +9,63 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import orjson
 
 from .errors import CheckSpecError
 from .model import STOPS, Run
 
-__all__ = ["DEFAULT_ABSTAIN_MARKERS", "REGISTRY", "Check", "CheckFn", "abstained", "answered", "contains", "excludes",
-           "from_spec", "label", "max_cost", "max_steps", "never_requested", "never_used", "register", "run_check",
-           "stopped_with", "trajectory_is", "used_tools", "valid_json"]
+__all__ = [
+    "DEFAULT_ABSTAIN_MARKERS",
+    "REGISTRY",
+    "Check",
+    "CheckFn",
+    "abstained",
+    "answered",
+    "contains",
+    "excludes",
+    "from_spec",
+    "label",
+    "max_cost",
+    "max_steps",
+    "never_requested",
+    "never_used",
+    "register",
+    "run_check",
+    "stopped_with",
+    "trajectory_is",
+    "used_tools",
+    "valid_json",
+]
 
 CheckFn = Callable[[Run], "tuple[bool, str]"]
 
 DEFAULT_ABSTAIN_MARKERS = (
-    "i don't know", "i do not know", "i'm not sure", "i am not sure", "i can't help", "i cannot help",
-    "i can't answer", "i cannot answer", "i'm unable", "i am unable", "unable to help", "unable to answer",
-    "i don't have", "i do not have", "no information", "not able to", "can't find", "cannot find",
-    "couldn't find", "could not find", "i'm sorry", "i am sorry", "please contact",
+    "i don't know",
+    "i do not know",
+    "i'm not sure",
+    "i am not sure",
+    "i can't help",
+    "i cannot help",
+    "i can't answer",
+    "i cannot answer",
+    "i'm unable",
+    "i am unable",
+    "unable to help",
+    "unable to answer",
+    "i don't have",
+    "i do not have",
+    "no information",
+    "not able to",
+    "can't find",
+    "cannot find",
+    "couldn't find",
+    "could not find",
+    "i'm sorry",
+    "i am sorry",
+    "please contact",
 )
 
 
@@ -259,8 +298,20 @@ def register(name: str | None = None) -> Callable[[Callable[..., Any]], Callable
     return deco
 
 
-for _factory in (answered, contains, excludes, valid_json, abstained, used_tools, never_used,
-                 never_requested, trajectory_is, max_steps, max_cost, stopped_with):
+for _factory in (
+    answered,
+    contains,
+    excludes,
+    valid_json,
+    abstained,
+    used_tools,
+    never_used,
+    never_requested,
+    trajectory_is,
+    max_steps,
+    max_cost,
+    stopped_with,
+):
     register()(_factory)
 
 # Spec keys that name a variadic argument (``{"check": "never_used", "tools": [...]}``).
@@ -301,7 +352,7 @@ def run_check(check: Callable[[Run], Any], run: Run) -> tuple[bool, str]:
     """Evaluate one check; a check that raises fails (``check raised <Type>: <msg>``), never the suite."""
     try:
         result = check(run)
-    except Exception as exc:  # noqa: BLE001 - a broken check must fail its case only
+    except Exception as exc:
         return False, f"check raised {type(exc).__name__}: {exc}"
     if isinstance(result, tuple) and len(result) == 2:
         return bool(result[0]), str(result[1])

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
@@ -51,13 +52,13 @@ class RedactRules(_Strict):
     enabled: bool = True
     # Regexes whose matches become deterministic pseudonyms anywhere in payloads: a list, or
     # {kind: regex} so the pseudonym names what it hides (<account_3f9a...>).
-    patterns: Union[list[str], dict[str, str]] = Field(default_factory=list)
+    patterns: list[str] | dict[str, str] = Field(default_factory=list)
     # Per-tool paths replaced whole, starting with args. or result.: {"get_customer": ["result.email"]}.
     fields: dict[str, list[str]] = Field(default_factory=dict)
 
     @field_validator("patterns")
     @classmethod
-    def _compiles(cls, patterns: Union[list[str], dict[str, str]]) -> Union[list[str], dict[str, str]]:
+    def _compiles(cls, patterns: list[str] | dict[str, str]) -> list[str] | dict[str, str]:
         named = patterns.items() if isinstance(patterns, dict) else enumerate(patterns)
         for name, pattern in named:
             try:
@@ -87,11 +88,11 @@ class Config(_Strict):
     # Release gates, e.g. "task_completion>=0.85"; parsed by the report module.
     gates: list[str] = Field(default_factory=list)
     cases_dir: str = "cases"
-    store: Optional[str] = None
+    store: str | None = None
     # Modules imported before any case loads: where custom checks register (``@checks.register``).
     plugins: list[str] = Field(default_factory=list)
     # The file this came from (None for defaults); not a key users write.
-    _source: Optional[str] = PrivateAttr(default=None)
+    _source: str | None = PrivateAttr(default=None)
 
     @property
     def source(self) -> str | None:
@@ -108,9 +109,10 @@ class Config(_Strict):
         for name in self.plugins:
             try:
                 importlib.import_module(name)
-            except Exception as exc:  # noqa: BLE001 - any import failure is the user's config to fix
-                raise ConfigError(f"plugin {name!r} failed to import ({type(exc).__name__}: {exc})",
-                                  file=self.source, field="plugins") from None
+            except Exception as exc:
+                raise ConfigError(
+                    f"plugin {name!r} failed to import ({type(exc).__name__}: {exc})", file=self.source, field="plugins"
+                ) from None
 
     def is_mutating(self, tool: str) -> bool:
         return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.mutating_tools)

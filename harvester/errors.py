@@ -33,12 +33,33 @@ Not ``HarvesterError``s, because they stand in for someone else's failure:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["AgentBuildError", "AgentLoadError", "BadRequest", "CaseFileError", "CheckSpecError", "ClientGone",
-           "ConfigError", "GateError", "HarvesterError", "InputError", "LiveToolCall", "NoFixture", "NotFoundError",
-           "OtlpFormatError", "OutputError", "ReceiverError", "ReplayTimeout", "ReportFormatError", "RunFormatError",
-           "StoreError", "ToolFailure", "pydantic_field"]
+__all__ = [
+    "AgentBuildError",
+    "AgentLoadError",
+    "BadRequest",
+    "CaseFileError",
+    "CheckSpecError",
+    "ClientGone",
+    "ConfigError",
+    "GateError",
+    "HarvesterError",
+    "InputError",
+    "LiveToolCall",
+    "NoFixture",
+    "NotFoundError",
+    "OtlpFormatError",
+    "OutputError",
+    "ReceiverError",
+    "ReplayTimeout",
+    "ReportFormatError",
+    "RunFormatError",
+    "StoreError",
+    "ToolFailure",
+    "pydantic_field",
+]
 
 
 class HarvesterError(Exception):

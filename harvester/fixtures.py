@@ -19,8 +19,9 @@ import builtins
 import re
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Optional, Sequence, TypedDict, cast
+from typing import Any, Literal, TypedDict, cast
 
 import orjson
 
@@ -29,8 +30,18 @@ from .canonical import canonical_json, drop_paths, fixture_key
 from .case import AgentCase, Fixture, InjectSpec
 from .errors import NoFixture, ToolFailure
 
-__all__ = ["HUGE_RESULTS", "MAX_CLOSEST", "MODES", "ClosestCall", "FixtureTools", "NoFixtureReason",
-           "NoFixtureResult", "ToolLog", "recovery_variants", "tool_failure"]
+__all__ = [
+    "HUGE_RESULTS",
+    "MAX_CLOSEST",
+    "MODES",
+    "ClosestCall",
+    "FixtureTools",
+    "NoFixtureReason",
+    "NoFixtureResult",
+    "ToolLog",
+    "recovery_variants",
+    "tool_failure",
+]
 
 MODES: tuple[str, ...] = ("timeout", "not_found", "rate_limit", "permission", "empty", "malformed", "huge")
 HUGE_RESULTS = 50_000
@@ -50,7 +61,8 @@ _MALFORMED = '{"results": [{"id": 1, "title": "Refund pol<html><body>502 Bad Gat
 # Recorded type names (as the conventions readers shorten them) -> (module, class) to raise as, when the
 # agent's process has that module loaded: a framework's own retry signal must stay one in replay.
 _FRAMEWORK_TYPES = {
-    "ModelRetry": ("pydantic_ai", "ModelRetry"), "ToolRetryError": ("pydantic_ai", "ModelRetry"),
+    "ModelRetry": ("pydantic_ai", "ModelRetry"),
+    "ToolRetryError": ("pydantic_ai", "ModelRetry"),
     "ToolException": ("langchain_core.tools", "ToolException"),
 }
 _TYPED: dict[type, type] = {}
@@ -73,18 +85,20 @@ def tool_failure(type_name: str, message: str = "") -> ToolFailure:
         return ToolFailure(type_name, message)
     typed = _TYPED.get(base)
     if typed is None:
+
         def __init__(self: Any, type: str, message: str = "", _base: type = base) -> None:
             _base.__init__(self, message)  # type: ignore[misc]  # as the tool raised it: str() and .message are its message
             self.type, self.message = type, message
 
         try:
-            typed = _TYPED[base] = builtins.type(f"Replayed{base.__name__}", (ToolFailure, base),
-                                                 {"__init__": __init__, "__module__": __name__})
+            typed = _TYPED[base] = builtins.type(
+                f"Replayed{base.__name__}", (ToolFailure, base), {"__init__": __init__, "__module__": __name__}
+            )
         except TypeError:  # a base whose layout cannot be combined
             return ToolFailure(type_name, message)
     try:
         return typed(type_name, message)
-    except Exception:  # noqa: BLE001 - a base that needs other arguments (UnicodeDecodeError)
+    except Exception:
         return ToolFailure(type_name, message)
 
 
@@ -119,13 +133,13 @@ class ToolLog:
     args: Any
     key: str
     outcome: str
-    reason: Optional[str] = None  # no_fixture reason code
-    mode: Optional[str] = None  # injected failure mode
+    reason: str | None = None  # no_fixture reason code
+    mode: str | None = None  # injected failure mode
     result: Any = None
-    error: Optional[ToolFailure] = None
+    error: ToolFailure | None = None
 
     @property
-    def missing(self) -> Optional[NoFixtureResult]:
+    def missing(self) -> NoFixtureResult | None:
         """The ``no_fixture`` result this call got (None when it was answered)."""
         return cast(NoFixtureResult, self.result) if self.outcome == "no_fixture" else None
 
@@ -137,8 +151,13 @@ class FixtureTools:
     run; its ``log`` is what the report's divergence and redundancy figures are made of.
     """
 
-    def __init__(self, case: AgentCase, *, raise_no_fixture: bool = False,
-                 ignore_args: Optional[Mapping[str, Sequence[str]]] = None) -> None:
+    def __init__(
+        self,
+        case: AgentCase,
+        *,
+        raise_no_fixture: bool = False,
+        ignore_args: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         """``ignore_args``: the project's (the config's ``ignore_args``), applied with the case's own:
         a path either one names is left out of matching. Keys are recomputed from the fixtures' args."""
         self.case = case
@@ -146,7 +165,8 @@ class FixtureTools:
         self.log: list[ToolLog] = []
         self._ignore: dict[str, list[str]] = {
             tool: sorted(set(case.ignore_args.get(tool, ())) | set((ignore_args or {}).get(tool, ())))
-            for tool in {*case.ignore_args, *(ignore_args or {})}}
+            for tool in {*case.ignore_args, *(ignore_args or {})}
+        }
         self._by_key: dict[str, list[Fixture]] = {}
         self._by_tool: dict[str, list[Fixture]] = {}
         for fx in case.fixtures:
@@ -221,11 +241,21 @@ class FixtureTools:
         self._served[key] = n + 1
         if n >= len(recorded):
             if self.case.strict_repeats:
-                return ToolLog(name, args, key, "no_fixture", "already_played", result=_no_fixture(
-                    "already_played", f"{name} with these arguments was recorded {len(recorded)} time(s) and "
-                    "every recording was already served (strict_repeats)",
-                    "the agent repeats a call the recorded run made fewer times: fix the repetition, or set "
-                    "strict_repeats to false to serve the last recording again", []))
+                return ToolLog(
+                    name,
+                    args,
+                    key,
+                    "no_fixture",
+                    "already_played",
+                    result=_no_fixture(
+                        "already_played",
+                        f"{name} with these arguments was recorded {len(recorded)} time(s) and "
+                        "every recording was already served (strict_repeats)",
+                        "the agent repeats a call the recorded run made fewer times: fix the repetition, or set "
+                        "strict_repeats to false to serve the last recording again",
+                        [],
+                    ),
+                )
             fx, outcome = recorded[-1], "repeat"
         else:
             fx, outcome = recorded[n], "served"
@@ -246,9 +276,12 @@ class FixtureTools:
         if not recorded:
             known = ", ".join(sorted(self._by_tool)) or "none"
             return _no_fixture(
-                "unknown_tool", f"the recorded run never called {name} (recorded tools: {known})",
+                "unknown_tool",
+                f"the recorded run never called {name} (recorded tools: {known})",
                 f"the agent now calls {name} where the recorded run did not: if that is intended, re-harvest "
-                "the case from a new trace (or add a fixture for it); otherwise the agent took a new path", [])
+                "the case from a new trace (or add a fixture for it); otherwise the agent took a new path",
+                [],
+            )
         mine = _leaves(drop_paths(args, ignore))
         ranked = []
         for i, fx in enumerate(recorded):
@@ -261,19 +294,27 @@ class FixtureTools:
         best_agree, best_differs = -ranked[0][0], ranked[0][3]
         if best_agree == 0:
             return _no_fixture(
-                "nothing_similar", f"no recorded {name} call shares any argument with {canonical_json(args)}",
+                "nothing_similar",
+                f"no recorded {name} call shares any argument with {canonical_json(args)}",
                 f"the agent calls {name} with entirely new arguments: re-harvest the case from a new trace if "
-                "the new behaviour is right", closest)
+                "the new behaviour is right",
+                closest,
+            )
         paths = sorted(set(ignore) | set(best_differs))
         toml_key = name if _BARE_KEY.match(name) else canonical_json(name)
-        hint = (f"if {', '.join(best_differs)} change(s) on every run (ids, timestamps), ignore them: add "
-                f'"ignore_args": {canonical_json({name: paths})} to the case file ({self.case.id}.json), or '
-                f"{toml_key} = {canonical_json(paths)} under [tool.harvester.ignore_args] in pyproject.toml "
-                "(ignore_args in harvester.toml), which applies to every case and to future harvests; otherwise "
-                f"the agent now calls {name} differently: re-harvest the case from a new trace")
+        hint = (
+            f"if {', '.join(best_differs)} change(s) on every run (ids, timestamps), ignore them: add "
+            f'"ignore_args": {canonical_json({name: paths})} to the case file ({self.case.id}.json), or '
+            f"{toml_key} = {canonical_json(paths)} under [tool.harvester.ignore_args] in pyproject.toml "
+            "(ignore_args in harvester.toml), which applies to every case and to future harvests; otherwise "
+            f"the agent now calls {name} differently: re-harvest the case from a new trace"
+        )
         return _no_fixture(
-            "no_match", f"no recorded {name} call has these arguments; the closest differs at "
-                        f"{', '.join(best_differs)}", hint, closest)
+            "no_match",
+            f"no recorded {name} call has these arguments; the closest differs at {', '.join(best_differs)}",
+            hint,
+            closest,
+        )
 
 
 def _no_fixture(reason: NoFixtureReason, message: str, hint: str, closest: list[ClosestCall]) -> NoFixtureResult:
@@ -330,8 +371,13 @@ def recovery_variants(case: AgentCase, modes: tuple[str, ...] = MODES) -> list[A
     tool = next(iter(case.appropriate_tools or case.recorded.trajectory or [f.tool for f in case.fixtures]), None)
     if tool is None:
         return []
-    return [case.model_copy(update={
-        "id": f"{case.id}@{mode}",
-        "inject_failures": {tool: InjectSpec(mode=mode)},
-        "tags": ["recovery", f"recovery/{mode}"],
-    }) for mode in modes]
+    return [
+        case.model_copy(
+            update={
+                "id": f"{case.id}@{mode}",
+                "inject_failures": {tool: InjectSpec(mode=mode)},
+                "tags": ["recovery", f"recovery/{mode}"],
+            }
+        )
+        for mode in modes
+    ]

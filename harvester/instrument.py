@@ -18,7 +18,8 @@ import inspect
 import itertools
 import re
 import threading
-from typing import Any, Callable, Iterator, TypeVar, overload
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, overload
 
 import orjson
 from opentelemetry import context as otel_context
@@ -34,8 +35,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 TRACER_NAME = "harvester"
 _RUN = otel_context.create_key("harvester.agent_run")
 # Parameters a framework fills in and the model never sees: never args, never in a fixture key.
-_CONTEXT_TYPES = re.compile(r"\b(RunContext|RunContextWrapper|ToolContext|ToolRuntime|RunnableConfig|"
-                            r"Injected\w*|(Async)?CallbackManagerForToolRun|Callbacks)\b")
+_CONTEXT_TYPES = re.compile(
+    r"\b(RunContext|RunContextWrapper|ToolContext|ToolRuntime|RunnableConfig|"
+    r"Injected\w*|(Async)?CallbackManagerForToolRun|Callbacks)\b"
+)
 _CONTEXT_NAMES = ("run_manager", "callbacks")
 
 
@@ -45,7 +48,7 @@ def _json(value: Any) -> str:
         return value
     try:
         return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except Exception:  # noqa: BLE001 - big ints, surrogates, depth: still recorded, never raised
+    except Exception:
         return canonical_json(value)
 
 
@@ -54,7 +57,9 @@ def _messages(role: str, text: str | None, tool_calls: Any = (), finish_reason: 
     if text:
         parts.append({"type": "text", "content": text})
     for tc in tool_calls:
-        parts.append({"type": "tool_call", "id": tc.get("id"), "name": tc["name"], "arguments": tc.get("arguments", {})})
+        parts.append(
+            {"type": "tool_call", "id": tc.get("id"), "name": tc["name"], "arguments": tc.get("arguments", {})}
+        )
     msg: dict[str, Any] = {"role": role, "parts": parts}
     if finish_reason:
         msg["finish_reason"] = finish_reason
@@ -73,13 +78,23 @@ class AgentRun:
         self._lock = threading.Lock()  # tools of one model turn may run in parallel threads
         self.answer: str | None = None
 
-    def model_call(self, model: str, *, input_tokens: int = 0, output_tokens: int = 0,
-                   tool_calls: Any = (), text: str | None = None) -> list[dict[str, Any]]:
+    def model_call(
+        self,
+        model: str,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        tool_calls: Any = (),
+        text: str | None = None,
+    ) -> list[dict[str, Any]]:
         """Record one model call and the tool calls it requested; returns them with call ids filled in."""
         calls = []
         for tc in tool_calls:
-            call = {"id": tc.get("id") or f"call_{next(self._ids)}", "name": tc["name"],
-                    "arguments": tc.get("arguments", tc.get("args", {}))}
+            call = {
+                "id": tc.get("id") or f"call_{next(self._ids)}",
+                "name": tc["name"],
+                "arguments": tc.get("arguments", tc.get("args", {})),
+            }
             with self._lock:
                 self._pending.setdefault(call["name"], []).append(call["id"])
             calls.append(call)
@@ -91,8 +106,7 @@ class AgentRun:
             "gen_ai.usage.output_tokens": int(output_tokens),
             "gen_ai.output.messages": _messages("assistant", text, calls, "tool_call" if calls else "stop"),
         }
-        with self._tracer.start_as_current_span(f"chat {model}", kind=trace.SpanKind.CLIENT,
-                                                attributes=attrs):  # type: ignore[arg-type]
+        with self._tracer.start_as_current_span(f"chat {model}", kind=trace.SpanKind.CLIENT, attributes=attrs):  # type: ignore[arg-type]
             pass
         return calls
 
@@ -120,8 +134,9 @@ class AgentRun:
 
 
 @contextlib.contextmanager
-def agent_run(name: str, prompt: str, *, model: str | None = None,
-              tracer_provider: trace.TracerProvider | None = None) -> Iterator[AgentRun]:
+def agent_run(
+    name: str, prompt: str, *, model: str | None = None, tracer_provider: trace.TracerProvider | None = None
+) -> Iterator[AgentRun]:
     """One agent invocation as an ``invoke_agent`` span; tool and model calls inside become its children.
 
     The run travels in the OpenTelemetry context, which threads now inherit too (``seam``): a tool
@@ -186,13 +201,15 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) 
             return out
 
         if inspect.iscoroutinefunction(func):
+
             @functools.wraps(func)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
                 call_args = bind(args, kwargs)
                 with _tool_span(tool_name, call_args, spans) as record:
                     executor = seam.route()
-                    result = await (executor.aexecute(tool_name, call_args) if executor is not None
-                                    else func(*args, **kwargs))
+                    result = await (
+                        executor.aexecute(tool_name, call_args) if executor is not None else func(*args, **kwargs)
+                    )
                     record(result)
                     return result
 
@@ -234,8 +251,11 @@ def _in_tool_span() -> bool:
     attrs = getattr(trace.get_current_span(), "attributes", None)
     if not attrs:
         return False
-    return (attrs.get("gen_ai.operation.name") == "execute_tool" or attrs.get("openinference.span.kind") == "TOOL"
-            or attrs.get("traceloop.span.kind") == "tool")
+    return (
+        attrs.get("gen_ai.operation.name") == "execute_tool"
+        or attrs.get("openinference.span.kind") == "TOOL"
+        or attrs.get("traceloop.span.kind") == "tool"
+    )
 
 
 def _noop(_result: Any) -> None:

@@ -34,7 +34,8 @@ import collections
 import contextlib
 import os
 import threading
-from typing import Any, Iterator, NamedTuple, Optional, Protocol
+from collections.abc import Iterator
+from typing import Any, NamedTuple, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -42,10 +43,32 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceState
 
 from .errors import LiveToolCall
 
-__all__ = ["BLOCKED", "CASE_ATTRIBUTE", "ENV", "EXECUTOR", "MARK", "MAX_ORPHANS", "MAX_TRACES", "ROOT_PREFIX",
-           "STATE", "Executor", "Orphan", "case_context", "executor", "harness", "marked", "orphans_since",
-           "propagate_into_threads", "remember", "replay_span", "replay_trace", "replaying", "replaying_now", "route",
-           "serving"]
+__all__ = [
+    "BLOCKED",
+    "CASE_ATTRIBUTE",
+    "ENV",
+    "EXECUTOR",
+    "MARK",
+    "MAX_ORPHANS",
+    "MAX_TRACES",
+    "ROOT_PREFIX",
+    "STATE",
+    "Executor",
+    "Orphan",
+    "case_context",
+    "executor",
+    "harness",
+    "marked",
+    "orphans_since",
+    "propagate_into_threads",
+    "remember",
+    "replay_span",
+    "replay_trace",
+    "replaying",
+    "replaying_now",
+    "route",
+    "serving",
+]
 
 EXECUTOR = otel_context.create_key("harvester.executor")
 MARK_KEY, MARK_VALUE = "harvester", "replay"
@@ -93,7 +116,7 @@ STATE = _State()
 STATE.harness = os.environ.get(ENV) == "1"  # a child of a replay: nothing it runs is served, so none runs
 
 
-def executor() -> Optional[Executor]:
+def executor() -> Executor | None:
     """The executor of the case this code runs in, if any."""
     return otel_context.get_value(EXECUTOR)  # type: ignore[return-value]
 
@@ -131,8 +154,11 @@ class _Blocked:
             STATE.seq += 1
             STATE.orphans.append(Orphan(STATE.seq, name, args, threading.current_thread().name))
             del STATE.orphans[:-MAX_ORPHANS]
-        raise LiveToolCall(name, "called during a replay outside its case (a thread the case's context did not "
-                                 "reach, or one that outlived its case); refused, never run")
+        raise LiveToolCall(
+            name,
+            "called during a replay outside its case (a thread the case's context did not "
+            "reach, or one that outlived its case); refused, never run",
+        )
 
     async def aexecute(self, name: str, args: Any) -> Any:
         return self.execute(name, args)
@@ -141,7 +167,7 @@ class _Blocked:
 BLOCKED = _Blocked()
 
 
-def route() -> Optional[Executor]:
+def route() -> Executor | None:
     """Where a tool call goes: the case's executor, ``BLOCKED``, or None (no replay: run for real)."""
     ex = otel_context.get_value(EXECUTOR)
     if ex is not None:
@@ -174,7 +200,7 @@ def replaying_now() -> Iterator[None]:
                     os.environ[ENV] = outer
 
 
-def case_context(root: trace.Span, ex: Optional[Executor]) -> otel_context.Context:
+def case_context(root: trace.Span, ex: Executor | None) -> otel_context.Context:
     """The context a case-trial runs in: under its root span, marked ``harvester=replay``, with its executor.
 
     The marker rides in the parent's ``tracestate``, which the SDK's samplers hand to every child span
@@ -182,8 +208,9 @@ def case_context(root: trace.Span, ex: Optional[Executor]) -> otel_context.Conte
     """
     sc = root.get_span_context()
     state = sc.trace_state.add(MARK_KEY, MARK_VALUE) if MARK_KEY not in sc.trace_state else sc.trace_state
-    parent = NonRecordingSpan(SpanContext(sc.trace_id, sc.span_id, is_remote=False, trace_flags=sc.trace_flags,
-                                          trace_state=state))
+    parent = NonRecordingSpan(
+        SpanContext(sc.trace_id, sc.span_id, is_remote=False, trace_flags=sc.trace_flags, trace_state=state)
+    )
     ctx = trace.set_span_in_context(parent, otel_context.Context())
     return otel_context.set_value(EXECUTOR, ex, ctx)
 
@@ -213,7 +240,7 @@ def marked(trace_state: Any) -> bool:
 
 
 @contextlib.contextmanager
-def serving(ex: Optional[Executor]) -> Iterator[None]:
+def serving(ex: Executor | None) -> Iterator[None]:
     """Route every tool call in this context (and the tasks and threads it reaches) to ``ex``."""
     token = otel_context.attach(otel_context.set_value(EXECUTOR, ex))
     try:
@@ -239,5 +266,5 @@ def propagate_into_threads() -> None:
 
         _threads.propagate()
         _propagating = True
-    except Exception:  # noqa: BLE001 - never into the app
+    except Exception:
         pass

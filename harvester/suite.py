@@ -81,10 +81,17 @@ def bump_suite(folder: str | Path | None = None, *, name: str | None = None) -> 
     else:
         major, minor, _ = (int(p) for p in _SEMVER.fullmatch(current.version).groups())  # type: ignore[union-attr]
         version = f"{major}.{minor + 1}.0"
-    manifest = SuiteManifest(name=name or (current.name if current else _default_name(root)), version=version,
-                             content_hash=content_hash, cases=count)
-    write_file(root / SUITE_FILE, orjson.dumps(manifest.model_dump(mode="json", by_alias=True),
-                                               option=orjson.OPT_INDENT_2) + b"\n", atomic=True)
+    manifest = SuiteManifest(
+        name=name or (current.name if current else _default_name(root)),
+        version=version,
+        content_hash=content_hash,
+        cases=count,
+    )
+    write_file(
+        root / SUITE_FILE,
+        orjson.dumps(manifest.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2) + b"\n",
+        atomic=True,
+    )
     return manifest
 
 
@@ -100,8 +107,12 @@ def suite_info(folder: str | Path | None = None) -> SuiteManifest:
     if current is not None and current.content_hash == content_hash:
         return current
     base = current.version if current else "0.0.0"
-    return SuiteManifest(name=current.name if current else _default_name(root),
-                         version=f"{base}+{content_hash[:8]}", content_hash=content_hash, cases=count)
+    return SuiteManifest(
+        name=current.name if current else _default_name(root),
+        version=f"{base}+{content_hash[:8]}",
+        content_hash=content_hash,
+        cases=count,
+    )
 
 
 def _default_name(root: Path) -> str:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import os
+from collections.abc import Iterator
 
 import pytest
 

@@ -17,13 +17,13 @@ import orjson
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from harvester.suite import bump_suite
 from harvester.demo import agent as support
 from harvester.demo.scenario import TRAFFIC, apply_reviews, write_config
 from harvester.harvest import harvest, slug
-from harvester.spans import SpanData, from_readable, to_otlp
 from harvester.intake import ingest_files
+from harvester.spans import SpanData, from_readable, to_otlp
 from harvester.store import TraceStore
+from harvester.suite import bump_suite
 
 from .frameworks._otel import CountingIds, capture, finished
 from .frameworks.record import salted_id
@@ -45,8 +45,11 @@ def record(dest: Path = TRACES) -> list[Path]:
     ranks = {t: i for i, t in enumerate(sorted({t for s in spans for t in (s.start_ns, s.end_ns)}))}
     by_trace: dict[str, list[SpanData]] = {}
     for s in spans:
-        s.trace_id, s.span_id, s.parent_id = (salted_id(s.trace_id, "example"), salted_id(s.span_id, "example"),
-                                              salted_id(s.parent_id, "example"))
+        s.trace_id, s.span_id, s.parent_id = (
+            salted_id(s.trace_id, "example"),
+            salted_id(s.span_id, "example"),
+            salted_id(s.parent_id, "example"),
+        )
         s.start_ns, s.end_ns = BASE_NS + ranks[s.start_ns] * 1_000_000, BASE_NS + ranks[s.end_ns] * 1_000_000
         for e in s.events:
             e["time_ns"] = s.end_ns

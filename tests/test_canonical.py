@@ -1,13 +1,22 @@
 import hashlib
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harvester.canonical import args_hash, canonical_bytes, canonical_json, drop_paths, fixture_key
 
-json_scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.text(max_size=20) | \
-    st.floats(allow_nan=False, allow_infinity=False)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) |
-                           st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.text(max_size=20)
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
 json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=6)
 
 

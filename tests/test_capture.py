@@ -124,12 +124,22 @@ def test_keep_predicate_that_raises_does_not_lose_runs(tmp_path: Path) -> None:
 
 
 def test_no_secret_reaches_the_store_file(tmp_path: Path) -> None:
-    secrets = ["sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1111 1111 1111",
-               "ghp_ZZZZyyyyXXXXwwwwVVVVuuuu1234", "hunter2pass", "AKIAIOSFODNN7EXAMPLE"]
+    secrets = [
+        "sk-proj-AAAAbbbbCCCCddddEEEEffff",
+        "bob.secret@example.com",
+        "4111 1111 1111 1111",
+        "ghp_ZZZZyyyyXXXXwwwwVVVVuuuu1234",
+        "hunter2pass",
+        "AKIAIOSFODNN7EXAMPLE",
+    ]
     proc, tracer, path = setup(tmp_path, redact={"fields": {"kb_search": ["args.ssn"]}})
-    agent_run(tracer, prompt=f"my key is {secrets[0]}, mail {secrets[1]}",
-              args=orjson.dumps({"query": "x", "card": secrets[2], "ssn": "999-88-7777"}).decode(),
-              result=f"token for you: {secrets[3]}", answer=f"db at https://admin:{secrets[4]}@db.local")
+    agent_run(
+        tracer,
+        prompt=f"my key is {secrets[0]}, mail {secrets[1]}",
+        args=orjson.dumps({"query": "x", "card": secrets[2], "ssn": "999-88-7777"}).decode(),
+        result=f"token for you: {secrets[3]}",
+        answer=f"db at https://admin:{secrets[4]}@db.local",
+    )
     agent_run(tracer, tool_error=RuntimeError(f"auth failed for {secrets[5]}"))
     proc.shutdown()
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("t.db"))
@@ -182,7 +192,7 @@ def test_bad_input(tmp_path: Path) -> None:
 def test_ten_thousand_spans_in_one_trace(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path, max_queue=20_000)
     with tracer.start_as_current_span("invoke_agent big", attributes={"gen_ai.operation.name": "invoke_agent"}):
-        for i in range(9_999):
+        for _i in range(9_999):
             with tracer.start_as_current_span("step"):
                 pass
     proc.force_flush()
@@ -195,7 +205,7 @@ def test_ten_thousand_spans_in_one_trace(tmp_path: Path) -> None:
 def test_too_big_and_too_many_traces_are_bounded(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path, max_spans_per_trace=5, max_open_traces=2)
     with tracer.start_as_current_span("invoke_agent big", attributes={"gen_ai.operation.name": "invoke_agent"}):
-        for i in range(20):
+        for _i in range(20):
             with tracer.start_as_current_span("step"):
                 pass
     opened = [tracer.start_span(f"open {i}") for i in range(3)]
@@ -231,7 +241,7 @@ def test_queue_full_drops_and_counts(tmp_path: Path) -> None:
     with tracer.start_as_current_span("first"):
         pass
     assert blocker.entered.wait(10)
-    for i in range(20):
+    for _i in range(20):
         with tracer.start_as_current_span("x"):
             pass
     st = proc.stats()
@@ -292,10 +302,22 @@ def test_fork_child_captures_on_its_own(tmp_path: Path) -> None:
 def test_capture_import_stays_light() -> None:
     """The hook handles runs as plain dicts (RunData): no pydantic, no model, no CLI (bench/capture.py (d)
     times the import against the SDK's own)."""
-    heavy = ["click", "pydantic", "harvester.model._run", "harvester.case", "harvester.harvest",
-             "harvester.fixtures", "harvester.replay", "harvester.report", "harvester.cli", "harvester.config"]
-    code = ("import sys; from harvester import HarvestingSpanProcessor; "
-            f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    heavy = [
+        "click",
+        "pydantic",
+        "harvester.model._run",
+        "harvester.case",
+        "harvester.harvest",
+        "harvester.fixtures",
+        "harvester.replay",
+        "harvester.report",
+        "harvester.cli",
+        "harvester.config",
+    ]
+    code = (
+        "import sys; from harvester import HarvestingSpanProcessor; "
+        f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -369,8 +391,9 @@ def test_pool_children_write_their_runs_when_multiprocessing_comes_after_the_pro
     and a spawned child that builds its own, still shut down in multiprocessing's exit hooks."""
     script = tmp_path / "late_mp.py"
     script.write_text(_LATE_MULTIPROCESSING)
-    out = subprocess.run([sys.executable, str(script), str(tmp_path / "t.db")], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "t.db")], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['from fork', 'from spawn']"
 
@@ -383,15 +406,27 @@ def test_a_long_session_writes_its_ended_runs_and_never_cuts_one_in_progress(tmp
     session = tracer.start_span("chat session")
     ctx = otel.set_span_in_context(session)
     first = agent_run(tracer, prompt="first question", context=ctx)
-    second = tracer.start_span("invoke_agent support", context=ctx, attributes={
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"})
+    second = tracer.start_span(
+        "invoke_agent support",
+        context=ctx,
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"},
+    )
     inner = otel.set_span_in_context(second)
-    with tracer.start_as_current_span("chat m", context=inner, attributes={
-            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 10,
-            "gen_ai.input.messages": orjson.dumps([{"role": "user", "parts": [
-                {"type": "text", "content": "second question"}]}]).decode(),
-            "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [
-                {"type": "text", "content": "second answer"}]}]).decode()}):
+    with tracer.start_as_current_span(
+        "chat m",
+        context=inner,
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "m",
+            "gen_ai.usage.input_tokens": 10,
+            "gen_ai.input.messages": orjson.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": "second question"}]}]
+            ).decode(),
+            "gen_ai.output.messages": orjson.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": "second answer"}]}]
+            ).decode(),
+        },
+    ):
         pass
     deadline = time.monotonic() + 10
     while not stored(path) and time.monotonic() < deadline:  # the session is busy and old: run 1 goes
@@ -409,7 +444,9 @@ def test_a_long_session_writes_its_ended_runs_and_never_cuts_one_in_progress(tmp
     proc.shutdown()
 
 
-def test_a_shutdown_at_interpreter_exit_waits_at_most_five_seconds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_shutdown_at_interpreter_exit_waits_at_most_five_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The SDK's exit hook calls shutdown() with its 30 s default (when the processor was made before the
     provider, that hook runs first): at exit, a locked store must not hold the process that long."""
     import harvester.intake._processor as capture_module
@@ -417,8 +454,15 @@ def test_a_shutdown_at_interpreter_exit_waits_at_most_five_seconds(tmp_path: Pat
     proc, _, _ = setup(tmp_path)
     waited: list[float] = []
     real = proc._worker
-    monkeypatch.setattr(proc, "_worker", type("W", (), {
-        "join": lambda self, t: (waited.append(t), real.join(t)), "is_alive": lambda self: real.is_alive()})())
+    monkeypatch.setattr(
+        proc,
+        "_worker",
+        type(
+            "W",
+            (),
+            {"join": lambda self, t: (waited.append(t), real.join(t)), "is_alive": lambda self: real.is_alive()},
+        )(),
+    )
     monkeypatch.setattr(capture_module, "_exiting", True)
     proc.shutdown()
     assert waited == [5.0]

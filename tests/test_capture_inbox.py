@@ -17,17 +17,21 @@ from opentelemetry import trace as otel
 from opentelemetry.sdk.trace import TracerProvider
 
 import harvester.cli as cli_module
-from harvester.intake import HarvestingSpanProcessor, sampled_in
 from harvester.cli import main as cli
-from harvester.errors import StoreError
-from harvester.redact import Redactor
 from harvester.conventions import run_data_from_spans
-from harvester.intake import run_rows
+from harvester.errors import StoreError
+from harvester.intake import HarvestingSpanProcessor, run_rows, sampled_in
+from harvester.redact import Redactor
 from harvester.store import TraceStore, inbox_row, run_row, spans_blob
 from tests.builders.capture import agent_run, setup
 
-SECRETS = ["sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1111 1111 1111",
-           "ghp_ZZZZyyyyXXXXwwwwVVVVuuuu1234", "hunter2pass"]
+SECRETS = [
+    "sk-proj-AAAAbbbbCCCCddddEEEEffff",
+    "bob.secret@example.com",
+    "4111 1111 1111 1111",
+    "ghp_ZZZZyyyyXXXXwwwwVVVVuuuu1234",
+    "hunter2pass",
+]
 
 
 def twin(tmp_path: Path, **kw: Any) -> tuple[HarvestingSpanProcessor, HarvestingSpanProcessor, TracerProvider]:
@@ -42,8 +46,10 @@ def twin(tmp_path: Path, **kw: Any) -> tuple[HarvestingSpanProcessor, Harvesting
 
 def table_counts(path: Path) -> tuple[int, int]:
     with sqlite3.connect(path) as c:
-        return (c.execute("SELECT COUNT(*) FROM runs").fetchone()[0],
-                c.execute("SELECT COALESCE(SUM(count), 0) FROM inbox").fetchone()[0])
+        return (
+            c.execute("SELECT COUNT(*) FROM runs").fetchone()[0],
+            c.execute("SELECT COALESCE(SUM(count), 0) FROM inbox").fetchone()[0],
+        )
 
 
 def dumped(path: Path) -> list[tuple[Any, Any]]:
@@ -74,9 +80,13 @@ def test_the_first_read_settles_the_inbox_into_the_runs_the_worker_would_have_wr
 def test_no_secret_reaches_the_file_before_or_after_settling(tmp_path: Path) -> None:
     deferred, eager, provider = twin(tmp_path)
     tracer = provider.get_tracer("t")
-    agent_run(tracer, prompt=f"my key is {SECRETS[0]}, mail {SECRETS[1]}",
-              args=orjson.dumps({"query": "x", "card": SECRETS[2], "api_key": "plain-looking-value"}).decode(),
-              result=f"token for you: {SECRETS[3]}", answer=f"db at https://admin:{SECRETS[4]}@db.local")
+    agent_run(
+        tracer,
+        prompt=f"my key is {SECRETS[0]}, mail {SECRETS[1]}",
+        args=orjson.dumps({"query": "x", "card": SECRETS[2], "api_key": "plain-looking-value"}).decode(),
+        result=f"token for you: {SECRETS[3]}",
+        answer=f"db at https://admin:{SECRETS[4]}@db.local",
+    )
     assert deferred.force_flush() and eager.force_flush()
     deferred.shutdown()
     eager.shutdown()
@@ -110,8 +120,15 @@ def test_what_sampling_needs_to_judge_is_normalized_on_the_worker(tmp_path: Path
     eager.shutdown()
 
 
-@pytest.mark.parametrize("redact", [{"patterns": [r"ORD-\d+"]}, {"fields": {"kb_search": ["args.query"]}},
-                                    Redactor(key="k"), type("Mine", (Redactor,), {})()])
+@pytest.mark.parametrize(
+    "redact",
+    [
+        {"patterns": [r"ORD-\d+"]},
+        {"fields": {"kb_search": ["args.query"]}},
+        Redactor(key="k"),
+        type("Mine", (Redactor,), {})(),
+    ],
+)
 def test_a_redaction_the_reader_cannot_repeat_is_done_on_the_worker(tmp_path: Path, redact: Any) -> None:
     proc = HarvestingSpanProcessor(str(tmp_path / "t.db"), redact=redact)
     assert proc.writer.defer is False
@@ -139,8 +156,9 @@ def test_a_trace_in_parts_is_settled_whole(tmp_path: Path) -> None:
     proc.shutdown()
 
 
-def test_traces_list_settles_a_store_it_opens_read_only_and_shows_progress(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_traces_list_settles_a_store_it_opens_read_only_and_shows_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     proc, tracer, _ = setup(tmp_path, batch_size=2)
     for i in range(5):
         agent_run(tracer, prompt=f"run {i}")
@@ -180,8 +198,9 @@ def test_an_unreadable_inbox_row_is_counted_and_the_rest_settles(tmp_path: Path)
     agent_run(tracer, prompt="before")
     proc.force_flush()
     with sqlite3.connect(tmp_path / "t.db") as c:
-        c.execute("INSERT INTO inbox (received, redact, count, pieces, traces) VALUES (0, 1, 3, 0, ?)",
-                  (b"[[{}, [[1, 2]]]]",))
+        c.execute(
+            "INSERT INTO inbox (received, redact, count, pieces, traces) VALUES (0, 1, 3, 0, ?)", (b"[[{}, [[1, 2]]]]",)
+        )
     agent_run(tracer, prompt="after")
     proc.shutdown()
     with TraceStore(tmp_path / "t.db") as s:
@@ -294,8 +313,9 @@ def test_pieces_of_traces_are_settled_inside_one_transaction(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("framework", ["pydantic_ai", "langchain-openinference", "langchain-openllmetry"])
 @pytest.mark.parametrize("scenario", ["happy", "tool_error", "retry", "denied"])
-def test_real_framework_runs_come_out_of_traces_show_the_same_deferred_or_not(tmp_path: Path, framework: str,
-                                                                              scenario: str) -> None:
+def test_real_framework_runs_come_out_of_traces_show_the_same_deferred_or_not(
+    tmp_path: Path, framework: str, scenario: str
+) -> None:
     from tests.frameworks import langchain_agent, pydantic_ai_agent
 
     deferred, eager, provider = twin(tmp_path)
@@ -311,8 +331,10 @@ def test_real_framework_runs_come_out_of_traces_show_the_same_deferred_or_not(tm
         listed = runner.invoke(cli, ["traces", "list", "--json", "--store", str(tmp_path / store)])
         ids = [orjson.loads(line)["trace_id"] for line in listed.stdout.splitlines()]
         assert ids, listed.output
-        return [orjson.loads(runner.invoke(cli, ["traces", "show", tid, "--json", "--store", str(tmp_path / store)]).stdout)
-                for tid in ids]
+        return [
+            orjson.loads(runner.invoke(cli, ["traces", "show", tid, "--json", "--store", str(tmp_path / store)]).stdout)
+            for tid in ids
+        ]
 
     assert shown("deferred.db") == shown("eager.db")
 
@@ -352,11 +374,19 @@ def test_a_run_stored_in_the_place_of_another_is_seen_as_a_change(tmp_path: Path
     outer = [s for s in spans if s.parent_id is None]
     inner = [s for s in spans if s.parent_id is not None]
     tid = spans[0].trace_id
+
     def moved(span_id: str) -> str:  # another id, never the same one
         return f"{int(span_id[0], 16) ^ 8:x}{span_id[1:]}"
 
-    other = [dataclasses.replace(s, span_id=moved(s.span_id), parent_id=s.parent_id and moved(s.parent_id),
-                                 attributes={**s.attributes, "gen_ai.agent.name": "sibling"}) for s in spans]
+    other = [
+        dataclasses.replace(
+            s,
+            span_id=moved(s.span_id),
+            parent_id=s.parent_id and moved(s.parent_id),
+            attributes={**s.attributes, "gen_ai.agent.name": "sibling"},
+        )
+        for s in spans
+    ]
     with TraceStore(tmp_path / "aba.db") as store, TraceStore(tmp_path / "aba.db") as ingest_meanwhile:
         _inbox_of(store, [inner])
         assert store.count() == 1  # the inner run, stored alone
@@ -366,8 +396,9 @@ def test_a_run_stored_in_the_place_of_another_is_seen_as_a_change(tmp_path: Path
         def racing(*args: Any) -> Any:
             if racing.calls == 0:  # type: ignore[attr-defined]
                 whole = store.spans_of([tid])[tid] + outer
-                ingest_meanwhile.add_many(run_rows(run_data_from_spans(whole), whole, None, lambda r: None),
-                                          replace_traces=[tid])
+                ingest_meanwhile.add_many(
+                    run_rows(run_data_from_spans(whole), whole, None, lambda r: None), replace_traces=[tid]
+                )
             racing.calls += 1  # type: ignore[attr-defined]
             return normalize(*args)
 

@@ -27,7 +27,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from harvester.intake import HarvestingSpanProcessor
 from harvester.redact import Redactor
 from harvester.store import TraceStore
-
 from tests.builders.capture import FailingStore, agent_run, fork_child_capturing, setup, stored
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +40,7 @@ def _within(fn: Any, *args: Any, **kw: Any) -> Any:
     def target() -> None:
         try:
             box["value"] = fn(*args, **kw)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             box["error"] = exc
 
     t = threading.Thread(target=target, daemon=True)
@@ -102,7 +101,7 @@ def test_on_end_from_many_threads_while_shutdown_runs(tmp_path: Path) -> None:
             for _ in range(200):
                 with tracer.start_as_current_span("x"):
                     pass
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=emit) for _ in range(8)]
@@ -295,9 +294,11 @@ def test_keep_predicate_that_raises_anything_never_kills_the_worker(tmp_path: Pa
         if run.prompt == "exit":
             raise SystemExit(3)
         if run.prompt == "bool":
+
             class Bad:
                 def __bool__(self) -> bool:
                     raise ValueError("no truth")
+
             return Bad()  # type: ignore[return-value]
         raise KeyError("x")
 
@@ -429,23 +430,31 @@ def _script(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_interpreter_exit_flushes_the_pending_queue(tmp_path: Path) -> None:
-    out = _script(tmp_path, """
+    out = _script(
+        tmp_path,
+        """
         for i in range(50):
             agent_run(tracer, prompt=f"run {i}")
         provider.shutdown(); provider.shutdown()  # twice, then exit: atexit must cope too
-    """)
+    """,
+    )
     assert out.returncode == 0, out.stderr
-    out = _script(tmp_path / "b", """
+    out = _script(
+        tmp_path / "b",
+        """
         for i in range(50):
             agent_run(tracer, prompt=f"run {i}")
-    """)
+    """,
+    )
     assert out.returncode == 0, out.stderr
     assert len(stored(str(tmp_path / "t.db"))) == 50
     assert len(stored(str(tmp_path / "b" / "t.db"))) == 50
 
 
 def test_fork_without_using_the_processor_in_the_child(tmp_path: Path) -> None:
-    out = _script(tmp_path, """
+    out = _script(
+        tmp_path,
+        """
         import gc
         agent_run(tracer, prompt="before")
         proc.force_flush()
@@ -458,7 +467,8 @@ def test_fork_without_using_the_processor_in_the_child(tmp_path: Path) -> None:
         agent_run(tracer, prompt="after")
         assert proc.force_flush(10_000)
         print(sorted(proc.stats().items()))
-    """)
+    """,
+    )
     assert out.returncode == 0, out.stderr
     assert sorted(r.prompt for r in stored(str(tmp_path / "t.db"))) == ["after", "before"]
     with sqlite3.connect(tmp_path / "t.db") as c:

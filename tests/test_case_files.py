@@ -8,22 +8,49 @@ import orjson
 import pytest
 
 from harvester.canonical import fixture_key
-from harvester.case import SCHEMA_FILE, AgentCase, CaseFolder, Fixture, case_json_schema, load_case, load_cases, save_case
-from harvester.suite import bump_suite, suite_info
+from harvester.case import (
+    SCHEMA_FILE,
+    AgentCase,
+    CaseFolder,
+    Fixture,
+    case_json_schema,
+    load_case,
+    load_cases,
+    save_case,
+)
 from harvester.errors import CaseFileError, NotFoundError
+from harvester.suite import bump_suite, suite_info
 
 
 def make_case(case_id: str = "refund-after-window", status: str = "pending", **kw) -> AgentCase:
     args = {"query": "refund policy", "request_id": "r-1"}
     fields = dict(
-        id=case_id, status=status, why="refunded outside the window", prompt="Refund order A1001 please",
-        required_elements=["30 days"], checks=[{"check": "answered"}], min_steps=2,
-        appropriate_tools=["kb_search", "get_order"], forbidden_tools=["issue_refund"], max_cost=0.2,
-        tags=["regression", "unintended_action"], ignore_args={"kb_search": ["request_id"]},
-        fixtures=[Fixture(key=fixture_key("kb_search", args, ["request_id"]), tool="kb_search", args=args,
-                          result="Refunds within 30 days."),
-                  Fixture(key=fixture_key("get_order", {"order_id": "A1001"}), tool="get_order",
-                          args={"order_id": "A1001"}, error={"type": "timeout", "message": "db"})],
+        id=case_id,
+        status=status,
+        why="refunded outside the window",
+        prompt="Refund order A1001 please",
+        required_elements=["30 days"],
+        checks=[{"check": "answered"}],
+        min_steps=2,
+        appropriate_tools=["kb_search", "get_order"],
+        forbidden_tools=["issue_refund"],
+        max_cost=0.2,
+        tags=["regression", "unintended_action"],
+        ignore_args={"kb_search": ["request_id"]},
+        fixtures=[
+            Fixture(
+                key=fixture_key("kb_search", args, ["request_id"]),
+                tool="kb_search",
+                args=args,
+                result="Refunds within 30 days.",
+            ),
+            Fixture(
+                key=fixture_key("get_order", {"order_id": "A1001"}),
+                tool="get_order",
+                args={"order_id": "A1001"},
+                error={"type": "timeout", "message": "db"},
+            ),
+        ],
     )
     fields.update(kw)
     return AgentCase(**fields)
@@ -55,13 +82,16 @@ def test_invalid_json_names_the_file(tmp_path):
     assert str(bad) in str(err.value)
 
 
-@pytest.mark.parametrize("mutate, field", [
-    (lambda d: d.pop("prompt"), "prompt"),
-    (lambda d: d.update(min_steps="two"), "min_steps"),
-    (lambda d: d["fixtures"][0].pop("key"), "fixtures.0.key"),
-    (lambda d: d.update(colour="red"), "colour"),
-    (lambda d: d.update(status="maybe"), "status"),
-])
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda d: d.pop("prompt"), "prompt"),
+        (lambda d: d.update(min_steps="two"), "min_steps"),
+        (lambda d: d["fixtures"][0].pop("key"), "fixtures.0.key"),
+        (lambda d: d.update(colour="red"), "colour"),
+        (lambda d: d.update(status="maybe"), "status"),
+    ],
+)
 def test_missing_or_mistyped_field_is_named(tmp_path, mutate, field):
     data = orjson.loads(save_case(make_case(), tmp_path).read_bytes())
     mutate(data)
@@ -136,7 +166,10 @@ def test_duplicate_id_across_files(tmp_path):
         load_cases(tmp_path)
     msg = str(err.value)
     assert "duplicate id 'refund-after-window'" in msg
-    assert str(tmp_path / "pending" / "refund-after-window.json") in msg and str(tmp_path / "refund-after-window.json") in msg
+    assert (
+        str(tmp_path / "pending" / "refund-after-window.json") in msg
+        and str(tmp_path / "refund-after-window.json") in msg
+    )
 
 
 def test_layout_and_status_filter(tmp_path, monkeypatch):
@@ -211,7 +244,8 @@ def test_shipped_schema_is_up_to_date():
     shipped = orjson.loads(SCHEMA_FILE.read_bytes())
     assert shipped == case_json_schema(), (
         "harvester/case.schema.json is stale: run "
-        "python -c 'from harvester.case import write_case_schema; write_case_schema()'")
+        "python -c 'from harvester.case import write_case_schema; write_case_schema()'"
+    )
     assert shipped["additionalProperties"] is False and "prompt" in shipped["required"]
 
 

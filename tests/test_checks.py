@@ -9,8 +9,12 @@ def run_with(answer="Refunds are accepted within 30 Days.", stop="answered", cal
     return Run(trace_id="t", answer=answer, stop=stop, calls=list(calls), cost=cost, error=error)
 
 
-INJECTED = run_with(calls=[ToolCall(name="kb_search", args={"query": "refund"}),
-                           ToolCall(name="issue_refund", args={"order_id": "A1"}, status="blocked")])
+INJECTED = run_with(
+    calls=[
+        ToolCall(name="kb_search", args={"query": "refund"}),
+        ToolCall(name="issue_refund", args={"order_id": "A1"}, status="blocked"),
+    ]
+)
 
 
 def test_guardrail_denial_never_used_passes_never_requested_fails():
@@ -60,13 +64,16 @@ def test_abstained_default_and_custom_markers():
 
 
 def test_used_tools_and_trajectory_is():
-    run = run_with(calls=[ToolCall(name="kb_search"), ToolCall(name="get_order", status="error"),
-                          ToolCall(name="get_order")])
+    run = run_with(
+        calls=[ToolCall(name="kb_search"), ToolCall(name="get_order", status="error"), ToolCall(name="get_order")]
+    )
     assert checks.used_tools("kb_search", "get_order")(run)[0]
     assert not checks.used_tools("issue_refund")(run)[0]
     assert checks.trajectory_is("kb_search", "get_order")(run)[0]
     assert checks.trajectory_is("get_order", "kb_search")(run) == (
-        False, "step 1 was kb_search, expected get_order (trajectory ['kb_search', 'get_order'])")
+        False,
+        "step 1 was kb_search, expected get_order (trajectory ['kb_search', 'get_order'])",
+    )
 
 
 def test_max_steps_max_cost_stopped_with():
@@ -88,14 +95,17 @@ def test_registry_builds_declarative_specs():
     assert checks.from_spec({"check": "answered"})(run_with())[0]
 
 
-@pytest.mark.parametrize("spec, message", [
-    ({"check": "no_such_check"}, "unknown check 'no_such_check'"),
-    ({"check": "max_steps"}, "missing a required argument: 'n'"),
-    ({"check": "max_steps", "n": "four"}, "n must be a non-negative integer"),
-    ({"check": "max_steps", "n": 3, "extra": 1}, "unexpected keyword argument 'extra'"),
-    ({"check": "stopped_with", "stop": "exploded"}, "stop must be one of"),
-    ({"nocheck": 1}, "string 'check' field"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"check": "no_such_check"}, "unknown check 'no_such_check'"),
+        ({"check": "max_steps"}, "missing a required argument: 'n'"),
+        ({"check": "max_steps", "n": "four"}, "n must be a non-negative integer"),
+        ({"check": "max_steps", "n": 3, "extra": 1}, "unexpected keyword argument 'extra'"),
+        ({"check": "stopped_with", "stop": "exploded"}, "stop must be one of"),
+        ({"nocheck": 1}, "string 'check' field"),
+    ],
+)
 def test_bad_specs_name_the_spec(spec, message):
     with pytest.raises(CheckSpecError) as err:
         checks.from_spec(spec, where="cases/x.json: checks[2]")

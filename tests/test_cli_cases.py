@@ -22,13 +22,27 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
 def incident_run(trace_id: str = TRACE) -> Run:
-    return Run(trace_id=trace_id, run_id="r1", agent="support", prompt="Refund order A1001 please",
-               answer="Done, refunded.", stop="answered", started_at="2026-11-30T01:02:03Z", cost=0.004,
-               calls=[ToolCall(name="kb_search", args={"query": "refund policy"}, result="Refunds within 30 days"),
-                      ToolCall(name="get_order", args={"order_id": "A1001"}, status="error",
-                               error=ErrorInfo(type="timeout", message="orders-db timeout")),
-                      ToolCall(name="get_order", args={"order_id": "A1001"}, result={"days_since_delivery": 45}),
-                      ToolCall(name="issue_refund", args={"order_id": "A1001"}, result={"ok": True})])
+    return Run(
+        trace_id=trace_id,
+        run_id="r1",
+        agent="support",
+        prompt="Refund order A1001 please",
+        answer="Done, refunded.",
+        stop="answered",
+        started_at="2026-11-30T01:02:03Z",
+        cost=0.004,
+        calls=[
+            ToolCall(name="kb_search", args={"query": "refund policy"}, result="Refunds within 30 days"),
+            ToolCall(
+                name="get_order",
+                args={"order_id": "A1001"},
+                status="error",
+                error=ErrorInfo(type="timeout", message="orders-db timeout"),
+            ),
+            ToolCall(name="get_order", args={"order_id": "A1001"}, result={"days_since_delivery": 45}),
+            ToolCall(name="issue_refund", args={"order_id": "A1001"}, result={"ok": True}),
+        ],
+    )
 
 
 @pytest.fixture
@@ -58,16 +72,34 @@ def one_line_error(result, *needles):
 
 
 def test_every_command_has_help():
-    for cmd in (["harvest"], ["incident"], ["review"], ["accept"], ["reject"], ["cases", "list"], ["cases", "show"],
-                ["suite", "bump"]):
+    for cmd in (
+        ["harvest"],
+        ["incident"],
+        ["review"],
+        ["accept"],
+        ["reject"],
+        ["cases", "list"],
+        ["cases", "show"],
+        ["suite", "bump"],
+    ):
         result = invoke(*cmd, "--help")
         assert result.exit_code == 0 and "Usage:" in result.output and len(result.output) > 200
 
 
 def test_incident_writes_a_pending_regression_case(env):
     root, _ = env
-    result = invoke("incident", TRACE, "--why", "refunded without approval", "--require", "30 days",
-                    "--forbid", "send_email", "--tag", "billing")
+    result = invoke(
+        "incident",
+        TRACE,
+        "--why",
+        "refunded without approval",
+        "--require",
+        "30 days",
+        "--forbid",
+        "send_email",
+        "--tag",
+        "billing",
+    )
     assert result.exit_code == 0, result.output
     path = root / "cases" / "pending" / "refund-order-a1001.json"
     assert f"case refund-order-a1001 -> {path.relative_to(root)}" in result.output or str(path) in result.output
@@ -84,8 +116,9 @@ def test_incident_writes_a_pending_regression_case(env):
 
 
 def test_incident_for_an_unknown_trace_lists_near_ids(env):
-    line = one_line_error(invoke("incident", TRACE[:6] + "ffffffff", "--why", "x"),
-                          "is not in the store", TRACE, "harvester ingest FILE")
+    line = one_line_error(
+        invoke("incident", TRACE[:6] + "ffffffff", "--why", "x"), "is not in the store", TRACE, "harvester ingest FILE"
+    )
     assert "Traceback" not in line
 
 
@@ -125,9 +158,19 @@ def test_incident_from_an_otlp_file(env, tmp_path):
 
 def test_harvest_summary_and_json(env):
     root, store = env
-    store.add_many([Run(trace_id=f"{i:032x}", agent="support", prompt=f"Where is order {i}?", answer="On its way.",
-                      stop="answered", calls=[ToolCall(name="get_order", args={"order_id": i}, result="shipped")])
-                    for i in range(3)])
+    store.add_many(
+        [
+            Run(
+                trace_id=f"{i:032x}",
+                agent="support",
+                prompt=f"Where is order {i}?",
+                answer="On its way.",
+                stop="answered",
+                calls=[ToolCall(name="get_order", args={"order_id": i}, result="shipped")],
+            )
+            for i in range(3)
+        ]
+    )
     result = invoke("harvest")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == "harvested 4 runs into 2 cases (new 2, updated 0, skipped 0 reviewed)"
@@ -156,10 +199,26 @@ def test_accept_and_reject_move_files(env):
 
 def test_review_accept_edit_reject_skip(env):
     root, store = env
-    store.add(Run(trace_id="b" * 32, agent="support", prompt="What is the refund policy?", answer="30 days.",
-                         stop="answered", calls=[ToolCall(name="kb_search", args={"q": "refund"}, result="30 days")]))
-    store.add(Run(trace_id="c" * 32, agent="support", prompt="Cancel my subscription", answer="Cancelled.",
-                         stop="answered", calls=[ToolCall(name="cancel", args={}, result="ok")]))
+    store.add(
+        Run(
+            trace_id="b" * 32,
+            agent="support",
+            prompt="What is the refund policy?",
+            answer="30 days.",
+            stop="answered",
+            calls=[ToolCall(name="kb_search", args={"q": "refund"}, result="30 days")],
+        )
+    )
+    store.add(
+        Run(
+            trace_id="c" * 32,
+            agent="support",
+            prompt="Cancel my subscription",
+            answer="Cancelled.",
+            stop="answered",
+            calls=[ToolCall(name="cancel", args={}, result="ok")],
+        )
+    )
     invoke("harvest")
     ids = sorted(p.stem for p in (root / "cases/pending").glob("*.json"))
     assert ids == ["cancel-subscription", "refund-order-a1001", "refund-policy"]
@@ -195,9 +254,16 @@ def test_cases_list_and_show(env):
     assert listing.output.splitlines()[0].split() == ["ID", "STATUS", "TAGS", "SEEN", "WHY"]
     assert "refund-order-a1001" in listing.output and "refunded without approval" in listing.output
     data = json.loads(invoke("cases", "list", "--json", "--tag", "billing").output)
-    assert data == [{"id": "refund-order-a1001", "status": "pending", "tags": ["regression", "unintended_action",
-                                                                              "billing"],
-                     "seen": 1, "why": "refunded without approval", "failure_kind": "unintended_action"}]
+    assert data == [
+        {
+            "id": "refund-order-a1001",
+            "status": "pending",
+            "tags": ["regression", "unintended_action", "billing"],
+            "seen": 1,
+            "why": "refunded without approval",
+            "failure_kind": "unintended_action",
+        }
+    ]
     assert json.loads(invoke("cases", "list", "--json", "--status", "accepted").output) == []
     shown = invoke("cases", "show", "refund-order-a1001", "--json")
     assert json.loads(shown.output)["forbidden_tools"] == ["issue_refund"]
@@ -271,8 +337,10 @@ def test_review_input_that_ends_early_is_one_line_exit_2(env):
     invoke("incident", TRACE, "--why", "x")
     result = invoke("review", input="e\ntags\nbilling\n")  # edits, then the piped answers run out
     assert result.exit_code == 2 and "Aborted" not in result.output
-    assert ("error: review stopped before the end (input ended or interrupted); saved so far: 0 accepted, "
-            "0 rejected, 0 skipped\n") in result.output
+    assert (
+        "error: review stopped before the end (input ended or interrupted); saved so far: 0 accepted, "
+        "0 rejected, 0 skipped\n"
+    ) in result.output
     assert "billing" in (root / "cases/pending/refund-order-a1001.json").read_text()
 
 
@@ -284,9 +352,15 @@ def test_plugins_register_custom_checks_before_cases_load(tmp_path, monkeypatch)
         "from harvester import checks\n"
         "@checks.register('mentions_order')\n"
         "def mentions_order(order_id):\n"
-        "    return lambda run: (order_id in (run.answer or ''), 'looked for ' + order_id)\n")
-    case = AgentCase(id="order-status", status="accepted", why="w", prompt="Where is A1002?",
-                     checks=[{"check": "mentions_order", "order_id": "A1002"}])
+        "    return lambda run: (order_id in (run.answer or ''), 'looked for ' + order_id)\n"
+    )
+    case = AgentCase(
+        id="order-status",
+        status="accepted",
+        why="w",
+        prompt="Where is A1002?",
+        checks=[{"check": "mentions_order", "order_id": "A1002"}],
+    )
     save_case(case, tmp_path / "cases")
     (tmp_path / "harvester.toml").write_text("")
     one_line_error(invoke("cases", "list"), "unknown check 'mentions_order'")
@@ -295,6 +369,7 @@ def test_plugins_register_custom_checks_before_cases_load(tmp_path, monkeypatch)
         assert "order-status" in invoke("cases", "list").output
     finally:
         from harvester import checks
+
         checks.REGISTRY.pop("mentions_order", None)
     (tmp_path / "harvester.toml").write_text('plugins = ["no_such_module_here"]\n')
     one_line_error(invoke("cases", "list"), "harvester.toml", "plugins", "no_such_module_here")

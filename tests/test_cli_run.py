@@ -15,7 +15,7 @@ from harvester.case import AgentCase, save_case
 from harvester.cli import main
 from harvester.report import CaseResult, Report
 
-AGENT = textwrap.dedent('''
+AGENT = textwrap.dedent("""
     def build(tools):
         def agent(prompt):
             return "Answer: " + str(tools.execute("kb_search", {"query": "refund policy"}))
@@ -25,7 +25,7 @@ AGENT = textwrap.dedent('''
         return lambda prompt: 42
 
     NOT_CALLABLE = 3
-''')
+""")
 
 
 @pytest.fixture()
@@ -39,12 +39,29 @@ def project(tmp_path, monkeypatch):
     for mod in ("cli_agent_mod", "broken_agent_mod"):
         sys.modules.pop(mod, None)
     for cid, result in (("refund-ok", "Refunds within 30 days."), ("refund-bad", "No article found.")):
-        save_case(AgentCase.model_validate({
-            "id": cid, "status": "accepted", "prompt": "Can I return A1001?", "why": "policy",
-            "required_elements": ["30 days"], "appropriate_tools": ["kb_search"], "tags": ["refunds"],
-            "fixtures": [{"key": fixture_key("kb_search", {"query": "refund policy"}), "tool": "kb_search",
-                          "args": {"query": "refund policy"}, "result": result}],
-            "recorded": {"trajectory": ["kb_search"]}}), tmp_path / "cases")
+        save_case(
+            AgentCase.model_validate(
+                {
+                    "id": cid,
+                    "status": "accepted",
+                    "prompt": "Can I return A1001?",
+                    "why": "policy",
+                    "required_elements": ["30 days"],
+                    "appropriate_tools": ["kb_search"],
+                    "tags": ["refunds"],
+                    "fixtures": [
+                        {
+                            "key": fixture_key("kb_search", {"query": "refund policy"}),
+                            "tool": "kb_search",
+                            "args": {"query": "refund policy"},
+                            "result": result,
+                        }
+                    ],
+                    "recorded": {"trajectory": ["kb_search"]},
+                }
+            ),
+            tmp_path / "cases",
+        )
     return tmp_path
 
 
@@ -59,8 +76,17 @@ def test_help():
 
 
 def test_replay_writes_every_report_and_exits_1_when_a_case_fails(project):
-    result = run("replay", "--agent", "cli_agent_mod:build", "--report", "out/r.json", "--junit", "out/r.xml",
-                 "--markdown", "out/r.md")
+    result = run(
+        "replay",
+        "--agent",
+        "cli_agent_mod:build",
+        "--report",
+        "out/r.json",
+        "--junit",
+        "out/r.xml",
+        "--markdown",
+        "out/r.md",
+    )
     assert result.exit_code == 1, result.output
     assert "1/2 passed  (50%)" in result.output and "FAIL refund-bad: policy" in result.output
     assert "gate task_completion>=1: FAIL (0.5)" in result.output
@@ -73,10 +99,12 @@ def test_replay_writes_every_report_and_exits_1_when_a_case_fails(project):
 
 def test_replay_gates_and_baseline(project):
     assert run("replay", "--agent", "cli_agent_mod:build", "--gate", "task_completion>=0.5").exit_code == 0
-    Report(suite="cases", results=[CaseResult(id="refund-bad", passed=True),
-                                   CaseResult(id="refund-ok", passed=True)]).save(project / "base.json")
-    result = run("replay", "--agent", "cli_agent_mod:build", "--baseline", "base.json",
-                 "--gate", "task_completion>=0.5")
+    Report(
+        suite="cases", results=[CaseResult(id="refund-bad", passed=True), CaseResult(id="refund-ok", passed=True)]
+    ).save(project / "base.json")
+    result = run(
+        "replay", "--agent", "cli_agent_mod:build", "--baseline", "base.json", "--gate", "task_completion>=0.5"
+    )
     assert result.exit_code == 1 and "regressed: ['refund-bad']" in result.output
     assert "gate task_completion>=0.5: ok" in result.output  # every gate passes: the regression alone fails it
     assert result.output.rstrip().splitlines()[-1] == "release gate: FAIL (1 case regressed)"
@@ -87,8 +115,9 @@ def test_replay_gates_and_baseline(project):
 def test_replay_json_to_stdout_is_a_report(project, spelling):
     """``--json`` means what it means on every command: JSON for machines on stdout; the summary and
     the gate lines go to stderr, so the stdout is the report alone."""
-    result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", *spelling,
-                                       "--gate", "task_completion>=0"])
+    result = CliRunner().invoke(
+        main, ["replay", "--agent", "cli_agent_mod:build", *spelling, "--gate", "task_completion>=0"]
+    )
     assert result.exit_code == 0, result.output
     assert orjson.loads(result.stdout)["schema"] == "harvester.report/1"
     assert "release gate: PASS" in result.stderr
@@ -96,34 +125,51 @@ def test_replay_json_to_stdout_is_a_report(project, spelling):
 
 def test_replay_json_path_still_writes_the_report_with_a_note(project):
     """``--json PATH`` (the old spelling of ``--report PATH``) keeps working for one release."""
-    result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", "--json", "old.json",
-                                       "--gate", "task_completion>=0"])
+    result = CliRunner().invoke(
+        main, ["replay", "--agent", "cli_agent_mod:build", "--json", "old.json", "--gate", "task_completion>=0"]
+    )
     assert result.exit_code == 0, result.output
     assert Report.load(project / "old.json").results
     assert "note: --json PATH is deprecated: use --report old.json" in result.stderr
 
 
 def test_replay_refuses_two_different_report_paths(project):
-    result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", "--json", "a.json",
-                                       "--report", "b.json"])
+    result = CliRunner().invoke(
+        main, ["replay", "--agent", "cli_agent_mod:build", "--json", "a.json", "--report", "b.json"]
+    )
     assert result.exit_code == 2 and "--report and --json both name the report" in result.output
     assert not (project / "a.json").exists() and not (project / "b.json").exists()
 
 
 def test_replay_inject_trials_shard(project):
-    result = run("replay", "--agent", "cli_agent_mod:build", "--inject", "--trials", "2", "--shard", "1/1",
-                 "--report", "r.json", "--gate", "task_completion>=0")
+    result = run(
+        "replay",
+        "--agent",
+        "cli_agent_mod:build",
+        "--inject",
+        "--trials",
+        "2",
+        "--shard",
+        "1/1",
+        "--report",
+        "r.json",
+        "--gate",
+        "task_completion>=0",
+    )
     report = Report.load(project / "r.json")
     assert len(report.results) == 2 * 8 and report.trials == 2 and report.shard == "1/1"
     assert "recovery" in result.output
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("no_such_mod_qq:build", "cannot import no_such_mod_qq"),
-    ("broken_agent_mod:build", "RuntimeError: bad import"),
-    ("cli_agent_mod:missing", "has no attribute 'missing'"),
-    ("cli_agent_mod:NOT_CALLABLE", "not a callable"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("no_such_mod_qq:build", "cannot import no_such_mod_qq"),
+        ("broken_agent_mod:build", "RuntimeError: bad import"),
+        ("cli_agent_mod:missing", "has no attribute 'missing'"),
+        ("cli_agent_mod:NOT_CALLABLE", "not a callable"),
+    ],
+)
 def test_bad_agent_is_one_line_exit_2(project, spec, message):
     result = run("replay", "--agent", spec)
     assert result.exit_code == 2 and message in result.output
@@ -145,9 +191,14 @@ def test_corrupt_fixtures_are_a_one_line_error(project):
     assert result.exit_code == 2 and "refund-ok.json" in result.output and "fixtures.0.key" in result.output
 
 
-@pytest.mark.parametrize("gate, message", [("task_complete>=1", "unknown metric 'task_complete'"),
-                                           ("task_completion=>1", "malformed gate"),
-                                           ("delta:task_completion>=0", "pass --baseline")])
+@pytest.mark.parametrize(
+    "gate, message",
+    [
+        ("task_complete>=1", "unknown metric 'task_complete'"),
+        ("task_completion=>1", "malformed gate"),
+        ("delta:task_completion>=0", "pass --baseline"),
+    ],
+)
 def test_bad_gate_fails_before_running(project, gate, message):
     result = run("replay", "--agent", "cli_agent_mod:build", "--gate", gate)
     assert result.exit_code == 2 and message in result.output
@@ -169,8 +220,9 @@ def test_compare(tmp_path):
     assert result.exit_code == 1
     assert "regressed: ['b']" in result.output and "improved: ['c']" in result.output
     assert result.output.rstrip().splitlines()[-1] == "release gate: FAIL (1 case regressed)"
-    data = orjson.loads(run("compare", str(tmp_path / "now.json"), "--baseline", str(tmp_path / "base.json"),
-                            "--json").output)
+    data = orjson.loads(
+        run("compare", str(tmp_path / "now.json"), "--baseline", str(tmp_path / "base.json"), "--json").output
+    )
     assert data["regressions"] == ["b"] and data["comparison"]["improved"] == ["c"]
     same = run("compare", str(tmp_path / "now.json"), "--baseline", str(tmp_path / "now.json"))
     assert same.exit_code == 0 and same.output.rstrip().splitlines()[-1] == "release gate: PASS"
@@ -185,8 +237,15 @@ def test_compare_bad_report_is_exit_2(tmp_path):
 def test_merge(tmp_path):
     _report(tmp_path / "s1.json", a=True)
     _report(tmp_path / "s2.json", b=True)
-    result = run("merge", str(tmp_path / "s1.json"), str(tmp_path / "s2.json"), "-o", str(tmp_path / "all.json"),
-                 "--junit", str(tmp_path / "all.xml"))
+    result = run(
+        "merge",
+        str(tmp_path / "s1.json"),
+        str(tmp_path / "s2.json"),
+        "-o",
+        str(tmp_path / "all.json"),
+        "--junit",
+        str(tmp_path / "all.xml"),
+    )
     assert result.exit_code == 0 and "2/2 passed" in result.output
     assert [r.id for r in Report.load(tmp_path / "all.json").results] == ["a", "b"]
     assert (tmp_path / "all.xml").exists()
@@ -206,9 +265,11 @@ def test_compare_and_merge_apply_the_config_gates(tmp_path, monkeypatch):
     (tmp_path / "harvester.toml").write_text('gates = ["tag:security>=1.0"]\n')
     Report(suite="s", results=[CaseResult(id="a", passed=True, tags=["security"])]).save(tmp_path / "base.json")
     Report(suite="s", shard="1/2", results=[CaseResult(id="a", passed=False, tags=["security"])]).save(
-        tmp_path / "s1.json")
+        tmp_path / "s1.json"
+    )
     Report(suite="s", shard="2/2", results=[CaseResult(id="b", passed=True, tags=["general"])]).save(
-        tmp_path / "s2.json")
+        tmp_path / "s2.json"
+    )
     merged = run("merge", "s1.json", "s2.json", "-o", "all.json")
     assert merged.exit_code == 1 and "gate tag:security>=1.0: FAIL (0)" in merged.output
     compared = run("compare", "s2.json", "--baseline", "s2.json")
@@ -241,8 +302,9 @@ def test_an_unwritable_output_fails_alone_with_exit_2(project, opt):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert "error: /proc/x: cannot write" in result.output
-    assert [ln for ln in result.output.splitlines() if ln.startswith("error:")] == \
-        [ln for ln in result.output.splitlines() if "/proc/x" in ln]
+    assert [ln for ln in result.output.splitlines() if ln.startswith("error:")] == [
+        ln for ln in result.output.splitlines() if "/proc/x" in ln
+    ]
     assert "1/2 passed" in result.output  # the summary and gates are still shown
     assert (project / "out/a").stat().st_size and (project / "out/b").stat().st_size  # the others were written
 
@@ -262,8 +324,10 @@ def test_merge_with_a_missing_shard_fails_with_exit_2(tmp_path):
     Report(suite="s", shard="1/2", results=[CaseResult(id="a", passed=True)]).save(tmp_path / "s1.json")
     result = run("merge", str(tmp_path / "s1.json"), "-o", str(tmp_path / "all.json"))
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert result.output.strip() == "error: missing shard 2/2 (got 1/2): a shard that did not finish must not " \
-                                    "pass the gate"
+    assert (
+        result.output.strip() == "error: missing shard 2/2 (got 1/2): a shard that did not finish must not "
+        "pass the gate"
+    )
     assert not (tmp_path / "all.json").exists()
 
 
@@ -273,10 +337,13 @@ def test_a_rate_gate_above_1_is_exit_2(project):
     assert len(result.output.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("config_file, table, field", [
-    ("harvester.toml", "", "gates"),
-    ("pyproject.toml", "[tool.harvester]\n", "tool.harvester.gates"),
-])
+@pytest.mark.parametrize(
+    "config_file, table, field",
+    [
+        ("harvester.toml", "", "gates"),
+        ("pyproject.toml", "[tool.harvester]\n", "tool.harvester.gates"),
+    ],
+)
 def test_a_bad_gate_from_the_config_names_the_file(project, config_file, table, field):
     (project / "harvester.toml").unlink()
     (project / config_file).write_text(f'{table}gates = ["task_completion>85"]\n')
@@ -319,7 +386,7 @@ def test_no_accepted_cases_is_one_line_exit_2(project):
     assert empty.exit_code == 2 and empty.output.startswith("error: no accepted cases in cases/ (harvest some")
 
 
-FACTORIES = textwrap.dedent('''
+FACTORIES = textwrap.dedent("""
     def needs_config(config):
         return lambda prompt: "x"
 
@@ -330,11 +397,16 @@ FACTORIES = textwrap.dedent('''
         def agent(prompt):
             raise RuntimeError("model exploded")
         return agent
-''')
+""")
 
 
-@pytest.mark.parametrize("attr, error", [("needs_config", "TypeError: needs_config() missing 1 required positional"),
-                                         ("raises", "RuntimeError: no API key")])
+@pytest.mark.parametrize(
+    "attr, error",
+    [
+        ("needs_config", "TypeError: needs_config() missing 1 required positional"),
+        ("raises", "RuntimeError: no API key"),
+    ],
+)
 def test_a_broken_agent_factory_is_one_line_exit_2(project, attr, error):
     (project / "factories_mod.py").write_text(FACTORIES)
     sys.modules.pop("factories_mod", None)
@@ -347,14 +419,16 @@ def test_a_broken_agent_factory_is_one_line_exit_2(project, attr, error):
 
 
 def test_config_ignore_args_apply_at_replay(project):
-    (project / "rid_agent_mod.py").write_text(textwrap.dedent('''
+    (project / "rid_agent_mod.py").write_text(
+        textwrap.dedent("""
         import itertools
         ids = itertools.count()
 
         def build(tools):
             return lambda prompt: str(tools.execute("kb_search", {"query": "refund policy",
                                                                   "request_id": f"r{next(ids)}"}))
-    '''))
+    """)
+    )
     sys.modules.pop("rid_agent_mod", None)
     for path in (project / "cases").glob("refund-*.json"):
         data = orjson.loads(path.read_bytes())

@@ -18,7 +18,9 @@ from tests.builders.store import agent_trace
 def env(tmp_path: Path) -> tuple[CliRunner, str, Path]:
     store = str(tmp_path / "t.db")
     src = tmp_path / "traces.json"
-    src.write_bytes(orjson.dumps(to_otlp([s for i in (1, 2) for s in agent_trace(f"ab{i:030x}", secret="me@x.example")])))
+    src.write_bytes(
+        orjson.dumps(to_otlp([s for i in (1, 2) for s in agent_trace(f"ab{i:030x}", secret="me@x.example")]))
+    )
     return CliRunner(), store, src
 
 
@@ -28,7 +30,14 @@ def invoke(runner: CliRunner, *args: str, input: bytes | None = None) -> object:
 
 def test_every_command_has_help() -> None:
     runner = CliRunner()
-    for cmd in (["ingest"], ["traces"], ["traces", "list"], ["traces", "show"], ["traces", "export"], ["traces", "prune"]):
+    for cmd in (
+        ["ingest"],
+        ["traces"],
+        ["traces", "list"],
+        ["traces", "show"],
+        ["traces", "export"],
+        ["traces", "prune"],
+    ):
         res = runner.invoke(main, [*cmd, "--help"])
         assert res.exit_code == 0 and "Usage" in res.output and len(res.output) > 100
 
@@ -92,7 +101,9 @@ def test_odd_numbers_and_ids_are_one_line_not_a_traceback(env: tuple[CliRunner, 
     runner, store, src = env
     invoke(runner, "ingest", str(src), "--store", store)
     for limit in ("--max-mb", "--keep-days", "--keep-failed-days"):
-        assert invoke(runner, "traces", "prune", "--store", store, limit, "inf").output.strip() == "deleted 0 runs, 2 left"
+        assert (
+            invoke(runner, "traces", "prune", "--store", store, limit, "inf").output.strip() == "deleted 0 runs, 2 left"
+        )
         res = invoke(runner, "traces", "prune", "--store", store, limit, "nan")
         assert res.exit_code == 2 and "must be a number of 0 or more" in res.output
     res = invoke(runner, "traces", "show", "\U0010ffff", "--store", store)
@@ -103,11 +114,13 @@ def test_input_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     runner = CliRunner()
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
-    for args in (["ingest", str(bad), "--store", str(tmp_path / "t.db")],
-                 ["ingest", str(tmp_path / "missing.json"), "--store", str(tmp_path / "t.db")],
-                 ["traces", "list", "--store", str(tmp_path / "none.db")],
-                 ["traces", "list", "--store", str(bad)],
-                 ["traces", "list", "--store", str(tmp_path / "t.db"), "--since", "whenever"]):
+    for args in (
+        ["ingest", str(bad), "--store", str(tmp_path / "t.db")],
+        ["ingest", str(tmp_path / "missing.json"), "--store", str(tmp_path / "t.db")],
+        ["traces", "list", "--store", str(tmp_path / "none.db")],
+        ["traces", "list", "--store", str(bad)],
+        ["traces", "list", "--store", str(tmp_path / "t.db"), "--since", "whenever"],
+    ):
         res = runner.invoke(main, args)
         assert res.exit_code == 2, (args, res.output)
         assert res.output.startswith("error: ") and len(res.output.strip().splitlines()) == 1, res.output
@@ -117,10 +130,17 @@ def test_show_says_what_happened_to_each_call(tmp_path: Path) -> None:
     """A denied request is not a null result, and a failed call shows its error."""
     runner, store = CliRunner(), str(tmp_path / "t.db")
     example = Path(__file__).resolve().parents[1] / "traces" / "example"
-    invoke(runner, "ingest", str(example / "04-sell-gift-cards.json"), str(example / "05-order-a1003.json"),
-           "--store", store)
-    listed = orjson.loads("[" + ",".join(invoke(runner, "traces", "list", "--store", store, "--json")
-                                          .output.splitlines()) + "]")
+    invoke(
+        runner,
+        "ingest",
+        str(example / "04-sell-gift-cards.json"),
+        str(example / "05-order-a1003.json"),
+        "--store",
+        store,
+    )
+    listed = orjson.loads(
+        "[" + ",".join(invoke(runner, "traces", "list", "--store", store, "--json").output.splitlines()) + "]"
+    )
     by_prompt = {r["prompt"]: r["trace_id"] for r in listed}
     failures = invoke(runner, "traces", "list", "--failed", "--store", store).output
     assert "issue_refund blocked" in failures and "get_order ToolTimeout" in failures

@@ -100,8 +100,10 @@ def test_invalid_toml_names_the_file(tmp_path):
 
 
 def test_mutating_globs_and_cost():
-    cfg = Config(mutating_tools=["issue_refund", "delete_*"],
-                 prices={"gpt-4.1": {"input": 2.0, "output": 8.0}, "gpt-4.1-mini": {"input": 0.4, "output": 1.6}})
+    cfg = Config(
+        mutating_tools=["issue_refund", "delete_*"],
+        prices={"gpt-4.1": {"input": 2.0, "output": 8.0}, "gpt-4.1-mini": {"input": 0.4, "output": 1.6}},
+    )
     assert cfg.is_mutating("delete_user") and cfg.is_mutating("issue_refund")
     assert not cfg.is_mutating("kb_search")
     assert cfg.cost("gpt-4.1-mini", Usage(input_tokens=1000, output_tokens=500)) == pytest.approx(0.4 + 0.8)

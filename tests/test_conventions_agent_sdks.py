@@ -11,13 +11,13 @@ import pytest
 
 from harvester.conventions import runs_from_spans
 from harvester.spans import from_readable, to_otlp
-from tests.frameworks import openai_agents_agent
-from tests.frameworks.pydantic_ai_agent import AGENT_NAME, PROMPTS
 from tests.builders.frameworks import KB, ORDER
 from tests.builders.frameworks import openai_agents_runs as oa_runs
 from tests.builders.frameworks import openai_agents_spans as oa_spans
 from tests.builders.frameworks import smolagents_run as smol_run
 from tests.builders.frameworks import smolagents_spans as smol_spans
+from tests.frameworks import openai_agents_agent
+from tests.frameworks.pydantic_ai_agent import AGENT_NAME, PROMPTS
 
 
 # -- both ------------------------------------------------------------------------------------------
@@ -26,8 +26,9 @@ def test_otlp_json_input_reads_like_readable_spans(spans_for):
     spans = spans_for("retry")
     doc = to_otlp(from_readable(s) for s in spans)
     assert runs_from_spans(doc) == runs_from_spans(spans)
-    assert runs_from_spans([s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]) \
-        == runs_from_spans(doc)
+    assert runs_from_spans(
+        [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    ) == runs_from_spans(doc)
 
 
 # -- openai-agents ---------------------------------------------------------------------------------
@@ -53,7 +54,10 @@ def test_openai_agents_tool_error_reads_the_dict_repr_status():
     # TOOL status: "Error running tool: {'tool_name': 'check_inventory', 'error': 'orders-db timeout'}"
     assert call.error.model_dump() == {"type": "Error", "message": "orders-db timeout"}
     # AGENT status: "Error in agent run: {'error': 'Error running tool check_inventory: orders-db timeout'}"
-    assert run.error.model_dump() == {"type": "Error", "message": "Error running tool check_inventory: orders-db timeout"}
+    assert run.error.model_dump() == {
+        "type": "Error",
+        "message": "Error running tool check_inventory: orders-db timeout",
+    }
 
 
 def test_openai_agents_retried_tool_error_message():
@@ -68,7 +72,13 @@ def test_openai_agents_approval_pause_is_deferred_and_blocked():
     assert paused.stop == "deferred" and paused.error is None and paused.answer is None
     [call] = paused.calls
     assert (call.name, call.call_id, call.status, call.args, call.result, call.error) == (
-        "issue_refund", "call_1", "blocked", {"order_id": "A1001", "amount": 40.0}, None, None)
+        "issue_refund",
+        "call_1",
+        "blocked",
+        {"order_id": "A1001", "amount": 40.0},
+        None,
+        None,
+    )
     assert paused.requested_tools() == ["issue_refund"] and paused.blocked_tools() == ["issue_refund"]
     assert paused.trajectory() == []
     assert paused.failed
@@ -88,16 +98,32 @@ def test_smolagents_agent_name_drops_the_run_suffix():
 def test_smolagents_tool_args_unwrap_the_call_wrapper():
     run = smol_run("happy")
     # TOOL input.value = {"args": [], "sanitize_inputs_outputs": true, "kwargs": {"query": "refund policy"}}
-    assert [c.args for c in run.calls if c.name != "final_answer"] == [{"query": "refund policy"}, {"order_id": "A1001"}]
+    assert [c.args for c in run.calls if c.name != "final_answer"] == [
+        {"query": "refund policy"},
+        {"order_id": "A1001"},
+    ]
 
 
-@pytest.mark.parametrize(("scenario", "expected"), [
-    ("happy", [("kb_search", "call_1", {"query": "refund policy"}, "ok", KB),
-               ("get_order", "call_2", {"order_id": "A1001"}, "ok", ORDER)]),
-    ("tool_error", [("check_inventory", "call_1", {"sku": "SKU-1"}, "error", None)]),
-    ("retry", [("get_order", "call_1", {"order_id": "B2002"}, "error", None),
-               ("get_order", "call_2", {"order_id": "A1001"}, "ok", ORDER)]),
-])
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        (
+            "happy",
+            [
+                ("kb_search", "call_1", {"query": "refund policy"}, "ok", KB),
+                ("get_order", "call_2", {"order_id": "A1001"}, "ok", ORDER),
+            ],
+        ),
+        ("tool_error", [("check_inventory", "call_1", {"sku": "SKU-1"}, "error", None)]),
+        (
+            "retry",
+            [
+                ("get_order", "call_1", {"order_id": "B2002"}, "error", None),
+                ("get_order", "call_2", {"order_id": "A1001"}, "ok", ORDER),
+            ],
+        ),
+    ],
+)
 def test_smolagents_final_answer_is_the_answer_not_a_tool_call(scenario, expected):
     run = smol_run(scenario)
     assert [(c.name, c.call_id, c.args, c.status, c.result) for c in run.calls] == expected

@@ -55,7 +55,9 @@ def test_happy(producer):
     assert run.trajectory() == ["kb_search", "get_order"]
     assert run.blocked_tools() == []
     assert [(c.call_id, c.args, c.result) for c in run.calls] == [
-        ("call_1", {"query": "refund policy"}, KB), ("call_2", {"order_id": "A1001"}, ORDER)]
+        ("call_1", {"query": "refund policy"}, KB),
+        ("call_2", {"order_id": "A1001"}, ORDER),
+    ]
     assert [(c.usage.input_tokens, c.usage.output_tokens) for c in run.llm_calls] == [(100, 10), (200, 20)]
     assert (run.usage.input_tokens, run.usage.output_tokens) == (300, 30)  # never the agent span's sum on top
     assert [r.name for r in run.llm_calls[0].requests] == ["kb_search", "get_order"]
@@ -83,7 +85,12 @@ def test_retried_tool_error_is_a_failed_call_then_a_new_call(producer):
     assert run.stop == "answered" and run.error is None
     assert run.answer == ANSWERS["retry"]
     first, second = run.calls
-    assert (first.name, first.call_id, first.args, first.status) == ("get_order", "call_1", {"order_id": "B2002"}, "error")
+    assert (first.name, first.call_id, first.args, first.status) == (
+        "get_order",
+        "call_1",
+        {"order_id": "B2002"},
+        "error",
+    )
     assert "B2002" in first.error.message
     assert first.error.type == ("ToolRetryError" if producer.startswith("pydantic") else "KeyError")
     assert (second.call_id, second.args, second.status, second.result) == ("call_2", {"order_id": "A1001"}, "ok", ORDER)
@@ -114,9 +121,10 @@ def test_human_denial_defers_then_resumes(producer):
 def test_langchain_agent_without_a_name_is_one_run(instrumentor):
     """OpenInference marks a graph AGENT only when its name says "agent": create_agent's default
     name is "LangGraph", and the run must still be found, once, through the capture processor."""
+    from opentelemetry.sdk.trace import TracerProvider
+
     from harvester.intake import HarvestingSpanProcessor
     from harvester.store import TraceStore
-    from opentelemetry.sdk.trace import TracerProvider
 
     with tempfile.TemporaryDirectory() as tmp:
         proc = HarvestingSpanProcessor(f"{tmp}/t.db")
@@ -141,10 +149,15 @@ def test_named_agents_inside_an_outer_chain_stay_their_own_runs():
     from harvester.spans import from_readable
 
     spans = [from_readable(s) for s in langchain_agent.run_scenario("happy", deterministic=True)]
-    outer = dataclasses.replace(spans[0], span_id="f" * 16, parent_id=None, name="LangGraph",
-                                attributes={"openinference.span.kind": "CHAIN"})
-    twin = [dataclasses.replace(s, span_id="e" + s.span_id[1:],
-                                parent_id=None if s.parent_id is None else "e" + s.parent_id[1:]) for s in spans]
+    outer = dataclasses.replace(
+        spans[0], span_id="f" * 16, parent_id=None, name="LangGraph", attributes={"openinference.span.kind": "CHAIN"}
+    )
+    twin = [
+        dataclasses.replace(
+            s, span_id="e" + s.span_id[1:], parent_id=None if s.parent_id is None else "e" + s.parent_id[1:]
+        )
+        for s in spans
+    ]
     both = [dataclasses.replace(s, parent_id=s.parent_id or outer.span_id) for s in spans + twin] + [outer]
     runs = runs_from_spans(both)
     assert [r.agent for r in runs] == ["support_agent", "support_agent"]

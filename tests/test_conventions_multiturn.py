@@ -50,14 +50,19 @@ class Scripted(BaseChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         city = "Paris" if sum(isinstance(m, HumanMessage) for m in messages) > 1 else "Rome"
         if messages[-1].type == "tool":
             msg = AIMessage(content=f"It is 20C in {city}.")
         else:
-            msg = AIMessage(content="", tool_calls=[{"name": self.tool_name, "args": {"city": city},
-                                                     "id": f"call_{city}", "type": "tool_call"}])
+            msg = AIMessage(
+                content="",
+                tool_calls=[
+                    {"name": self.tool_name, "args": {"city": city}, "id": f"call_{city}", "type": "tool_call"}
+                ],
+            )
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
 
@@ -89,8 +94,15 @@ def test_langchain_agent_given_the_whole_conversation(instrumentor: str) -> None
     provider, exporter = capture()
     with langchain_agent.instrumented(instrumentor, provider):
         graph = create_agent(Scripted(), tools=[lookup], name="chat_agent")
-        graph.invoke({"messages": [{"role": "user", "content": FIRST}, {"role": "assistant", "content": "20C"},
-                                   {"role": "user", "content": SECOND}]})
+        graph.invoke(
+            {
+                "messages": [
+                    {"role": "user", "content": FIRST},
+                    {"role": "assistant", "content": "20C"},
+                    {"role": "user", "content": SECOND},
+                ]
+            }
+        )
     (run,) = runs_from_spans(finished(exporter))
     assert run.prompt == SECOND and run.answer == "It is 20C in Paris."
     assert [(c.name, c.args) for c in run.calls] == [("lookup", {"city": "Paris"})]
@@ -109,7 +121,10 @@ def test_langchain_return_direct_ends_on_the_tool_output(instrumentor: str) -> N
 
 def test_openai_agents_conversation_and_stop_on_first_tool() -> None:
     first, second = runs_from_spans(openai_agents_agent.run_scenario("multiturn"))
-    assert (first.prompt, second.prompt) == (openai_agents_agent.PROMPTS["multiturn"], openai_agents_agent.SECOND_PROMPT)
+    assert (first.prompt, second.prompt) == (
+        openai_agents_agent.PROMPTS["multiturn"],
+        openai_agents_agent.SECOND_PROMPT,
+    )
     assert second.trajectory() == ["get_order"] and second.answer == "A1001 was delivered."
     (run,) = runs_from_spans(openai_agents_agent.run_scenario("stop_on_tool"))
     assert run.stop == "answered" and not run.failed
@@ -123,28 +138,47 @@ def test_langchain_call_limits_are_a_max_steps_stop(instrumentor: str, exit_beha
     from langchain.agents.middleware import ModelCallLimitMiddleware
 
     class Looping(Scripted):
-        def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                      **kwargs: Any) -> ChatResult:
+        def _generate(
+            self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
             n = sum(isinstance(m, AIMessage) for m in messages)
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="", tool_calls=[
-                {"name": "lookup", "args": {"city": f"c{n}"}, "id": f"call_{n}", "type": "tool_call"}]))])
+            return ChatResult(
+                generations=[
+                    ChatGeneration(
+                        message=AIMessage(
+                            content="",
+                            tool_calls=[
+                                {"name": "lookup", "args": {"city": f"c{n}"}, "id": f"call_{n}", "type": "tool_call"}
+                            ],
+                        )
+                    )
+                ]
+            )
 
     provider, exporter = capture()
     with langchain_agent.instrumented(instrumentor, provider):
-        graph = create_agent(Looping(), tools=[lookup], name="chat_agent",
-                             middleware=[ModelCallLimitMiddleware(run_limit=2, exit_behavior=exit_behavior)])
+        graph = create_agent(
+            Looping(),
+            tools=[lookup],
+            name="chat_agent",
+            middleware=[ModelCallLimitMiddleware(run_limit=2, exit_behavior=exit_behavior)],
+        )
         try:
             graph.invoke({"messages": [{"role": "user", "content": FIRST}]})
-        except Exception as exc:  # noqa: BLE001 - exit_behavior="error" raises, as it should
+        except Exception as exc:
             assert exit_behavior == "error" and "limit" in str(exc).lower()
     (run,) = runs_from_spans(finished(exporter))
     assert run.stop == "max_steps" and run.failed and run.trajectory() == ["lookup", "lookup"]
 
 
 @pytest.mark.parametrize("instrumentor", langchain_agent.INSTRUMENTORS)
-@pytest.mark.parametrize("decision,city", [({"type": "approve"}, "Rome"),
-                                           ({"type": "edit", "edited_action": {"name": "lookup", "args": {"city": "Milan"}}},
-                                            "Milan")])
+@pytest.mark.parametrize(
+    "decision,city",
+    [
+        ({"type": "approve"}, "Rome"),
+        ({"type": "edit", "edited_action": {"name": "lookup", "args": {"city": "Milan"}}}, "Milan"),
+    ],
+)
 def test_a_call_approved_or_edited_by_a_human_keeps_its_args(instrumentor: str, decision: dict, city: str) -> None:
     """The model's request is in the paused run's trace; the resumed run's one-argument tool logs its
     input bare. Its args are the request's, with the value it really ran with (a human may have edited it)."""
@@ -155,8 +189,13 @@ def test_a_call_approved_or_edited_by_a_human_keeps_its_args(instrumentor: str, 
     provider, exporter = capture()
     config = {"configurable": {"thread_id": "hitl"}}
     with langchain_agent.instrumented(instrumentor, provider):
-        graph = create_agent(Scripted(), tools=[lookup], name="chat_agent", checkpointer=InMemorySaver(),
-                             middleware=[HumanInTheLoopMiddleware(interrupt_on={"lookup": True})])
+        graph = create_agent(
+            Scripted(),
+            tools=[lookup],
+            name="chat_agent",
+            checkpointer=InMemorySaver(),
+            middleware=[HumanInTheLoopMiddleware(interrupt_on={"lookup": True})],
+        )
         graph.invoke({"messages": [{"role": "user", "content": FIRST}]}, config)
         graph.invoke(Command(resume={"decisions": [decision]}), config)
     paused, resumed = runs_from_spans(finished(exporter))
@@ -181,13 +220,19 @@ def test_tool_retries_are_attempts_at_one_call_in_order(instrumentor: str) -> No
 
     provider, exporter = capture()
     with langchain_agent.instrumented(instrumentor, provider):
-        graph = create_agent(Scripted(tool_name="flaky"), tools=[flaky], name="chat_agent",
-                             middleware=[ToolRetryMiddleware(max_retries=3, initial_delay=0.0, jitter=False)])
+        graph = create_agent(
+            Scripted(tool_name="flaky"),
+            tools=[flaky],
+            name="chat_agent",
+            middleware=[ToolRetryMiddleware(max_retries=3, initial_delay=0.0, jitter=False)],
+        )
         graph.invoke({"messages": [{"role": "user", "content": FIRST}]})
     (run,) = runs_from_spans(finished(exporter))
     assert [(c.call_id, c.status, c.args) for c in run.calls] == [
-        ("call_Rome", "error", {"city": "Rome"}), ("call_Rome", "error", {"city": "Rome"}),
-        ("call_Rome", "ok", {"city": "Rome"})]
+        ("call_Rome", "error", {"city": "Rome"}),
+        ("call_Rome", "error", {"city": "Rome"}),
+        ("call_Rome", "ok", {"city": "Rome"}),
+    ]
 
 
 @pytest.mark.parametrize("version", [5, 6])
@@ -200,11 +245,15 @@ def test_a_pydantic_ai_output_function_is_a_call(version: int) -> None:
         return text.upper()
 
     provider, exporter = capture()
-    agent = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("z is warm")])),
-                  name="chat_agent", output_type=TextOutput(shout))
+    agent = Agent(
+        FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("z is warm")])),
+        name="chat_agent",
+        output_type=TextOutput(shout),
+    )
     agent.instrument = InstrumentationSettings(tracer_provider=provider, version=version)
     assert agent.run_sync(FIRST).output == "Z IS WARM"
     (run,) = runs_from_spans(finished(exporter))
     assert [(c.name, c.args, c.result, c.status) for c in run.calls] == [
-        ("shout", {"input": "z is warm"}, "Z IS WARM", "ok")]
+        ("shout", {"input": "z is warm"}, "Z IS WARM", "ok")
+    ]
     assert run.answer == "Z IS WARM" and run.stop == "answered" and not run.failed

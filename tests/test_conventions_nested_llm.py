@@ -22,8 +22,13 @@ from tests.frameworks._otel import capture, finished
 
 # The chat completions the fake OpenAI endpoint answers with, turn by turn.
 TURNS: list[dict[str, Any]] = [
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"city": "Rome"})}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"city": "Rome"})}}
+        ],
+    },
     {"role": "assistant", "content": "Rome: 20C"},
 ]
 
@@ -33,13 +38,27 @@ def _openai_client() -> AsyncOpenAI:
 
     def answer(request: httpx.Request) -> httpx.Response:
         n = next(turn)
-        return httpx.Response(200, json={
-            "id": f"cmpl-{n}", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
-            "choices": [{"index": 0, "message": TURNS[n], "finish_reason": "tool_calls" if n == 0 else "stop"}],
-            "usage": {"prompt_tokens": 100 * (n + 1), "completion_tokens": 10 * (n + 1), "total_tokens": 110 * (n + 1)}})
+        return httpx.Response(
+            200,
+            json={
+                "id": f"cmpl-{n}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "message": TURNS[n], "finish_reason": "tool_calls" if n == 0 else "stop"}],
+                "usage": {
+                    "prompt_tokens": 100 * (n + 1),
+                    "completion_tokens": 10 * (n + 1),
+                    "total_tokens": 110 * (n + 1),
+                },
+            },
+        )
 
-    return AsyncOpenAI(api_key="sk-test", base_url="http://openai.invalid/v1",
-                       http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)))
+    return AsyncOpenAI(
+        api_key="sk-test",
+        base_url="http://openai.invalid/v1",
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)),
+    )
 
 
 @pytest.mark.parametrize("instrumentor", ["openinference", "openllmetry"])

@@ -11,11 +11,12 @@ import pytest
 
 from harvester.conventions import is_agent_span, runs_from_spans
 from harvester.spans import from_readable
-from tests.frameworks import openai_agents_agent
 from tests.builders.frameworks import KB, ORDER
 from tests.builders.frameworks import openai_agents_runs as runs_for
 from tests.builders.frameworks import openai_agents_spans as spans_for
+from tests.frameworks import openai_agents_agent
 from tests.frameworks.openai_agents_agent import ANSWERS, MODEL_NAME
+
 
 def test_happy():
     [run] = runs_for("happy")
@@ -25,12 +26,17 @@ def test_happy():
     assert run.requested_tools() == ["kb_search", "get_order"] and run.blocked_tools() == []
     assert [(c.name, c.call_id, c.args, c.status, c.result, c.error) for c in run.calls] == [
         ("kb_search", "call_1", {"query": "refund policy"}, "ok", KB, None),
-        ("get_order", "call_2", {"order_id": "A1001"}, "ok", ORDER, None)]
+        ("get_order", "call_2", {"order_id": "A1001"}, "ok", ORDER, None),
+    ]
     assert [(c.model, c.usage.input_tokens, c.usage.output_tokens) for c in run.llm_calls] == [
-        (MODEL_NAME, 100, 10), (MODEL_NAME, 200, 20)]
+        (MODEL_NAME, 100, 10),
+        (MODEL_NAME, 200, 20),
+    ]
     assert (run.usage.input_tokens, run.usage.output_tokens) == (300, 30)
     assert [(r.name, r.call_id, r.args) for r in run.llm_calls[0].requests] == [
-        ("kb_search", "call_1", {"query": "refund policy"}), ("get_order", "call_2", {"order_id": "A1001"})]
+        ("kb_search", "call_1", {"query": "refund policy"}),
+        ("get_order", "call_2", {"order_id": "A1001"}),
+    ]
     assert run.llm_calls[1].requests == []
     assert run.content_captured
     assert not run.failed
@@ -42,7 +48,12 @@ def test_tool_error_fails_the_run():
     assert run.error is not None and "orders-db timeout" in run.error.message
     [call] = run.calls
     assert (call.name, call.call_id, call.status, call.args, call.result) == (
-        "check_inventory", "call_1", "error", {"sku": "SKU-1"}, None)
+        "check_inventory",
+        "call_1",
+        "error",
+        {"sku": "SKU-1"},
+        None,
+    )
     assert call.error is not None and "orders-db timeout" in call.error.message
     assert run.trajectory() == [] and run.requested_tools() == ["check_inventory"]
     assert run.blocked_tools() == ["check_inventory"]
@@ -56,10 +67,21 @@ def test_retried_tool_error_is_a_failed_call_then_a_new_call():
     assert run.answer == ANSWERS["retry"]
     first, second = run.calls
     assert (first.name, first.call_id, first.args, first.status, first.result) == (
-        "get_order", "call_1", {"order_id": "B2002"}, "error", None)
+        "get_order",
+        "call_1",
+        {"order_id": "B2002"},
+        "error",
+        None,
+    )
     assert first.error.type == "Error" and "no order B2002" in first.error.message
     assert (second.name, second.call_id, second.args, second.status, second.result, second.error) == (
-        "get_order", "call_2", {"order_id": "A1001"}, "ok", ORDER, None)
+        "get_order",
+        "call_2",
+        {"order_id": "A1001"},
+        "ok",
+        ORDER,
+        None,
+    )
     assert run.trajectory() == ["get_order"] and run.blocked_tools() == ["get_order"] and run.steps == 2
     assert [(c.usage.input_tokens, c.usage.output_tokens) for c in run.llm_calls] == [(100, 10), (200, 20), (300, 30)]
     assert (run.usage.input_tokens, run.usage.output_tokens) == (600, 60)
@@ -72,7 +94,11 @@ def test_human_denial_pause_and_resume_are_two_traces():
     # the paused run: the model asked for issue_refund, which never ran (its TOOL span has no output)
     [call] = paused.calls
     assert (call.name, call.call_id, call.args, call.result) == (
-        "issue_refund", "call_1", {"order_id": "A1001", "amount": 40.0}, None)
+        "issue_refund",
+        "call_1",
+        {"order_id": "A1001", "amount": 40.0},
+        None,
+    )
     assert paused.requested_tools() == ["issue_refund"]
     assert paused.answer is None and paused.error is None
     assert (paused.usage.input_tokens, paused.usage.output_tokens) == (100, 10)

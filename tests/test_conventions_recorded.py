@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-
 import orjson
 import pytest
 
 from harvester.conventions import runs_from_spans
-from tests.frameworks import record
 from tests.builders.frameworks import ANSWERS_OF, EXPECTED, EXPECTED_OF, TRACES
+from tests.frameworks import record
 from tests.frameworks.pydantic_ai_agent import AGENT_NAME, ANSWERS, PROMPTS
 
-SOURCES = {"pydantic-ai": "genai", "pydantic-ai-v6": "genai", "langchain-openinference": "openinference",
-           "langchain-openllmetry": "openllmetry"}
+SOURCES = {
+    "pydantic-ai": "genai",
+    "pydantic-ai-v6": "genai",
+    "langchain-openinference": "openinference",
+    "langchain-openllmetry": "openllmetry",
+}
 
 
 @pytest.mark.parametrize("framework", list(SOURCES))

@@ -12,22 +12,29 @@ import pytest
 
 from harvester.conventions import is_agent_span, runs_from_spans
 from harvester.spans import from_readable
-from tests.frameworks import smolagents_agent
 from tests.builders.frameworks import KB, ORDER
 from tests.builders.frameworks import smolagents_run as one_run
 from tests.builders.frameworks import smolagents_spans as spans_for
+from tests.frameworks import smolagents_agent
 from tests.frameworks.smolagents_agent import ANSWERS, MODEL_NAME
+
 
 def test_happy():
     run = one_run("happy")
     assert [(c.name, c.call_id, c.status, c.result, c.error) for c in run.calls] == [
-        ("kb_search", "call_1", "ok", KB, None), ("get_order", "call_2", "ok", ORDER, None)]
+        ("kb_search", "call_1", "ok", KB, None),
+        ("get_order", "call_2", "ok", ORDER, None),
+    ]
     assert [(c.model, c.usage.input_tokens, c.usage.output_tokens) for c in run.llm_calls] == [
-        (MODEL_NAME, 100, 10), (MODEL_NAME, 200, 20)]
+        (MODEL_NAME, 100, 10),
+        (MODEL_NAME, 200, 20),
+    ]
     # per model call, once: the AGENT span's llm.token_count.* (300/30) is the same sum, never added
     assert (run.usage.input_tokens, run.usage.output_tokens) == (300, 30)
     assert [(r.name, r.call_id, r.args) for r in run.llm_calls[0].requests] == [
-        ("kb_search", "call_1", {"query": "refund policy"}), ("get_order", "call_2", {"order_id": "A1001"})]
+        ("kb_search", "call_1", {"query": "refund policy"}),
+        ("get_order", "call_2", {"order_id": "A1001"}),
+    ]
     assert not run.failed
 
 
@@ -48,7 +55,12 @@ def test_retried_tool_error_is_a_failed_call_then_a_new_call():
     assert (first.name, first.call_id, first.status, first.result) == ("get_order", "call_1", "error", None)
     assert (first.error.type, first.error.message) == ("KeyError", "'no order B2002'")
     assert (second.name, second.call_id, second.status, second.result, second.error) == (
-        "get_order", "call_2", "ok", ORDER, None)
+        "get_order",
+        "call_2",
+        "ok",
+        ORDER,
+        None,
+    )
     assert run.blocked_tools() == ["get_order"]
     assert [(c.usage.input_tokens, c.usage.output_tokens) for c in run.llm_calls] == [(100, 10), (200, 20), (300, 30)]
     assert (run.usage.input_tokens, run.usage.output_tokens) == (600, 60)

@@ -62,8 +62,11 @@ def test_guardrail_denies_a_mutating_tool_after_untrusted_text():
     assert run.trajectory() == ["kb_search"] and run.blocked_tools() == ["issue_refund"]
     assert run.calls[1].args == {"order_id": "A1001", "amount": 500.0}
     assert "Gift cards come in" in run.answer and len(support.REFUNDS) == refunds
-    widened = _run(support.SupportAgent(allowlist=dict(support.WIDENED_ALLOWLIST), tracer_provider=provider),
-                   "Do you sell gift cards?", exporter)
+    widened = _run(
+        support.SupportAgent(allowlist=dict(support.WIDENED_ALLOWLIST), tracer_provider=provider),
+        "Do you sell gift cards?",
+        exporter,
+    )
     assert widened.trajectory() == ["kb_search", "issue_refund"] and len(support.REFUNDS) == refunds + 1
     # A trusted context (no document read) may refund: the allowlist is per context, not global.
     assert "issue_refund" in support.BASELINE_ALLOWLIST["trusted"]

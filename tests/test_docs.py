@@ -37,7 +37,11 @@ def _commands(group: click.Group, prefix: list[str]):
 
 def cli_reference() -> str:
     runner = CliRunner()
-    parts = ["```text", runner.invoke(main, ["--help"], prog_name="harvester", terminal_width=100).output.rstrip(), "```"]
+    parts = [
+        "```text",
+        runner.invoke(main, ["--help"], prog_name="harvester", terminal_width=100).output.rstrip(),
+        "```",
+    ]
     for path in _commands(main, []):
         out = runner.invoke(main, path + ["--help"], prog_name="harvester", terminal_width=100).output.rstrip()
         parts += ["", f"## `harvester {' '.join(path)}`", "", "```text", out, "```"]
@@ -49,8 +53,9 @@ def marked_section(text: str) -> str:
 
 
 def test_cli_reference_is_current():
-    assert marked_section(CLI_PAGE.read_text()) == cli_reference(), \
+    assert marked_section(CLI_PAGE.read_text()) == cli_reference(), (
         "docs/cli.md is stale: run `python tests/test_docs.py --update`"
+    )
 
 
 def test_ci_runs_the_readme_test_command():
@@ -80,7 +85,8 @@ def test_every_command_has_help_text():
 
 def _api_names() -> set[str]:
     return set(re.findall(r"^\| `([A-Za-z_]+)", (DOCS / "api.md").read_text(), re.M)) | set(
-        re.findall(r"`, `([A-Za-z_]+)", (DOCS / "api.md").read_text()))
+        re.findall(r"`, `([A-Za-z_]+)", (DOCS / "api.md").read_text())
+    )
 
 
 def test_the_api_page_names_every_public_name():
@@ -88,8 +94,11 @@ def test_the_api_page_names_every_public_name():
 
 
 def test_the_api_page_lists_exactly_the_errors():
-    classes = {name for name, obj in vars(errors).items()
-               if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == errors.__name__}
+    classes = {
+        name
+        for name, obj in vars(errors).items()
+        if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == errors.__name__
+    }
     table = (DOCS / "api.md").read_text().split("## Errors", 1)[1]
     assert set(re.findall(r"^\| `([A-Za-z]+)`", table, re.M)) == classes
 

@@ -3,9 +3,9 @@
 from pathlib import Path
 
 from harvester.case import load_cases
-from harvester.suite import suite_info
 from harvester.demo import agent as support
 from harvester.replay import replay
+from harvester.suite import suite_info
 
 from .example_suite import CASES, TRACES, harvest_traces
 

@@ -25,7 +25,9 @@ def fx(tool, args, result=None, error=None, ignore=()):
 
 def make_case(**kw) -> AgentCase:
     base = {
-        "id": "c1", "prompt": "Refund order A1001", "why": "test",
+        "id": "c1",
+        "prompt": "Refund order A1001",
+        "why": "test",
         "appropriate_tools": ["kb_search", "get_order"],
         "fixtures": [
             fx("kb_search", {"query": "refund policy", "limit": 3}, "Refunds within 30 days."),
@@ -80,7 +82,9 @@ def test_no_match_names_what_differs_and_suggests_ignore_args():
     tools = FixtureTools(make_case())
     res = tools.execute("kb_search", {"query": "refund policy", "limit": 5})
     assert res["error"] == "no_fixture" and res["reason"] == "no_match"
-    assert res["closest"] == [{"tool": "kb_search", "args": {"query": "refund policy", "limit": 3}, "differs": ["limit"]}]
+    assert res["closest"] == [
+        {"tool": "kb_search", "args": {"query": "refund policy", "limit": 3}, "differs": ["limit"]}
+    ]
     assert '"ignore_args": {"kb_search":["limit"]}' in res["hint"]
     assert "re-harvest" in res["hint"]
     assert tools.log[0].reason == "no_match"
@@ -109,17 +113,23 @@ def test_nothing_similar_and_unknown_tool():
 
 
 def test_ignore_args_matches_despite_changing_field():
-    case = make_case(ignore_args={"kb_search": ["request_id"]},
-                     fixtures=[fx("kb_search", {"query": "q", "request_id": "r1"}, "hit", ignore=["request_id"])])
+    case = make_case(
+        ignore_args={"kb_search": ["request_id"]},
+        fixtures=[fx("kb_search", {"query": "q", "request_id": "r1"}, "hit", ignore=["request_id"])],
+    )
     tools = FixtureTools(case)
     assert tools.execute("kb_search", {"query": "q", "request_id": "r2"}) == "hit"
 
 
 def test_project_ignore_args_apply_with_the_cases():
-    case = make_case(ignore_args={"kb_search": ["session"]}, fixtures=[
-        fx("kb_search", {"query": "q", "request_id": "r1", "session": "s1"}, "hit", ignore=["session"])])
-    assert FixtureTools(case).execute("kb_search", {"query": "q", "request_id": "r2", "session": "s2"})["reason"] \
+    case = make_case(
+        ignore_args={"kb_search": ["session"]},
+        fixtures=[fx("kb_search", {"query": "q", "request_id": "r1", "session": "s1"}, "hit", ignore=["session"])],
+    )
+    assert (
+        FixtureTools(case).execute("kb_search", {"query": "q", "request_id": "r2", "session": "s2"})["reason"]
         == "no_match"
+    )
     tools = FixtureTools(case, ignore_args={"kb_search": ["request_id"], "other": ["x"]})
     assert tools.execute("kb_search", {"query": "q", "request_id": "r2", "session": "s2"}) == "hit"
     assert tools.log[0].outcome == "served"
@@ -247,7 +257,9 @@ def test_recorded_failures_are_raised_as_their_own_type_where_it_can_be_named() 
     from harvester.fixtures import ToolFailure, tool_failure
 
     timeout = tool_failure("TimeoutError", "upstream timed out")
-    assert isinstance(timeout, TimeoutError) and isinstance(timeout, ToolFailure) and str(timeout) == "upstream timed out"
+    assert (
+        isinstance(timeout, TimeoutError) and isinstance(timeout, ToolFailure) and str(timeout) == "upstream timed out"
+    )
     assert (timeout.type, timeout.message) == ("TimeoutError", "upstream timed out")
     retry = tool_failure("ToolRetryError", "use upper case")
     assert isinstance(retry, pydantic_ai.ModelRetry) and retry.message == "use upper case"

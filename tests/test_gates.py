@@ -11,9 +11,14 @@ from harvester.report import CaseResult, Report, evaluate_gates, parse_gate
 
 
 def rep(*outcomes, version="1.0.0", **kw) -> Report:
-    return Report(suite="s", suite_version=version, results=[
-        CaseResult(id=f"c{i}", passed=p, tags=["security"] if i == 0 else ["general"], **kw)
-        for i, p in enumerate(outcomes)])
+    return Report(
+        suite="s",
+        suite_version=version,
+        results=[
+            CaseResult(id=f"c{i}", passed=p, tags=["security"] if i == 0 else ["general"], **kw)
+            for i, p in enumerate(outcomes)
+        ],
+    )
 
 
 def test_parse():
@@ -24,8 +29,10 @@ def test_parse():
     assert d.delta and d.value == -0.03
 
 
-@pytest.mark.parametrize("expr", ["task_completion", "task_completion>=", ">=0.5", "task_completion=>0.5",
-                                  "task_completion>=abc", "delta:>=1"])
+@pytest.mark.parametrize(
+    "expr",
+    ["task_completion", "task_completion>=", ">=0.5", "task_completion=>0.5", "task_completion>=abc", "delta:>=1"],
+)
 def test_malformed_gate_names_the_expression(expr):
     with pytest.raises(GateError, match="malformed gate"):
         parse_gate(expr)
@@ -88,10 +95,12 @@ def test_delta_gate_needs_a_baseline():
 
 
 def test_delta_over_another_suite_version_compares_shared_cases():
-    base = Report(suite="s", suite_version="1.0.0", results=[CaseResult(id="a", passed=True),
-                                                              CaseResult(id="old", passed=False)])
-    now = Report(suite="s", suite_version="2.0.0", results=[CaseResult(id="a", passed=True),
-                                                             CaseResult(id="new", passed=False)])
+    base = Report(
+        suite="s", suite_version="1.0.0", results=[CaseResult(id="a", passed=True), CaseResult(id="old", passed=False)]
+    )
+    now = Report(
+        suite="s", suite_version="2.0.0", results=[CaseResult(id="a", passed=True), CaseResult(id="new", passed=False)]
+    )
     out = evaluate_gates(now, ["delta:task_completion>=0"], baseline=base)
     assert out.gates[0].value == 0.0 and out.comparison.warnings
     assert out.exit_code == 0
@@ -104,8 +113,12 @@ def test_gate_without_data_fails():
 
 def test_outcome_json():
     data = evaluate_gates(rep(True), ["task_completion>=1"]).to_dict()
-    assert data["exit_code"] == 0 and data["gates"][0] == {"gate": "task_completion>=1", "passed": True,
-                                                           "value": 1.0, "detail": "1"}
+    assert data["exit_code"] == 0 and data["gates"][0] == {
+        "gate": "task_completion>=1",
+        "passed": True,
+        "value": 1.0,
+        "detail": "1",
+    }
 
 
 def test_a_shard_without_data_for_a_gate_leaves_it_to_the_merged_report():
@@ -115,22 +128,31 @@ def test_a_shard_without_data_for_a_gate_leaves_it_to_the_merged_report():
     assert evaluate_gates(shard.model_copy(update={"shard": None}), ["tag:security>=1.0"]).exit_code == 1
 
 
-@pytest.mark.parametrize("expr, message", [
-    ("task_completion>85", "task_completion is a rate from 0 to 1 (85% is 0.85)"),
-    ("tag:security>=100", "tag:security is a rate from 0 to 1 (100% is 1)"),
-    ("recovery_rate>=-0.5", "recovery_rate is a rate from 0 to 1"),
-    ("delta:task_completion>=-3", "a change in task_completion, a rate, lies between -1 and 1 (-3% is -0.03)"),
-    ("delta:tag:security>=-5", "between -1 and 1"),
-])
+@pytest.mark.parametrize(
+    "expr, message",
+    [
+        ("task_completion>85", "task_completion is a rate from 0 to 1 (85% is 0.85)"),
+        ("tag:security>=100", "tag:security is a rate from 0 to 1 (100% is 1)"),
+        ("recovery_rate>=-0.5", "recovery_rate is a rate from 0 to 1"),
+        ("delta:task_completion>=-3", "a change in task_completion, a rate, lies between -1 and 1 (-3% is -0.03)"),
+        ("delta:tag:security>=-5", "between -1 and 1"),
+    ],
+)
 def test_a_rate_gate_outside_its_range_is_an_error(expr, message):
     with pytest.raises(GateError, match=re.escape(message)):
         parse_gate(expr)
 
 
 def test_rate_gates_within_range_and_count_gates_are_accepted():
-    for expr in ("task_completion>=1", "task_completion>=0", "redundant_call_rate<=0.2",
-                 "delta:task_completion>=-1", "unauthorised_actions<=3", "cost_per_success<=2.5",
-                 "delta:cost_per_success<=1.5"):
+    for expr in (
+        "task_completion>=1",
+        "task_completion>=0",
+        "redundant_call_rate<=0.2",
+        "delta:task_completion>=-1",
+        "unauthorised_actions<=3",
+        "cost_per_success<=2.5",
+        "delta:cost_per_success<=1.5",
+    ):
         parse_gate(expr)
 
 

@@ -7,12 +7,14 @@ import pytest
 from harvester.canonical import fixture_key
 from harvester.case import CaseFolder, load_case, load_cases
 from harvester.config import Config
-from harvester.harvest import (FAILURE_KINDS, case_from_run, failure_kind, harvest, normalize_prompt, signature,
-                               slug)
+from harvester.harvest import FAILURE_KINDS, case_from_run, failure_kind, harvest, normalize_prompt, signature, slug
 from harvester.model import ErrorInfo, Run, ToolCall, Usage
 
-CONFIG = Config(mutating_tools=["issue_refund", "delete_*"], ignore_args={"kb_search": ["request_id"]},
-                prices={"gpt-4.1-mini": {"input": 0.4, "output": 1.6}})
+CONFIG = Config(
+    mutating_tools=["issue_refund", "delete_*"],
+    ignore_args={"kb_search": ["request_id"]},
+    prices={"gpt-4.1-mini": {"input": 0.4, "output": 1.6}},
+)
 
 
 def call(name: str, status: str = "ok", **kw) -> ToolCall:
@@ -24,10 +26,25 @@ def call(name: str, status: str = "ok", **kw) -> ToolCall:
     return ToolCall(name=name, status=status, **kw)
 
 
-def run(*calls: ToolCall, prompt: str = "Can I still return order A1001?", answer: str = "Yes, within 30 days.",
-        stop: str = "answered", trace: str = "t" * 32, **kw) -> Run:
-    return Run(trace_id=trace, run_id="r1", agent="support", prompt=prompt, answer=answer, stop=stop,
-               calls=list(calls), started_at="2026-11-30T01:02:03Z", **kw)
+def run(
+    *calls: ToolCall,
+    prompt: str = "Can I still return order A1001?",
+    answer: str = "Yes, within 30 days.",
+    stop: str = "answered",
+    trace: str = "t" * 32,
+    **kw,
+) -> Run:
+    return Run(
+        trace_id=trace,
+        run_id="r1",
+        agent="support",
+        prompt=prompt,
+        answer=answer,
+        stop=stop,
+        calls=list(calls),
+        started_at="2026-11-30T01:02:03Z",
+        **kw,
+    )
 
 
 class FakeStore:
@@ -53,10 +70,12 @@ class FakeStore:
 
 # -- case_from_run ------------------------------------------------------------------------------
 def test_fixtures_keep_every_executed_call_in_order_with_ignored_args():
-    r = run(call("kb_search", args={"query": "refunds", "request_id": "x1"}),
-            call("get_order", "error", args={"order_id": "A1001"}),
-            call("get_order", args={"order_id": "A1001"}),
-            call("issue_refund", "blocked", args={"order_id": "A1001"}))
+    r = run(
+        call("kb_search", args={"query": "refunds", "request_id": "x1"}),
+        call("get_order", "error", args={"order_id": "A1001"}),
+        call("get_order", args={"order_id": "A1001"}),
+        call("issue_refund", "blocked", args={"order_id": "A1001"}),
+    )
     case = case_from_run(r, config=CONFIG)
     assert [f.tool for f in case.fixtures] == ["kb_search", "get_order", "get_order"]  # blocked: never ran
     assert case.fixtures[0].key == fixture_key("kb_search", {"query": "refunds"})  # request_id ignored
@@ -70,18 +89,23 @@ def test_fixtures_keep_every_executed_call_in_order_with_ignored_args():
 
 
 def test_min_steps_drops_retries_and_exact_repeats():
-    r = run(call("kb_search", args={"query": "a"}),
-            call("get_order", "error", args={"id": 1}), call("get_order", args={"id": 1}),  # retry
-            call("kb_search", args={"query": "a"}),  # exact repeat
-            call("kb_search", args={"query": "b"}))  # a different search counts
+    r = run(
+        call("kb_search", args={"query": "a"}),
+        call("get_order", "error", args={"id": 1}),
+        call("get_order", args={"id": 1}),  # retry
+        call("kb_search", args={"query": "a"}),  # exact repeat
+        call("kb_search", args={"query": "b"}),
+    )  # a different search counts
     case = case_from_run(r)
     assert case.min_steps == 3
     assert case.appropriate_tools == ["kb_search", "get_order"]
 
 
 def test_min_steps_uses_ignore_args_for_repeats():
-    r = run(call("kb_search", args={"query": "a", "request_id": "1"}),
-            call("kb_search", args={"query": "a", "request_id": "2"}))
+    r = run(
+        call("kb_search", args={"query": "a", "request_id": "1"}),
+        call("kb_search", args={"query": "a", "request_id": "2"}),
+    )
     assert case_from_run(r, config=CONFIG).min_steps == 1
     assert case_from_run(r).min_steps == 2
 
@@ -105,8 +129,16 @@ def test_a_denied_request_is_forbidden_even_without_configured_mutating_tools():
 
 def test_incident_forbids_the_mutating_tool_that_ran():
     r = run(call("kb_search"), call("get_order"), call("issue_refund"))
-    case = case_from_run(r, config=CONFIG, incident=True, why="refunded without approval", forbid=["send_email"],
-                         required_elements=["30 days"], expected="Explain the 30-day window", tags=["billing"])
+    case = case_from_run(
+        r,
+        config=CONFIG,
+        incident=True,
+        why="refunded without approval",
+        forbid=["send_email"],
+        required_elements=["30 days"],
+        expected="Explain the 30-day window",
+        tags=["billing"],
+    )
     assert case.source.failure_kind == "unintended_action"
     assert case.forbidden_tools == ["issue_refund", "send_email"]
     assert case.appropriate_tools == ["kb_search", "get_order"] and case.min_steps == 2
@@ -119,21 +151,24 @@ def test_incident_forbids_the_mutating_tool_that_ran():
     assert case.checks == [{"check": "answered"}]
 
 
-@pytest.mark.parametrize("r, kwargs, kind", [
-    (run(call("a"), call("issue_refund")), {"incident": True}, "unintended_action"),
-    (run(call("a"), call("issue_refund", "blocked"), stop="deferred"), {}, "blocked_action"),
-    (run(call("a"), call("a"), call("a")), {}, "loop"),
-    (run(call("a"), stop="loop_detected"), {}, "loop"),
-    (run(call("a"), stop="budget_exceeded"), {}, "budget_exceeded"),
-    (run(call("a"), stop="max_steps"), {}, "max_steps"),
-    (run(call("a"), stop="error", error=ErrorInfo(type="KeyError", message="x"), answer=None), {}, "exception"),
-    (run(call("a", "error"), call("a")), {}, "tool_error"),
-    (run(call("a"), answer="I'm sorry, I don't know."), {"incident": True}, "abstained"),
-    (run(call("a"), feedback="negative"), {}, "negative_feedback"),
-    (run(call("a")), {"incident": True}, "negative_feedback"),
-    (run(call("a")), {}, None),
-    (run(call("a"), answer="I don't know."), {}, None),  # an unflagged abstention is behaviour to keep
-])
+@pytest.mark.parametrize(
+    "r, kwargs, kind",
+    [
+        (run(call("a"), call("issue_refund")), {"incident": True}, "unintended_action"),
+        (run(call("a"), call("issue_refund", "blocked"), stop="deferred"), {}, "blocked_action"),
+        (run(call("a"), call("a"), call("a")), {}, "loop"),
+        (run(call("a"), stop="loop_detected"), {}, "loop"),
+        (run(call("a"), stop="budget_exceeded"), {}, "budget_exceeded"),
+        (run(call("a"), stop="max_steps"), {}, "max_steps"),
+        (run(call("a"), stop="error", error=ErrorInfo(type="KeyError", message="x"), answer=None), {}, "exception"),
+        (run(call("a", "error"), call("a")), {}, "tool_error"),
+        (run(call("a"), answer="I'm sorry, I don't know."), {"incident": True}, "abstained"),
+        (run(call("a"), feedback="negative"), {}, "negative_feedback"),
+        (run(call("a")), {"incident": True}, "negative_feedback"),
+        (run(call("a")), {}, None),
+        (run(call("a"), answer="I don't know."), {}, None),  # an unflagged abstention is behaviour to keep
+    ],
+)
 def test_failure_kinds(r, kwargs, kind):
     assert failure_kind(r, config=CONFIG, **kwargs) == kind
     assert kind is None or kind in FAILURE_KINDS
@@ -203,8 +238,7 @@ def test_signature_normalizes_prompt_and_separates_kinds():
 
 # -- harvest ------------------------------------------------------------------------------------
 def test_harvest_dedupes_by_signature_and_counts_seen(tmp_path):
-    runs = [run(call("get_order", args={"id": i}), prompt=f"Where is order {i}?", trace=f"{i:032x}")
-            for i in range(5)]
+    runs = [run(call("get_order", args={"id": i}), prompt=f"Where is order {i}?", trace=f"{i:032x}") for i in range(5)]
     runs += [run(call("get_order", "error"), stop="error", answer=None, prompt="Where is order 9?", trace="f" * 32)]
     result = harvest(FakeStore(runs), tmp_path, config=CONFIG)
     assert (result.runs, result.new, result.updated, result.skipped, result.cases) == (6, 2, 0, 0, 2)
@@ -215,8 +249,10 @@ def test_harvest_dedupes_by_signature_and_counts_seen(tmp_path):
 
 
 def test_reharvest_updates_pending_and_never_touches_reviewed(tmp_path):
-    first = [run(call("get_order"), prompt="Where is order 1?", trace="a" * 32),
-             run(call("kb_search"), prompt="What is the refund policy?", trace="b" * 32)]
+    first = [
+        run(call("get_order"), prompt="Where is order 1?", trace="a" * 32),
+        run(call("kb_search"), prompt="What is the refund policy?", trace="b" * 32),
+    ]
     harvest(FakeStore(first), tmp_path)
     folder = CaseFolder(tmp_path)
     accepted = folder.load("refund-policy")
@@ -230,7 +266,8 @@ def test_reharvest_updates_pending_and_never_touches_reviewed(tmp_path):
     assert accepted_path.read_bytes() == before
     assert folder.load("order-1").source.seen == 1
     later = run(call("get_order"), prompt="where is order 2", trace="c" * 32).model_copy(
-        update={"started_at": "2026-11-30T05:00:00Z"})
+        update={"started_at": "2026-11-30T05:00:00Z"}
+    )
     third = harvest(FakeStore(first + [later]), tmp_path)
     assert (third.new, third.updated, third.skipped) == (0, 1, 1)
     order = folder.load("order-1")
@@ -253,13 +290,18 @@ def test_harvest_filters_and_sample(tmp_path):
 
 def test_harvest_streams(tmp_path):
     """Runs come from a generator and 300 of them become one case seen 300 times."""
+
     def gen():
         for i in range(300):
             yield run(call("a", args={"i": i}), prompt=f"question number {i}", trace=f"{i:032x}")
 
     seen = []
     result = harvest(FakeStore(gen), tmp_path, progress=lambda done, total: seen.append((done, total)))
-    assert result.runs == 300 and result.new == 1 and load_case(tmp_path / "pending" / "question-number-0.json").source.seen == 300
+    assert (
+        result.runs == 300
+        and result.new == 1
+        and load_case(tmp_path / "pending" / "question-number-0.json").source.seen == 300
+    )
     assert seen == [(100, None), (200, None), (300, None), (300, None)]
 
 
@@ -268,7 +310,8 @@ def test_another_run_of_a_trace_that_is_already_a_case_gets_its_own_case(tmp_pat
     first = run(call("get_order"), prompt="Where is order 1?", trace="a" * 32)
     assert harvest(FakeStore([first]), tmp_path).new == 1
     second = run(call("kb_search", "error"), prompt="What is the refund policy?", trace="a" * 32).model_copy(
-        update={"run_id": "r2"})
+        update={"run_id": "r2"}
+    )
     again = harvest(FakeStore([first, second]), tmp_path)
     assert (again.new, again.counted) == (1, 1)
     assert CaseFolder(tmp_path).load(again.new_ids[0]).source.run_id == "r2"

@@ -25,8 +25,11 @@ def test_plain_dict_run_is_the_model_json(path: Path) -> None:
     for data in run_data_from_spans(_spans(path)):
         run = Run.model_validate(data)
         assert orjson.loads(run_row(data, None)[9]) == orjson.loads(run.to_json())
-        assert run.model_dump(mode="json") == {**data, "requested_tools": run.requested_tools(),
-                                               "blocked_tools": run.blocked_tools()}
+        assert run.model_dump(mode="json") == {
+            **data,
+            "requested_tools": run.requested_tools(),
+            "blocked_tools": run.blocked_tools(),
+        }
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
@@ -65,8 +68,9 @@ def _sdk_spans() -> list:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent",
-                                                                   "tags": ("x", "y")}) as root:
+    with tracer.start_as_current_span(
+        "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent", "tags": ("x", "y")}
+    ) as root:
         with tracer.start_as_current_span("execute_tool t", attributes={"gen_ai.operation.name": "execute_tool"}) as s:
             s.add_event("exception", {"exception.type": "ValueError", "exception.message": "bad"})
             s.set_status(Status(StatusCode.ERROR, "bad"))
@@ -88,25 +92,48 @@ def test_from_readable_fields_fast_path_is_the_property_path() -> None:
     for sp in _sdk_spans():
         fast = from_readable(sp)
         assert fast.to_dict() == {
-            "trace_id": f"{sp.context.trace_id:032x}", "span_id": f"{sp.context.span_id:016x}",
-            "parent_id": f"{sp.parent.span_id:016x}" if sp.parent else None, "name": sp.name,
-            "start_ns": sp.start_time, "end_ns": sp.end_time, "kind": sp.kind.name, "status": sp.status.status_code.name,
+            "trace_id": f"{sp.context.trace_id:032x}",
+            "span_id": f"{sp.context.span_id:016x}",
+            "parent_id": f"{sp.parent.span_id:016x}" if sp.parent else None,
+            "name": sp.name,
+            "start_ns": sp.start_time,
+            "end_ns": sp.end_time,
+            "kind": sp.kind.name,
+            "status": sp.status.status_code.name,
             "status_message": sp.status.description or "",
             "attributes": {k: list(v) if isinstance(v, tuple) else v for k, v in sp.attributes.items()},
             "events": [{"name": e.name, "time_ns": e.timestamp, "attributes": dict(e.attributes)} for e in sp.events],
-            "scope": "t", "resource": dict(sp.resource.attributes)}
-        other = Renamed(name=sp.name, context=sp.context, parent=sp.parent, resource=sp.resource,
-                        attributes=sp.attributes, events=sp.events, kind=sp.kind, status=sp.status,
-                        start_time=sp.start_time, end_time=sp.end_time, instrumentation_scope=sp.instrumentation_scope)
+            "scope": "t",
+            "resource": dict(sp.resource.attributes),
+        }
+        other = Renamed(
+            name=sp.name,
+            context=sp.context,
+            parent=sp.parent,
+            resource=sp.resource,
+            attributes=sp.attributes,
+            events=sp.events,
+            kind=sp.kind,
+            status=sp.status,
+            start_time=sp.start_time,
+            end_time=sp.end_time,
+            instrumentation_scope=sp.instrumentation_scope,
+        )
         assert from_readable(other).to_dict() == {**fast.to_dict(), "name": "renamed " + sp.name}
 
 
 def test_iso_times_across_seconds() -> None:
     from harvester.conventions._values import iso as _iso
 
-    for ns in (1_764_464_523_456_789_012, 1_764_464_523_999_000_000, 1_764_464_524_001_000_000,
-               1_764_464_523_000_000_001, 86_400_000_000_000):
+    for ns in (
+        1_764_464_523_456_789_012,
+        1_764_464_523_999_000_000,
+        1_764_464_524_001_000_000,
+        1_764_464_523_000_000_001,
+        86_400_000_000_000,
+    ):
         from datetime import datetime, timezone
+
         dt = datetime.fromtimestamp(ns // 10**9, tz=timezone.utc)
         assert _iso(ns) == dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{(ns // 10**6) % 1000:03d}Z"
     assert _iso(0) is None and _iso(10**30) is None

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from harvester.intake import _ingest as ingest, _worker, _workers
 from harvester.errors import HarvesterError, OtlpFormatError
-from harvester.intake import ingest_files
+from harvester.intake import _ingest as ingest
+from harvester.intake import _worker, _workers, ingest_files
 from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore
 from tests.builders.store import agent_trace, make_span
@@ -35,8 +35,11 @@ def traffic(n: int = 60) -> list[SpanData]:
     """Agent traces (some with two runs), traces without an agent span; start times with ties."""
     spans: list[SpanData] = []
     for i in range(n):
-        trace = agent_trace(f"{i + 1:032x}", secret=f"user{i}@example.com",
-                            tool_result=f"Refunds within {i} days. Call +44 20 7946 09{i % 100:02d}.")
+        trace = agent_trace(
+            f"{i + 1:032x}",
+            secret=f"user{i}@example.com",
+            tool_result=f"Refunds within {i} days. Call +44 20 7946 09{i % 100:02d}.",
+        )
         if i % 7 == 3:  # a second run beside the first, under one HTTP span
             second = agent_trace(trace[0].trace_id)
             for s in second:
@@ -58,7 +61,7 @@ def write_lines(path: Path, spans: list[SpanData], per_line: int = 5, seed: int 
     """The Collector's JSON lines, with every trace's spans scattered over several lines."""
     spans = spans[:]
     random.Random(seed).shuffle(spans)
-    docs = [to_otlp(spans[i:i + per_line]) for i in range(0, len(spans), per_line)]
+    docs = [to_otlp(spans[i : i + per_line]) for i in range(0, len(spans), per_line)]
     docs[3]["resourceSpans"][0]["scopeSpans"][0]["spans"].append({"traceId": "zz", "spanId": 3})  # skipped
     path.write_bytes(b"\n".join(orjson.dumps(d) for d in docs) + b"\n")
     return path
@@ -66,8 +69,10 @@ def write_lines(path: Path, spans: list[SpanData], per_line: int = 5, seed: int 
 
 def stored(path: Path) -> list[tuple[Any, ...]]:
     with sqlite3.connect(path) as conn:
-        return conn.execute("SELECT id, trace_id, run_id, agent, started_at, ts, stop, failed, failure, size, "
-                            "run, spans FROM runs ORDER BY id").fetchall()
+        return conn.execute(
+            "SELECT id, trace_id, run_id, agent, started_at, ts, stop, failed, failure, size, "
+            "run, spans FROM runs ORDER BY id"
+        ).fetchall()
 
 
 def ingest_with(jobs: int, tmp_path: Path, files: list[Path], **kw: Any) -> tuple[dict[str, Any], list[Any]]:
@@ -99,8 +104,12 @@ def test_one_big_document_is_shared_by_resource_spans(tmp_path: Path, small_chun
     spans = traffic(20)
     doc = to_otlp(spans)
     # several resources, so the document is cut into several slices
-    doc["resourceSpans"] = [{"resource": rs["resource"], "scopeSpans": [{"scope": ss["scope"], "spans": ss["spans"][i:i + 4]}]}
-                            for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for i in range(0, len(ss["spans"]), 4)]
+    doc["resourceSpans"] = [
+        {"resource": rs["resource"], "scopeSpans": [{"scope": ss["scope"], "spans": ss["spans"][i : i + 4]}]}
+        for rs in doc["resourceSpans"]
+        for ss in rs["scopeSpans"]
+        for i in range(0, len(ss["spans"]), 4)
+    ]
     doc["resourceSpans"].insert(2, "not an object")
     f = tmp_path / "one.json"
     f.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
@@ -108,8 +117,9 @@ def test_one_big_document_is_shared_by_resource_spans(tmp_path: Path, small_chun
     assert one == two and one[0]["skipped"] == 1 and one[0]["runs"] == 23
 
 
-def test_stdin_is_sent_to_the_workers_as_bytes(tmp_path: Path, small_chunks: None,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stdin_is_sent_to_the_workers_as_bytes(
+    tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     f = write_lines(tmp_path / "traces.jsonl", traffic(30))
     expected = ingest_with(1, tmp_path, [f])
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(f.read_bytes())))
@@ -119,11 +129,14 @@ def test_stdin_is_sent_to_the_workers_as_bytes(tmp_path: Path, small_chunks: Non
     assert (stats.as_dict(), stored(db)) == expected
 
 
-@pytest.mark.parametrize("bad, where", [
-    (b"{not json", "line 9"),
-    (b'{"hello": 1}', "line 9: resourceSpans: not an OTLP/JSON traces document"),
-    (b'{"resourceSpans": {}}', "line 9: resourceSpans: must be a list"),
-])
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        (b"{not json", "line 9"),
+        (b'{"hello": 1}', "line 9: resourceSpans: not an OTLP/JSON traces document"),
+        (b'{"resourceSpans": {}}', "line 9: resourceSpans: must be a list"),
+    ],
+)
 def test_a_bad_line_fails_as_in_process(tmp_path: Path, small_chunks: None, bad: bytes, where: str) -> None:
     good = write_lines(tmp_path / "good.jsonl", traffic(10))
     lines = write_lines(tmp_path / "x.jsonl", traffic(40)).read_bytes().split(b"\n")
@@ -145,7 +158,7 @@ def test_a_bad_line_fails_as_in_process(tmp_path: Path, small_chunks: None, bad:
 
 
 def test_a_file_that_is_not_json_lines_fails_as_in_process(tmp_path: Path, small_chunks: None) -> None:
-    for i, data in enumerate([b"{\n  \"resourceSpans\": [\n", b"garbage\n" + b"x" * 10_000, b"[1, 2]\n[3]"]):
+    for i, data in enumerate([b'{\n  "resourceSpans": [\n', b"garbage\n" + b"x" * 10_000, b"[1, 2]\n[3]"]):
         f = tmp_path / f"f{i}.json"
         f.write_bytes(data)
         messages = []
@@ -177,8 +190,9 @@ def forked(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @needs_fork
-def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path, small_chunks: None, forked: None,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_dies_is_an_error_not_a_hang(
+    tmp_path: Path, small_chunks: None, forked: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     f = write_lines(tmp_path / "traces.jsonl", traffic(20))
     monkeypatch.setattr(_worker, "_parse", lambda *a: os._exit(3))
     with TraceStore(tmp_path / "t.db") as store:
@@ -188,8 +202,9 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path, small_chunks:
 
 
 @needs_fork
-def test_a_worker_bug_is_reported(tmp_path: Path, small_chunks: None, forked: None,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_bug_is_reported(
+    tmp_path: Path, small_chunks: None, forked: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     f = write_lines(tmp_path / "traces.jsonl", traffic(20))
 
     def broken(self: object, spans: object) -> None:

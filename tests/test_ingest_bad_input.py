@@ -7,17 +7,17 @@ only what it wraps; and anything read but not stored is counted in ``lost``.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
-from typing import Any, Callable
-
 import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 from click.testing import CliRunner
 
-from harvester.intake import _ingest as ingest
 from harvester.cli import main as cli
+from harvester.intake import _ingest as ingest
 from harvester.intake import ingest_files
 from harvester.redact import Redactor
 from harvester.spans import SpanData, to_otlp
@@ -61,8 +61,10 @@ def _deep(n: int) -> dict[str, Any]:
 
 
 KEPT = {  # the agent run is stored in full; the bad part is named in skip_reasons
-    "resource attribute not an int": (lambda d: d["resourceSpans"][0]["resource"]["attributes"].append(
-        {"key": "pid", "value": {"intValue": "zz"}}), "resource attribute pid"),
+    "resource attribute not an int": (
+        lambda d: d["resourceSpans"][0]["resource"]["attributes"].append({"key": "pid", "value": {"intValue": "zz"}}),
+        "resource attribute pid",
+    ),
     "resource a string": (lambda d: d["resourceSpans"][0].__setitem__("resource", "x"), "resource not an object"),
     "scope a string": (lambda d: d["resourceSpans"][0]["scopeSpans"][0].__setitem__("scope", "x"), None),
     "agent attribute intValue 12.5": (lambda d: _attr(d, "retries", {"intValue": "12.5"}), "attribute retries"),
@@ -70,10 +72,14 @@ KEPT = {  # the agent run is stored in full; the bad part is named in skip_reaso
     "start time past 64 bits": (lambda d: _agent(d).__setitem__("startTimeUnixNano", "9" * 25), "startTimeUnixNano"),
     "array nested 300 deep": (lambda d: _attr(d, "deep", _deep(300)), "attribute deep"),
     "event not an object": (lambda d: _agent(d).__setitem__("events", [5]), "event"),
-    "attributes a plain map": (lambda d: _spans(d)[0].__setitem__("attributes", {
-        a["key"]: a["value"] for a in _spans(d)[0]["attributes"]}), None),
-    "event attributes a number": (lambda d: _agent(d).__setitem__("events", [{"name": "e", "attributes": 5}]),
-                                  "attributes (not a list)"),
+    "attributes a plain map": (
+        lambda d: _spans(d)[0].__setitem__("attributes", {a["key"]: a["value"] for a in _spans(d)[0]["attributes"]}),
+        None,
+    ),
+    "event attributes a number": (
+        lambda d: _agent(d).__setitem__("events", [{"name": "e", "attributes": 5}]),
+        "attributes (not a list)",
+    ),
 }
 
 
@@ -148,8 +154,9 @@ def test_the_workers_read_bad_wrappers_as_the_parent_does(tmp_path: Path, monkey
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_more_of_a_stored_trace_completes_it_and_a_part_never_shrinks_it(tmp_path: Path, jobs: int,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_more_of_a_stored_trace_completes_it_and_a_part_never_shrinks_it(
+    tmp_path: Path, jobs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A trace split over two of the Collector's files, imported apart: the run is read from all of it."""
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 1)
     chat, tool, root = agent_trace(TRACE)
@@ -178,10 +185,13 @@ def test_a_broken_pretty_document_names_its_line_and_column(tmp_path: Path) -> N
     assert res.exit_code == 2 and res.output.startswith(f"error: {path}: line {k + 2} column"), res.output
 
 
-@pytest.mark.parametrize("data,message", [
-    (b"\x1f\x8b\x08\x00rest", "gzip-compressed; decompress it first"),
-    ('{"resourceSpans": [], "x": "caf\u00e9"}'.encode("latin-1"), "line 1 column 32: not UTF-8 text (byte 0xe9)"),
-])
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        (b"\x1f\x8b\x08\x00rest", "gzip-compressed; decompress it first"),
+        ('{"resourceSpans": [], "x": "caf\u00e9"}'.encode("latin-1"), "line 1 column 32: not UTF-8 text (byte 0xe9)"),
+    ],
+)
 def test_encodings_get_a_message_that_says_so(tmp_path: Path, data: bytes, message: str) -> None:
     path = tmp_path / "in.json"
     path.write_bytes(data)
@@ -200,8 +210,15 @@ def test_a_run_first_stored_alone_that_turns_out_a_sub_agent_is_replaced(tmp_pat
     """Part 1 holds a sub-agent's spans (read as a run of its own); part 2 the agent around it. Read
     again from all the spans, the trace has ONE run: the sub-agent's earlier row must go."""
     chat, tool, inner = agent_trace(TRACE)
-    outer = SpanData(TRACE, "9" * 16, None, "invoke_agent boss", start_ns=0, end_ns=9,
-                     attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "boss"})
+    outer = SpanData(
+        TRACE,
+        "9" * 16,
+        None,
+        "invoke_agent boss",
+        start_ns=0,
+        end_ns=9,
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "boss"},
+    )
     inner.parent_id = outer.span_id
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     first.write_bytes(orjson.dumps(to_otlp([chat, tool, inner])))

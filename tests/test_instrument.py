@@ -9,7 +9,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from harvester.instrument import agent_run, tool
-from harvester.seam import executor as current_executor, serving as use_executor
+from harvester.seam import executor as current_executor
+from harvester.seam import serving as use_executor
 
 
 @tool
@@ -113,8 +114,12 @@ def test_concurrent_threads_and_tasks_never_share_executors():
 def test_agent_run_emits_genai_spans(spans):
     provider, exporter = spans
     with agent_run("support_agent", "Where is A1?", model="scripted-1", tracer_provider=provider) as run:
-        calls = run.model_call("scripted-1", input_tokens=10, output_tokens=5,
-                               tool_calls=[{"name": "get_order", "arguments": {"order_id": "A1"}}])
+        calls = run.model_call(
+            "scripted-1",
+            input_tokens=10,
+            output_tokens=5,
+            tool_calls=[{"name": "get_order", "arguments": {"order_id": "A1"}}],
+        )
         get_order(**calls[0]["arguments"])
         run.model_call("scripted-1", input_tokens=20, output_tokens=7, text="A1 was delivered.")
         run.finish("A1 was delivered.")

@@ -38,8 +38,12 @@ def _modules() -> list[Path]:
 def _imports(path: Path) -> list[tuple[str, int]]:
     """(harvester module imported, line) for every import in ``path`` outside ``if TYPE_CHECKING:``."""
     tree = ast.parse(path.read_text())
-    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                   for n in ast.walk(node)}
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
     package = ["harvester", *path.relative_to(PACKAGE).parts[:-1]]  # what a relative import is relative to
     out = []
     for node in ast.walk(tree):
@@ -84,10 +88,14 @@ def test_imports_only_point_down():
 
 
 def test_the_store_imports_nothing_above_model_and_spans():
-    above = [f"{p.relative_to(PACKAGE)}:{line} imports {module}" for p in sorted((PACKAGE / "store").glob("*.py"))
-             for module, line in _imports(p)
-             if _top(module) not in (None, "store") and FLOOR[_top(module)] > 1  # type: ignore[index]
-             and (p.relative_to(PACKAGE).as_posix(), _top(module)) not in ALLOWED_UP]
+    above = [
+        f"{p.relative_to(PACKAGE)}:{line} imports {module}"
+        for p in sorted((PACKAGE / "store").glob("*.py"))
+        for module, line in _imports(p)
+        if _top(module) not in (None, "store")
+        and FLOOR[_top(module)] > 1  # type: ignore[index]
+        and (p.relative_to(PACKAGE).as_posix(), _top(module)) not in ALLOWED_UP
+    ]
     assert not above, "\n".join(above)
 
 
@@ -115,8 +123,13 @@ def test_no_test_module_imports_another():
     offenders = []
     for path in sorted((ROOT / "tests").rglob("test_*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
-                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
             if any(n.split(".")[-1].startswith("test_") for n in names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, offenders

@@ -14,25 +14,29 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
 import pytest
 from google.rpc.status_pb2 import Status
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harvester.intake import HarvestingSpanProcessor
 from harvester.conventions import runs_from_spans
 from harvester.instrument import agent_run, tool
-from harvester.intake import IdleAssembler as TraceAssembler, Receiver, decode_protobuf
+from harvester.intake import HarvestingSpanProcessor, Receiver, decode_protobuf
+from harvester.intake import IdleAssembler as TraceAssembler
 from harvester.model import Run
 from harvester.spans import OtlpStats, SpanData, from_readable, to_otlp
 from harvester.store import TraceStore
@@ -72,8 +76,12 @@ def _agent_spans(n_runs: int = 1, prompt: str = "Can I still return order A1001?
     provider.add_span_processor(SimpleSpanProcessor(memory))
     for i in range(n_runs):
         with agent_run("support_agent", f"{prompt} #{i}", model="m1", tracer_provider=provider) as run:
-            run.model_call("m1", input_tokens=10, output_tokens=2,
-                           tool_calls=[{"name": "kb_search", "arguments": {"query": "refund policy"}}])
+            run.model_call(
+                "m1",
+                input_tokens=10,
+                output_tokens=2,
+                tool_calls=[{"name": "kb_search", "arguments": {"query": "refund policy"}}],
+            )
             kb_search(query="refund policy")
             run.model_call("m1", input_tokens=20, output_tokens=4, text="Yes, within 30 days.")
             run.finish("Yes, within 30 days.")
@@ -88,8 +96,14 @@ def _json(spans: list[ReadableSpan]) -> bytes:
     return orjson.dumps(to_otlp(from_readable(s) for s in spans))
 
 
-def _post(rec: Receiver, body: bytes, content_type: str = PROTOBUF, path: str = "/v1/traces",
-          method: str = "POST", headers: dict[str, str] | None = None) -> tuple[int, bytes, dict[str, str]]:
+def _post(
+    rec: Receiver,
+    body: bytes,
+    content_type: str = PROTOBUF,
+    path: str = "/v1/traces",
+    method: str = "POST",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, bytes, dict[str, str]]:
     conn = http.client.HTTPConnection("127.0.0.1", rec.port, timeout=10)
     try:
         conn.request(method, path, body=body, headers={"Content-Type": content_type, **(headers or {})})
@@ -110,9 +124,13 @@ def _until(condition: Any, deadline: float = 20.0) -> None:
 # -- the real exporter against the in-process processor ---------------------------------------
 def _stored_with_spans(store: str) -> dict[tuple[str, str], tuple[dict, list[dict]]]:
     with TraceStore(store) as ts:
-        return {(r.trace_id, r.run_id): (r.model_dump(mode="json"),
-                                         sorted((s.to_dict() for s in ts.spans(r.trace_id)), key=lambda d: d["span_id"]))
-                for r in ts.runs()}
+        return {
+            (r.trace_id, r.run_id): (
+                r.model_dump(mode="json"),
+                sorted((s.to_dict() for s in ts.spans(r.trace_id)), key=lambda d: d["span_id"]),
+            )
+            for r in ts.runs()
+        }
 
 
 def test_real_exporter_stores_what_the_in_process_processor_stores(tmp_path: Path):
@@ -129,8 +147,9 @@ def test_real_exporter_stores_what_the_in_process_processor_stores(tmp_path: Pat
         for scenario in langchain_agent.SCENARIOS:
             for instrumentor in langchain_agent.INSTRUMENTORS:
                 langchain_agent.run_scenario(scenario, provider, instrumentor=instrumentor)
-        with agent_run("support_agent", "Email me at jane@example.com about A1001", model="m1",
-                       tracer_provider=provider) as run:
+        with agent_run(
+            "support_agent", "Email me at jane@example.com about A1001", model="m1", tracer_provider=provider
+        ) as run:
             run.model_call("m1", tool_calls=[{"name": "kb_search", "arguments": {"query": "refund policy"}}])
             kb_search(query="refund policy")
             run.finish("Sent to jane@example.com.")
@@ -155,8 +174,13 @@ class Clock:
 
 def _span(trace: int, span: int, *, agent: bool = False, parent: int | None = None) -> SpanData:
     attrs = {"gen_ai.operation.name": "invoke_agent" if agent else "chat"}
-    return SpanData(trace_id=f"{trace:032x}", span_id=f"{span:016x}",
-                    parent_id=f"{parent:016x}" if parent else None, name="s", attributes=attrs)
+    return SpanData(
+        trace_id=f"{trace:032x}",
+        span_id=f"{span:016x}",
+        parent_id=f"{parent:016x}" if parent else None,
+        name="s",
+        attributes=attrs,
+    )
 
 
 def test_assembler_completes_a_trace_once_its_agent_span_is_in_and_it_is_idle():
@@ -272,8 +296,9 @@ def test_protobuf_any_values_of_every_kind():
 # -- over HTTP --------------------------------------------------------------------------------
 def test_json_body_from_a_plain_http_client(receiver: Receiver, store: str):
     spans = _agent_spans()
-    req = urllib.request.Request(receiver.url, data=_json(spans), method="POST",
-                                 headers={"Content-Type": "application/json; charset=utf-8"})
+    req = urllib.request.Request(
+        receiver.url, data=_json(spans), method="POST", headers={"Content-Type": "application/json; charset=utf-8"}
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.status == 200 and resp.headers["Content-Type"] == "application/json"
         assert orjson.loads(resp.read()) == {}
@@ -286,8 +311,13 @@ def _post_chunked(rec: Receiver, pieces: list[bytes], headers: dict[str, str] | 
     """A body sent with Transfer-Encoding: chunked (proxies, streaming clients), no Content-Length."""
     conn = http.client.HTTPConnection("127.0.0.1", rec.port, timeout=10)
     try:
-        conn.request("POST", "/v1/traces", body=iter(pieces), encode_chunked=True,
-                     headers={"Content-Type": PROTOBUF, "Transfer-Encoding": "chunked", **(headers or {})})
+        conn.request(
+            "POST",
+            "/v1/traces",
+            body=iter(pieces),
+            encode_chunked=True,
+            headers={"Content-Type": PROTOBUF, "Transfer-Encoding": "chunked", **(headers or {})},
+        )
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -299,14 +329,16 @@ def test_chunked_bodies(store: str):
     rec.start()
     try:
         body = _protobuf(_agent_spans())
-        thirds = [body[: len(body) // 3], body[len(body) // 3: 2 * len(body) // 3], body[2 * len(body) // 3:]]
+        thirds = [body[: len(body) // 3], body[len(body) // 3 : 2 * len(body) // 3], body[2 * len(body) // 3 :]]
         assert _post_chunked(rec, thirds)[0] == 200
         other = _protobuf(_agent_spans(prompt="Where is order A1002?"))
         assert _post_chunked(rec, [gzip.compress(other)], {"Content-Encoding": "gzip"})[0] == 200
         # Refused on the chunk-size line, before its data: send no data, so no write races the close.
         with socket.create_connection(("127.0.0.1", rec.port), timeout=10) as sock:
-            sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-                         b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % 200_000)
+            sock.sendall(
+                b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % 200_000
+            )
             assert sock.recv(4096).startswith(b"HTTP/1.1 413")
     finally:
         rec.stop()
@@ -318,8 +350,10 @@ def test_malformed_chunked_body_is_a_400(store: str):
     rec.start()
     try:
         with socket.create_connection(("127.0.0.1", rec.port), timeout=10) as sock:
-            sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-                         b"Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
+            sock.sendall(
+                b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n"
+            )
             assert sock.recv(4096).startswith(b"HTTP/1.1 400")
     finally:
         rec.stop()
@@ -332,12 +366,15 @@ def test_gzip_bodies_protobuf_and_json(receiver: Receiver, store: str):
     second = [s for s in spans if s not in first]
     status, body, _ = _post(receiver, gzip.compress(_protobuf(first)), headers={"Content-Encoding": "gzip"})
     assert status == 200 and ExportTraceServiceResponse.FromString(body) == ExportTraceServiceResponse()
-    status, body, _ = _post(receiver, gzip.compress(_json(second)), "application/json",
-                            headers={"Content-Encoding": "gzip"})
+    status, body, _ = _post(
+        receiver, gzip.compress(_json(second)), "application/json", headers={"Content-Encoding": "gzip"}
+    )
     assert status == 200 and body == b"{}"
     receiver.stop()
-    assert sorted(r.prompt for r in _stored(store)) == ["Can I still return order A1001? #0",
-                                                      "Can I still return order A1001? #1"]
+    assert sorted(r.prompt for r in _stored(store)) == [
+        "Can I still return order A1001? #0",
+        "Can I still return order A1001? #1",
+    ]
 
 
 def test_a_trace_split_over_three_requests_out_of_order(receiver: Receiver, store: str):
@@ -356,8 +393,11 @@ def test_a_trace_split_over_three_requests_out_of_order(receiver: Receiver, stor
 def test_a_connection_killed_mid_body_stores_nothing_and_the_server_lives_on(receiver: Receiver, store: str):
     body = _protobuf(_agent_spans())
     with socket.create_connection(("127.0.0.1", receiver.port), timeout=10) as raw:
-        raw.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PROTOBUF}\r\n"
-                    f"Content-Length: {len(body)}\r\n\r\n".encode() + body[: len(body) // 2])
+        raw.sendall(
+            f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PROTOBUF}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body[: len(body) // 2]
+        )
     _until(lambda: receiver.health()["errors"] == {"aborted": 1})
     assert _post(receiver, _protobuf([]))[0] == 200  # still serving
     receiver.stop()
@@ -380,8 +420,22 @@ def test_a_thousand_concurrent_small_requests(receiver: Receiver, store: str):
     assert health["dropped_spans"] == {} and health["dropped_runs"] == {}
 
 
-@pytest.mark.parametrize("case", ["too_big", "gzip_bomb", "bad_protobuf", "bad_json", "not_otlp_json", "bad_gzip",
-                                  "content_type", "content_encoding", "wrong_path", "wrong_method", "health_method"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "too_big",
+        "gzip_bomb",
+        "bad_protobuf",
+        "bad_json",
+        "not_otlp_json",
+        "bad_gzip",
+        "content_type",
+        "content_encoding",
+        "wrong_path",
+        "wrong_method",
+        "health_method",
+    ],
+)
 def test_error_statuses(store: str, case: str):
     rec = Receiver(store, port=0, max_body_bytes=1000)
     rec.start()
@@ -452,7 +506,9 @@ def test_partial_success_names_the_rejected_spans(receiver: Receiver, store: str
     doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append({"traceId": "zz", "spanId": "00", "name": "broken"})
     status, body, _ = _post(receiver, orjson.dumps(doc), "application/json")
     assert status == 200
-    assert orjson.loads(body) == {"partialSuccess": {"rejectedSpans": "1", "errorMessage": "malformed span: bad traceId (1)"}}
+    assert orjson.loads(body) == {
+        "partialSuccess": {"rejectedSpans": "1", "errorMessage": "malformed span: bad traceId (1)"}
+    }
     receiver.stop()
     assert len(_stored(store)) == 2 and receiver.health()["rejected_spans"] == 2
 
@@ -469,10 +525,22 @@ def test_healthz_counts(receiver: Receiver):
 
 
 def test_sigterm_stores_the_open_trace_then_exits_0(store: str):
-    cmd = [sys.executable, "-u", "-c", "from harvester.cli import main; main()", "serve", "--port", "0",
-           "--store", store, "--idle-seconds", "600"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    cmd = [
+        sys.executable,
+        "-u",
+        "-c",
+        "from harvester.cli import main; main()",
+        "serve",
+        "--port",
+        "0",
+        "--store",
+        store,
+        "--idle-seconds",
+        "600",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("listening on http://127.0.0.1:"), line + proc.stderr.read()
@@ -511,8 +579,11 @@ def test_over_capacity_is_a_retryable_503(store: str):
     rec.start()
     try:
         with socket.create_connection(("127.0.0.1", rec.port), timeout=10) as raw:
-            raw.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PROTOBUF}\r\n"
-                        f"Content-Length: 900\r\n\r\n".encode() + b"\0" * 10)  # 900 bytes promised, 10 sent
+            raw.sendall(
+                f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PROTOBUF}\r\n"
+                f"Content-Length: 900\r\n\r\n".encode()
+                + b"\0" * 10
+            )  # 900 bytes promised, 10 sent
             _until(lambda: rec.health()["inflight_requests"] == 1)
             status, _, headers = _post(rec, b"\0" * 200)
             assert status == 503 and headers["Retry-After"] == "1"
@@ -520,4 +591,3 @@ def test_over_capacity_is_a_retryable_503(store: str):
         _until(lambda: rec.health()["errors"] == {"503": 1, "aborted": 1})
     finally:
         rec.stop()
-

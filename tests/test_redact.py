@@ -30,31 +30,37 @@ def test_api_keys(name: str) -> None:
     assert re.fullmatch(r"use <api_key:[0-9a-f]{8}> now", out)
 
 
-@pytest.mark.parametrize("text,kept,gone", [
-    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "Authorization: Bearer <token:", "eyJhbGci"),
-    ("https://bob:hunter2@db.example.com/orders", "https://bob:<password:", "hunter2"),
-    ("write to jane.doe+shop@example.co.uk today", "write to <email:", "jane.doe"),
-    ("api_key=abcd1234efgh&page=2", "api_key=<secret:", "abcd1234efgh"),
-    ('password: "correct horse battery"', 'password: "<secret:', "correct horse"),
-    ("OPENAI_API_KEY=zzzz9999", "OPENAI_API_KEY=<secret:", "zzzz9999"),
-    ("card 4111 1111 1111 1111 exp 12/29", "card <card:", "4111 1111"),
-    ("card 4111-1111-1111-1111", "card <card:", "4111-1111"),
-    ("amex 378282246310005.", "amex <card:", "378282246310005"),
-])
+@pytest.mark.parametrize(
+    "text,kept,gone",
+    [
+        ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "Authorization: Bearer <token:", "eyJhbGci"),
+        ("https://bob:hunter2@db.example.com/orders", "https://bob:<password:", "hunter2"),
+        ("write to jane.doe+shop@example.co.uk today", "write to <email:", "jane.doe"),
+        ("api_key=abcd1234efgh&page=2", "api_key=<secret:", "abcd1234efgh"),
+        ('password: "correct horse battery"', 'password: "<secret:', "correct horse"),
+        ("OPENAI_API_KEY=zzzz9999", "OPENAI_API_KEY=<secret:", "zzzz9999"),
+        ("card 4111 1111 1111 1111 exp 12/29", "card <card:", "4111 1111"),
+        ("card 4111-1111-1111-1111", "card <card:", "4111-1111"),
+        ("amex 378282246310005.", "amex <card:", "378282246310005"),
+    ],
+)
 def test_builtin_rules(text: str, kept: str, gone: str) -> None:
     out = R.redact_text(text)
     assert out.startswith(kept) and gone not in out
 
 
-@pytest.mark.parametrize("text", [
-    "task-assignment-for-customer-42",  # "sk-" inside a word
-    "order A1001 shipped 2026-11-03, call +1 555-123-4567",
-    "card 4111 1111 1111 1112",  # fails Luhn
-    "gen_ai.usage.input_tokens: 1200",
-    "the key to success",
-    "",
-    "ok",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "task-assignment-for-customer-42",  # "sk-" inside a word
+        "order A1001 shipped 2026-11-03, call +1 555-123-4567",
+        "card 4111 1111 1111 1112",  # fails Luhn
+        "gen_ai.usage.input_tokens: 1200",
+        "the key to success",
+        "",
+        "ok",
+    ],
+)
 def test_clean_text_untouched(text: str) -> None:
     assert R.redact_text(text) is text or R.redact_text(text) == text
 
@@ -80,12 +86,18 @@ def test_non_ascii_and_surrogates() -> None:
     assert "secret123" not in R.redact_text("İstanbul password=secret123")
     weird = "caf\udce9 bob@example.com"
     assert "bob@" not in R.redact_text(weird)
-    assert R.redact_value(b"mail bob@example.com") .startswith("mail <email:")
+    assert R.redact_value(b"mail bob@example.com").startswith("mail <email:")
 
 
 def test_structured_values_and_secret_keys() -> None:
-    value = {"api_key": "short", "n": 4111111111111111, "nested": [{"to": "a@b.example"}], "input_tokens": 3,
-             "ok": True, "count": 12}
+    value = {
+        "api_key": "short",
+        "n": 4111111111111111,
+        "nested": [{"to": "a@b.example"}],
+        "input_tokens": 3,
+        "ok": True,
+        "count": 12,
+    }
     out = R.redact_value(value)
     assert PLACEHOLDER.fullmatch(out["api_key"]) and PLACEHOLDER.fullmatch(out["n"])
     assert out["nested"][0]["to"].startswith("<email:")
@@ -99,17 +111,27 @@ def test_custom_patterns_and_groups() -> None:
     r = Redactor(patterns={"order": r"\bA\d{4}\b", "ssn": r"ssn (\d{3}-\d{2}-\d{4})"})
     out = r.redact_text("order A1001, ssn 123-45-6789")
     assert re.fullmatch(r"order <order:[0-9a-f]{8}>, ssn <ssn:[0-9a-f]{8}>", out)
-    assert Redactor(patterns=[r"zebra"]).redact_text("a zebra") .startswith("a <custom:")
+    assert Redactor(patterns=[r"zebra"]).redact_text("a zebra").startswith("a <custom:")
     assert Redactor(patterns=[r"zebra"], builtin=False).redact_text("bob@example.com") == "bob@example.com"
 
 
 def _run() -> Run:
     return Run(
-        trace_id="a" * 32, run_id="b" * 16, prompt="I am bob@example.com", answer="sent to bob@example.com",
-        stop="error", error=ErrorInfo(type="Boom", message="token=abcdef123456 leaked"),
-        calls=[ToolCall(name="get_customer", call_id="c1", args={"email": "bob@example.com", "card": "4111111111111111"},
-                        result={"ssn": "123-45-6789", "name": "Bob"}),
-               ToolCall(name="kb_search", args={"query": "refunds"}, result="Refunds within 30 days.")],
+        trace_id="a" * 32,
+        run_id="b" * 16,
+        prompt="I am bob@example.com",
+        answer="sent to bob@example.com",
+        stop="error",
+        error=ErrorInfo(type="Boom", message="token=abcdef123456 leaked"),
+        calls=[
+            ToolCall(
+                name="get_customer",
+                call_id="c1",
+                args={"email": "bob@example.com", "card": "4111111111111111"},
+                result={"ssn": "123-45-6789", "name": "Bob"},
+            ),
+            ToolCall(name="kb_search", args={"query": "refunds"}, result="Refunds within 30 days."),
+        ],
         llm_calls=[LlmCall(requests=[ToolRequest(name="get_customer", args={"email": "bob@example.com"})])],
     )
 
@@ -145,12 +167,21 @@ def test_bad_field_path() -> None:
 
 def test_redact_trace_chases_field_values_into_spans() -> None:
     r = Redactor(fields={"get_customer": ["result.ssn"]})
-    span = SpanData(trace_id="a" * 32, span_id="c" * 16, parent_id=None, name="execute_tool get_customer",
-                    status="ERROR", status_message="failed for bob@example.com",
-                    attributes={"gen_ai.tool.call.result": '{"ssn": "123-45-6789", "name": "Bob"}', "n": 3,
-                                "http.request.header.authorization": ["Bearer abcdefghijkl"]},
-                    events=[{"name": "exception", "time_ns": 1, "attributes": {"exception.message": "sk-" + "x" * 30}}],
-                    resource={"service.owner": "ops@example.com"})
+    span = SpanData(
+        trace_id="a" * 32,
+        span_id="c" * 16,
+        parent_id=None,
+        name="execute_tool get_customer",
+        status="ERROR",
+        status_message="failed for bob@example.com",
+        attributes={
+            "gen_ai.tool.call.result": '{"ssn": "123-45-6789", "name": "Bob"}',
+            "n": 3,
+            "http.request.header.authorization": ["Bearer abcdefghijkl"],
+        },
+        events=[{"name": "exception", "time_ns": 1, "attributes": {"exception.message": "sk-" + "x" * 30}}],
+        resource={"service.owner": "ops@example.com"},
+    )
     (run,), (out,) = r.redact_trace([_run()], [span])
     blob = repr(out.to_dict())
     for secret in ("123-45-6789", "bob@example.com", "abcdefghijkl", "x" * 30, "ops@example.com"):
@@ -164,7 +195,7 @@ def test_from_option() -> None:
     assert isinstance(Redactor.from_option(True), Redactor)
     r = Redactor()
     assert Redactor.from_option(r) is r
-    assert Redactor.from_option({"patterns": [r"zz"]}).redact_text("a zz") .startswith("a <custom:")
+    assert Redactor.from_option({"patterns": [r"zz"]}).redact_text("a zz").startswith("a <custom:")
     with pytest.raises(TypeError):
         Redactor.from_option(3)  # type: ignore[arg-type]
 
@@ -175,11 +206,35 @@ def test_short_value_cached_unchanged_is_still_chased_by_a_field_rule() -> None:
     from harvester.spans import SpanData
 
     tid = "ab" * 16
-    spans = [SpanData(tid, "1" * 16, None, "invoke_agent a", 1, 10, attributes={
-                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a", "note": "order ZX99123 shipped"}),
-             SpanData(tid, "2" * 16, "1" * 16, "execute_tool lookup", 2, 3, attributes={
-                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
-                 "gen_ai.tool.call.arguments": '{"order": "ZX99123"}', "gen_ai.tool.call.result": "fine"})]
+    spans = [
+        SpanData(
+            tid,
+            "1" * 16,
+            None,
+            "invoke_agent a",
+            1,
+            10,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "a",
+                "note": "order ZX99123 shipped",
+            },
+        ),
+        SpanData(
+            tid,
+            "2" * 16,
+            "1" * 16,
+            "execute_tool lookup",
+            2,
+            3,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.call.arguments": '{"order": "ZX99123"}',
+                "gen_ai.tool.call.result": "fine",
+            },
+        ),
+    ]
     red = Redactor(fields={"lookup": ["args.order"]})
     assert red.redact_value({"note": "order ZX99123 shipped"}) == {"note": "order ZX99123 shipped"}  # now cached
     (data,) = run_data_from_spans(spans)
@@ -194,9 +249,16 @@ def test_a_field_rule_value_is_chased_into_the_answer_and_other_calls() -> None:
     from harvester.model import Run, ToolCall
 
     red = Redactor(fields={"get_customer": ["result.ssn"]})
-    run = Run(trace_id="t", prompt="What is my SSN?", answer="Your SSN is 123-45-6789.", stop="answered",
-              calls=[ToolCall(name="send_note", args={"text": "ssn 123-45-6789"}),
-                     ToolCall(name="get_customer", args={"id": 7}, result={"ssn": "123-45-6789", "name": "Ann"})])
+    run = Run(
+        trace_id="t",
+        prompt="What is my SSN?",
+        answer="Your SSN is 123-45-6789.",
+        stop="answered",
+        calls=[
+            ToolCall(name="send_note", args={"text": "ssn 123-45-6789"}),
+            ToolCall(name="get_customer", args={"id": 7}, result={"ssn": "123-45-6789", "name": "Ann"}),
+        ],
+    )
     out = red.redact_run(run)
     assert "123-45-6789" not in out.to_json().decode()
     placeholder = out.calls[1].result["ssn"]
@@ -207,8 +269,16 @@ def test_a_field_rule_value_is_chased_into_the_answer_and_other_calls() -> None:
 
 
 def test_json_payloads_are_redacted_as_data_and_stay_json() -> None:
-    payload = orjson.dumps({"q": "x", "cookie": "sessionid=q8Zr55Lk", "Authorization": "tok9Kx77Qw",
-                            "card": 4111111111111111, "bob@example.com": 1, "n": 7}).decode()
+    payload = orjson.dumps(
+        {
+            "q": "x",
+            "cookie": "sessionid=q8Zr55Lk",
+            "Authorization": "tok9Kx77Qw",
+            "card": 4111111111111111,
+            "bob@example.com": 1,
+            "n": 7,
+        }
+    ).decode()
     out = orjson.loads(R.redact_text(payload))
     assert out["q"] == "x" and out["n"] == 7
     assert out["cookie"].startswith("<secret:") and out["Authorization"].startswith("<secret:")
@@ -255,8 +325,16 @@ def test_json_with_leading_space_or_surrogates_is_still_redacted_as_data() -> No
 
 
 def test_secret_named_keys_hide_any_value() -> None:
-    out = R.redact_value({"password": 83724519, "headers": {"Cookie": ["sessionid=Pp0Lq9Zz"]}, "token": None,
-                          "card": 4111111111111111.0, "bob@example.com": True, "max_tokens": 512})
+    out = R.redact_value(
+        {
+            "password": 83724519,
+            "headers": {"Cookie": ["sessionid=Pp0Lq9Zz"]},
+            "token": None,
+            "card": 4111111111111111.0,
+            "bob@example.com": True,
+            "max_tokens": 512,
+        }
+    )
     assert out["password"].startswith("<secret:") and out["headers"]["Cookie"].startswith("<secret:")
     assert out["token"] is None and out["card"].startswith("<card:") and out["max_tokens"] == 512
     assert [k for k in out if k.startswith("<email:")]
@@ -271,14 +349,32 @@ def test_patterns_and_field_values_that_hit_numbers_keep_the_json_valid() -> Non
     out = Redactor(patterns={"ssn": r"\b\d{9}\b"}).redact_text('{"order": 123456789, "n": 7}')
     assert orjson.loads(out) == {"order": Redactor().pseudonym("ssn", "123456789"), "n": 7}
     run = Run(trace_id="t", calls=[ToolCall(name="t", args={"ssn": 123456789, "n": 1})])
-    spans = [SpanData("ab" * 16, "2" * 16, None, "execute_tool t", attributes={
-        "gen_ai.tool.call.arguments": '{"ssn": 123456789, "n": 1}'})]
+    spans = [
+        SpanData(
+            "ab" * 16,
+            "2" * 16,
+            None,
+            "execute_tool t",
+            attributes={"gen_ai.tool.call.arguments": '{"ssn": 123456789, "n": 1}'},
+        )
+    ]
     _, (span,) = Redactor(fields={"t": ["args.ssn"]}).redact_trace([run], spans)
     assert orjson.loads(span.attributes["gen_ai.tool.call.arguments"])["ssn"].startswith("<ssn:")
 
 
-@pytest.mark.parametrize("key", ["aws_secret_access_key", "accessKey", "awsSecretAccessKey", "db password",
-                                 "API Token", "Client Secret", "x-api-key", "Set-Cookie"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "aws_secret_access_key",
+        "accessKey",
+        "awsSecretAccessKey",
+        "db password",
+        "API Token",
+        "Client Secret",
+        "x-api-key",
+        "Set-Cookie",
+    ],
+)
 def test_secret_key_names(key: str) -> None:
     assert R.redact_value({key: "wJalrXUtnFEMI"})[key].startswith("<secret:")
 
@@ -290,16 +386,24 @@ def test_not_secret_key_names(key: str) -> None:
 
 def test_what_a_secret_name_does_not_hide() -> None:
     """Schemas, costs and OData annotations are data, not secrets: they must reach the run intact."""
-    value = {"properties": {"password": {"type": "string"}, "api_key": {"type": "string"}},
-             "required": ["password"], "input_cost_per_token": 3e-06, "members@odata.bind": ["https://x/1"]}
+    value = {
+        "properties": {"password": {"type": "string"}, "api_key": {"type": "string"}},
+        "required": ["password"],
+        "input_cost_per_token": 3e-06,
+        "members@odata.bind": ["https://x/1"],
+    }
     assert R.redact_value(value) == value
-    assert orjson.loads(R.redact_text(orjson.dumps({**value, "mail": "bob@example.com"}).decode()))["properties"] \
+    assert (
+        orjson.loads(R.redact_text(orjson.dumps({**value, "mail": "bob@example.com"}).decode()))["properties"]
         == value["properties"]
+    )
 
 
 def test_numbers_are_replaced_only_whole() -> None:
-    run = Run(trace_id="t", calls=[ToolCall(name="kb", args={"order_id": 1001},
-                                            result={"items": 21001, "total_ms": 1718010012345})])
+    run = Run(
+        trace_id="t",
+        calls=[ToolCall(name="kb", args={"order_id": 1001}, result={"items": 21001, "total_ms": 1718010012345})],
+    )
     out = Redactor(fields={"kb": ["args.order_id"]}).redact_run(run)
     assert out.calls[0].args["order_id"].startswith("<order_id:")
     assert out.calls[0].result == {"items": 21001, "total_ms": 1718010012345}
@@ -318,11 +422,14 @@ def test_pathological_nesting_is_hidden_whole_and_never_raises() -> None:
     assert "8f14e45fceea167a" not in R.redact_text(deeper)
 
 
-@pytest.mark.parametrize("text,gone", [
-    ("Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b", "9944b0"),
-    ("Authorization: Basic dXNlcjpwYXNzd29yZA", "dXNlcjpw"),
-    ("Cookie: theme=dark; sessionid=8f14e45fceea167a; csrftoken=abc", "8f14e45f"),
-])
+@pytest.mark.parametrize(
+    "text,gone",
+    [
+        ("Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b", "9944b0"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA", "dXNlcjpw"),
+        ("Cookie: theme=dark; sessionid=8f14e45fceea167a; csrftoken=abc", "8f14e45f"),
+    ],
+)
 def test_header_values_are_hidden_whole(text: str, gone: str) -> None:
     assert gone not in R.redact_text(text)
 
@@ -332,12 +439,16 @@ def test_header_words_that_are_not_credentials(text: str) -> None:
     assert R.redact_text(text) == text
 
 
-@pytest.mark.parametrize("secret", [
-    "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",  # Google / Gemini
-    "sk_live_51HxYzAbCdEfGhIjKlMnOp", "rk_test_51HxYzAbCdEfGhIjKlMnOp",  # Stripe
-    "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",  # Hugging Face
-    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",  # a bare JWT
-])
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",  # Google / Gemini
+        "sk_live_51HxYzAbCdEfGhIjKlMnOp",
+        "rk_test_51HxYzAbCdEfGhIjKlMnOp",  # Stripe
+        "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",  # Hugging Face
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",  # a bare JWT
+    ],
+)
 def test_more_key_shapes(secret: str) -> None:
     out = R.redact_text(f"config: {secret} end")
     assert secret not in out and out.startswith("config: <") and out.endswith(" end")
@@ -350,7 +461,12 @@ def test_azure_sas_signature() -> None:
 
 
 def test_span_and_event_names_are_redacted() -> None:
-    span = SpanData("ab" * 16, "1" * 16, None, "GET /reset?token=abcd1234efgh",
-                    events=[{"name": "mail bob@example.com", "time_ns": 1, "attributes": {}}])
+    span = SpanData(
+        "ab" * 16,
+        "1" * 16,
+        None,
+        "GET /reset?token=abcd1234efgh",
+        events=[{"name": "mail bob@example.com", "time_ns": 1, "attributes": {}}],
+    )
     (out,) = R.redact_spans([span])
     assert "abcd1234efgh" not in out.name and "bob@" not in out.events[0]["name"]

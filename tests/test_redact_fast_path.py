@@ -19,40 +19,105 @@ from harvester.spans import SpanData
 R = Redactor(key="")
 
 SECRETS = [
-    "sk-proj-AAAAbbbbCCCCddddEEEEffff", "bob.secret@example.com", "4111 1111 1111 1111", "4111-1111-1111-1111",
-    "api_key=abcd1234efgh5678", "Bearer abcdefgh12345678", "password: hunter2pass", "passwd=x9y8z7w6",
-    "AKIAIOSFODNN7EXAMPLE", "ASIAIOSFODNN7EXAMPLE", "https://admin:p4ssw0rd@db.local/x", "Cookie: sid=abc123def",
-    "Authorization: Token 9944b09199c62bcf9418ad846dd0e4bb", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.abcdefghijkl",
-    "ghp_0123456789abcdefghijABCDEFGHIJ0123", "github_pat_11ABCDEFG0123456789_abcdefghij", "hf_abcdefghijklmnopqrstuvwxyz0123",
-    "xoxb-123456789012-abcdefghijkl", "AIzaSyA1234567890abcdefghijklmnopqrstu", "sk_live_0123456789abcdefABCD",
-    "?sv=2024&sig=abcdefghijklmnop1234%3D", "basic dXNlcjpwYXNzd29yZA==", "\u212aey: value1234", "TOKEN=abcdef123456",
-    "client secret: s3cr3tvalue", "credentials=abc12345", '{"password": "hunter2pass"}', '{"Cookie": ["sessionid=abc123"]}',
-    "COOKİE: session=abc123def", '{"COOKİE": "sessionid=q8Zx3kLm9"}', '{"cookıe": "sid=s3cr3t99"}', "4111 111 111 111 111",
+    "sk-proj-AAAAbbbbCCCCddddEEEEffff",
+    "bob.secret@example.com",
+    "4111 1111 1111 1111",
+    "4111-1111-1111-1111",
+    "api_key=abcd1234efgh5678",
+    "Bearer abcdefgh12345678",
+    "password: hunter2pass",
+    "passwd=x9y8z7w6",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ASIAIOSFODNN7EXAMPLE",
+    "https://admin:p4ssw0rd@db.local/x",
+    "Cookie: sid=abc123def",
+    "Authorization: Token 9944b09199c62bcf9418ad846dd0e4bb",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.abcdefghijkl",
+    "ghp_0123456789abcdefghijABCDEFGHIJ0123",
+    "github_pat_11ABCDEFG0123456789_abcdefghij",
+    "hf_abcdefghijklmnopqrstuvwxyz0123",
+    "xoxb-123456789012-abcdefghijkl",
+    "AIzaSyA1234567890abcdefghijklmnopqrstu",
+    "sk_live_0123456789abcdefABCD",
+    "?sv=2024&sig=abcdefghijklmnop1234%3D",
+    "basic dXNlcjpwYXNzd29yZA==",
+    "\u212aey: value1234",
+    "TOKEN=abcdef123456",
+    "client secret: s3cr3tvalue",
+    "credentials=abc12345",
+    '{"password": "hunter2pass"}',
+    '{"Cookie": ["sessionid=abc123"]}',
+    "COOKİE: session=abc123def",
+    '{"COOKİE": "sessionid=q8Zx3kLm9"}',
+    '{"cookıe": "sid=s3cr3t99"}',
+    "4111 111 111 111 111",
     "BASİC dXNlcjpwYXNzd29yZA==",
 ]
-FRAGMENTS = SECRETS + ["refunds within 30 days", "the key point", "ünïcödé", '[{"role": "user", "content": "hi"}]',
-                       '{"n": 4111111111111111}', '{"n": 4.111111111111111e+18}', "plain words", ""]
-KEYS = ["gen_ai.input.messages", "gen_ai.usage.input_tokens", "api_key", "apiKey", "accessToken", "password",
-        "user.email", "bob@example.com", "members@odata.bind", "Authorization", "cookie", "x", "llm.token_count.prompt",
-        "a_very_long_attribute_name_here"]
+FRAGMENTS = SECRETS + [
+    "refunds within 30 days",
+    "the key point",
+    "ünïcödé",
+    '[{"role": "user", "content": "hi"}]',
+    '{"n": 4111111111111111}',
+    '{"n": 4.111111111111111e+18}',
+    "plain words",
+    "",
+]
+KEYS = [
+    "gen_ai.input.messages",
+    "gen_ai.usage.input_tokens",
+    "api_key",
+    "apiKey",
+    "accessToken",
+    "password",
+    "user.email",
+    "bob@example.com",
+    "members@odata.bind",
+    "Authorization",
+    "cookie",
+    "x",
+    "llm.token_count.prompt",
+    "a_very_long_attribute_name_here",
+]
 
-texts = st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=40),
-                  st.lists(st.sampled_from(FRAGMENTS + ["a", "1234", "-", " "]), max_size=5).map(" ".join),
-                  st.lists(st.sampled_from(FRAGMENTS), max_size=4).map("".join))
-scalars = st.one_of(texts, st.integers(), st.integers(min_value=10**12, max_value=10**19),
-                    st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none())
+texts = st.one_of(
+    st.sampled_from(FRAGMENTS),
+    st.text(max_size=40),
+    st.lists(st.sampled_from(FRAGMENTS + ["a", "1234", "-", " "]), max_size=5).map(" ".join),
+    st.lists(st.sampled_from(FRAGMENTS), max_size=4).map("".join),
+)
+scalars = st.one_of(
+    texts,
+    st.integers(),
+    st.integers(min_value=10**12, max_value=10**19),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+)
 keys = st.one_of(st.sampled_from(KEYS), st.text(max_size=16))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(keys, inner, max_size=3)), max_leaves=8)
-attributes = st.dictionaries(keys, st.one_of(scalars, st.lists(texts, max_size=3),
-                                             st.dictionaries(keys, values, max_size=3).map(json.dumps)),
-                             max_size=5)
-spans = st.builds(lambda name, attrs, msg, events, res: SpanData("a" * 32, "b" * 16, None, name, attributes=attrs,
-                                                                  status_message=msg, events=events, resource=res),
-                  texts, attributes, texts,
-                  st.lists(st.builds(lambda n, a: {"name": n, "time_ns": 1796020052163000000, "attributes": a},
-                                     texts, attributes), max_size=2),
-                  st.dictionaries(keys, scalars, max_size=3))
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(keys, inner, max_size=3)),
+    max_leaves=8,
+)
+attributes = st.dictionaries(
+    keys,
+    st.one_of(scalars, st.lists(texts, max_size=3), st.dictionaries(keys, values, max_size=3).map(json.dumps)),
+    max_size=5,
+)
+spans = st.builds(
+    lambda name, attrs, msg, events, res: SpanData(
+        "a" * 32, "b" * 16, None, name, attributes=attrs, status_message=msg, events=events, resource=res
+    ),
+    texts,
+    attributes,
+    texts,
+    st.lists(
+        st.builds(lambda n, a: {"name": n, "time_ns": 1796020052163000000, "attributes": a}, texts, attributes),
+        max_size=2,
+    ),
+    st.dictionaries(keys, scalars, max_size=3),
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -70,8 +135,20 @@ def test_values_the_scan_lets_through_are_values_the_walk_leaves_alone(value: ob
 
 
 def test_every_rule_and_secret_key_name_trips_the_scan() -> None:
-    for text in [f for f in SECRETS if not f.startswith("4111")] + ["api_key", "apikey", "access-token", "id_token", "secret_key", "private key",
-                                 "password", "passwd", "pwd", "authorization", "cookie", "credential"]:
+    for text in [f for f in SECRETS if not f.startswith("4111")] + [
+        "api_key",
+        "apikey",
+        "access-token",
+        "id_token",
+        "secret_key",
+        "private key",
+        "password",
+        "passwd",
+        "pwd",
+        "authorization",
+        "cookie",
+        "credential",
+    ]:
         assert _maybe_secret(text.lower()), text
     assert not _maybe_secret("refunds are accepted within 30 days of delivery for unused items")
 

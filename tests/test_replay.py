@@ -67,10 +67,18 @@ def fx(tool, args, result=None, error=None):
 
 
 def case(id="c1", **kw) -> AgentCase:
-    base = {"id": id, "prompt": "Can I return A1001?", "why": "refund policy regression", "status": "accepted",
-            "required_elements": ["30 days"], "appropriate_tools": ["kb_search"], "forbidden_tools": ["issue_refund"],
-            "min_steps": 1, "fixtures": [fx("kb_search", {"query": "refund policy"}, "Refunds within 30 days.")],
-            "recorded": {"trajectory": ["kb_search"], "stop": "answered"}}
+    base = {
+        "id": id,
+        "prompt": "Can I return A1001?",
+        "why": "refund policy regression",
+        "status": "accepted",
+        "required_elements": ["30 days"],
+        "appropriate_tools": ["kb_search"],
+        "forbidden_tools": ["issue_refund"],
+        "min_steps": 1,
+        "fixtures": [fx("kb_search", {"query": "refund policy"}, "Refunds within 30 days.")],
+        "recorded": {"trajectory": ["kb_search"], "stop": "answered"},
+    }
     base.update(kw)
     return AgentCase.model_validate(base)
 
@@ -103,8 +111,11 @@ def test_a_broken_check_fails_its_case_only():
     def broken(run):
         raise ZeroDivisionError("boom")
 
-    cases = [Case(id="bad", task="x", checks=[broken], why="w"), Case(id="ok", task="x", checks=[checks.answered()], why="w")]
-    report = replay(cases, lambda: (lambda p: "fine"))
+    cases = [
+        Case(id="bad", task="x", checks=[broken], why="w"),
+        Case(id="ok", task="x", checks=[checks.answered()], why="w"),
+    ]
+    report = replay(cases, lambda: lambda p: "fine")
     bad, ok = report.results
     assert not bad.passed and bad.checks[0].detail == "check raised ZeroDivisionError: boom"
     assert ok.passed
@@ -116,10 +127,13 @@ def test_an_agent_that_raises_fails_its_case_only():
             if prompt == "crash":
                 raise RuntimeError("model exploded")
             return "fine"
+
         return agent
 
-    cases = [Case(id="a", task="crash", checks=[checks.answered()], why="w"),
-             Case(id="b", task="ok", checks=[checks.answered()], why="w")]
+    cases = [
+        Case(id="a", task="crash", checks=[checks.answered()], why="w"),
+        Case(id="b", task="ok", checks=[checks.answered()], why="w"),
+    ]
     a, b = replay(cases, build).results
     assert not a.passed and a.error == "RuntimeError: model exploded" and a.stop == "error"
     assert b.passed
@@ -140,7 +154,7 @@ def test_a_factory_that_raises_fails_the_case():
 
 
 def test_garbage_return_fails_the_case_with_a_clear_error():
-    (r,) = replay([case()], lambda: (lambda p: {"not": "an answer"})).results
+    (r,) = replay([case()], lambda: lambda p: {"not": "an answer"}).results
     assert not r.passed
     assert r.error.startswith("TypeError: agent returned dict, expected the answer (str) or a Run")
 
@@ -159,6 +173,7 @@ def test_hung_sync_agent_is_abandoned_and_fails_its_case():
             if prompt == "hang":
                 release.wait(30)
             return "done"
+
         return agent
 
     cases = [Case(id="hang", task="hang", checks=[], why="w"), Case(id="ok", task="ok", checks=[], why="w")]
@@ -174,6 +189,7 @@ def test_hung_async_agent_is_cancelled():
     def build():
         async def agent(prompt):
             await asyncio.sleep(30)
+
         return agent
 
     (r,) = replay([Case(id="a", task="x", checks=[], why="w")], build, timeout=0.05).results
@@ -197,7 +213,7 @@ def test_agent_with_run_method_sync_or_async():
 
 def test_agent_may_return_a_run():
     run = Run(trace_id="t", answer="Refunds within 30 days.", stop="answered")
-    (r,) = replay([case()], lambda: (lambda p: run)).results
+    (r,) = replay([case()], lambda: lambda p: run).results
     assert r.passed and r.answer == "Refunds within 30 days."
 
 
@@ -206,6 +222,7 @@ def test_tools_parameter_receives_the_executor():
     def build(tools):
         def agent(prompt):
             return f"Answer: {tools.execute('kb_search', {'query': 'refund policy'})}"
+
         return agent
 
     (r,) = replay([case()], build).results
@@ -240,28 +257,49 @@ def test_divergence_is_reported_even_when_checks_pass():
 def test_a_call_the_recording_cannot_answer_fails_the_case_and_says_which():
     """Like vcrpy refusing an unrecorded request: what the agent did after a no_fixture result was tested
     against nothing real, so weak checks (answered) must not let the case pass."""
-    calm = scripted(("kb_search", {"query": "refund policy", "request_id": "r-2"}),
-                    ("kb_search", {"query": "refund policy"}), answer="Refunds within 30 days.")
-    c = case(fixtures=[fx("kb_search", {"query": "refund policy", "request_id": "r-1"}, "Refunds within 30 days.")],
-             recorded={"trajectory": ["kb_search", "kb_search"]})
+    calm = scripted(
+        ("kb_search", {"query": "refund policy", "request_id": "r-2"}),
+        ("kb_search", {"query": "refund policy"}),
+        answer="Refunds within 30 days.",
+    )
+    c = case(
+        fixtures=[fx("kb_search", {"query": "refund policy", "request_id": "r-1"}, "Refunds within 30 days.")],
+        recorded={"trajectory": ["kb_search", "kb_search"]},
+    )
     report = replay([c, case("same")], lambda: calm)
     r = report.result("c1")
     assert not r.passed and r.no_fixture == 2 and r.divergence is None
     recorded = {"query": "refund policy", "request_id": "r-1"}
     assert [call.model_dump() for call in r.no_fixture_calls] == [
-        {"tool": "kb_search", "reason": "no_match", "differs": ["request_id"],
-         "args": {"query": "refund policy", "request_id": "r-2"}, "closest": recorded},
-        {"tool": "kb_search", "reason": "no_match", "differs": ["request_id"], "args": {"query": "refund policy"},
-         "closest": recorded}]
+        {
+            "tool": "kb_search",
+            "reason": "no_match",
+            "differs": ["request_id"],
+            "args": {"query": "refund policy", "request_id": "r-2"},
+            "closest": recorded,
+        },
+        {
+            "tool": "kb_search",
+            "reason": "no_match",
+            "differs": ["request_id"],
+            "args": {"query": "refund policy"},
+            "closest": recorded,
+        },
+    ]
     assert r.reasons() == [
         'recorded_calls_only: 2 calls the recording cannot answer: kb_search({"query":"refund policy",'
         '"request_id":"r-2"}): no_match, differs at request_id; recorded: kb_search({"query":"refund policy",'
         '"request_id":"r-1"}); kb_search({"query":"refund policy"}): no_match, differs at request_id; recorded: '
-        'kb_search({"query":"refund policy","request_id":"r-1"})']
-    line = "  ~ c1: 2 no_fixture calls (kb_search: no_match, differs at request_id; kb_search: no_match, " \
-           "differs at request_id)"
+        'kb_search({"query":"refund policy","request_id":"r-1"})'
+    ]
+    line = (
+        "  ~ c1: 2 no_fixture calls (kb_search: no_match, differs at request_id; kb_search: no_match, "
+        "differs at request_id)"
+    )
     assert line in report.summary().splitlines()
-    assert "- ~ **c1** (failed): 2 no_fixture calls (kb_search: no_match, differs at request_id;" in report.to_markdown()
+    assert (
+        "- ~ **c1** (failed): 2 no_fixture calls (kb_search: no_match, differs at request_id;" in report.to_markdown()
+    )
     diverged = case("d1", recorded={"trajectory": ["kb_search", "kb_search"]})
     report = replay([diverged], lambda: GOOD)
     assert report.results[0].passed  # a shorter path, every call answered: shown, not failed
@@ -279,8 +317,10 @@ def test_a_case_that_injects_failures_may_leave_its_recording():
 def test_a_failing_case_shows_its_no_fixture_calls():
     other = scripted(("kb_search", {"query": "shipping"}), ("get_order", {"order_id": "A1"}))
     report = replay([case()], lambda: other)
-    assert "  ~ c1: 2 no_fixture calls (kb_search: nothing_similar; get_order: unknown_tool); " \
-           "diverged at step 2: recorded (end), actual get_order" in report.summary().splitlines()
+    assert (
+        "  ~ c1: 2 no_fixture calls (kb_search: nothing_similar; get_order: unknown_tool); "
+        "diverged at step 2: recorded (end), actual get_order" in report.summary().splitlines()
+    )
 
 
 def test_divergence_helper():
@@ -296,8 +336,14 @@ def test_no_fixture_reaches_the_model_as_a_result():
 
 
 def test_concurrent_cases_never_see_each_others_fixtures():
-    cases = [case(f"c{i}", required_elements=[f"answer-{i}"],
-                  fixtures=[fx("kb_search", {"query": "refund policy"}, f"answer-{i}")]) for i in range(24)]
+    cases = [
+        case(
+            f"c{i}",
+            required_elements=[f"answer-{i}"],
+            fixtures=[fx("kb_search", {"query": "refund policy"}, f"answer-{i}")],
+        )
+        for i in range(24)
+    ]
     report = replay(cases, lambda: GOOD, concurrency=8)
     assert report.passed == 24, report.summary()
     assert [r.answer for r in report.results] == [f"answer-{i}" for i in range(24)]
@@ -312,10 +358,17 @@ def test_concurrent_async_agents_never_see_each_others_fixtures():
         async def agent(prompt):
             await asyncio.sleep(0.001)
             return await akb("refund policy")
+
         return agent
 
-    cases = [case(f"c{i}", required_elements=[f"answer-{i}"],
-                  fixtures=[fx("kb_search", {"query": "refund policy"}, f"answer-{i}")]) for i in range(16)]
+    cases = [
+        case(
+            f"c{i}",
+            required_elements=[f"answer-{i}"],
+            fixtures=[fx("kb_search", {"query": "refund policy"}, f"answer-{i}")],
+        )
+        for i in range(16)
+    ]
     report = replay(cases, build, concurrency=16)
     assert [r.answer for r in report.results] == [f"answer-{i}" for i in range(16)]
 
@@ -353,6 +406,7 @@ def test_trials_give_pass_rate_and_flaky_flag():
                 counter[0] += 1
                 n = counter[0]
             return "Refunds within 30 days." if n % 2 else "no idea"
+
         return agent
 
     report = replay([case()], build, trials=4, concurrency=1)
@@ -386,6 +440,7 @@ def test_variant_fails_when_the_agent_crashes_on_the_failure():
                 text = kb_search("refund policy")  # ToolFailure propagates: the run errors
                 run.finish(text)
             return text
+
         return agent
 
     report = replay([case()], build, inject=True)
@@ -402,6 +457,7 @@ def test_variants_carry_only_recovery_tags_and_the_headline_counts_cases():
                 text = kb_search("refund policy")  # crashes on every injected error mode
                 run.finish(text)
             return text
+
         return agent
 
     report = replay([case(tags=["security"])], build, inject=True)

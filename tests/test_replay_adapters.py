@@ -5,13 +5,13 @@ its real runs in ``shop.LIVE``; a replay must leave it at zero."""
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import InjectedToolCallId
 from langgraph.prebuilt import InjectedState, InjectedStore
+from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext
 
 import harvester
@@ -25,15 +25,27 @@ from tests.frameworks._otel import capture, finished
 ORDER = {"order_id": "A1001"}
 
 
-def case(tool: str = "get_order", args: Optional[dict[str, Any]] = None, result: Any = None,
-         **fields: Any) -> AgentCase:
+def case(tool: str = "get_order", args: dict[str, Any] | None = None, result: Any = None, **fields: Any) -> AgentCase:
     args = ORDER if args is None else args
-    return AgentCase.model_validate({
-        "id": "adapter", "status": "accepted", "prompt": shop.PROMPT, "why": "the order answer",
-        "checks": [{"check": "answered"}],
-        "fixtures": [{"key": fixture_key(tool, args), "tool": tool, "args": args,
-                      "result": {"order_id": "A1001", "status": "FIXTURE"} if result is None else result}],
-        "recorded": {"trajectory": [tool], "stop": "answered"}, **fields})
+    return AgentCase.model_validate(
+        {
+            "id": "adapter",
+            "status": "accepted",
+            "prompt": shop.PROMPT,
+            "why": "the order answer",
+            "checks": [{"check": "answered"}],
+            "fixtures": [
+                {
+                    "key": fixture_key(tool, args),
+                    "tool": tool,
+                    "args": args,
+                    "result": {"order_id": "A1001", "status": "FIXTURE"} if result is None else result,
+                }
+            ],
+            "recorded": {"trajectory": [tool], "stop": "answered"},
+            **fields,
+        }
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -85,12 +97,17 @@ def test_pydantic_ai_structured_output_is_the_answer_not_a_tool_call() -> None:
     def respond(messages: list[Any], info: Any) -> Any:
         if not any(isinstance(p, ToolReturnPart) for m in messages if isinstance(m, ModelRequest) for p in m.parts):
             return ModelResponse(parts=[ToolCallPart("get_order", ORDER, "call_1")])
-        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"eligible": True, "days_left": 18},
-                                                 "call_2")])
+        return ModelResponse(
+            parts=[ToolCallPart(info.output_tools[0].name, {"eligible": True, "days_left": 18}, "call_2")]
+        )
 
     def build() -> Agent:
-        return Agent(FunctionModel(respond, model_name="scripted"), name="support_agent",
-                     output_type=Eligibility, tools=[shop.get_order])
+        return Agent(
+            FunctionModel(respond, model_name="scripted"),
+            name="support_agent",
+            output_type=Eligibility,
+            tools=[shop.get_order],
+        )
 
     r = _replayed(case(), build)
     assert r.passed and r.trajectory == ["get_order"] and r.tool_calls == 1, r.reasons()
@@ -144,14 +161,20 @@ def test_langchain_injected_arguments_stay_out_of_the_args() -> None:
     from langgraph.store.memory import InMemoryStore
 
     @tool
-    def get_order(order_id: str, state: Annotated[dict, InjectedState], store: Annotated[Any, InjectedStore()],
-                  call_id: Annotated[str, InjectedToolCallId], config: RunnableConfig) -> dict:
+    def get_order(
+        order_id: str,
+        state: Annotated[dict, InjectedState],
+        store: Annotated[Any, InjectedStore()],
+        call_id: Annotated[str, InjectedToolCallId],
+        config: RunnableConfig,
+    ) -> dict:
         """Look up an order by its id."""
         return shop.get_order(order_id)
 
     def build() -> Any:
-        return create_agent(_chat_model(("get_order", ORDER)), tools=[get_order], store=InMemoryStore(),
-                            name="support_agent")
+        return create_agent(
+            _chat_model(("get_order", ORDER)), tools=[get_order], store=InMemoryStore(), name="support_agent"
+        )
 
     r = _replayed(case(), build)
     assert r.passed and r.trajectory == ["get_order"] and r.no_fixture == 0, r.reasons()
@@ -175,13 +198,24 @@ def test_langchain_tool_classes_artifacts_and_checkpointed_graphs() -> None:
         return shop.kb_search(query), {"source": "kb"}
 
     def build() -> Any:
-        return create_agent(_chat_model(("get_order", ORDER), ("kb_search", {"query": "refund policy"})),
-                            tools=[OrderLookup(), kb_search], checkpointer=InMemorySaver(), name="support_agent")
+        return create_agent(
+            _chat_model(("get_order", ORDER), ("kb_search", {"query": "refund policy"})),
+            tools=[OrderLookup(), kb_search],
+            checkpointer=InMemorySaver(),
+            name="support_agent",
+        )
 
     spec = case()
-    spec.fixtures.append(spec.fixtures[0].model_copy(update={
-        "key": fixture_key("kb_search", {"query": "refund policy"}), "tool": "kb_search",
-        "args": {"query": "refund policy"}, "result": "KB-FIXTURE"}))
+    spec.fixtures.append(
+        spec.fixtures[0].model_copy(
+            update={
+                "key": fixture_key("kb_search", {"query": "refund policy"}),
+                "tool": "kb_search",
+                "args": {"query": "refund policy"},
+                "result": "KB-FIXTURE",
+            }
+        )
+    )
     r = _replayed(spec, build)
     assert r.passed and sorted(r.trajectory) == ["get_order", "kb_search"], r.reasons()
     assert "FIXTURE" in (r.answer or "") and "KB-FIXTURE" in (r.answer or "")
@@ -222,13 +256,14 @@ def test_langgraph_prebuilt_agents_and_a_hand_built_tool_node() -> None:
 
 
 # -- OpenAI Agents SDK --------------------------------------------------------------------------------
-def _agents_model(scenario: str, offered: Optional[list[list[str]]] = None) -> Any:
+def _agents_model(scenario: str, offered: list[list[str]] | None = None) -> Any:
     """The drivers' offline model, noting the tools each request offered."""
     from tests.frameworks import openai_agents_agent as driver
 
     class Noting(driver.ScriptedModel):
-        async def get_response(self, system_instructions: Any, input: Any, model_settings: Any, tools: list[Any],
-                               *args: Any, **kwargs: Any) -> Any:
+        async def get_response(
+            self, system_instructions: Any, input: Any, model_settings: Any, tools: list[Any], *args: Any, **kwargs: Any
+        ) -> Any:
             if offered is not None:
                 offered.append(sorted(getattr(t, "name", type(t).__name__) for t in tools))
             return await super().get_response(system_instructions, input, model_settings, tools, *args, **kwargs)
@@ -250,8 +285,11 @@ def test_openai_agents_hosted_tools_are_left_out_and_said_so() -> None:
     offered: list[list[str]] = []
 
     def build() -> Agent:
-        return Agent(name="support_agent", model=_agents_model(scenario, offered),
-                     tools=[function_tool(shop.get_order), WebSearchTool()])
+        return Agent(
+            name="support_agent",
+            model=_agents_model(scenario, offered),
+            tools=[function_tool(shop.get_order), WebSearchTool()],
+        )
 
     r = _replayed(case(), build)
     assert r.passed and r.trajectory == ["get_order"], r.reasons()
@@ -270,11 +308,18 @@ def test_openai_agents_recorded_error_goes_through_the_tools_failure_function() 
         return f"Error: unknown order id: {error}"
 
     def build() -> Agent:
-        return Agent(name="support_agent", model=_agents_model(scenario),
-                     tools=[function_tool(shop.get_order, failure_error_function=unknown_order)])
+        return Agent(
+            name="support_agent",
+            model=_agents_model(scenario),
+            tools=[function_tool(shop.get_order, failure_error_function=unknown_order)],
+        )
 
     spec = case()
-    failed = {**spec.fixtures[0].model_dump(), "result": None, "error": {"type": "KeyError", "message": "no order A1001"}}
+    failed = {
+        **spec.fixtures[0].model_dump(),
+        "result": None,
+        "error": {"type": "KeyError", "message": "no order A1001"},
+    }
     spec = spec.model_copy(update={"fixtures": [type(spec.fixtures[0]).model_validate(failed)]})
     r = _replayed(spec, build)
     assert r.passed and r.stop == "answered" and told == ["'no order A1001'"], (r.reasons(), told)
@@ -290,7 +335,8 @@ def test_smolagents_code_agent_tools_called_from_its_code_are_served() -> None:
 
     driver.SCRIPTS["adapter-code"] = [
         'Thought: look the order up.\n<code>\norder = get_order(order_id="A1001")\n'
-        'final_answer("A1001 is " + order["status"])\n</code>']
+        'final_answer("A1001 is " + order["status"])\n</code>'
+    ]
 
     @tool
     def get_order(order_id: str) -> dict:
@@ -302,8 +348,13 @@ def test_smolagents_code_agent_tools_called_from_its_code_are_served() -> None:
         return shop.get_order(order_id)
 
     def build() -> CodeAgent:
-        return CodeAgent(tools=[get_order], model=driver.ScriptedModel("adapter-code"), name="support_agent",
-                         max_steps=2, verbosity_level=LogLevel.OFF)
+        return CodeAgent(
+            tools=[get_order],
+            model=driver.ScriptedModel("adapter-code"),
+            name="support_agent",
+            max_steps=2,
+            verbosity_level=LogLevel.OFF,
+        )
 
     r = _replayed(case(), build)
     assert r.passed and r.answer == "A1001 is FIXTURE" and r.tool_calls == 1, r.reasons()
@@ -312,20 +363,27 @@ def test_smolagents_code_agent_tools_called_from_its_code_are_served() -> None:
 def test_openai_agents_an_agent_used_as_a_tool_runs_and_its_tools_are_served() -> None:
     from agents import Agent, function_tool
 
-    outer = _agents_script("adapter-outer", [[("ask_research", {"input": "refund policy?"}, "call_1")],
-                                             "Refunds in 30 days."])
-    inner = _agents_script("adapter-inner", [[("kb_search", {"query": "refund policy"}, "call_r1")],
-                                             "Within 30 days."])
+    outer = _agents_script(
+        "adapter-outer", [[("ask_research", {"input": "refund policy?"}, "call_1")], "Refunds in 30 days."]
+    )
+    inner = _agents_script("adapter-inner", [[("kb_search", {"query": "refund policy"}, "call_r1")], "Within 30 days."])
 
     def build() -> Agent:
         research = Agent(name="research_agent", model=_agents_model(inner), tools=[function_tool(shop.kb_search)])
-        return Agent(name="support_agent", model=_agents_model(outer),
-                     tools=[research.as_tool("ask_research", "Ask the research agent.")])
+        return Agent(
+            name="support_agent",
+            model=_agents_model(outer),
+            tools=[research.as_tool("ask_research", "Ask the research agent.")],
+        )
 
     kb = {"query": "refund policy"}
     spec = case("kb_search", kb, "KB-FIXTURE")
-    r = _replayed(spec.model_copy(update={"recorded": spec.recorded.model_copy(
-        update={"trajectory": ["ask_research", "kb_search"]})}), build)
+    r = _replayed(
+        spec.model_copy(
+            update={"recorded": spec.recorded.model_copy(update={"trajectory": ["ask_research", "kb_search"]})}
+        ),
+        build,
+    )
     assert r.passed and r.trajectory == ["ask_research", "kb_search"], r.reasons()
     assert r.live_calls == 0 and r.no_fixture == 0 and r.divergence is None
 
@@ -339,11 +397,20 @@ def test_pydantic_ai_wrapper_toolsets_still_decide_only_the_bottom_one_is_served
 
     def build() -> Agent:
         gated = FunctionToolset([shop.issue_refund]).approval_required()
-        return Agent(_pydantic_model(("issue_refund", refund)), name="support_agent", toolsets=[gated],
-                     output_type=[str, DeferredToolRequests])
+        return Agent(
+            _pydantic_model(("issue_refund", refund)),
+            name="support_agent",
+            toolsets=[gated],
+            output_type=[str, DeferredToolRequests],
+        )
 
-    spec = case("issue_refund", refund, "refunded (fixture)", checks=[], recorded={"stop": "deferred",
-                                                                                    "denied": ["issue_refund"]})
+    spec = case(
+        "issue_refund",
+        refund,
+        "refunded (fixture)",
+        checks=[],
+        recorded={"stop": "deferred", "denied": ["issue_refund"]},
+    )
     r = _replayed(spec, build)
     assert r.stop == "deferred" and r.tool_calls == 0 and r.live_calls == 0, r.reasons()
 
@@ -365,11 +432,13 @@ def test_pydantic_ai_output_functions_are_served_like_tools() -> None:
 
     def respond(messages: list[Any], info: Any) -> Any:
         if info.output_tools:
-            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"order_id": "A1001", "amount": 5.0},
-                                                     "call_1")])
+            return ModelResponse(
+                parts=[ToolCallPart(info.output_tools[0].name, {"order_id": "A1001", "amount": 5.0}, "call_1")]
+            )
         return ModelResponse(parts=[TextPart("your refund is on its way")])
 
     for output in (ToolOutput(refund), TextOutput(send_reply)):
+
         def build(output: Any = output) -> Agent:
             return Agent(FunctionModel(respond, model_name="scripted"), name="support_agent", output_type=output)
 
@@ -422,15 +491,20 @@ def test_smolagents_a_forward_behind_a_decorator_is_guarded() -> None:
         inputs = {"order_id": {"type": "string", "description": "The order id."}}
         output_type = "object"
 
-        @ft.lru_cache(maxsize=16)
+        @ft.lru_cache(maxsize=16)  # noqa: B019 - the case under test: a tool body behind a descriptor
         def forward(self, order_id: str) -> dict:
             return shop.get_order(order_id)
 
     driver.SCRIPTS["adapter-cached"] = [[("get_order", ORDER, "call_1")], driver._final("done", "call_2")]
 
     def build() -> ToolCallingAgent:
-        return ToolCallingAgent(tools=[CachedOrder()], model=driver.ScriptedModel("adapter-cached"),
-                                name="support_agent", max_steps=3, verbosity_level=LogLevel.OFF)
+        return ToolCallingAgent(
+            tools=[CachedOrder()],
+            model=driver.ScriptedModel("adapter-cached"),
+            name="support_agent",
+            max_steps=3,
+            verbosity_level=LogLevel.OFF,
+        )
 
     r = _replayed(case(), build)
     assert r.passed and r.tool_calls == 1 and r.live_calls == 0, r.reasons()

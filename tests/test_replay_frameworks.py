@@ -3,7 +3,6 @@ agent, the run is read from the frameworks' own spans, and no live tool ever run
 
 from __future__ import annotations
 
-
 import pytest
 from langchain.agents import create_agent
 from opentelemetry import trace
@@ -15,7 +14,6 @@ import harvester
 from harvester.canonical import fixture_key
 from harvester.case import AgentCase
 from harvester.replay import replay
-
 from tests.frameworks import langchain_agent
 from tests.frameworks import tools as live
 
@@ -27,15 +25,29 @@ CALLS = [("kb_search", {"query": "refund policy"}), ("get_order", {"order_id": "
 
 def case(i: int = 0) -> AgentCase:
     kb, status = f"FIXTURE-{i}: refunds within 30 days", f"fixture-status-{i}"
-    return AgentCase.model_validate({
-        "id": f"fw-{i}", "status": "accepted", "prompt": "Can I still return order A1001?", "why": "policy answer",
-        "required_elements": [kb, status], "forbidden_tools": ["issue_refund"], "min_steps": 2,
-        "appropriate_tools": ["kb_search", "get_order"],
-        "checks": [{"check": "answered"}, {"check": "trajectory_is", "tools": ["kb_search", "get_order"]}],
-        "fixtures": [{"key": fixture_key("kb_search", CALLS[0][1]), "tool": "kb_search", "args": CALLS[0][1], "result": kb},
-                     {"key": fixture_key("get_order", CALLS[1][1]), "tool": "get_order", "args": CALLS[1][1],
-                      "result": {"order_id": "A1001", "status": status}}],
-        "recorded": {"trajectory": ["kb_search", "get_order"], "stop": "answered"}})
+    return AgentCase.model_validate(
+        {
+            "id": f"fw-{i}",
+            "status": "accepted",
+            "prompt": "Can I still return order A1001?",
+            "why": "policy answer",
+            "required_elements": [kb, status],
+            "forbidden_tools": ["issue_refund"],
+            "min_steps": 2,
+            "appropriate_tools": ["kb_search", "get_order"],
+            "checks": [{"check": "answered"}, {"check": "trajectory_is", "tools": ["kb_search", "get_order"]}],
+            "fixtures": [
+                {"key": fixture_key("kb_search", CALLS[0][1]), "tool": "kb_search", "args": CALLS[0][1], "result": kb},
+                {
+                    "key": fixture_key("get_order", CALLS[1][1]),
+                    "tool": "get_order",
+                    "args": CALLS[1][1],
+                    "result": {"order_id": "A1001", "status": status},
+                },
+            ],
+            "recorded": {"trajectory": ["kb_search", "get_order"], "stop": "answered"},
+        }
+    )
 
 
 # -- pydantic-ai --------------------------------------------------------------------------------
@@ -92,8 +104,9 @@ def test_concurrent_framework_cases_never_share_fixtures(openinference):
 
 
 def test_injected_failure_reaches_the_framework():
-    c = AgentCase.model_validate({**case().model_dump(by_alias=True),
-                                  "inject_failures": {"get_order": {"mode": "not_found"}}})
+    c = AgentCase.model_validate(
+        {**case().model_dump(by_alias=True), "inject_failures": {"get_order": {"mode": "not_found"}}}
+    )
     (r,) = replay([c], build_pydantic_ai).results
     assert not r.passed and "NotFound" in (r.error or "")  # pydantic-ai lets a tool exception end the run
 
@@ -101,9 +114,11 @@ def test_injected_failure_reaches_the_framework():
 def test_a_recorded_model_retry_is_a_retry_again():
     """pydantic-ai records a tool's ModelRetry as ToolRetryError; replayed as a plain exception it would end
     the run that in production went on: the model must get the retry and call again."""
+
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        returns = [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts
-                   if isinstance(p, ToolReturnPart)]  # pydantic-ai 2 hands a retry back as a tool return
+        returns = [
+            p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+        ]  # pydantic-ai 2 hands a retry back as a tool return
         if len(returns) == 2:
             return ModelResponse(parts=[TextPart(f"{returns[1]} (after: {returns[0]})")])
         order = "A1001" if returns else "a1001"
@@ -113,14 +128,30 @@ def test_a_recorded_model_retry_is_a_retry_again():
         return Agent(FunctionModel(respond, model_name="scripted"), name="support_agent", tools=[get_order])
 
     retry = {"order_id": "a1001"}
-    c = AgentCase.model_validate({
-        "id": "retry", "status": "accepted", "prompt": "Where is order a1001?", "why": "retry",
-        "checks": [{"check": "answered"}],
-        "fixtures": [{"key": fixture_key("get_order", retry), "tool": "get_order", "args": retry,
-                      "error": {"type": "ToolRetryError", "message": "order ids are upper case"}},
-                     {"key": fixture_key("get_order", CALLS[1][1]), "tool": "get_order", "args": CALLS[1][1],
-                      "result": "delivered"}],
-        "recorded": {"trajectory": ["get_order", "get_order"], "stop": "answered"}})
+    c = AgentCase.model_validate(
+        {
+            "id": "retry",
+            "status": "accepted",
+            "prompt": "Where is order a1001?",
+            "why": "retry",
+            "checks": [{"check": "answered"}],
+            "fixtures": [
+                {
+                    "key": fixture_key("get_order", retry),
+                    "tool": "get_order",
+                    "args": retry,
+                    "error": {"type": "ToolRetryError", "message": "order ids are upper case"},
+                },
+                {
+                    "key": fixture_key("get_order", CALLS[1][1]),
+                    "tool": "get_order",
+                    "args": CALLS[1][1],
+                    "result": "delivered",
+                },
+            ],
+            "recorded": {"trajectory": ["get_order", "get_order"], "stop": "answered"},
+        }
+    )
     (r,) = replay([c], build).results
     assert r.passed, r.reasons()
     assert r.answer == "delivered (after: order ids are upper case)"  # the model got the retry, then the result
@@ -142,14 +173,27 @@ def test_a_recorded_error_the_agent_caught_is_caught_again():
                     answer = "The order service is slow, please try again later."
                 run.finish(answer)
                 return answer
+
         return agent
 
     args = {"order_id": "A1"}
-    c = AgentCase.model_validate({
-        "id": "timeout", "status": "accepted", "prompt": "Where is A1?", "why": "timeout handled",
-        "checks": [{"check": "answered"}, {"check": "contains", "needles": ["try again later"]}],
-        "fixtures": [{"key": fixture_key("lookup", args), "tool": "lookup", "args": args,
-                      "error": {"type": "TimeoutError", "message": "upstream timed out"}}],
-        "recorded": {"trajectory": ["lookup"], "stop": "answered"}})
+    c = AgentCase.model_validate(
+        {
+            "id": "timeout",
+            "status": "accepted",
+            "prompt": "Where is A1?",
+            "why": "timeout handled",
+            "checks": [{"check": "answered"}, {"check": "contains", "needles": ["try again later"]}],
+            "fixtures": [
+                {
+                    "key": fixture_key("lookup", args),
+                    "tool": "lookup",
+                    "args": args,
+                    "error": {"type": "TimeoutError", "message": "upstream timed out"},
+                }
+            ],
+            "recorded": {"trajectory": ["lookup"], "stop": "answered"},
+        }
+    )
     (r,) = replay([c], build).results
     assert r.passed, r.reasons()

@@ -33,12 +33,26 @@ LOOKUP = {"order_id": "A1001"}
 
 
 def case(**fields: Any) -> AgentCase:
-    return AgentCase.model_validate({
-        "id": "guard", "status": "accepted", "prompt": shop.PROMPT, "why": "no refunds on a question",
-        "forbidden_tools": ["issue_refund"], "checks": [{"check": "answered"}],
-        "fixtures": [{"key": fixture_key("get_order", LOOKUP), "tool": "get_order", "args": LOOKUP,
-                      "result": shop.ORDERS["A1001"]}],
-        "recorded": {"trajectory": ["get_order"], "stop": "answered"}, **fields})
+    return AgentCase.model_validate(
+        {
+            "id": "guard",
+            "status": "accepted",
+            "prompt": shop.PROMPT,
+            "why": "no refunds on a question",
+            "forbidden_tools": ["issue_refund"],
+            "checks": [{"check": "answered"}],
+            "fixtures": [
+                {
+                    "key": fixture_key("get_order", LOOKUP),
+                    "tool": "get_order",
+                    "args": LOOKUP,
+                    "result": shop.ORDERS["A1001"],
+                }
+            ],
+            "recorded": {"trajectory": ["get_order"], "stop": "answered"},
+            **fields,
+        }
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +61,7 @@ def _live() -> None:
 
 
 # -- a thread the context never reaches -------------------------------------------------------------
-_jobs: "queue.Queue[tuple[Any, dict[str, Any], queue.Queue[Any]]]" = queue.Queue()
+_jobs: queue.Queue[tuple[Any, dict[str, Any], queue.Queue[Any]]] = queue.Queue()
 
 
 def _worker() -> None:
@@ -56,7 +70,7 @@ def _worker() -> None:
         fn, kwargs, out = _jobs.get()
         try:
             out.put(fn(**kwargs))
-        except Exception as exc:  # noqa: BLE001 - handed back to the agent, as a worker pool would
+        except Exception as exc:
             out.put(exc)
 
 
@@ -75,6 +89,7 @@ def test_a_tool_called_from_a_thread_the_context_never_reaches_is_refused() -> N
                 answer = f"refund: {result}"
                 run.finish(answer)
                 return answer
+
         return agent
 
     report = replay([case()], build)
@@ -97,8 +112,11 @@ def test_outside_a_replay_the_same_thread_runs_the_tool() -> None:
 # -- a helper of the app's own that runs a tool body and emits its span ----------------------------------
 def _refund_helper(order_id: str, amount: float) -> str:
     """Not decorated, not a framework tool: only the span it emits can tell a replay it ran."""
-    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "issue_refund",
-             "gen_ai.tool.call.arguments": orjson.dumps({"order_id": order_id, "amount": amount}).decode()}
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "issue_refund",
+        "gen_ai.tool.call.arguments": orjson.dumps({"order_id": order_id, "amount": amount}).decode(),
+    }
     with trace.get_tracer("myapp").start_as_current_span("execute_tool issue_refund", attributes=attrs) as span:
         result = shop.issue_refund(order_id, amount)
         span.set_attribute("gen_ai.tool.call.result", result)
@@ -113,14 +131,16 @@ def test_a_tool_body_that_ran_outside_the_executor_fails_its_case_and_counts_if_
                 _refund_helper(**REFUND)
                 run.finish("Refunded.")
                 return "Refunded."
+
         return agent
 
     (r,) = replay([case()], build).results
     assert shop.LIVE["issue_refund"] == 1  # it did run: nothing could stop a helper harvester never sees
     assert not r.passed and r.live_calls == 1 and r.unauthorised == 1
     (check,) = [c for c in r.checks if c.name == "live_tool_call"]
-    assert check.detail == ('issue_refund({"amount":40,"order_id":"A1001"}) ran for real: a tool span the '
-                            "executor never served")
+    assert check.detail == (
+        'issue_refund({"amount":40,"order_id":"A1001"}) ran for real: a tool span the executor never served'
+    )
 
 
 def test_calls_the_executor_served_are_not_live() -> None:
@@ -133,6 +153,7 @@ def test_calls_the_executor_served_are_not_live() -> None:
                 order = get_order(**LOOKUP)
                 run.finish(f"A1001 is {order['status']}.")
                 return run.answer or ""
+
         return agent
 
     (r,) = replay([case()], build).results
@@ -146,6 +167,7 @@ def test_a_forbidden_call_before_the_timeout_still_counts() -> None:
             tools.execute("issue_refund", REFUND)
             time.sleep(3)  # hangs past the timeout: no run comes back
             return "late"
+
         return agent
 
     (r,) = replay([case()], build, timeout=0.2).results
@@ -155,8 +177,16 @@ def test_a_forbidden_call_before_the_timeout_still_counts() -> None:
 
 # -- timeouts named truly -------------------------------------------------------------------------------
 def _failing_lookup_case() -> AgentCase:
-    return case(fixtures=[{"key": fixture_key("get_order", LOOKUP), "tool": "get_order", "args": LOOKUP,
-                           "error": {"type": "TimeoutError", "message": "orders-db did not answer"}}])
+    return case(
+        fixtures=[
+            {
+                "key": fixture_key("get_order", LOOKUP),
+                "tool": "get_order",
+                "args": LOOKUP,
+                "error": {"type": "TimeoutError", "message": "orders-db did not answer"},
+            }
+        ]
+    )
 
 
 def test_a_tools_timeout_error_is_reported_as_itself() -> None:
@@ -169,6 +199,7 @@ def test_a_tools_timeout_error_is_reported_as_itself() -> None:
         async def agent(prompt: str) -> str:
             await asyncio.sleep(0)
             return str(get_order(**LOOKUP))
+
         return agent
 
     for build in (sync_build, async_build):
@@ -181,6 +212,7 @@ def test_an_async_agents_own_asyncio_timeout_is_reported_as_itself() -> None:
         async def agent(prompt: str) -> str:
             await asyncio.wait_for(asyncio.sleep(1), 0.01)  # the agent's own deadline on its model call
             return "never"
+
         return agent
 
     (r,) = replay([case()], build, timeout=5).results
@@ -188,7 +220,7 @@ def test_an_async_agents_own_asyncio_timeout_is_reported_as_itself() -> None:
 
 
 # -- a framework the agent imports only when it runs --------------------------------------------------
-LAZY = textwrap.dedent('''
+LAZY = textwrap.dedent("""
     import sys
     from harvester.canonical import fixture_key
     from harvester.case import AgentCase
@@ -220,7 +252,7 @@ LAZY = textwrap.dedent('''
         "fixtures": [{"key": fixture_key("get_order", args), "tool": "get_order", "args": args, "result": "F"}]})
     (r,) = replay([spec], build).results
     print(r.passed, r.tool_calls, ran)
-''')
+""")
 
 
 def test_a_framework_first_imported_inside_the_agents_run_is_guarded_before_it_dispatches() -> None:
@@ -245,10 +277,23 @@ def test_threads_carry_each_cases_executor_and_no_other() -> None:
             t.start()
             t.join()
             return f"{mine} {theirs} {box[0]}"
+
         return agent
 
-    specs = [case(id=f"c{i}", fixtures=[{"key": fixture_key("get_order", LOOKUP), "tool": "get_order",
-                                         "args": LOOKUP, "result": {"status": f"S{i}"}}]) for i in range(8)]
+    specs = [
+        case(
+            id=f"c{i}",
+            fixtures=[
+                {
+                    "key": fixture_key("get_order", LOOKUP),
+                    "tool": "get_order",
+                    "args": LOOKUP,
+                    "result": {"status": f"S{i}"},
+                }
+            ],
+        )
+        for i in range(8)
+    ]
     report = replay(specs, build, concurrency=8)
     assert [r.answer for r in report.results] == [f"S{i} S{i} S{i}" for i in range(8)]
     assert not shop.LIVE and all(r.live_calls == 0 for r in report.results)
@@ -266,6 +311,7 @@ def test_a_timer_starts_in_its_cases_context() -> None:
             timer.start()
             timer.join()
             return f"A1001 is {box[0]}"
+
         return agent
 
     (r,) = replay([case()], build).results
@@ -284,7 +330,7 @@ def test_a_worker_a_case_started_cannot_serve_the_next_case_from_its_fixtures() 
             fn, kwargs, out = jobs.get()
             try:
                 out.put(fn(**kwargs))
-            except Exception as exc:  # noqa: BLE001 - back to the agent
+            except Exception as exc:
                 out.put(exc)
 
     def build():
@@ -295,10 +341,21 @@ def test_a_worker_a_case_started_cannot_serve_the_next_case_from_its_fixtures() 
             out: queue.Queue[Any] = queue.Queue()
             jobs.put((refund, REFUND, out))
             return str(out.get(timeout=5))
+
         return agent
 
-    first = case(id="a", fixtures=[{"key": fixture_key("issue_refund", REFUND), "tool": "issue_refund",
-                                    "args": REFUND, "result": "refunded (A's fixture)"}], forbidden_tools=[])
+    first = case(
+        id="a",
+        fixtures=[
+            {
+                "key": fixture_key("issue_refund", REFUND),
+                "tool": "issue_refund",
+                "args": REFUND,
+                "result": "refunded (A's fixture)",
+            }
+        ],
+        forbidden_tools=[],
+    )
     report = replay([first, case(id="b")], build, concurrency=1)
     a, b = report.results
     assert a.passed and a.answer == "refunded (A's fixture)", a.reasons()
@@ -318,7 +375,7 @@ def test_a_harness_refuses_what_the_agent_left_queued_after_the_replay() -> None
         time.sleep(0.2)  # picked up after the replay has returned
         try:
             done.put(fn(**kwargs))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             done.put(exc)
 
     threading.Thread(target=worker, daemon=True).start()
@@ -327,6 +384,7 @@ def test_a_harness_refuses_what_the_agent_left_queued_after_the_replay() -> None
         def agent(prompt: str) -> str:
             jobs.put((email, REFUND))  # fire and forget
             return "queued"
+
         return agent
 
     seam.harness()  # what `harvester replay` does: the process replays until it exits
@@ -370,8 +428,9 @@ def test_a_tool_in_a_spawned_process_is_refused_and_its_case_fails(tmp_path) -> 
     root = str(Path(__file__).resolve().parents[1])
     (tmp_path / "main.py").write_text(PROCESS_POOL.format(root=root))
     (tmp_path / "ran.log").write_text("")
-    out = subprocess.run([sys.executable, str(tmp_path / "main.py")], capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, str(tmp_path / "main.py")], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[0] == "False 1 ['live_tool_call']"  # requested, never served: flagged
     assert (tmp_path / "ran.log").read_text() == ""  # and the child refused it: the body never ran
@@ -379,8 +438,11 @@ def test_a_tool_in_a_spawned_process_is_refused_and_its_case_fails(tmp_path) -> 
 
 # -- pairing the trace with the executor's log -------------------------------------------------------
 def test_a_tool_body_that_acted_then_raised_is_a_live_call() -> None:
-    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "issue_refund",
-             "gen_ai.tool.call.arguments": orjson.dumps(REFUND).decode()}
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "issue_refund",
+        "gen_ai.tool.call.arguments": orjson.dumps(REFUND).decode(),
+    }
     tracer = trace.get_tracer("myapp")
 
     def build():
@@ -395,6 +457,7 @@ def test_a_tool_body_that_acted_then_raised_is_a_live_call() -> None:
                     pass
                 run.finish("Refund attempted.")
                 return "Refund attempted."
+
         return agent
 
     (r,) = replay([case(forbidden_tools=[])], build).results

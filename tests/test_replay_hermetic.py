@@ -5,8 +5,9 @@ no replay may move that counter, whatever the agent does, and every deviation mu
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
 import pytest
@@ -14,8 +15,8 @@ from click.testing import CliRunner
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from harvester.intake import HarvestingSpanProcessor
 from harvester.cli import main
+from harvester.intake import HarvestingSpanProcessor
 from harvester.report import Report
 from harvester.store import TraceStore
 from tests.apps import own_loop_app, shop

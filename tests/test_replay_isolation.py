@@ -11,17 +11,15 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import orjson
 import pytest
 
-from harvester.intake import HarvestingSpanProcessor
 from harvester.canonical import fixture_key
 from harvester.case import AgentCase
-from harvester.intake import ingest_files
-from harvester.intake import Receiver
+from harvester.intake import HarvestingSpanProcessor, Receiver, ingest_files
 from harvester.replay import replay
 from harvester.store import TraceStore
 from tests.frameworks._otel import capture, finished
@@ -116,9 +114,17 @@ def _replay_spans(tmp_path: Path) -> list:
 
     get_order = harvester.tool(name="get_order")(lambda order_id: {"status": "live"})
     args = {"order_id": "A1001"}
-    spec = AgentCase.model_validate({
-        "id": "iso", "status": "accepted", "prompt": "Where is A1001?", "why": "w",
-        "fixtures": [{"key": fixture_key("get_order", args), "tool": "get_order", "args": args, "result": {"s": 1}}]})
+    spec = AgentCase.model_validate(
+        {
+            "id": "iso",
+            "status": "accepted",
+            "prompt": "Where is A1001?",
+            "why": "w",
+            "fixtures": [
+                {"key": fixture_key("get_order", args), "tool": "get_order", "args": args, "result": {"s": 1}}
+            ],
+        }
+    )
 
     def build():
         def agent(prompt: str) -> str:
@@ -127,6 +133,7 @@ def _replay_spans(tmp_path: Path) -> list:
                 get_order(order_id="A1001")
                 run.finish("done")
                 return "done"
+
         return agent
 
     replay([], build)  # the global SDK provider exists from here on

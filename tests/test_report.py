@@ -13,10 +13,13 @@ from harvester.report import CaseResult, CheckResult, Divergence, Injected, Repo
 
 
 def res(id, passed=True, tags=(), trials=1, passes=None, **kw) -> CaseResult:
-    checks = kw.pop("checks", [] if passed else [CheckResult(name="contains(30 days)", passed=False,
-                                                              detail="answer lacks '30 days'")])
-    return CaseResult(id=id, passed=passed, tags=list(tags), why=f"why {id}", trials=trials, passes=passes,
-                      checks=checks, **kw)
+    checks = kw.pop(
+        "checks",
+        [] if passed else [CheckResult(name="contains(30 days)", passed=False, detail="answer lacks '30 days'")],
+    )
+    return CaseResult(
+        id=id, passed=passed, tags=list(tags), why=f"why {id}", trials=trials, passes=passes, checks=checks, **kw
+    )
 
 
 def rep(*results, **kw) -> Report:
@@ -25,15 +28,23 @@ def rep(*results, **kw) -> Report:
 
 def test_summary_keeps_its_shape():
     r = rep(res("a", tags=["a"], steps=1), res("b", tags=["b"], steps=2), res("c", tags=["a"], steps=2))
-    assert r.summary().splitlines()[:3] == ["3/3 passed  (100%)", "mean steps 1.7   total cost n/a",
-                                            "by tag: a=100%  b=100%"]  # no case's cost is known
+    assert r.summary().splitlines()[:3] == [
+        "3/3 passed  (100%)",
+        "mean steps 1.7   total cost n/a",
+        "by tag: a=100%  b=100%",
+    ]  # no case's cost is known
     priced = rep(res("a", tags=["a"], steps=1, cost=0.0002), res("b", tags=["b"], steps=2))
     assert priced.summary().splitlines()[1] == "mean steps 1.5   total cost 0.000200"
 
 
 def test_summary_lists_failures_with_why_and_details():
-    r = rep(res("a"), res("b", passed=False, divergence=Divergence(step=2, recorded="kb_search", actual="issue_refund"),
-                          no_fixture=1), res("c", passed=False, error="RuntimeError: boom", checks=[]))
+    r = rep(
+        res("a"),
+        res(
+            "b", passed=False, divergence=Divergence(step=2, recorded="kb_search", actual="issue_refund"), no_fixture=1
+        ),
+        res("c", passed=False, error="RuntimeError: boom", checks=[]),
+    )
     text = r.summary()
     assert "FAIL b: why b\n  - contains(30 days): answer lacks '30 days'" in text
     assert "  ~ b: 1 no_fixture call; diverged at step 2: recorded kb_search, actual issue_refund" in text
@@ -42,8 +53,12 @@ def test_summary_lists_failures_with_why_and_details():
 
 
 def test_by_tag_exposes_compensating_movement():
-    r = rep(res("e1", tags=["easy"]), res("e2", tags=["easy"]), res("h1", False, tags=["hard"]),
-            res("h2", False, tags=["hard"]))
+    r = rep(
+        res("e1", tags=["easy"]),
+        res("e2", tags=["easy"]),
+        res("h1", False, tags=["hard"]),
+        res("h2", False, tags=["hard"]),
+    )
     assert r.by_tag() == {"easy": 1.0, "hard": 0.0}
     assert r.pass_rate == 0.5
 
@@ -103,10 +118,28 @@ def test_json_round_trip_is_the_next_baseline(tmp_path):
 
 
 def test_old_reports_still_load():
-    old = {"schema": "harvester.report/1", "suite": "s", "created_at": "2026-01-01T00:00:00+00:00",
-           "results": [{"id": "a", "passed": True, "tags": [], "why": "", "checks": [], "error": None,
-                        "stop": "answered", "answer": "x", "trajectory": [], "requested": [], "steps": 0,
-                        "cost": None, "duration_ms": 1.0}]}
+    old = {
+        "schema": "harvester.report/1",
+        "suite": "s",
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "results": [
+            {
+                "id": "a",
+                "passed": True,
+                "tags": [],
+                "why": "",
+                "checks": [],
+                "error": None,
+                "stop": "answered",
+                "answer": "x",
+                "trajectory": [],
+                "requested": [],
+                "steps": 0,
+                "cost": None,
+                "duration_ms": 1.0,
+            }
+        ],
+    }
     r = Report.from_data(old)
     assert r.results[0].passes == 1 and r.results[0].trials == 1
 
@@ -154,17 +187,31 @@ def test_merge_shards():
 def test_comparison_json():
     c = rep(res("a", False)).compare(rep(res("a")))
     data = orjson.loads(orjson.dumps(c.to_dict()))
-    assert data["regressed"] == ["a"] and data["metrics"]["task_completion"] == {"baseline": 1.0, "current": 0.0,
-                                                                                 "delta": -1.0}
+    assert data["regressed"] == ["a"] and data["metrics"]["task_completion"] == {
+        "baseline": 1.0,
+        "current": 0.0,
+        "delta": -1.0,
+    }
 
 
 def test_summary_stays_short_when_many_cases_fail():
-    crashed = [res(f"c{i:02}", passed=False, error="RuntimeError: boom", checks=[
-        CheckResult(name="answered", passed=False, detail="stopped with error (RuntimeError: boom)"),
-        CheckResult(name="contains(30 days)", passed=False, detail="answer lacks '30 days'")]) for i in range(25)]
+    crashed = [
+        res(
+            f"c{i:02}",
+            passed=False,
+            error="RuntimeError: boom",
+            checks=[
+                CheckResult(name="answered", passed=False, detail="stopped with error (RuntimeError: boom)"),
+                CheckResult(name="contains(30 days)", passed=False, detail="answer lacks '30 days'"),
+            ],
+        )
+        for i in range(25)
+    ]
     text = rep(*crashed).summary()
-    assert "FAIL c00: why c00\n  - agent error: RuntimeError: boom\n  - contains(30 days): answer lacks '30 days'\n" \
-           in text + "\n"
+    assert (
+        "FAIL c00: why c00\n  - agent error: RuntimeError: boom\n  - contains(30 days): answer lacks '30 days'\n"
+        in text + "\n"
+    )
     assert "stopped with error" not in text and "FAIL c09" in text and "FAIL c10" not in text
     assert text.endswith("... and 15 more failing cases (all of them in --json, --junit and --markdown)")
     assert "stopped with error" in rep(*crashed).to_markdown()
@@ -197,13 +244,16 @@ def test_a_failed_atomic_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("shards, message", [
-    (["1/2"], "missing shard 2/2 (got 1/2)"),
-    (["1/3", "3/3"], "missing shard 2/3"),
-    (["1/2", "1/2", "2/2"], "shard 1/2 given more than once"),
-    (["1/2", "2/3", "3/3"], "different splits"),
-    (["1/2", None], "whole-suite reports with shard reports"),
-])
+@pytest.mark.parametrize(
+    "shards, message",
+    [
+        (["1/2"], "missing shard 2/2 (got 1/2)"),
+        (["1/3", "3/3"], "missing shard 2/3"),
+        (["1/2", "1/2", "2/2"], "shard 1/2 given more than once"),
+        (["1/2", "2/3", "3/3"], "different splits"),
+        (["1/2", None], "whole-suite reports with shard reports"),
+    ],
+)
 def test_merge_requires_every_shard_exactly_once(shards, message):
     reports = [rep(res(f"c{k}"), shard=s) for k, s in enumerate(shards)]
     with pytest.raises(ReportFormatError, match=re.escape(message)):
@@ -221,13 +271,27 @@ def test_differing_cases_are_listed_compactly_passing_or_failing():
 
     many = [res(f"p{i}", divergence=Divergence(step=1, recorded="x", actual="y")) for i in range(12)]
     calls = [NoFixtureCall(tool="get_order", reason="no_match", differs=["order_id"])]
-    r = rep(res("order-a1002", False, no_fixture=1, no_fixture_calls=calls,
-                divergence=Divergence(step=2, recorded="get_order", actual="kb_search")), *many,
-            res("v@timeout", variant_of="v", injected=Injected(tool="kb", mode="timeout"),
-                divergence=Divergence(step=1, recorded="kb")))  # a variant diverges by design: not listed
+    r = rep(
+        res(
+            "order-a1002",
+            False,
+            no_fixture=1,
+            no_fixture_calls=calls,
+            divergence=Divergence(step=2, recorded="get_order", actual="kb_search"),
+        ),
+        *many,
+        res(
+            "v@timeout",
+            variant_of="v",
+            injected=Injected(tool="kb", mode="timeout"),
+            divergence=Divergence(step=1, recorded="kb"),
+        ),
+    )  # a variant diverges by design: not listed
     lines = r.summary().splitlines()
-    assert "  ~ order-a1002: 1 no_fixture call (get_order: no_match, differs at order_id); diverged at step 2: " \
-           "recorded get_order, actual kb_search" in lines
+    assert (
+        "  ~ order-a1002: 1 no_fixture call (get_order: no_match, differs at order_id); diverged at step 2: "
+        "recorded get_order, actual kb_search" in lines
+    )
     assert sum(line.startswith("  ~ ") for line in lines) == 10 and "  ... and 3 more" in "\n".join(lines)
     assert not any("v@timeout" in line for line in lines)
     md = r.to_markdown()

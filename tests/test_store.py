@@ -48,8 +48,15 @@ def test_default_path_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_filters_streaming_and_limit(store: TraceStore) -> None:
-    store.add_many([(make_run(i, failed=i % 3 == 0, agent="a" if i % 2 else "b",
-                              started=f"2026-11-{10 + i:02d}T00:00:00Z"), None) for i in range(10)])
+    store.add_many(
+        [
+            (
+                make_run(i, failed=i % 3 == 0, agent="a" if i % 2 else "b", started=f"2026-11-{10 + i:02d}T00:00:00Z"),
+                None,
+            )
+            for i in range(10)
+        ]
+    )
     assert store.count() == 10 and store.count(failed=True) == 4
     assert [r.run_id for r in store.runs(limit=2)] == [f"{9:016x}", f"{8:016x}"]
     assert all(r.failed for r in store.runs(failed=True))
@@ -125,14 +132,14 @@ def test_readonly_missing(tmp_path: Path) -> None:
 
 def test_prune_keeps_failures_longest(store: TraceStore) -> None:
     old = "2020-01-01T00:00:00Z"
-    store.add_many([(make_run(i, failed=i < 3, started=old), [make_span(f"{i:032x}", "a" * 16, x="y" * 2000)])
-                    for i in range(10)])
+    store.add_many(
+        [(make_run(i, failed=i < 3, started=old), [make_span(f"{i:032x}", "a" * 16, x="y" * 2000)]) for i in range(10)]
+    )
     store.add(make_run(99))  # recent
     assert store.prune(keep_days=30) == 7
     assert store.count() == 4 and store.count(failed=True) == 3
     assert store.prune(keep_days=30, keep_failed_days=30) == 3
-    store.add_many([(make_run(i, failed=i < 3), [make_span(f"{i:032x}", "a" * 16, x="y" * 20000)])
-                    for i in range(10)])
+    store.add_many([(make_run(i, failed=i < 3), [make_span(f"{i:032x}", "a" * 16, x="y" * 20000)]) for i in range(10)])
     store.prune(max_mb=0.07)
     assert store.count(failed=True) == 3 and store.count() == 3  # successes went first
     store.prune(max_mb=0)
@@ -214,7 +221,9 @@ def test_ingest_redacts_and_keeps_big_results(store: TraceStore, tmp_path: Path)
     (run,) = store.get("1" * 32)
     assert run.calls[0].result == big
     store.close()
-    raw = Path(store.path).read_bytes() + (Path(store.path + "-wal").read_bytes() if Path(store.path + "-wal").exists() else b"")
+    raw = Path(store.path).read_bytes() + (
+        Path(store.path + "-wal").read_bytes() if Path(store.path + "-wal").exists() else b""
+    )
     assert b"bob@example.com" not in raw
 
 
@@ -273,8 +282,18 @@ def test_a_relative_store_path_survives_a_change_of_directory(tmp_path: Path, mo
 
 def test_spans_stored_by_schema_1_as_objects_still_read(tmp_path: Path) -> None:
     run = make_run(1)
-    spans = [SpanData(run.trace_id, f"{i:016x}", None if i == 1 else f"{1:016x}", f"span {i}", start_ns=i,
-                      attributes={"k": i}, resource={"service.name": "svc"}) for i in (1, 2)]
+    spans = [
+        SpanData(
+            run.trace_id,
+            f"{i:016x}",
+            None if i == 1 else f"{1:016x}",
+            f"span {i}",
+            start_ns=i,
+            attributes={"k": i},
+            resource={"service.name": "svc"},
+        )
+        for i in (1, 2)
+    ]
     with TraceStore(tmp_path / "t.db") as store:
         store.add(run, spans)
     with sqlite3.connect(tmp_path / "t.db") as c:

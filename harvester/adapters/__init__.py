@@ -16,8 +16,9 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from . import langchain, openai_agents, pydantic_ai, smolagents
 
@@ -31,13 +32,14 @@ def _loaded(adapter: ModuleType, ready: frozenset[str] = frozenset()) -> bool:
     by that thread once it is done (``ready`` names the module that thread has just executed)."""
     for root in adapter.ROOTS:
         module = sys.modules.get(root)
-        if module is not None and (root in ready or not getattr(getattr(module, "__spec__", None),
-                                                                  "_initializing", False)):
+        if module is not None and (
+            root in ready or not getattr(getattr(module, "__spec__", None), "_initializing", False)
+        ):
             return True
     return False
 
 
-_sessions: list["Session"] = []  # the sessions of the replays running now
+_sessions: list[Session] = []  # the sessions of the replays running now
 _ROOTS = frozenset(root for adapter in ADAPTERS for root in adapter.ROOTS)
 
 
@@ -63,7 +65,7 @@ class _Importing(importlib.abc.MetaPathFinder):
     """While a replay runs, a framework first imported by the agent itself (a lazy import inside its
     run) is guarded before any of its code can dispatch a tool."""
 
-    def find_spec(self, name: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None) -> Any:
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
         if name not in _ROOTS or not _sessions:
             return None
         for finder in sys.meta_path:
@@ -114,7 +116,7 @@ class Session:
                     continue
                 try:
                     adapter.install()
-                except Exception as exc:  # noqa: BLE001 - reported on every case, never a crash
+                except Exception as exc:
                     self.failed[adapter.NAME] = f"{type(exc).__name__}: {exc}"
                     continue
                 if adapter.NAME in self._seen:
@@ -122,7 +124,7 @@ class Session:
                 self._seen.add(adapter.NAME)
                 try:
                     undo = adapter.instrument()
-                except Exception:  # noqa: BLE001 - no tracing: the run is read from the executor's log
+                except Exception:
                     undo = None
                 if undo is not None:
                     self._undo.append(undo)
@@ -135,11 +137,11 @@ class Session:
         for fn in reversed(undo):
             try:
                 fn()
-            except Exception:  # noqa: BLE001 - an instrumentor that cannot uninstrument stays on
+            except Exception:
                 pass
 
 
-def entry(agent: Any, case: Any) -> Optional[Callable[[str], Any]]:
+def entry(agent: Any, case: Any) -> Callable[[str], Any] | None:
     """What to call with the prompt for an agent a framework adapter knows; None for anything else."""
     for adapter in ADAPTERS:
         if _loaded(adapter) and adapter.accepts(agent):

@@ -9,7 +9,8 @@ when neither it nor an alternative the app may use is already on.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = ["turn_on"]
 
@@ -21,14 +22,16 @@ def _instrumentor(module: str, name: str) -> Any:
         return None
 
 
-def turn_on(module: str, name: str, unless: Sequence[tuple[str, str]] = ()) -> Optional[Callable[[], None]]:
+def turn_on(module: str, name: str, unless: Sequence[tuple[str, str]] = ()) -> Callable[[], None] | None:
     """Instrument with ``module.name`` (a ``BaseInstrumentor``) if it is installed and off, and none of
     ``unless`` is on; returns the undo, or None when nothing was turned on."""
     inst = _instrumentor(module, name)
     if inst is None or inst.is_instrumented_by_opentelemetry:
         return None
-    if any(other is not None and other.is_instrumented_by_opentelemetry
-           for other in (_instrumentor(m, n) for m, n in unless)):
+    if any(
+        other is not None and other.is_instrumented_by_opentelemetry
+        for other in (_instrumentor(m, n) for m, n in unless)
+    ):
         return None
     inst.instrument()
     return inst.uninstrument

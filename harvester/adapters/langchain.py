@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import contextvars
 import json
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from .. import seam
 from ._patch import defining, guard, subclasses
@@ -26,7 +27,7 @@ __all__ = ["NAME", "ROOTS", "accepts", "answer_of", "install", "instrument", "pr
 ROOTS = ("langchain_core",)
 NAME = "langchain"
 # (tool, the model's arguments) of the BaseTool.run on this context's stack
-_pending: contextvars.ContextVar[Optional[tuple[Any, Any]]] = contextvars.ContextVar("harvester_lc_tool", default=None)
+_pending: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar("harvester_lc_tool", default=None)
 
 
 def _visible(tool: Any, tool_input: Any) -> Any:
@@ -43,7 +44,7 @@ def _visible(tool: Any, tool_input: Any) -> Any:
 def _fields(tool: Any) -> list[str]:
     try:
         schema = tool.tool_call_schema
-    except Exception:  # noqa: BLE001 - a schema that cannot be built: the input is named as is
+    except Exception:
         return []
     if isinstance(schema, dict):
         return list(schema.get("properties", {}))
@@ -86,14 +87,14 @@ def _make_arun(original: Callable[..., Any]) -> Callable[..., Any]:
     return _arun
 
 
-def _call_input(tool: Any, value: Any) -> tuple[Any, Optional[str]]:
+def _call_input(tool: Any, value: Any) -> tuple[Any, str | None]:
     """(the model's arguments, the tool call id) of what ``invoke`` was given: a ToolCall, a dict or a str."""
     if isinstance(value, dict) and value.get("type") == "tool_call" and isinstance(value.get("args"), dict):
         return _visible(tool, value["args"]), value.get("id")
     return _visible(tool, value), None
 
 
-def _as_invoked(tool: Any, result: Any, call_id: Optional[str]) -> Any:
+def _as_invoked(tool: Any, result: Any, call_id: str | None) -> Any:
     """What ``invoke`` returns: a tool message for a tool call (as ``ToolNode`` expects), else the content."""
     if call_id is None:
         return result
@@ -105,6 +106,7 @@ def _as_invoked(tool: Any, result: Any, call_id: Optional[str]) -> Any:
 
 def _make_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
     """A tool class with an ``invoke`` of its own (it never reaches ``run``): served at ``invoke``."""
+
     def invoke(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
         ex = seam.route()
         if ex is None:
@@ -146,6 +148,7 @@ def _overrides(owner: type, name: str) -> bool:
 
 def _make_entry(original: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
     if is_async:
+
         async def arun(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
             if seam.route() is None:
                 return await original(self, tool_input, *args, **kwargs)
@@ -194,13 +197,13 @@ def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
     if getattr(agent, "checkpointer", None) is not None:
         config = {"configurable": {"thread_id": f"harvester-{case.id}"}}
 
-    def run(prompt: str) -> Optional[str]:
+    def run(prompt: str) -> str | None:
         return answer_of(agent.invoke({"messages": [{"role": "user", "content": prompt}]}, config or None))
 
     return run
 
 
-def answer_of(state: Any) -> Optional[str]:
+def answer_of(state: Any) -> str | None:
     """The last AI message's text, or the structured response; none while the graph waits (an interrupt)."""
     if not isinstance(state, dict) or state.get("__interrupt__"):
         return None
@@ -216,7 +219,10 @@ def answer_of(state: Any) -> Optional[str]:
     return content if isinstance(content, str) and getattr(last, "type", None) == "ai" else None
 
 
-def instrument() -> Optional[Callable[[], None]]:
+def instrument() -> Callable[[], None] | None:
     """OpenInference's LangChain instrumentor, unless it or OpenLLMetry's is on already."""
-    return turn_on("openinference.instrumentation.langchain", "LangChainInstrumentor",
-                   unless=[("opentelemetry.instrumentation.langchain", "LangchainInstrumentor")])
+    return turn_on(
+        "openinference.instrumentation.langchain",
+        "LangChainInstrumentor",
+        unless=[("opentelemetry.instrumentation.langchain", "LangchainInstrumentor")],
+    )

@@ -19,7 +19,8 @@ from __future__ import annotations
 import copy
 import json
 import sys
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from .. import seam
 from ._patch import GUARD, defining, guard
@@ -88,8 +89,9 @@ def _make_get_all_tools(original: Callable[..., Any]) -> Callable[..., Any]:
         if left_out:
             note = getattr(ex, "note", None)
             if callable(note):
-                names = ", ".join(f"{getattr(t, 'name', None) or type(t).__name__} ({type(t).__name__})"
-                                  for t in left_out)
+                names = ", ".join(
+                    f"{getattr(t, 'name', None) or type(t).__name__} ({type(t).__name__})" for t in left_out
+                )
                 note(f"not replayable, not offered to the model: {names}")
         return [t for t in tools if isinstance(t, FunctionTool)]
 
@@ -120,13 +122,13 @@ def accepts(agent: Any) -> bool:
 def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
     from agents import Runner
 
-    async def run(prompt: str) -> Optional[str]:
+    async def run(prompt: str) -> str | None:
         return answer_of(await Runner.run(agent, prompt))
 
     return run
 
 
-def answer_of(result: Any) -> Optional[str]:
+def answer_of(result: Any) -> str | None:
     if getattr(result, "interruptions", None):
         return None  # paused on an approval: deferred
     output = getattr(result, "final_output", None)
@@ -136,6 +138,6 @@ def answer_of(result: Any) -> Optional[str]:
     return str(dump()) if callable(dump) else json.dumps(output, default=str)
 
 
-def instrument() -> Optional[Callable[[], None]]:
+def instrument() -> Callable[[], None] | None:
     """OpenInference's instrumentor (it sets the SDK's own exporter aside meanwhile), when it is off."""
     return turn_on("openinference.instrumentation.openai_agents", "OpenAIAgentsInstrumentor")

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import contextvars
 import json
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from .. import seam
 from ._patch import guard, subclasses
@@ -30,8 +31,9 @@ __all__ = ["NAME", "ROOTS", "accepts", "answer_of", "install", "instrument", "pr
 ROOTS = ("pydantic_ai",)
 NAME = "pydantic-ai"
 # (executor, the name the model called, its arguments) of the tool call on this context's stack
-_pending: contextvars.ContextVar[Optional[tuple[Any, str, Any]]] = contextvars.ContextVar(
-    "harvester_pai_call", default=None)
+_pending: contextvars.ContextVar[tuple[Any, str, Any] | None] = contextvars.ContextVar(
+    "harvester_pai_call", default=None
+)
 
 
 def _make_raw_execute(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -51,9 +53,10 @@ def _make_raw_execute(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _delegates(toolset: Any) -> bool:
     """A toolset that passes calls on to others (a wrapper, a combination, a dynamic toolset)."""
-    return any(isinstance(getattr(toolset, attr, None), (list, tuple)) or hasattr(getattr(toolset, attr, None),
-                                                                                   "call_tool")
-               for attr in ("wrapped", "toolsets", "_toolset"))
+    return any(
+        isinstance(getattr(toolset, attr, None), (list, tuple)) or hasattr(getattr(toolset, attr, None), "call_tool")
+        for attr in ("wrapped", "toolsets", "_toolset")
+    )
 
 
 def _make_call_tool(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -70,12 +73,14 @@ def _make_call_tool(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _make_output_function(original: Callable[..., Any]) -> Callable[..., Any]:
-    async def execute_output_function(function_schema: Any, *, run_context: Any, args: Any,
-                                      wrap_validation_errors: bool = True) -> Any:
+    async def execute_output_function(
+        function_schema: Any, *, run_context: Any, args: Any, wrap_validation_errors: bool = True
+    ) -> Any:
         ex = seam.route()
         if ex is None:
-            return await original(function_schema, run_context=run_context, args=args,
-                                  wrap_validation_errors=wrap_validation_errors)
+            return await original(
+                function_schema, run_context=run_context, args=args, wrap_validation_errors=wrap_validation_errors
+            )
         tool_name = getattr(run_context, "tool_name", None)
         if tool_name:  # an output tool the model called: its span records the tool and these args
             return await ex.aexecute(tool_name, args)
@@ -112,7 +117,7 @@ def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
     """``agent.run(prompt)``, traced onto the global provider the replay reads spans from."""
     _instrument(agent)
 
-    async def run(prompt: str) -> Optional[str]:
+    async def run(prompt: str) -> str | None:
         return answer_of((await agent.run(prompt)).output)
 
     return run
@@ -125,7 +130,7 @@ def _instrument(agent: Any) -> None:
         agent.instrument = InstrumentationSettings()
 
 
-def answer_of(output: Any) -> Optional[str]:
+def answer_of(output: Any) -> str | None:
     """The answer text of a run's output: a string, a structured output as JSON, a deferral as none."""
     if output is None or type(output).__name__ == "DeferredToolRequests":
         return None
@@ -140,7 +145,7 @@ def answer_of(output: Any) -> Optional[str]:
         return str(output)
 
 
-def instrument() -> Optional[Callable[[], None]]:
+def instrument() -> Callable[[], None] | None:
     """Trace every agent the replay meets (``Agent.instrument_all``), as it was afterwards."""
     from pydantic_ai import Agent
     from pydantic_ai.models.instrumented import InstrumentationSettings

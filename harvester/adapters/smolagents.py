@@ -12,7 +12,8 @@ and its own tools are served.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from .. import seam
 from ._patch import guard, subclasses
@@ -87,13 +88,13 @@ def accepts(agent: Any) -> bool:
 
 
 def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
-    def run(prompt: str) -> Optional[str]:
+    def run(prompt: str) -> str | None:
         out = agent.run(prompt)
         return out if out is None or isinstance(out, str) else str(out)
 
     return run
 
 
-def instrument() -> Optional[Callable[[], None]]:
+def instrument() -> Callable[[], None] | None:
     """OpenInference's instrumentor, when it is off."""
     return turn_on("openinference.instrumentation.smolagents", "SmolagentsInstrumentor")

@@ -36,10 +36,32 @@ from ._format import (
     write_case_schema,
 )
 
-__all__ = ["CASES_ENV", "SCHEMA", "SCHEMA_FILE", "STATUS_FOLDERS", "SUITE_FILE", "AgentCase", "Case", "CaseFolder",
-           "CaseSignature", "Fixture", "InjectSpec", "Recorded", "Source", "Status", "case_bytes", "case_files",
-           "case_json_schema", "case_signatures", "default_cases_dir", "load_case", "load_cases", "read_signature",
-           "save_case", "write_case_schema"]
+__all__ = [
+    "CASES_ENV",
+    "SCHEMA",
+    "SCHEMA_FILE",
+    "STATUS_FOLDERS",
+    "SUITE_FILE",
+    "AgentCase",
+    "Case",
+    "CaseFolder",
+    "CaseSignature",
+    "Fixture",
+    "InjectSpec",
+    "Recorded",
+    "Source",
+    "Status",
+    "case_bytes",
+    "case_files",
+    "case_json_schema",
+    "case_signatures",
+    "default_cases_dir",
+    "load_case",
+    "load_cases",
+    "read_signature",
+    "save_case",
+    "write_case_schema",
+]
 
 
 _MOVED = {"SuiteManifest", "suite_content", "read_suite", "bump_suite", "suite_info"}

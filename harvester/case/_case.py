@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..model import Run
@@ -27,7 +28,7 @@ class Case:
     checks: Sequence[Callable[[Run], Any]] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     why: str = ""
-    spec: Optional["AgentCase"] = None
+    spec: AgentCase | None = None
 
     def __post_init__(self) -> None:
         if not self.why.strip():

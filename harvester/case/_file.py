@@ -4,8 +4,9 @@ lightly for what a re-harvest needs (its signature) without validating it."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple
 
 import orjson
 from pydantic import ValidationError
@@ -58,9 +59,12 @@ def load_case(path: str | Path) -> AgentCase:
         ignore = case.ignore_args.get(fx.tool, ())
         expected = fixture_key(fx.tool, fx.args, ignore)
         if fx.key != expected and not _key_before_ignore(fx.key, fx.tool, fx.args, ignore):
-            raise CaseFileError(f"key {fx.key!r} does not match its tool and args (expected {expected!r}; "
-                                "args edited by hand? set the key to the expected value)",
-                                file=file, field=f"fixtures.{i}.key")
+            raise CaseFileError(
+                f"key {fx.key!r} does not match its tool and args (expected {expected!r}; "
+                "args edited by hand? set the key to the expected value)",
+                file=file,
+                field=f"fixtures.{i}.key",
+            )
     return case
 
 
@@ -69,10 +73,9 @@ def _key_before_ignore(key: str, tool: str, args: Any, ignore: Sequence[str]) ->
     the others were added (as the ``no_fixture`` hint tells). Replay recomputes keys, so it still matches;
     only args edited by hand leave no subset that gives the key."""
     paths = list(ignore)[:8]  # a handful in practice; 256 subsets at most
-    return any(fixture_key(tool, args, subset) == key
-               for n in range(len(paths)) for subset in itertools.combinations(paths, n))
-
-
+    return any(
+        fixture_key(tool, args, subset) == key for n in range(len(paths)) for subset in itertools.combinations(paths, n)
+    )
 
 
 class CaseSignature(NamedTuple):
@@ -80,10 +83,10 @@ class CaseSignature(NamedTuple):
 
     path: Path
     status: str
-    signature: Optional[str]  # ``harvest.signature()`` of its run(s)
-    last_seen: Optional[str]  # start time of the newest run counted in ``source.seen``
-    trace_id: Optional[str]
-    run_id: Optional[str]
+    signature: str | None  # ``harvest.signature()`` of its run(s)
+    last_seen: str | None  # start time of the newest run counted in ``source.seen``
+    trace_id: str | None
+    run_id: str | None
 
 
 def read_signature(path: Path) -> CaseSignature:
@@ -98,9 +101,14 @@ def read_signature(path: Path) -> CaseSignature:
     data = data if isinstance(data, dict) else {}
     source = data["source"] if isinstance(data.get("source"), dict) else {}
 
-    def text(value: Any) -> Optional[str]:
+    def text(value: Any) -> str | None:
         return value if isinstance(value, str) and value else None
 
-    return CaseSignature(path, str(data.get("status", "pending")), text(source.get("signature")),
-                         text(source.get("last_seen")) or text(source.get("captured_at")),
-                         text(source.get("trace_id")), text(source.get("run_id")))
+    return CaseSignature(
+        path,
+        str(data.get("status", "pending")),
+        text(source.get("signature")),
+        text(source.get("last_seen")) or text(source.get("captured_at")),
+        text(source.get("trace_id")),
+        text(source.get("run_id")),
+    )

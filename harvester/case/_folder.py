@@ -2,7 +2,7 @@
 
 Layout (``cases/`` by default, ``$HARVESTER_CASES`` or the config's ``cases_dir``)::
 
-    cases/suite.json          the suite manifest (``harvester.suite``): name, version, content hash of the accepted cases
+    cases/suite.json          the suite manifest (``harvester.suite``): name, version, hash of the accepted cases
     cases/<id>.json           accepted cases: what the nightly replay runs
     cases/pending/<id>.json   harvested, waiting for review
     cases/rejected/<id>.json  reviewed and turned down; kept so a re-harvest does not propose them again
@@ -16,15 +16,23 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from ..errors import CaseFileError, NotFoundError
 from ._file import CaseSignature, load_case, read_signature, save_case
 from ._format import AgentCase
 
-__all__ = ["CASES_ENV", "STATUS_FOLDERS", "SUITE_FILE", "CaseFolder", "case_files", "case_signatures",
-           "default_cases_dir", "load_cases"]
+__all__ = [
+    "CASES_ENV",
+    "STATUS_FOLDERS",
+    "SUITE_FILE",
+    "CaseFolder",
+    "case_files",
+    "case_signatures",
+    "default_cases_dir",
+    "load_cases",
+]
 
 CASES_ENV = "HARVESTER_CASES"
 SUITE_FILE = "suite.json"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -19,8 +19,18 @@ from .._files import write_file
 from ..model import ErrorInfo
 from ._case import Case
 
-__all__ = ["SCHEMA", "SCHEMA_FILE", "AgentCase", "Fixture", "InjectSpec", "Recorded", "Source", "Status",
-           "case_json_schema", "write_case_schema"]
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_FILE",
+    "AgentCase",
+    "Fixture",
+    "InjectSpec",
+    "Recorded",
+    "Source",
+    "Status",
+    "case_json_schema",
+    "write_case_schema",
+]
 
 SCHEMA: Literal["harvester.case/1"] = "harvester.case/1"
 Status = Literal["pending", "accepted", "rejected"]
@@ -38,7 +48,7 @@ class Fixture(_Strict):
     tool: str
     args: Any = None
     result: Any = None
-    error: Optional[ErrorInfo] = None
+    error: ErrorInfo | None = None
     truncated: bool = False
 
 
@@ -47,29 +57,29 @@ class Recorded(_Strict):
     # Tools the model asked for that never executed (a guardrail or a human denied them).
     denied: list[str] = Field(default_factory=list)
     stop: str = "unknown"
-    answer: Optional[str] = None
+    answer: str | None = None
     steps: int = 0
-    cost: Optional[float] = None
+    cost: float | None = None
 
 
 class Source(_Strict):
-    trace_id: Optional[str] = None
-    run_id: Optional[str] = None  # the run of the trace this case was made from
-    captured_at: Optional[str] = None
-    agent: Optional[str] = None
-    failure_kind: Optional[str] = None
+    trace_id: str | None = None
+    run_id: str | None = None  # the run of the trace this case was made from
+    captured_at: str | None = None
+    agent: str | None = None
+    failure_kind: str | None = None
     seen: int = Field(1, ge=1)
     # Start time of the newest run counted in ``seen``: a later harvest counts only runs after it.
-    last_seen: Optional[str] = None
+    last_seen: str | None = None
     # ``harvest.signature()`` of the run(s): how a re-harvest finds this case instead of adding a twin.
-    signature: Optional[str] = None
+    signature: str | None = None
 
 
 class InjectSpec(_Strict):
     """A failure to inject into one tool: on every call, or on the first ``times`` calls."""
 
     mode: Literal["timeout", "not_found", "rate_limit", "permission", "empty", "malformed", "huge"]
-    times: Optional[int] = None
+    times: int | None = None
 
 
 class AgentCase(_Strict):
@@ -78,13 +88,13 @@ class AgentCase(_Strict):
     status: Status = "pending"
     why: str = ""
     prompt: str
-    expected: Optional[str] = None
+    expected: str | None = None
     required_elements: list[str] = Field(default_factory=list)
     checks: list[dict[str, Any]] = Field(default_factory=list)
-    min_steps: Optional[int] = Field(None, ge=0)
+    min_steps: int | None = Field(None, ge=0)
     appropriate_tools: list[str] = Field(default_factory=list)
     forbidden_tools: list[str] = Field(default_factory=list)
-    max_cost: Optional[float] = Field(None, ge=0)
+    max_cost: float | None = Field(None, ge=0)
     tags: list[str] = Field(default_factory=list)
     inject_failures: dict[str, InjectSpec] = Field(default_factory=dict)
     ignore_args: dict[str, list[str]] = Field(default_factory=dict)
@@ -93,7 +103,7 @@ class AgentCase(_Strict):
     # Reasons a reviewer must look before accepting (truncated results, hidden payloads, ...).
     review_notes: list[str] = Field(default_factory=list)
     # Set by ``harvester reject``: why the case was turned down (the file stays, so it is not re-proposed).
-    rejected_why: Optional[str] = None
+    rejected_why: str | None = None
     recorded: Recorded = Field(default_factory=Recorded)
     source: Source = Field(default_factory=Source)
 
@@ -126,13 +136,18 @@ class AgentCase(_Strict):
         return auto + [c for c in declared if c.label() not in seen]
 
     def to_case(self, file: str | None = None) -> Case:
-        return Case(id=self.id, task=self.prompt, checks=self.compiled_checks(file), tags=list(self.tags),
-                    why=self.why or "(no why recorded)", spec=self)
+        return Case(
+            id=self.id,
+            task=self.prompt,
+            checks=self.compiled_checks(file),
+            tags=list(self.tags),
+            why=self.why or "(no why recorded)",
+            spec=self,
+        )
 
 
 def _where(file: str | None, field: str) -> str:
     return f"{file}: {field}" if file else field
-
 
 
 SCHEMA_FILE = Path(__file__).parent.parent / "case.schema.json"

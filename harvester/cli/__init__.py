@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -51,14 +52,13 @@ class ProgressBar:
     the work is quick and no bar is drawn. Hidden unless ``show``.
     """
 
-    def __init__(self, label: str, *, show: bool, total: Optional[int] = None, min_total: int = 0,
-                 unit: str = "") -> None:
+    def __init__(self, label: str, *, show: bool, total: int | None = None, min_total: int = 0, unit: str = "") -> None:
         self.label, self.show, self.total, self.min_total = label, show, total, min_total
         self.unit = f" {unit}" if unit else ""
         self._bar: Any = None
         self._counting = False
 
-    def __call__(self, done: int, total: Optional[int] = None) -> None:
+    def __call__(self, done: int, total: int | None = None) -> None:
         length = self.total or total
         if not self.show or (length is not None and length < self.min_total):
             return
@@ -81,7 +81,7 @@ class ProgressBar:
             click.echo("", err=True)
             self._counting = False
 
-    def __enter__(self) -> "ProgressBar":
+    def __enter__(self) -> ProgressBar:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -95,14 +95,22 @@ def echo_json(data: Any) -> None:
 
 
 # -- options every command group shares ---------------------------------------------------------
-config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
-                             help="Config file (default: harvester.toml or [tool.harvester] found from the cwd upward).")
-store_option = click.option("--store", "store_path", type=click.Path(dir_okay=False),
-                            help="Trace store (default: $HARVESTER_STORE, the config's store, or .harvester/traces.db).")
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="Config file (default: harvester.toml or [tool.harvester] found from the cwd upward).",
+)
+store_option = click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False),
+    help="Trace store (default: $HARVESTER_STORE, the config's store, or .harvester/traces.db).",
+)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 
 
-def project_config(path: Optional[str]) -> Any:
+def project_config(path: str | None) -> Any:
     """The project's ``Config`` with its plugins imported (custom checks must exist before cases load)."""
     from ..config import load_config
 
@@ -117,13 +125,13 @@ def with_config(fn: F) -> F:
     @handle_errors
     @config_option
     @functools.wraps(fn)
-    def wrapper(*args: Any, config_path: Optional[str], **kwargs: Any) -> Any:
+    def wrapper(*args: Any, config_path: str | None, **kwargs: Any) -> Any:
         return fn(*args, config=project_config(config_path), **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
 
-def open_store(store_path: Optional[str], config: Any, *, readonly: bool = False, create: bool = False) -> Any:
+def open_store(store_path: str | None, config: Any, *, readonly: bool = False, create: bool = False) -> Any:
     """The option, then ``$HARVESTER_STORE``, then the config's ``store``, then the default path.
 
     Only ``ingest`` creates a store: elsewhere a mistyped path must be an error, not a new empty store.
@@ -135,8 +143,9 @@ def open_store(store_path: Optional[str], config: Any, *, readonly: bool = False
         store_path = config.store
     path = store_path or default_path()
     if not create and not os.path.exists(path):
-        raise StoreError(f"{path}: no trace store here yet; ingest traces first (harvester ingest FILE) "
-                         "or pass --store")
+        raise StoreError(
+            f"{path}: no trace store here yet; ingest traces first (harvester ingest FILE) or pass --store"
+        )
     store = TraceStore(path, readonly=readonly)
     store.on_wait = lambda message: click.echo(f"waiting: {message}", err=True)
     # A read that first normalizes many captured traces (``TraceStore.settle``) shows a bar.

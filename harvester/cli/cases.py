@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 import click
 import orjson
@@ -28,16 +29,19 @@ def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @handle_errors
     @config_option
-    @click.option("--cases", "cases_dir", type=click.Path(file_okay=False),
-                  help=f"Cases folder (default: ${CASES_ENV}, the config's cases_dir, or ./cases).")
+    @click.option(
+        "--cases",
+        "cases_dir",
+        type=click.Path(file_okay=False),
+        help=f"Cases folder (default: ${CASES_ENV}, the config's cases_dir, or ./cases).",
+    )
     @functools.wraps(fn)
-    def wrapper(*args: Any, config_path: Optional[str], cases_dir: Optional[str], **kwargs: Any) -> Any:
+    def wrapper(*args: Any, config_path: str | None, cases_dir: str | None, **kwargs: Any) -> Any:
         config = project_config(config_path)
         folder = CaseFolder(cases_dir or os.environ.get(CASES_ENV) or config.cases_dir)
         return fn(*args, config=config, folder=folder, **kwargs)
 
     return wrapper
-
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -53,30 +57,35 @@ def listing(values: Iterable[Any]) -> str:
 
 def render_case(case: AgentCase, path: Path | None = None) -> str:
     """What a reviewer needs on one screen: the prompt, what the run did, the answer, what is proposed."""
-    lines = [click.style(f"{case.id}", bold=True) + f"  [{case.status}]" + (f"  {path}" if path else ""),
-             f"  why:        {case.why}",
-             f"  prompt:     {_abridge(case.prompt, 200)}",
-             f"  recorded:   {' -> '.join(case.recorded.trajectory) or '(no successful tool calls)'}"
-             f"  (stop {case.recorded.stop}, {case.recorded.steps} step{'s' if case.recorded.steps != 1 else ''}"
-             + (f", cost {case.recorded.cost:.6f}" if case.recorded.cost is not None else "") + ")"]
+    lines = [
+        click.style(f"{case.id}", bold=True) + f"  [{case.status}]" + (f"  {path}" if path else ""),
+        f"  why:        {case.why}",
+        f"  prompt:     {_abridge(case.prompt, 200)}",
+        f"  recorded:   {' -> '.join(case.recorded.trajectory) or '(no successful tool calls)'}"
+        f"  (stop {case.recorded.stop}, {case.recorded.steps} step{'s' if case.recorded.steps != 1 else ''}"
+        + (f", cost {case.recorded.cost:.6f}" if case.recorded.cost is not None else "")
+        + ")",
+    ]
     if case.recorded.denied:
         lines.append(f"  denied:     {listing(case.recorded.denied)} (requested, never executed)")
     for i, fx in enumerate(case.fixtures, 1):
         outcome = f"error {fx.error.type}: {fx.error.message}" if fx.error else _abridge(fx.result, 70)
         mark = " [TRUNCATED]" if fx.truncated else ""
         lines.append(f"    {i}. {fx.tool}({_abridge(fx.args, 60)}) -> {outcome}{mark}")
-    lines += [f"  answer:     {_abridge(case.recorded.answer or '(none)', 200)}",
-              "  proposed:" if case.status == "pending" else "  fields:",
-              f"    expected:          {case.expected or '-'}",
-              f"    required_elements: {listing(case.required_elements)}",
-              f"    min_steps:         {case.min_steps if case.min_steps is not None else '-'}",
-              f"    appropriate_tools: {listing(case.appropriate_tools)}",
-              f"    forbidden_tools:   {listing(case.forbidden_tools)}",
-              f"    max_cost:          {case.max_cost if case.max_cost is not None else '-'}",
-              f"    checks:            {listing(c.label() for c in case.compiled_checks())}",
-              f"    tags:              {listing(case.tags)}",
-              f"    seen:              {case.source.seen}"
-              + (f"  (failure kind {case.source.failure_kind})" if case.source.failure_kind else "")]
+    lines += [
+        f"  answer:     {_abridge(case.recorded.answer or '(none)', 200)}",
+        "  proposed:" if case.status == "pending" else "  fields:",
+        f"    expected:          {case.expected or '-'}",
+        f"    required_elements: {listing(case.required_elements)}",
+        f"    min_steps:         {case.min_steps if case.min_steps is not None else '-'}",
+        f"    appropriate_tools: {listing(case.appropriate_tools)}",
+        f"    forbidden_tools:   {listing(case.forbidden_tools)}",
+        f"    max_cost:          {case.max_cost if case.max_cost is not None else '-'}",
+        f"    checks:            {listing(c.label() for c in case.compiled_checks())}",
+        f"    tags:              {listing(case.tags)}",
+        f"    seen:              {case.source.seen}"
+        + (f"  (failure kind {case.source.failure_kind})" if case.source.failure_kind else ""),
+    ]
     if case.rejected_why:
         lines.append(f"  rejected:   {case.rejected_why}")
     lines += [click.style(f"  review: {note}", fg="yellow") for note in case.review_notes]
@@ -95,12 +104,23 @@ def cases() -> None:
 @cases_options
 @json_option
 @handle_errors
-def cases_list(status: Optional[str], tag: Optional[str], config: Config, folder: CaseFolder, as_json: bool) -> None:
+def cases_list(status: str | None, tag: str | None, config: Config, folder: CaseFolder, as_json: bool) -> None:
     """One line per case: id, status, tags, seen, why."""
     cases = [c for c in load_cases(folder.root, status=status) if tag is None or tag in c.tags]
     if as_json:
-        echo_json([{"id": c.id, "status": c.status, "tags": c.tags, "seen": c.source.seen, "why": c.why,
-                    "failure_kind": c.source.failure_kind} for c in cases])
+        echo_json(
+            [
+                {
+                    "id": c.id,
+                    "status": c.status,
+                    "tags": c.tags,
+                    "seen": c.source.seen,
+                    "why": c.why,
+                    "failure_kind": c.source.failure_kind,
+                }
+                for c in cases
+            ]
+        )
         return
     if not cases:
         click.echo("no cases")
@@ -138,7 +158,7 @@ def suite() -> None:
 @cases_options
 @json_option
 @handle_errors
-def suite_bump(name: Optional[str], config: Config, folder: CaseFolder, as_json: bool) -> None:
+def suite_bump(name: str | None, config: Config, folder: CaseFolder, as_json: bool) -> None:
     """Raise the suite's minor version if the accepted cases changed since the last bump."""
     before = read_suite(folder.root)
     manifest = bump_suite(folder.root, name=name)
@@ -147,5 +167,7 @@ def suite_bump(name: Optional[str], config: Config, folder: CaseFolder, as_json:
         echo_json({**manifest.model_dump(mode="json", by_alias=True), "changed": changed})
         return
     state = "bumped to" if changed else "unchanged at"
-    click.echo(f"suite {manifest.name} {state} {manifest.version} "
-               f"({manifest.cases} accepted cases, content {manifest.content_hash[:12]})")
+    click.echo(
+        f"suite {manifest.name} {state} {manifest.version} "
+        f"({manifest.cases} accepted cases, content {manifest.content_hash[:12]})"
+    )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import click
 
 from . import handle_errors, main
@@ -12,10 +10,14 @@ __all__ = ["demo"]
 
 
 @main.command()
-@click.option("--workdir", type=click.Path(file_okay=False), default=None,
-              help="Folder for the demo's traces, cases and reports (default: a fresh temporary folder).")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder for the demo's traces, cases and reports (default: a fresh temporary folder).",
+)
 @handle_errors
-def demo(workdir: Optional[str]) -> None:
+def demo(workdir: str | None) -> None:
     """Run the whole loop offline on the example support agent.
 
     Serves a few requests with capture on, harvests and reviews cases, replays them as a baseline,

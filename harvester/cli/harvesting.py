@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import click
 
@@ -24,15 +23,27 @@ __all__ = ["harvest", "incident"]
 @click.option("--since", metavar="T", help="Only runs started at or after T (ISO 8601, or an age like 24h or 7d).")
 @click.option("--agent", metavar="A", help="Only runs of agent A.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read at most N runs.")
-@click.option("--sample", type=click.IntRange(min=0), metavar="N",
-              help="Keep every failed run and a reproducible sample of N of the others.")
+@click.option(
+    "--sample",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Keep every failed run and a reproducible sample of N of the others.",
+)
 @store_option
 @cases_options
 @json_option
 @handle_errors
-def harvest(failed_only: bool, since: Optional[str], agent: Optional[str], limit: Optional[int],
-                sample: Optional[int], store_path: Optional[str], config: Config, folder: CaseFolder,
-                as_json: bool) -> None:
+def harvest(
+    failed_only: bool,
+    since: str | None,
+    agent: str | None,
+    limit: int | None,
+    sample: int | None,
+    store_path: str | None,
+    config: Config,
+    folder: CaseFolder,
+    as_json: bool,
+) -> None:
     """Turn stored runs into pending cases (cases/pending/), one case per distinct situation.
 
     Runs with the same normalized prompt, trajectory and failure kind become one case whose
@@ -47,8 +58,17 @@ def harvest(failed_only: bool, since: Optional[str], agent: Optional[str], limit
     if limit is not None:
         total = min(limit, total) if total is not None else limit
     with ProgressBar("harvesting", show=show, total=total, unit="runs") as bar:
-        result = run_harvest(store, folder.root, failed_only=failed_only, since=since, agent=agent, limit=limit,
-                             sample=sample, config=config, progress=bar)
+        result = run_harvest(
+            store,
+            folder.root,
+            failed_only=failed_only,
+            since=since,
+            agent=agent,
+            limit=limit,
+            sample=sample,
+            config=config,
+            progress=bar,
+        )
     if as_json:
         echo_json({**result.to_dict(), "cases_dir": str(folder.root)})
         return
@@ -66,15 +86,30 @@ def harvest(failed_only: bool, since: Optional[str], agent: Optional[str], limit
 @click.option("--forbid", multiple=True, metavar="TOOL", help="A tool that must not run (repeatable).")
 @click.option("--tag", "tags", multiple=True, metavar="T", help="Extra tag (repeatable).")
 @click.option("--run", "run_id", metavar="RUN_ID", help="Which run, when the trace holds several.")
-@click.option("--file", "otlp_file", type=click.Path(dir_okay=False),
-              help="Read the trace from an OTLP/JSON file instead of the store.")
+@click.option(
+    "--file",
+    "otlp_file",
+    type=click.Path(dir_okay=False),
+    help="Read the trace from an OTLP/JSON file instead of the store.",
+)
 @store_option
 @cases_options
 @json_option
 @handle_errors
-def incident(trace_id: str, why: str, expected: Optional[str], required: tuple[str, ...],
-                 forbid: tuple[str, ...], tags: tuple[str, ...], run_id: Optional[str], otlp_file: Optional[str],
-                 store_path: Optional[str], config: Config, folder: CaseFolder, as_json: bool) -> None:
+def incident(
+    trace_id: str,
+    why: str,
+    expected: str | None,
+    required: tuple[str, ...],
+    forbid: tuple[str, ...],
+    tags: tuple[str, ...],
+    run_id: str | None,
+    otlp_file: str | None,
+    store_path: str | None,
+    config: Config,
+    folder: CaseFolder,
+    as_json: bool,
+) -> None:
     """Freeze one reported run (TRACE_ID) into a regression case in cases/pending/."""
     if not why.strip():
         raise click.BadParameter("say what went wrong: the case's why is how a reviewer judges it", param_hint="--why")
@@ -82,12 +117,21 @@ def incident(trace_id: str, why: str, expected: Optional[str], required: tuple[s
 
     runs = _runs_from_file(otlp_file, trace_id) if otlp_file else _runs_from_store(store_path, config, trace_id)
     run = _pick_run(runs, trace_id, run_id)
-    twins = [c.id for c in (load_cases(folder.root) if folder.root.is_dir() else ())
-             if c.source.trace_id == run.trace_id]
+    twins = [
+        c.id for c in (load_cases(folder.root) if folder.root.is_dir() else ()) if c.source.trace_id == run.trace_id
+    ]
     if twins:  # allowed (another angle on the same run), but never silent
         click.echo(f"note: this run is already case {', '.join(twins)}", err=True)
-    case = case_from_run(run, config=config, why=why, expected=expected, required_elements=required,
-                         forbid=forbid, tags=tags, incident=True)
+    case = case_from_run(
+        run,
+        config=config,
+        why=why,
+        expected=expected,
+        required_elements=required,
+        forbid=forbid,
+        tags=tags,
+        incident=True,
+    )
     case.id = folder.unique_id(case.id)
     path = folder.save(case)
     if as_json:
@@ -108,15 +152,17 @@ def incident(trace_id: str, why: str, expected: Optional[str], required: tuple[s
     click.echo(f"next: harvester review {case.id}")
 
 
-def _runs_from_store(store_path: Optional[str], config: Config, trace_id: str) -> list[Run]:
+def _runs_from_store(store_path: str | None, config: Config, trace_id: str) -> list[Run]:
     store = open_store(store_path, config)
     runs = store.get(trace_id)
     if runs:
         return runs
     near = store.ids_like(trace_id)
     hint = f"nearest stored ids: {', '.join(near)}" if near else "the store is empty"
-    raise NotFoundError(f"trace {trace_id!r} is not in the store ({hint}); "
-                        "ingest it first with: harvester ingest FILE (or pass --file OTLP.json)")
+    raise NotFoundError(
+        f"trace {trace_id!r} is not in the store ({hint}); "
+        "ingest it first with: harvester ingest FILE (or pass --file OTLP.json)"
+    )
 
 
 def _runs_from_file(otlp_file: str, trace_id: str) -> list[Run]:
@@ -136,16 +182,21 @@ def _runs_from_file(otlp_file: str, trace_id: str) -> list[Run]:
             if span.trace_id == trace_id:
                 spans.append(span)
     if not spans:
-        raise NotFoundError(f"{otlp_file}: no spans of trace {trace_id!r} "
-                            f"(traces in the file: {', '.join(sorted(traces)[:5]) or 'none'})")
+        raise NotFoundError(
+            f"{otlp_file}: no spans of trace {trace_id!r} "
+            f"(traces in the file: {', '.join(sorted(traces)[:5]) or 'none'})"
+        )
     runs = runs_from_spans(spans)
     if not runs:
-        raise InputError(f"trace {trace_id!r} has {len(spans)} spans but no agent run (no invoke_agent or AGENT "
-                         "span of a known convention): nothing to make a case of", file=otlp_file)
+        raise InputError(
+            f"trace {trace_id!r} has {len(spans)} spans but no agent run (no invoke_agent or AGENT "
+            "span of a known convention): nothing to make a case of",
+            file=otlp_file,
+        )
     return runs
 
 
-def _pick_run(runs: list[Run], trace_id: str, run_id: Optional[str]) -> Run:
+def _pick_run(runs: list[Run], trace_id: str, run_id: str | None) -> Run:
     """The asked-for run; else the only one; else the first that failed (the one someone reported)."""
     if run_id:
         for run in runs:

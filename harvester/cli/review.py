@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import click
 from pydantic import ValidationError
@@ -16,9 +16,17 @@ from .cases import cases_options, render_case
 
 __all__ = ["EDITABLE", "accept", "reject", "review"]
 
-EDITABLE = ("why", "expected", "required_elements", "forbidden_tools", "appropriate_tools", "min_steps",
-            "max_cost", "tags", "prompt")
-
+EDITABLE = (
+    "why",
+    "expected",
+    "required_elements",
+    "forbidden_tools",
+    "appropriate_tools",
+    "min_steps",
+    "max_cost",
+    "tags",
+    "prompt",
+)
 
 
 # -- review, accept, reject -----------------------------------------------------------------------
@@ -29,8 +37,9 @@ EDITABLE = ("why", "expected", "required_elements", "forbidden_tools", "appropri
 @cases_options
 @json_option
 @handle_errors
-def accept(case_id: str, expected: Optional[str], required: tuple[str, ...], config: Config,
-               folder: CaseFolder, as_json: bool) -> None:
+def accept(
+    case_id: str, expected: str | None, required: tuple[str, ...], config: Config, folder: CaseFolder, as_json: bool
+) -> None:
     """Accept a case without prompts: it moves to cases/ and the nightly replay runs it."""
     path = folder.accept(case_id, expected=expected, required=required)
     _done(folder.load(case_id), path, as_json)
@@ -63,7 +72,7 @@ def _done(case: AgentCase, path: Path, as_json: bool) -> None:
 @click.argument("case_id", metavar="[ID]", required=False)
 @cases_options
 @handle_errors
-def review(case_id: Optional[str], config: Config, folder: CaseFolder) -> None:
+def review(case_id: str | None, config: Config, folder: CaseFolder) -> None:
     """Walk through pending cases: accept, edit a field, reject or skip each one."""
     if case_id:
         ids = [case_id]
@@ -81,8 +90,9 @@ def review(case_id: Optional[str], config: Config, folder: CaseFolder) -> None:
             counts[verdict] += 1
     except click.Abort:  # end of input (piped answers ran out) or Ctrl-C: what was decided is saved
         click.echo("", err=True)
-        raise HarvesterCliError(f"review stopped before the end (input ended or interrupted); saved so far: "
-                                f"{_counts(counts)}") from None
+        raise HarvesterCliError(
+            f"review stopped before the end (input ended or interrupted); saved so far: {_counts(counts)}"
+        ) from None
     click.echo(f"reviewed: {_counts(counts)}")
 
 
@@ -94,8 +104,11 @@ def _review_one(folder: CaseFolder, case_id: str, position: str) -> str:
     case = folder.load(case_id)
     while True:
         click.echo(f"\n{position} " + render_case(case, folder.find(case_id)))
-        action = click.prompt("[a]ccept, [e]dit a field, [r]eject, [s]kip, [q]uit",
-                              type=click.Choice(["a", "e", "r", "s", "q"]), show_choices=False)
+        action = click.prompt(
+            "[a]ccept, [e]dit a field, [r]eject, [s]kip, [q]uit",
+            type=click.Choice(["a", "e", "r", "s", "q"]),
+            show_choices=False,
+        )
         if action == "a":
             path = folder.accept(case_id)
             click.echo(f"accepted -> {path}")

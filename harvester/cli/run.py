@@ -12,8 +12,9 @@ costs only itself: the other outputs, the summary and the gate lines are still p
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -30,15 +31,25 @@ from ..suite import suite_info
 from . import ProgressBar, echo_json, handle_errors, main, with_config
 from .cases import cases_options
 
-__all__ = ["ALL_PASS", "baseline_option", "compare", "gate_option", "junit_option", "markdown_option", "merge",
-           "output_options", "outputs", "replay"]
+__all__ = [
+    "ALL_PASS",
+    "baseline_option",
+    "compare",
+    "gate_option",
+    "junit_option",
+    "markdown_option",
+    "merge",
+    "output_options",
+    "outputs",
+    "replay",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 # With no gate configured and no baseline, "all pass" is the bar.
 ALL_PASS = "task_completion>=1"
 
 
-def _shard(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[int, int]]:
+def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
     if value is None:
         return None
     i, sep, n = value.partition("/")
@@ -47,20 +58,39 @@ def _shard(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> 
     raise click.BadParameter(f"{value!r}: expected I/N with 1 <= I <= N (e.g. 2/4)")
 
 
-gate_option = click.option("--gate", "gates", multiple=True, metavar="EXPR",
-                           help="Release gate, repeatable: task_completion>=0.85, tag:security>=1.0, "
-                                "delta:task_completion>=-0.03. unauthorised_actions<=0 is always on.")
-baseline_option = click.option("--baseline", type=click.Path(dir_okay=False),
-                               help="A previous report (JSON): cases that passed there and fail now fail the job.")
+gate_option = click.option(
+    "--gate",
+    "gates",
+    multiple=True,
+    metavar="EXPR",
+    help="Release gate, repeatable: task_completion>=0.85, tag:security>=1.0, "
+    "delta:task_completion>=-0.03. unauthorised_actions<=0 is always on.",
+)
+baseline_option = click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    help="A previous report (JSON): cases that passed there and fail now fail the job.",
+)
 junit_option = click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML.")
-markdown_option = click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
-                               help="Write a Markdown summary (e.g. \"$GITHUB_STEP_SUMMARY\").")
+markdown_option = click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False),
+    help='Write a Markdown summary (e.g. "$GITHUB_STEP_SUMMARY").',
+)
 output_options = [
     click.option("--report", "report_path", metavar="PATH|-", help="Write the report as JSON ('-' for stdout)."),
     # --json as everywhere else: JSON for machines on stdout (the report). ``--json PATH``, its old
     # meaning, still writes the file, with a note: ``--report PATH`` is its name now.
-    click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="",
-                 help="Print the report as JSON on stdout (the summary goes to stderr)."),
+    click.option(
+        "--json",
+        "json_path",
+        is_flag=False,
+        flag_value="-",
+        default=None,
+        metavar="",
+        help="Print the report as JSON on stdout (the summary goes to stderr).",
+    ),
     junit_option,
     markdown_option,
 ]
@@ -72,7 +102,7 @@ def outputs(fn: F) -> F:
     return fn
 
 
-def _report_path(report_path: Optional[str], json_path: Optional[str]) -> Optional[str]:
+def _report_path(report_path: str | None, json_path: str | None) -> str | None:
     """One report destination from ``--report`` and ``--json`` (whose old ``--json PATH`` is deprecated)."""
     if json_path is not None and json_path != "-":
         click.echo(f"note: --json PATH is deprecated: use --report {json_path}", err=True)
@@ -81,7 +111,7 @@ def _report_path(report_path: Optional[str], json_path: Optional[str]) -> Option
     return report_path if report_path is not None else json_path
 
 
-def _gates(config: Config, given: tuple[str, ...], baseline: Optional[Report]) -> list[str]:
+def _gates(config: Config, given: tuple[str, ...], baseline: Report | None) -> list[str]:
     """Parse now (a typo must fail before the run); with nothing configured, every case must pass.
 
     A bad gate from the config file names the file and its field: nobody looks for it on the command line.
@@ -99,8 +129,14 @@ def _gates(config: Config, given: tuple[str, ...], baseline: Optional[Report]) -
     return [expr for expr, _ in sourced] or ([] if baseline is not None else [ALL_PASS])
 
 
-def _finish(report: Report, gates: list[str], baseline: Optional[Report], json_path: Optional[str],
-            junit_path: Optional[str], markdown_path: Optional[str]) -> None:
+def _finish(
+    report: Report,
+    gates: list[str],
+    baseline: Report | None,
+    json_path: str | None,
+    junit_path: str | None,
+    markdown_path: str | None,
+) -> None:
     """Write every requested file, print the summary and gates, exit with the gate outcome."""
     outcome = evaluate_gates(report, gates, baseline)
     unwritten: list[OutputError] = []
@@ -136,7 +172,7 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _check_outputs(*paths: Optional[str]) -> None:
+def _check_outputs(*paths: str | None) -> None:
     """A directory or a path under a file can never be written: say so before the run, not after it."""
     for path in paths:
         if path and path != "-":
@@ -145,24 +181,57 @@ def _check_outputs(*paths: Optional[str]) -> None:
 
 @main.command("replay")
 @cases_options
-@click.option("--agent", "agent_spec", required=True, metavar="MODULE:ATTR",
-              help="Factory that builds a fresh agent per case; may take a 'tools' parameter (the executor).")
-@click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Runs per case: pass rate, pass^k and flaky cases; regressions need a significant drop.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY, show_default=True,
-              help="Cases in flight at once (one thread each).")
+@click.option(
+    "--agent",
+    "agent_spec",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="Factory that builds a fresh agent per case; may take a 'tools' parameter (the executor).",
+)
+@click.option(
+    "--trials",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Runs per case: pass rate, pass^k and flaky cases; regressions need a significant drop.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    help="Cases in flight at once (one thread each).",
+)
 @click.option("--inject", is_flag=True, help="Add a recovery variant per failure mode on each case's first tool.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
-              help="Seconds per case; a hung agent fails its case.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds per case; a hung agent fails its case.",
+)
 @click.option("--shard", callback=_shard, metavar="I/N", help="Run shard I of N (stable split by case id).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
 @baseline_option
 @gate_option
 @outputs
-def replay(config: Config, folder: CaseFolder, agent_spec: str, trials: int, concurrency: int, inject: bool, timeout: float,
-           shard: Optional[tuple[int, int]], progress: Optional[bool], baseline: Optional[str],
-           gates: tuple[str, ...], report_path: Optional[str], json_path: Optional[str], junit_path: Optional[str],
-           markdown_path: Optional[str]) -> None:
+def replay(
+    config: Config,
+    folder: CaseFolder,
+    agent_spec: str,
+    trials: int,
+    concurrency: int,
+    inject: bool,
+    timeout: float,
+    shard: tuple[int, int] | None,
+    progress: bool | None,
+    baseline: str | None,
+    gates: tuple[str, ...],
+    report_path: str | None,
+    json_path: str | None,
+    junit_path: str | None,
+    markdown_path: str | None,
+) -> None:
     """Replay the accepted cases against the current agent and gate on the result.
 
     Every case runs against a fresh agent, its tools served from the case's fixtures. Exit 0 when every
@@ -184,9 +253,19 @@ def replay(config: Config, folder: CaseFolder, agent_spec: str, trials: int, con
     show = sys.stderr.isatty() if progress is None else progress
     try:
         with ProgressBar("replaying", show=show) as bar:
-            report = run_replay(cases, build, trials=trials, concurrency=concurrency, inject=inject,
-                                timeout=timeout, shard=shard, progress=bar, suite=suite_info(folder.root),
-                                prices=config if config.prices else None, ignore_args=config.ignore_args)
+            report = run_replay(
+                cases,
+                build,
+                trials=trials,
+                concurrency=concurrency,
+                inject=inject,
+                timeout=timeout,
+                shard=shard,
+                progress=bar,
+                suite=suite_info(folder.root),
+                prices=config if config.prices else None,
+                ignore_args=config.ignore_args,
+            )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
     _finish(report, gate_list, base, json_path, junit_path, markdown_path)
@@ -217,14 +296,23 @@ def compare(report_path: str, baseline: str, gates: tuple[str, ...], as_json: bo
 @main.command("merge")
 @handle_errors
 @click.argument("reports", metavar="REPORT...", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Where to write the merged report.")
+@click.option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False), help="Where to write the merged report."
+)
 @baseline_option
 @gate_option
 @junit_option
 @markdown_option
 @with_config
-def merge(reports: tuple[str, ...], output: str, baseline: Optional[str], gates: tuple[str, ...],
-              junit_path: Optional[str], markdown_path: Optional[str], config: Config) -> None:
+def merge(
+    reports: tuple[str, ...],
+    output: str,
+    baseline: str | None,
+    gates: tuple[str, ...],
+    junit_path: str | None,
+    markdown_path: str | None,
+    config: Config,
+) -> None:
     """Merge shard reports into one, then gate it like a replay would (--gate and the config's gates).
 
     Exit 0 when every gate passes and nothing regressed, 1 otherwise.
@@ -233,4 +321,3 @@ def merge(reports: tuple[str, ...], output: str, baseline: Optional[str], gates:
     gate_list = _gates(config, gates, base)
     _check_outputs(output, junit_path, markdown_path)
     _finish(merge_reports(Report.load(p) for p in reports), gate_list, base, output, junit_path, markdown_path)
-

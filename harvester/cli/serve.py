@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Optional
 
 import click
 
@@ -17,7 +16,7 @@ from . import handle_errors, main, plural
 __all__ = ["exposure_warning", "serve"]
 
 
-def exposure_warning(host: str, token: Optional[str]) -> Optional[str]:
+def exposure_warning(host: str, token: str | None) -> str | None:
     """A receiver reachable from other machines without a token stores whatever anyone sends it."""
     if token or host in ("127.0.0.1", "localhost", "::1") or host.startswith("127."):
         return None
@@ -25,27 +24,74 @@ def exposure_warning(host: str, token: Optional[str]) -> Optional[str]:
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind. Loopback by default; use 0.0.0.0 (with --token) to accept other machines.")
-@click.option("--port", default=4318, show_default=True, type=click.IntRange(0, 65535),
-              help="TCP port (4318 is the OTLP/HTTP default; 0 picks a free one).")
-@click.option("--store", "store", default=None, metavar="PATH",
-              help="Trace store [default: $HARVESTER_STORE, the config's store, or .harvester/traces.db].")
-@click.option("--idle-seconds", default=2.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="A run is complete once its agent span is in and its trace got no span for this long. "
-                   "Raise it when agents nest or several services send spans of one trace.")
-@click.option("--max-body-mb", default=16.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Larger request bodies are refused (413).")
-@click.option("--token", envvar="HARVESTER_TOKEN", default=None, metavar="TOKEN",
-              help="Require 'Authorization: Bearer TOKEN' (401 otherwise) [env: HARVESTER_TOKEN].")
-@click.option("--sample-rate", default=1.0, show_default=True, type=click.FloatRange(0, 1),
-              help="Share of successful runs stored; failed and flagged runs are always kept.")
-@click.option("--config", "config_path", default=None, metavar="PATH",
-              help="Config file for the store and the redaction rules "
-                   "[default: harvester.toml or [tool.harvester] found from the cwd upward].")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind. Loopback by default; use 0.0.0.0 (with --token) to accept other machines.",
+)
+@click.option(
+    "--port",
+    default=4318,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="TCP port (4318 is the OTLP/HTTP default; 0 picks a free one).",
+)
+@click.option(
+    "--store",
+    "store",
+    default=None,
+    metavar="PATH",
+    help="Trace store [default: $HARVESTER_STORE, the config's store, or .harvester/traces.db].",
+)
+@click.option(
+    "--idle-seconds",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="A run is complete once its agent span is in and its trace got no span for this long. "
+    "Raise it when agents nest or several services send spans of one trace.",
+)
+@click.option(
+    "--max-body-mb",
+    default=16.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Larger request bodies are refused (413).",
+)
+@click.option(
+    "--token",
+    envvar="HARVESTER_TOKEN",
+    default=None,
+    metavar="TOKEN",
+    help="Require 'Authorization: Bearer TOKEN' (401 otherwise) [env: HARVESTER_TOKEN].",
+)
+@click.option(
+    "--sample-rate",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Share of successful runs stored; failed and flagged runs are always kept.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    metavar="PATH",
+    help="Config file for the store and the redaction rules "
+    "[default: harvester.toml or [tool.harvester] found from the cwd upward].",
+)
 @handle_errors
-def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_body_mb: float,
-          token: Optional[str], sample_rate: float, config_path: Optional[str]) -> None:
+def serve(
+    host: str,
+    port: int,
+    store: str | None,
+    idle_seconds: float,
+    max_body_mb: float,
+    token: str | None,
+    sample_rate: float,
+    config_path: str | None,
+) -> None:
     """Receive traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON) into the trace store.
 
     Point an OTLP exporter or a Collector's otlphttp exporter at the printed URL. Each complete run
@@ -58,15 +104,25 @@ def serve(host: str, port: int, store: Optional[str], idle_seconds: float, max_b
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith(("opentelemetry.proto", "google")):
             raise
-        raise ReceiverError("harvester serve needs opentelemetry-proto: pip install opentelemetry-proto "
-                            "(or install harvester with its serve extra)") from None
+        raise ReceiverError(
+            "harvester serve needs opentelemetry-proto: pip install opentelemetry-proto "
+            "(or install harvester with its serve extra)"
+        ) from None
 
     config = load_config(config_path)
     if store is None and not os.environ.get("HARVESTER_STORE"):
         store = config.store
-    receiver = Receiver(store, sample_rate=sample_rate, redact=redaction_for(config), host=host, port=port,
-                        idle_seconds=idle_seconds, max_body_bytes=int(max_body_mb * (1 << 20)), token=token,
-                        on_flush=lambda n: click.echo(f"completed {n} trace{'s' * (n != 1)}"))
+    receiver = Receiver(
+        store,
+        sample_rate=sample_rate,
+        redact=redaction_for(config),
+        host=host,
+        port=port,
+        idle_seconds=idle_seconds,
+        max_body_bytes=int(max_body_mb * (1 << 20)),
+        token=token,
+        on_flush=lambda n: click.echo(f"completed {n} trace{'s' * (n != 1)}"),
+    )
     done = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:

@@ -9,10 +9,10 @@ import click
 import orjson
 
 from .._files import write_file
-from ..errors import NotFoundError
-from ..model import Run
-from ..intake import ingest_files
 from ..config import Config
+from ..errors import NotFoundError
+from ..intake import ingest_files
+from ..model import Run
 from ..redact import redaction_for
 from ..store import TraceStore, export_otlp, failure_summary
 from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
@@ -24,12 +24,19 @@ __all__ = ["ingest", "traces", "traces_export", "traces_list", "traces_prune", "
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @store_option
 @click.option("--no-redact", is_flag=True, help="Store payloads as they are (redaction is on by default).")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Worker processes for big inputs (default: one per core, at most 2; 1 = all in this process).")
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Worker processes for big inputs (default: one per core, at most 2; 1 = all in this process).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @with_config
-def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs: int | None, as_json: bool,
-           config: Config) -> None:
+def ingest(
+    files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs: int | None, as_json: bool, config: Config
+) -> None:
     """Import OTLP/JSON trace files into the trace store (FILE - reads stdin).
 
     Accepts one OTLP/JSON document per file or the Collector file exporter's JSON lines. Spans are
@@ -47,8 +54,12 @@ def ingest(files: tuple[str, ...], store_path: str | None, no_redact: bool, jobs
     else:
         extra = f", {stats.no_agent} traces without an agent span" if stats.no_agent else ""
         if stats.lost:
-            extra += f", {sum(stats.lost.values())} lost: " + ", ".join(f"{k} {n}" for k, n in sorted(stats.lost.items()))
-        click.echo(f"ingested {plural(stats.runs, 'run')} from {plural(stats.spans, 'span')} ({stats.skipped} skipped{extra})")
+            extra += f", {sum(stats.lost.values())} lost: " + ", ".join(
+                f"{k} {n}" for k, n in sorted(stats.lost.items())
+            )
+        click.echo(
+            f"ingested {plural(stats.runs, 'run')} from {plural(stats.spans, 'span')} ({stats.skipped} skipped{extra})"
+        )
 
 
 @main.group()
@@ -72,14 +83,23 @@ def _when(run: Run) -> str:
 
 @traces.command("list")
 @store_option
-@click.option("--failed", is_flag=True, help="Only failed runs (error stop, failed or blocked calls, negative feedback).")
+@click.option(
+    "--failed", is_flag=True, help="Only failed runs (error stop, failed or blocked calls, negative feedback)."
+)
 @click.option("--agent", metavar="NAME", help="Only runs of this agent.")
 @click.option("--since", metavar="TIME", help="Only runs started after TIME: ISO time or age (30m, 12h, 7d).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Show at most N runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON lines.")
 @with_config
-def traces_list(store_path: str | None, failed: bool, agent: str | None, since: str | None, limit: int,
-          as_json: bool, config: Config) -> None:
+def traces_list(
+    store_path: str | None,
+    failed: bool,
+    agent: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+    config: Config,
+) -> None:
     """List stored runs, newest first."""
     with open_store(store_path, config, readonly=True) as store:
         runs = store.runs(failed=True if failed else None, agent=agent, since=since, limit=limit)
@@ -87,12 +107,23 @@ def traces_list(store_path: str | None, failed: bool, agent: str | None, since: 
             for run in runs:
                 sys.stdout.write(run.to_json().decode() + "\n")
             return
-        rows = [(run.trace_id[:12], _when(run), _abridge(run.agent or "-", 16), run.stop,
-                 _abridge(failure_summary(run) or "-", 28), _abridge(" > ".join(run.trajectory()) or "-", 36),
-                 _abridge(run.prompt, 48)) for run in runs]
+        rows = [
+            (
+                run.trace_id[:12],
+                _when(run),
+                _abridge(run.agent or "-", 16),
+                run.stop,
+                _abridge(failure_summary(run) or "-", 28),
+                _abridge(" > ".join(run.trajectory()) or "-", 36),
+                _abridge(run.prompt, 48),
+            )
+            for run in runs
+        ]
     if not rows:
-        click.echo("no runs stored" + (" match" if failed or agent or since else "") + "; import traces with "
-                   "`harvester ingest FILE` or capture them with HarvestingSpanProcessor")
+        click.echo(
+            "no runs stored" + (" match" if failed or agent or since else "") + "; import traces with "
+            "`harvester ingest FILE` or capture them with HarvestingSpanProcessor"
+        )
         return
     header = ("TRACE", "STARTED", "AGENT", "STOP", "FAILURE", "TRAJECTORY", "PROMPT")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
@@ -124,8 +155,10 @@ def traces_show(trace_id: str, store_path: str | None, as_json: bool, config: Co
         return
     for run in runs:
         click.echo(f"trace {run.trace_id}  run {run.run_id}  agent {run.agent or '-'}  model {run.model or '-'}")
-        click.echo(f"started {run.started_at or '-'}  {run.duration_ms or 0:.0f} ms  stop {run.stop}  "
-                   f"tokens {run.usage.input_tokens}+{run.usage.output_tokens}")
+        click.echo(
+            f"started {run.started_at or '-'}  {run.duration_ms or 0:.0f} ms  stop {run.stop}  "
+            f"tokens {run.usage.input_tokens}+{run.usage.output_tokens}"
+        )
         if run.error:
             click.echo(f"error {run.error.type}: {_abridge(run.error.message, 100)}")
         click.echo(f"prompt: {_abridge(run.prompt, 200)}")
@@ -135,8 +168,12 @@ def traces_show(trace_id: str, store_path: str | None, as_json: bool, config: Co
             elif call.error:
                 outcome = f"{call.error.type}: {_abridge(call.error.message, 60)}"
             else:
-                outcome = _abridge(call.result if isinstance(call.result, str) else orjson.dumps(call.result).decode(), 60)
-            click.echo(f"  {i}. {call.name} [{call.status}] {_abridge(orjson.dumps(call.args).decode(), 50)} -> {outcome}")
+                outcome = _abridge(
+                    call.result if isinstance(call.result, str) else orjson.dumps(call.result).decode(), 60
+                )
+            click.echo(
+                f"  {i}. {call.name} [{call.status}] {_abridge(orjson.dumps(call.args).decode(), 50)} -> {outcome}"
+            )
         click.echo(f"answer: {_abridge(run.answer, 200) if run.answer else '(none)'}")
         if not run.content_captured:
             click.echo("(content capture was off for part of this run: some payloads are unknown)")
@@ -149,8 +186,14 @@ def traces_show(trace_id: str, store_path: str | None, as_json: bool, config: Co
 @click.option("--failed", is_flag=True, help="Without ids: only traces with a failed run.")
 @click.option("--since", metavar="TIME", help="Without ids: only runs started after TIME.")
 @with_config
-def traces_export(trace_ids: tuple[str, ...], store_path: str | None, output: str | None, failed: bool,
-           since: str | None, config: Config) -> None:
+def traces_export(
+    trace_ids: tuple[str, ...],
+    store_path: str | None,
+    output: str | None,
+    failed: bool,
+    since: str | None,
+    config: Config,
+) -> None:
     """Export stored raw spans as one OTLP/JSON document (all traces when no id is given)."""
     with open_store(store_path, config, readonly=True) as store:
         try:
@@ -170,11 +213,19 @@ def traces_export(trace_ids: tuple[str, ...], store_path: str | None, output: st
 @store_option
 @click.option("--keep-days", type=click.FloatRange(min=0), help="Delete successful runs older than N days.")
 @click.option("--keep-failed-days", type=click.FloatRange(min=0), help="Delete failed runs older than N days.")
-@click.option("--max-mb", type=click.FloatRange(min=0), help="Then delete the oldest runs (successes first) until the store fits.")
+@click.option(
+    "--max-mb", type=click.FloatRange(min=0), help="Then delete the oldest runs (successes first) until the store fits."
+)
 @json_option
 @with_config
-def traces_prune(store_path: str | None, keep_days: float | None, keep_failed_days: float | None,
-          max_mb: float | None, as_json: bool, config: Config) -> None:
+def traces_prune(
+    store_path: str | None,
+    keep_days: float | None,
+    keep_failed_days: float | None,
+    max_mb: float | None,
+    as_json: bool,
+    config: Config,
+) -> None:
     """Apply retention: old successes go first, failures are kept longest."""
     if keep_days is None and max_mb is None and keep_failed_days is None:
         raise click.UsageError("give --keep-days, --keep-failed-days and/or --max-mb")

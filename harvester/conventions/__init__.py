@@ -4,7 +4,8 @@
 - ``_genai`` (OTel GenAI semconv: pydantic-ai, harvester's own spans), ``_openinference`` (the OpenAI
   Agents SDK, smolagents, LangChain), ``_openllmetry``: the readers, one module each (``_readers``).
 - ``_readings``: what a reader makes of a span (typed), and the shape-based readers they share.
-- ``_pairing``: which tool span answered which request; ``_assembly``: runs from a trace's spans.
+- ``_pairing``: which tool span answered which request; ``_assembly``: one run from its spans;
+  ``_traces``: a trace's spans to its runs.
 - ``_values``, ``_errors``: the small readers every convention uses.
 
 The same key means different things per producer (``gen_ai.tool.call.arguments`` is the args object in
@@ -20,19 +21,39 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..model import Run
-    from ._assembly import FEEDBACK_KEYS, agent_names, run_data_from_spans
+    from ._assembly import FEEDBACK_KEYS
     from ._classify import HANDOFF_PREFIX, ancestors, handoff_tool_name, is_agent_span, may_hold_run, subtree
+    from ._traces import agent_names, run_data_from_spans
     from ._values import PLACEHOLDERS
 
 # Loaded on first use: the span processor needs only the classification to group spans, and (as it
 # defers normalizing to the store's first read) seldom the readers and the assembly.
-_HOMES = {"FEEDBACK_KEYS": "_assembly", "agent_names": "_assembly", "run_data_from_spans": "_assembly",
-          "HANDOFF_PREFIX": "_classify", "ancestors": "_classify", "handoff_tool_name": "_classify",
-          "is_agent_span": "_classify", "may_hold_run": "_classify", "subtree": "_classify",
-          "PLACEHOLDERS": "_values"}
+_HOMES = {
+    "FEEDBACK_KEYS": "_assembly",
+    "agent_names": "_traces",
+    "run_data_from_spans": "_traces",
+    "HANDOFF_PREFIX": "_classify",
+    "ancestors": "_classify",
+    "handoff_tool_name": "_classify",
+    "is_agent_span": "_classify",
+    "may_hold_run": "_classify",
+    "subtree": "_classify",
+    "PLACEHOLDERS": "_values",
+}
 
-__all__ = ["FEEDBACK_KEYS", "HANDOFF_PREFIX", "PLACEHOLDERS", "agent_names", "ancestors", "handoff_tool_name",
-           "is_agent_span", "may_hold_run", "run_data_from_spans", "runs_from_spans", "subtree"]
+__all__ = [
+    "FEEDBACK_KEYS",
+    "HANDOFF_PREFIX",
+    "PLACEHOLDERS",
+    "agent_names",
+    "ancestors",
+    "handoff_tool_name",
+    "is_agent_span",
+    "may_hold_run",
+    "run_data_from_spans",
+    "runs_from_spans",
+    "subtree",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -43,13 +64,13 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def runs_from_spans(spans: Any) -> list["Run"]:
+def runs_from_spans(spans: Any) -> list[Run]:
     """One Run per outermost agent span, over any mix of traces; spans of other conventions are ignored.
 
     ``spans``: ``SpanData``, SDK ``ReadableSpan``s, OTLP/JSON span objects or whole OTLP/JSON documents.
     Runs come out in trace order of first appearance, then by start time.
     """
     from ..model import Run
-    from ._assembly import run_data_from_spans
+    from ._traces import run_data_from_spans
 
     return [Run.from_data(data) for data in run_data_from_spans(spans)]

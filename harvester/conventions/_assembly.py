@@ -1,8 +1,4 @@
-"""Spans to runs: find each run's root, read its spans with their convention's reader, decide.
-
-One run per OUTERMOST agent span of a trace: agent spans nested inside it (openai-agents, OpenLLMetry's
-``invoke_agent`` > ``<name>.workflow``, a sub-agent) fold into the same run. A trace without an agent span
-yields no run: without the invocation root there is no run boundary, no prompt and no stop to trust.
+"""One run from its root and its spans: read them with their convention's reader, decide.
 
 ``build`` goes in steps: read the members (``_members``), gather what the agent spans say
 (``_agent_facts``), pair tool calls with requests (``_pairing``), then decide the answer and the stop
@@ -13,21 +9,22 @@ model order: valid by construction, so capture and ingest store it without valid
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, cast
+from typing import Any, cast
 
 import orjson
 
 from ..model import STOPS, RunData
-from ..spans import SpanData, from_readable, span_from_otlp, spans_from_otlp
-from ._classify import Roles, ancestors, classify, handoff_tool_name, promote_chains, subtree
+from ..spans import SpanData
+from ._classify import Roles, ancestors
 from ._errors import LIMIT_ANSWERS, LIMIT_STOPS, RUN_STOPPERS, deferral, error_of
 from ._pairing import answer_from_tools, pair, run_by_sub_agents
 from ._readers import READERS
 from ._readings import LlmReading, ToolReading
 from ._values import MISSING, Bare, iso, text, to_int
 
-__all__ = ["FEEDBACK_KEYS", "agent_names", "build", "run_data_from_spans", "span_datas"]
+__all__ = ["FEEDBACK_KEYS", "build"]
 
 log = logging.getLogger("harvester.conventions")
 # Attributes an app (or `harvester incident`) sets on any span of a run to flag it.
@@ -51,17 +48,17 @@ class _Members:
 class _AgentFacts:
     """What the agent spans say about the run."""
 
-    agent: Optional[str] = None
-    model: Optional[str] = None
+    agent: str | None = None
+    model: str | None = None
     prompt: Any = MISSING
     answer: Any = MISSING
-    history_user: Optional[str] = None
+    history_user: str | None = None
     deferred: bool = False
-    error: Optional[dict[str, str]] = None
+    error: dict[str, str] | None = None
     structured: list[Any] = field(default_factory=list)
 
 
-def _nearest_agent(span: SpanData, by_id: Mapping[str, SpanData], roles: Roles) -> Optional[str]:
+def _nearest_agent(span: SpanData, by_id: Mapping[str, SpanData], roles: Roles) -> str | None:
     """The id of the closest agent span above ``span`` (a sub-agent's tools are not the run's own)."""
     return next((a for a in ancestors(span, by_id) if roles[a][1] == "agent"), None)
 
@@ -107,7 +104,9 @@ def _agent_facts(agents: list[tuple[SpanData, str]], tools: list[ToolReading]) -
     for sp, src in agents:  # outermost first: members are in start order
         reader = READERS[src]
         out.agent = out.agent or reader.agent_name(sp, span_name=False)
-        out.model = out.model or text(sp.attributes.get("model_name")) or text(sp.attributes.get("gen_ai.request.model"))
+        out.model = (
+            out.model or text(sp.attributes.get("model_name")) or text(sp.attributes.get("gen_ai.request.model"))
+        )
         io = reader.read_agent(sp)
         if io.structured is not MISSING:
             out.structured.append(io.structured)
@@ -136,8 +135,16 @@ def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[LlmReading], t
     return bool(limited) and llms[-1].span.parent_id in limited
 
 
-def _decide(root: SpanData, source: str, m: _Members, facts: _AgentFacts, own: list[ToolReading],
-            calls: list[dict[str, Any]], paused: bool, roles: Roles) -> tuple[Any, Any, str]:
+def _decide(
+    root: SpanData,
+    source: str,
+    m: _Members,
+    facts: _AgentFacts,
+    own: list[ToolReading],
+    calls: list[dict[str, Any]],
+    paused: bool,
+    roles: Roles,
+) -> tuple[Any, Any, str]:
     """The run's prompt, answer and stop, from what every span said; ``facts.error`` may be set here."""
     llms, prompt, answer, error = m.llms, facts.prompt, facts.answer, facts.error
     if prompt is MISSING:
@@ -154,8 +161,9 @@ def _decide(root: SpanData, source: str, m: _Members, facts: _AgentFacts, own: l
         answer = None  # an output guardrail blocked it: nobody saw that text
     if answer is None and error is None and not deferred and not paused and source in ("openinference", "openllmetry"):
         answer = answer_from_tools(last, calls)
-    if error is None and (_forced_answer(m.agents, llms, own) or (isinstance(answer, str)
-                                                                  and answer.startswith(LIMIT_ANSWERS))):
+    if error is None and (
+        _forced_answer(m.agents, llms, own) or (isinstance(answer, str) and answer.startswith(LIMIT_ANSWERS))
+    ):
         stop = "max_steps"
     elif error is not None:
         stop = LIMIT_STOPS.get(error["type"], "error")
@@ -175,16 +183,28 @@ def _decide(root: SpanData, source: str, m: _Members, facts: _AgentFacts, own: l
 
 def _usage(llms: list[LlmReading], root: SpanData) -> dict[str, int]:
     if llms:
-        return {"input_tokens": sum(llm.input_tokens for llm in llms),
-                "output_tokens": sum(llm.output_tokens for llm in llms)}
+        return {
+            "input_tokens": sum(llm.input_tokens for llm in llms),
+            "output_tokens": sum(llm.output_tokens for llm in llms),
+        }
     ra = root.attributes  # no per-call spans: the agent's own aggregate is all there is (never added to them)
-    return {"input_tokens": to_int(ra.get("gen_ai.aggregated_usage.input_tokens", ra.get(
-                "gen_ai.usage.input_tokens", ra.get("llm.token_count.prompt")))),
-            "output_tokens": to_int(ra.get("gen_ai.aggregated_usage.output_tokens", ra.get(
-                "gen_ai.usage.output_tokens", ra.get("llm.token_count.completion"))))}
+    return {
+        "input_tokens": to_int(
+            ra.get(
+                "gen_ai.aggregated_usage.input_tokens",
+                ra.get("gen_ai.usage.input_tokens", ra.get("llm.token_count.prompt")),
+            )
+        ),
+        "output_tokens": to_int(
+            ra.get(
+                "gen_ai.aggregated_usage.output_tokens",
+                ra.get("gen_ai.usage.output_tokens", ra.get("llm.token_count.completion")),
+            )
+        ),
+    }
 
 
-def _feedback(spans: Iterable[SpanData]) -> Optional[str]:
+def _feedback(spans: Iterable[SpanData]) -> str | None:
     found = None
     for sp in spans:
         a = sp.attributes
@@ -218,8 +238,16 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
     if facts.error is None and not (isinstance(facts.answer, str) and facts.answer):
         # openai-agents: an input guardrail fails its turn (a CHAIN), never the agent span. Only a
         # message that names such a stop: a node that failed while the agent recovered is no error.
-        failed = next((sp for sp in members if sp.status == "ERROR" and roles[sp.span_id][1] == "other"
-                       and (sp.status_message or "").startswith(RUN_STOPPERS)), None)
+        failed = next(
+            (
+                sp
+                for sp in members
+                if sp.status == "ERROR"
+                and roles[sp.span_id][1] == "other"
+                and (sp.status_message or "").startswith(RUN_STOPPERS)
+            ),
+            None,
+        )
         if failed is not None:
             facts.error = error_of(failed)
     agent = facts.agent
@@ -228,112 +256,47 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
         agent = READERS[src].agent_name(sp)
     # the model that answered: a call that failed (LangChain's ModelFallbackMiddleware tried the
     # primary first) did not, unless every call failed
-    first_model = next((llm.model for llm in m.llms if llm.model and llm.span.status != "ERROR"),
-                       next((llm.model for llm in m.llms if llm.model), None))
+    first_model = next(
+        (llm.model for llm in m.llms if llm.model and llm.span.status != "ERROR"),
+        next((llm.model for llm in m.llms if llm.model), None),
+    )
     model = first_model or facts.model
     prompt, answer, stop = _decide(root, source, m, facts, own, calls, paused, roles)
-    hidden = (any(t.hidden for t in m.tools) or any(llm.hidden for llm in m.llms) or not prompt
-              or (stop == "answered" and answer is None))
+    hidden = (
+        any(t.hidden for t in m.tools)
+        or any(llm.hidden for llm in m.llms)
+        or not prompt
+        or (stop == "answered" and answer is None)
+    )
     start, end = root.start_ns, root.end_ns
     ok_times = type(start) is int and type(end) is int and 0 < start <= end
-    return cast(RunData, {  # the readers' dicts are built to RunData's shape
-        "trace_id": root.trace_id, "run_id": root.span_id, "agent": agent, "model": model,
-        "prompt": prompt if isinstance(prompt, str) and prompt else None,
-        "answer": answer if isinstance(answer, str) else None,
-        "stop": stop, "error": facts.error, "calls": calls,
-        "llm_calls": [{"model": llm.model,
-                       "usage": {"input_tokens": llm.input_tokens, "output_tokens": llm.output_tokens},
-                       "requests": [{"name": n, "call_id": i, "args": a} for n, i, a in llm.requests],
-                       "finish_reason": llm.finish}
-                      for llm in m.llms],
-        "usage": _usage(m.llms, root), "cost": None, "started_at": iso(start),
-        "duration_ms": round((end - start) / 1e6, 3) if ok_times else None,
-        "content_captured": not hidden, "feedback": _feedback(members), "source": source,
-    })
-
-
-def span_datas(spans: Any) -> Iterable[SpanData]:
-    """``SpanData`` from whatever was given: SDK spans, OTLP/JSON span objects or documents, SpanData dicts."""
-    if isinstance(spans, dict):
-        spans = [spans]
-    for s in spans:
-        if isinstance(s, SpanData):
-            yield s
-        elif isinstance(s, dict):
-            if "resourceSpans" in s:
-                try:
-                    yield from spans_from_otlp(s)
-                except Exception:  # noqa: BLE001 - a malformed document is skipped, like a malformed span
-                    log.debug("skipped a malformed OTLP/JSON document", exc_info=True)
-            elif "traceId" in s:
-                try:
-                    yield span_from_otlp(s)
-                except (KeyError, ValueError, TypeError, AttributeError):
-                    continue
-            elif "trace_id" in s and "span_id" in s:
-                try:
-                    yield SpanData.from_dict(s)
-                except TypeError:
-                    continue
-        elif hasattr(s, "context") and hasattr(s, "attributes"):
-            yield from_readable(s)
-
-
-def agent_names(spans: Any) -> set[str]:
-    """Names of the agents these spans ran, and of the handoffs to them: calls a framework answers by
-    running an agent (a smolagents managed agent, an openai-agents handoff), never by running a tool."""
-    out: set[str] = set()
-    for sp in span_datas(spans):
-        source, role = classify(sp)
-        if role == "agent":
-            name = READERS[source].agent_name(sp)
-            if name:
-                out.update((name, handoff_tool_name(name)))
-    return out
-
-
-def run_data_from_spans(spans: Any) -> list[RunData]:
-    """``runs_from_spans`` in the Run's JSON form (``RunData``, without the derived lists).
-
-    Capture and ingest store this form as it is: it is built field by field from checked types, so
-    validating it into a ``Run`` (a third of the cost of reading a run) would change nothing.
-    """
-    traces: dict[str, dict[str, SpanData]] = {}
-    for sp in span_datas(spans):
-        if not isinstance(sp.attributes, dict):
-            sp.attributes = {}
-        traces.setdefault(sp.trace_id, {})[sp.span_id] = sp
-    runs: list[RunData] = []
-    for by_id in traces.values():
-        roles = {sid: classify(sp) for sid, sp in by_id.items()}
-        promote_chains(by_id, roles)
-        if not any(r[1] == "agent" for r in roles.values()):
-            continue
-        children: dict[Optional[str], list[SpanData]] = {}
-        for sp in by_id.values():
-            children.setdefault(sp.parent_id if sp.parent_id in by_id else None, []).append(sp)
-        roots: list[SpanData] = []
-        stack = [(sp, False) for sp in children.get(None, ())]
-        while stack:  # find outermost agent spans; nothing under one is a root
-            sp, inside = stack.pop()
-            is_agent = roles[sp.span_id][1] == "agent"
-            if is_agent and not inside:
-                roots.append(sp)
-            stack.extend((c, inside or is_agent) for c in children.get(sp.span_id, ()))
-        for root in sorted(roots, key=lambda s: (s.start_ns if type(s.start_ns) is int else 0)):
-            members = subtree(root, children, set())
-            members.sort(key=lambda s: (s.start_ns if type(s.start_ns) is int else 0))
-            try:
-                runs.append(build(root, roles[root.span_id][0], members, roles))
-            except Exception:  # noqa: BLE001 - one unreadable run never costs the others
-                log.warning("could not read run %s/%s", root.trace_id, root.span_id, exc_info=True)
-                runs.append(_unreadable(root, roles[root.span_id][0]))
-    return runs
-
-
-def _unreadable(root: SpanData, source: str) -> RunData:
-    """The Run of a run that could not be read: its ids, nothing else claimed."""
-    return {"trace_id": root.trace_id, "run_id": root.span_id, "agent": None, "model": None, "prompt": None,
-            "answer": None, "stop": "unknown", "error": None, "calls": [], "llm_calls": [],
-            "usage": {"input_tokens": 0, "output_tokens": 0}, "cost": None, "started_at": None,
-            "duration_ms": None, "content_captured": False, "feedback": None, "source": source}
+    return cast(
+        RunData,
+        {  # the readers' dicts are built to RunData's shape
+            "trace_id": root.trace_id,
+            "run_id": root.span_id,
+            "agent": agent,
+            "model": model,
+            "prompt": prompt if isinstance(prompt, str) and prompt else None,
+            "answer": answer if isinstance(answer, str) else None,
+            "stop": stop,
+            "error": facts.error,
+            "calls": calls,
+            "llm_calls": [
+                {
+                    "model": llm.model,
+                    "usage": {"input_tokens": llm.input_tokens, "output_tokens": llm.output_tokens},
+                    "requests": [{"name": n, "call_id": i, "args": a} for n, i, a in llm.requests],
+                    "finish_reason": llm.finish,
+                }
+                for llm in m.llms
+            ],
+            "usage": _usage(m.llms, root),
+            "cost": None,
+            "started_at": iso(start),
+            "duration_ms": round((end - start) / 1e6, 3) if ok_times else None,
+            "content_captured": not hidden,
+            "feedback": _feedback(members),
+            "source": source,
+        },
+    )

@@ -7,12 +7,26 @@ A span of no known convention is ``("", "other")``: ignored, never an error.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from ..spans import SpanData
 
-__all__ = ["GENAI_OP", "HANDOFF_PREFIX", "LLM_OPS", "OI_KIND", "Roles", "TL_KIND", "ancestors", "classify",
-           "handoff_tool_name", "is_agent_span", "may_hold_run", "promote_chains", "subtree"]
+__all__ = [
+    "GENAI_OP",
+    "HANDOFF_PREFIX",
+    "LLM_OPS",
+    "OI_KIND",
+    "Roles",
+    "TL_KIND",
+    "ancestors",
+    "classify",
+    "handoff_tool_name",
+    "is_agent_span",
+    "may_hold_run",
+    "promote_chains",
+    "subtree",
+]
 
 OI_KIND = "openinference.span.kind"
 TL_KIND = "traceloop.span.kind"
@@ -90,7 +104,7 @@ def ancestors(span: SpanData, by_id: Mapping[str, SpanData]) -> Iterator[str]:
         parent, hops = by_id[parent].parent_id, hops + 1
 
 
-def subtree(root: SpanData, children: Mapping[Optional[str], Sequence[SpanData]], taken: set[str]) -> list[SpanData]:
+def subtree(root: SpanData, children: Mapping[str | None, Sequence[SpanData]], taken: set[str]) -> list[SpanData]:
     """``root`` and its descendants, skipping (and adding to ``taken``) span ids already taken."""
     out: list[SpanData] = []
     todo = [root]
@@ -104,7 +118,7 @@ def subtree(root: SpanData, children: Mapping[Optional[str], Sequence[SpanData]]
     return out
 
 
-def _chain_top(sid: str, by_id: Mapping[str, SpanData], roles: Mapping[str, tuple[str, str]]) -> Optional[str]:
+def _chain_top(sid: str, by_id: Mapping[str, SpanData], roles: Mapping[str, tuple[str, str]]) -> str | None:
     """The outermost OpenInference span above ``sid`` if it is a CHAIN and no agent span is in between."""
     top = None
     for parent in ancestors(by_id[sid], by_id):

@@ -4,29 +4,43 @@ error types, and the pauses (an interrupt, an approval) that are not failures at
 from __future__ import annotations
 
 import ast
-from typing import Optional
 
 from ..spans import SpanData
 from ._values import short_type, text
 
-__all__ = ["DEFERRALS", "ERROR_MESSAGES", "LIMIT_ANSWERS", "LIMIT_STOPS", "RUN_STOPPERS", "deferral", "error_of",
-           "exception"]
+__all__ = [
+    "DEFERRALS",
+    "ERROR_MESSAGES",
+    "LIMIT_ANSWERS",
+    "LIMIT_STOPS",
+    "RUN_STOPPERS",
+    "deferral",
+    "error_of",
+    "exception",
+]
 
 # Exceptions that pause a run for a human rather than fail it.
 DEFERRALS = frozenset({"GraphInterrupt", "NodeInterrupt", "Interrupt", "ApprovalRequired", "CallDeferred"})
-LIMIT_STOPS = {"UsageLimitExceeded": "budget_exceeded", "GraphRecursionError": "max_steps",
-               "MaxTurnsExceeded": "max_steps", "AgentMaxStepsError": "max_steps",
-               "ModelCallLimitExceededError": "max_steps", "ToolCallLimitExceededError": "max_steps"}
+LIMIT_STOPS = {
+    "UsageLimitExceeded": "budget_exceeded",
+    "GraphRecursionError": "max_steps",
+    "MaxTurnsExceeded": "max_steps",
+    "AgentMaxStepsError": "max_steps",
+    "ModelCallLimitExceededError": "max_steps",
+    "ToolCallLimitExceededError": "max_steps",
+}
 # LangChain's call-limit middleware with exit_behavior="end" ends the run on a message of its own,
 # which no model wrote: the run stopped on a limit, whatever the message says.
 LIMIT_ANSWERS = ("Model call limits exceeded", "Tool call limit reached", "Tool call limits exceeded")
 # Error messages that say what stopped a run when no exception event does.
-ERROR_MESSAGES = (("Max turns exceeded", "MaxTurnsExceeded"),
-                  ("Guardrail tripwire triggered", "GuardrailTripwireTriggered"))
+ERROR_MESSAGES = (
+    ("Max turns exceeded", "MaxTurnsExceeded"),
+    ("Guardrail tripwire triggered", "GuardrailTripwireTriggered"),
+)
 RUN_STOPPERS = tuple(prefix for prefix, _ in ERROR_MESSAGES)
 
 
-def exception(span: SpanData) -> Optional[tuple[str, str]]:
+def exception(span: SpanData) -> tuple[str, str] | None:
     for e in span.events or ():
         if isinstance(e, dict) and e.get("name") == "exception":
             ea = e.get("attributes") or {}
@@ -47,7 +61,7 @@ def error_of(span: SpanData) -> dict[str, str]:
     cut = msg.find(": {")
     if cut > 0 and msg.endswith("}") and len(msg) < 20_000:
         try:
-            data = ast.literal_eval(msg[cut + 2:])
+            data = ast.literal_eval(msg[cut + 2 :])
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             data = None
         if isinstance(data, dict) and isinstance(data.get("error"), str):

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import orjson
 
@@ -21,9 +21,12 @@ __all__ = ["agent_name", "llm_first_user", "output_tools", "read_agent", "read_l
 
 def read_llm(span: SpanData) -> LlmReading:
     a = span.attributes
-    out = LlmReading(span, model=text(a.get("gen_ai.response.model")) or text(a.get("gen_ai.request.model")),
-                     input_tokens=to_int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))),
-                     output_tokens=to_int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))))
+    out = LlmReading(
+        span,
+        model=text(a.get("gen_ai.response.model")) or text(a.get("gen_ai.request.model")),
+        input_tokens=to_int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))),
+        output_tokens=to_int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))),
+    )
     reasons = a.get("gen_ai.response.finish_reasons")
     if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
         out.finish = reasons[0]
@@ -75,7 +78,7 @@ def _read_legacy_completion(a: dict[str, Any], out: LlmReading) -> None:
         n += 1
 
 
-def llm_first_user(span: SpanData) -> Optional[str]:
+def llm_first_user(span: SpanData) -> str | None:
     """The user message a model call answered (its last one: earlier turns are history)."""
     a = span.attributes
     messages = loads(a.get("gen_ai.input.messages"))
@@ -104,8 +107,12 @@ def read_tool(span: SpanData) -> ToolReading:
     raw_args = a.get("gen_ai.tool.call.arguments", a.get("traceloop.entity.input", a.get("tool_arguments", MISSING)))
     raw_result = a.get("gen_ai.tool.call.result", a.get("traceloop.entity.output", a.get("tool_response", MISSING)))
     msg = a.get("logfire.msg")
-    if isinstance(msg, str) and msg.startswith("running output function") and isinstance(raw_args, str) \
-            and raw_args[:1] == '"':
+    if (
+        isinstance(msg, str)
+        and msg.startswith("running output function")
+        and isinstance(raw_args, str)
+        and raw_args[:1] == '"'
+    ):
         # A text output function (TextOutput(fn)): code of the app's, a call; its input is the model's
         # text, written as a JSON string.
         raw_args = loads(raw_args)
@@ -125,8 +132,11 @@ def read_agent(span: SpanData) -> AgentReading:
     final = a.get("final_result", a.get("gen_ai.agent.output", MISSING))
     if final is not MISSING:
         value, _ = structured(final)
-        if isinstance(value, dict) and ("approvals" in value or "calls" in value) and set(value) <= {
-                "calls", "approvals", "metadata", "_kinds"}:
+        if (
+            isinstance(value, dict)
+            and ("approvals" in value or "calls" in value)
+            and set(value) <= {"calls", "approvals", "metadata", "_kinds"}
+        ):
             out.deferred = bool(value.get("approvals") or value.get("calls"))
             out.answer = None
         elif isinstance(final, (str, bytes)):
@@ -136,6 +146,6 @@ def read_agent(span: SpanData) -> AgentReading:
     return out
 
 
-def agent_name(span: SpanData, *, span_name: bool = True) -> Optional[str]:
+def agent_name(span: SpanData, *, span_name: bool = True) -> str | None:
     a = span.attributes
     return text(a.get("gen_ai.agent.name")) or text(a.get("agent_name")) or text(a.get("traceloop.entity.name"))

@@ -10,8 +10,6 @@ waiting for an approval is a TOOL span with no output; smolagents answers throug
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ..spans import SpanData
 from ._classify import HANDOFF_PREFIX, handoff_tool_name
 from ._genai import agent_name as _named
@@ -23,8 +21,13 @@ __all__ = ["agent_name", "llm_first_user", "read_agent", "read_llm", "read_tool"
 
 def read_llm(span: SpanData) -> LlmReading:
     a = span.attributes
-    out = LlmReading(span, model=text(a.get("llm.model_name")), input_tokens=to_int(a.get("llm.token_count.prompt")),
-                     output_tokens=to_int(a.get("llm.token_count.completion")), finish=text(a.get("llm.finish_reason")))
+    out = LlmReading(
+        span,
+        model=text(a.get("llm.model_name")),
+        input_tokens=to_int(a.get("llm.token_count.prompt")),
+        output_tokens=to_int(a.get("llm.token_count.completion")),
+        finish=text(a.get("llm.finish_reason")),
+    )
     n = 0
     while f"llm.output_messages.{n}.message.role" in a or f"llm.output_messages.{n}.message.content" in a:
         base = f"llm.output_messages.{n}.message."
@@ -41,7 +44,7 @@ def read_llm(span: SpanData) -> LlmReading:
     return out
 
 
-def llm_first_user(span: SpanData) -> Optional[str]:
+def llm_first_user(span: SpanData) -> str | None:
     a = span.attributes
     # openai-agents keeps index 0 for the system instructions: without them the messages start at 1
     n = 0 if "llm.input_messages.0.message.role" in a else 1
@@ -62,7 +65,7 @@ def read_tool(span: SpanData) -> ToolReading:
     if "tool.name" not in a and name.startswith(HANDOFF_PREFIX):
         # openai-agents: the model called transfer_to_<agent>; the span says "handoff to <agent>",
         # with the agents handed from and to as its input and output.
-        target = name[len(HANDOFF_PREFIX):]
+        target = name[len(HANDOFF_PREFIX) :]
         name, raw_args, raw_result = handoff_tool_name(target), "{}", target
     reading = tool_reading(span, name, None, raw_args, raw_result)
     # openai-agents: a call waiting for approval is a TOOL span with input and no output that never ran
@@ -77,7 +80,7 @@ def read_agent(span: SpanData) -> AgentReading:
     return payload_reading(a.get("input.value", MISSING), a.get("output.value", MISSING))
 
 
-def agent_name(span: SpanData, *, span_name: bool = True) -> Optional[str]:
+def agent_name(span: SpanData, *, span_name: bool = True) -> str | None:
     name = _named(span) or text(span.attributes.get("agent.name"))
     if name or not span_name:
         return name

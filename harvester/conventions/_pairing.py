@@ -9,7 +9,8 @@ response). Managed agents (smolagents) and tool outputs that end a run are recog
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import orjson
 
@@ -30,15 +31,16 @@ def _same_args(ran: Any, requested: Any) -> bool:
     return ran is not MISSING and ran is not None and ran == requested
 
 
-def pair(llms: list[LlmReading], tools: list[ToolReading],
-         answers: Sequence[Any] = ()) -> tuple[list[dict[str, Any]], bool]:
+def pair(
+    llms: list[LlmReading], tools: list[ToolReading], answers: Sequence[Any] = ()
+) -> tuple[list[dict[str, Any]], bool]:
     """Tool spans matched to the model's requests (by id, else by order and name); unexecuted requests blocked.
 
     Returns the calls in request order (a tool span no request names follows its turn's requests) and
     whether the last model turn's requests all went unexecuted (the run paused on them). A request
     whose args are one of ``answers`` (the agent's structured response) is the answer, not a call.
     """
-    reqs: list[tuple[int, int, str, Optional[str], Any]] = []  # (turn, index, name, id, args)
+    reqs: list[tuple[int, int, str, str | None, Any]] = []  # (turn, index, name, id, args)
     starts = [llm.span.start_ns if type(llm.span.start_ns) is int else 0 for llm in llms]
     for turn, llm in enumerate(llms):
         for i, (name, rid, args) in enumerate(llm.requests):
@@ -83,8 +85,14 @@ def pair(llms: list[LlmReading], tools: list[ToolReading],
         if hit is None and t.call_id is None:
             # Another attempt at a request already answered (LangChain's ToolRetryMiddleware runs the tool
             # again; the failed attempts carry no id): the same call, in the order the attempts started.
-            again = next((k for k in matched if reqs[k][2] == t.name and reqs[k][0] <= max(turn, 0)
-                          and _same_args(t.args, reqs[k][4])), None)
+            again = next(
+                (
+                    k
+                    for k in matched
+                    if reqs[k][2] == t.name and reqs[k][0] <= max(turn, 0) and _same_args(t.args, reqs[k][4])
+                ),
+                None,
+            )
         if hit is not None:
             matched[hit] = t
             rturn, ridx, _, rid, req_args = reqs[hit]
@@ -108,8 +116,20 @@ def pair(llms: list[LlmReading], tools: list[ToolReading],
             args = req_args if isinstance(req_args, dict) else {"input": args}
         if t.answer_tool:
             continue  # its request is matched, so it is not reported as blocked either
-        keyed.append((key, {"name": t.name, "call_id": t.call_id, "args": args, "status": t.status,
-                            "result": t.result, "error": t.error, "truncated": t.truncated}))
+        keyed.append(
+            (
+                key,
+                {
+                    "name": t.name,
+                    "call_id": t.call_id,
+                    "args": args,
+                    "status": t.status,
+                    "result": t.result,
+                    "error": t.error,
+                    "truncated": t.truncated,
+                },
+            )
+        )
     output_tools: dict[int, set[str]] = {}
 
     def is_output_tool(turn: int, name: str, args: Any = MISSING) -> bool:
@@ -122,12 +142,26 @@ def pair(llms: list[LlmReading], tools: list[ToolReading],
     for k, (rturn, ridx, name, rid, args) in enumerate(reqs):
         if k in matched or is_output_tool(rturn, name, args):
             continue
-        keyed.append(((rturn, ridx, 0), {"name": name, "call_id": rid, "args": (
-            args if isinstance(args, dict) or args is None else {"input": args}), "status": "blocked",
-            "result": None, "error": None, "truncated": False}))
+        keyed.append(
+            (
+                (rturn, ridx, 0),
+                {
+                    "name": name,
+                    "call_id": rid,
+                    "args": (args if isinstance(args, dict) or args is None else {"input": args}),
+                    "status": "blocked",
+                    "result": None,
+                    "error": None,
+                    "truncated": False,
+                },
+            )
+        )
     last = [k for k, r in enumerate(reqs) if r[0] == len(llms) - 1]
-    paused = bool(last) and not any(k in matched for k in last) and any(
-        not is_output_tool(reqs[k][0], reqs[k][2], reqs[k][4]) for k in last)
+    paused = (
+        bool(last)
+        and not any(k in matched for k in last)
+        and any(not is_output_tool(reqs[k][0], reqs[k][2], reqs[k][4]) for k in last)
+    )
     keyed.sort(key=lambda kv: kv[0])
     return [c for _, c in keyed], paused
 
@@ -145,12 +179,14 @@ def run_by_sub_agents(calls: list[dict[str, Any]], nested: list[tuple[SpanData, 
         if runs:
             sp, src = runs.pop(0)
             answer = READERS[src].read_agent(sp).answer
-            call.update(status="error" if sp.status == "ERROR" else "ok",
-                        result=answer if isinstance(answer, str) and sp.status != "ERROR" else None,
-                        error=error_of(sp) if sp.status == "ERROR" else None)
+            call.update(
+                status="error" if sp.status == "ERROR" else "ok",
+                result=answer if isinstance(answer, str) and sp.status != "ERROR" else None,
+                error=error_of(sp) if sp.status == "ERROR" else None,
+            )
 
 
-def answer_from_tools(last: Optional[LlmReading], calls: list[dict[str, Any]]) -> Optional[str]:
+def answer_from_tools(last: LlmReading | None, calls: list[dict[str, Any]]) -> str | None:
     """A run that ended on its tools' output (openai-agents ``stop_on_first_tool``/``StopAtTools``,
     LangChain ``return_direct``): every call of the last model turn ran ok and no model call followed,
     so the last one's result is the answer. Only for OpenInference/OpenLLMetry, whose agent span ends

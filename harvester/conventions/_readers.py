@@ -13,5 +13,9 @@ from . import _genai, _openinference, _openllmetry
 
 __all__ = ["READERS"]
 
-READERS: dict[str, ModuleType] = {"genai": _genai, "harvester": _genai, "openinference": _openinference,
-                                  "openllmetry": _openllmetry}
+READERS: dict[str, ModuleType] = {
+    "genai": _genai,
+    "harvester": _genai,
+    "openinference": _openinference,
+    "openllmetry": _openllmetry,
+}

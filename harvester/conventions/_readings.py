@@ -13,7 +13,7 @@ smolagents' ``{"args", "kwargs"}``, serialized tool messages) and an agent's inp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import orjson
 
@@ -23,30 +23,30 @@ from ._values import MISSING, Bare, first_user, last_ai, last_user, messages_of,
 
 __all__ = ["AgentReading", "LlmReading", "Request", "ToolReading", "payload_reading", "tool_reading"]
 
-Request = tuple[str, Optional[str], Any]  # a tool call a model asked for: (name, call id, args)
+Request = tuple[str, str | None, Any]  # a tool call a model asked for: (name, call id, args)
 
 
 @dataclass(slots=True)
 class LlmReading:
     span: SpanData
-    model: Optional[str] = None
+    model: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     requests: list[Request] = field(default_factory=list)
-    text: Optional[str] = None
+    text: str | None = None
     hidden: bool = False  # content capture was off: what the model said is unknown
-    finish: Optional[str] = None
+    finish: str | None = None
 
 
 @dataclass(slots=True)
 class ToolReading:
     span: SpanData
     name: str
-    call_id: Optional[str]
+    call_id: str | None
     args: Any  # a dict, a ``Bare`` value, or MISSING (not captured)
     result: Any
     status: str  # ok | error | blocked
-    error: Optional[dict[str, str]]
+    error: dict[str, str] | None
     truncated: bool
     hidden: bool
     awaiting: bool = False  # openai-agents: input, no output yet (waiting for an approval)
@@ -60,12 +60,12 @@ class AgentReading:
     prompt: Any = MISSING
     answer: Any = MISSING
     deferred: bool = False
-    history_user: Optional[str] = None  # the first user message of a conversation state it returned
+    history_user: str | None = None  # the first user message of a conversation state it returned
     structured: Any = MISSING  # a structured response (LangChain ``response_format``)
     requested: dict[str, Any] = field(default_factory=dict)  # call id -> args, of the calls in that state
 
 
-def _unwrap_tool_message(v: Any) -> tuple[Any, Optional[str], Optional[str]]:
+def _unwrap_tool_message(v: Any) -> tuple[Any, str | None, str | None]:
     """A serialized LangChain ToolMessage (either form, or inside OpenLLMetry's ``output``) -> (content, id, status)."""
     if not isinstance(v, dict):
         return v, None, None
@@ -84,7 +84,7 @@ def _unwrap_tool_message(v: Any) -> tuple[Any, Optional[str], Optional[str]]:
     return content, text(body.get("tool_call_id")), text(body.get("status"))
 
 
-def tool_reading(span: SpanData, name: str, call_id: Optional[str], raw_args: Any, raw_result: Any) -> ToolReading:
+def tool_reading(span: SpanData, name: str, call_id: str | None, raw_args: Any, raw_result: Any) -> ToolReading:
     """A tool span's reading from its name, id and raw payloads, whoever wrote them."""
     truncated = False
     msg_status = None
@@ -100,8 +100,11 @@ def tool_reading(span: SpanData, name: str, call_id: Optional[str], raw_args: An
                     call_id = text(kw.get("tool_call_id"))
                 if isinstance(parsed.get("inputs"), dict):
                     args = parsed["inputs"]
-            elif (set(parsed) <= {"args", "kwargs", "sanitize_inputs_outputs"} and isinstance(parsed.get("kwargs"), dict)
-                  and not parsed.get("args")):
+            elif (
+                set(parsed) <= {"args", "kwargs", "sanitize_inputs_outputs"}
+                and isinstance(parsed.get("kwargs"), dict)
+                and not parsed.get("args")
+            ):
                 args = parsed["kwargs"]  # smolagents
             else:
                 args = parsed
@@ -122,8 +125,7 @@ def tool_reading(span: SpanData, name: str, call_id: Optional[str], raw_args: An
         status, error = "error", error_of(span)
     elif msg_status == "error":  # the tool caught its own error and returned it (handle_tool_error)
         status, error = "error", {"type": "ToolException", "message": result if isinstance(result, str) else ""}
-    return ToolReading(span, name, call_id, args, result if status == "ok" else None, status, error, truncated,
-                       hidden)
+    return ToolReading(span, name, call_id, args, result if status == "ok" else None, status, error, truncated, hidden)
 
 
 def _state_tool_calls(messages: list[Any]) -> dict[str, Any]:

@@ -7,13 +7,30 @@ type is ignored. At most one ``orjson.loads`` per payload: ingest runs this on e
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any
 
 import orjson
 
-__all__ = ["AI_ROLES", "Bare", "MISSING", "PLACEHOLDERS", "USER_ROLES", "content_text", "first_user", "iso",
-           "last_ai", "last_user", "loads", "message", "messages_of", "placeholder", "short_type", "structured",
-           "text", "to_int"]
+__all__ = [
+    "AI_ROLES",
+    "Bare",
+    "MISSING",
+    "PLACEHOLDERS",
+    "USER_ROLES",
+    "content_text",
+    "first_user",
+    "iso",
+    "last_ai",
+    "last_user",
+    "loads",
+    "message",
+    "messages_of",
+    "placeholder",
+    "short_type",
+    "structured",
+    "text",
+    "to_int",
+]
 
 MISSING: Any = object()
 # Placeholders producers write when content capture is off.
@@ -35,7 +52,7 @@ def placeholder(v: Any) -> bool:
     return type(v) is str and v in PLACEHOLDERS
 
 
-def text(v: Any) -> Optional[str]:
+def text(v: Any) -> str | None:
     """A string fit for a Run: bytes decoded, lone surrogates replaced (orjson refuses them later)."""
     if type(v) is str and v.isascii():  # almost every value: no copy to find out
         return v
@@ -95,19 +112,22 @@ def short_type(t: Any) -> str:
     return s.rsplit(".", 1)[-1] or "Error"
 
 
-def content_text(content: Any) -> Optional[str]:
+def content_text(content: Any) -> str | None:
     """Message content as text: a string, or the text blocks of a content list."""
     if isinstance(content, str):
         return text(content)
     if isinstance(content, list):
-        found = [b.get("text") if isinstance(b.get("text"), str) else b.get("content")
-                 for b in content if isinstance(b, dict) and b.get("type") in ("text", None)]
+        found = [
+            b.get("text") if isinstance(b.get("text"), str) else b.get("content")
+            for b in content
+            if isinstance(b, dict) and b.get("type") in ("text", None)
+        ]
         texts = [t for t in found if isinstance(t, str)]
         return text("".join(texts)) if texts else None
     return None
 
 
-def message(m: Any) -> tuple[str, Optional[str]]:
+def message(m: Any) -> tuple[str, str | None]:
     """(role, text) of a message in any of the shapes producers serialize."""
     if not isinstance(m, dict):
         return "", None
@@ -128,7 +148,7 @@ def message(m: Any) -> tuple[str, Optional[str]]:
     return str(role), content_text(m.get("content"))
 
 
-def messages_of(payload: Any) -> Optional[list[Any]]:
+def messages_of(payload: Any) -> list[Any] | None:
     """The message list inside an agent input/output payload (LangChain state, callback wrappers)."""
     if isinstance(payload, list):
         return payload
@@ -145,7 +165,7 @@ def messages_of(payload: Any) -> Optional[list[Any]]:
     return None
 
 
-def first_user(messages: Optional[list[Any]]) -> Optional[str]:
+def first_user(messages: list[Any] | None) -> str | None:
     for m in messages or ():
         role, text = message(m)
         if role in USER_ROLES and text:
@@ -153,7 +173,7 @@ def first_user(messages: Optional[list[Any]]) -> Optional[str]:
     return None
 
 
-def last_user(messages: Optional[list[Any]]) -> Optional[str]:
+def last_user(messages: list[Any] | None) -> str | None:
     for m in reversed(messages or ()):
         role, text = message(m)
         if role in USER_ROLES and text:
@@ -161,7 +181,7 @@ def last_user(messages: Optional[list[Any]]) -> Optional[str]:
     return None
 
 
-def last_ai(messages: Optional[list[Any]]) -> tuple[bool, Optional[str]]:
+def last_ai(messages: list[Any] | None) -> tuple[bool, str | None]:
     """(the conversation ends with a model message, its text)."""
     if not messages:
         return False, None
@@ -169,7 +189,7 @@ def last_ai(messages: Optional[list[Any]]) -> tuple[bool, Optional[str]]:
     return role in AI_ROLES, text
 
 
-def iso(ns: int) -> Optional[str]:
+def iso(ns: int) -> str | None:
     global _iso_last
     if not ns or type(ns) is not int:
         return None
@@ -187,4 +207,4 @@ def iso(ns: int) -> Optional[str]:
     return f"{head}.{(ns // 1_000_000) % 1000:03d}Z"
 
 
-_iso_last: tuple[Optional[int], str] = (None, "")
+_iso_last: tuple[int | None, str] = (None, "")

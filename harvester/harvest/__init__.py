@@ -11,5 +11,15 @@ from ._kinds import FAILURE_KINDS, LOOP_REPEATS, failure_kind
 from ._signature import normalize_prompt, signature, slug
 from ._store import HarvestResult, harvest
 
-__all__ = ["COST_HEADROOM", "FAILURE_KINDS", "LOOP_REPEATS", "HarvestResult", "case_from_run", "failure_kind",
-           "harvest", "normalize_prompt", "signature", "slug"]
+__all__ = [
+    "COST_HEADROOM",
+    "FAILURE_KINDS",
+    "LOOP_REPEATS",
+    "HarvestResult",
+    "case_from_run",
+    "failure_kind",
+    "harvest",
+    "normalize_prompt",
+    "signature",
+    "slug",
+]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from ..case import AgentCase, Fixture, Recorded, Source
 from ..config import Config
@@ -22,9 +22,17 @@ __all__ = ["COST_HEADROOM", "build_case", "case_from_run"]
 COST_HEADROOM = 2.0  # max_cost = recorded cost x this, so ordinary variance never fails a case
 
 
-def case_from_run(run: Run, *, config: Config | None = None, why: str | None = None, expected: str | None = None,
-                  required_elements: Iterable[str] = (), forbid: Iterable[str] = (), tags: Iterable[str] = (),
-                  incident: bool = False) -> AgentCase:
+def case_from_run(
+    run: Run,
+    *,
+    config: Config | None = None,
+    why: str | None = None,
+    expected: str | None = None,
+    required_elements: Iterable[str] = (),
+    forbid: Iterable[str] = (),
+    tags: Iterable[str] = (),
+    incident: bool = False,
+) -> AgentCase:
     """Freeze ``run`` into a pending case (id = a slug of the prompt; make it unique with ``CaseFolder``).
 
     ``incident`` marks the run as one someone reported: its failure kind is at least
@@ -33,12 +41,22 @@ def case_from_run(run: Run, *, config: Config | None = None, why: str | None = N
     config = config or Config()
     forbid = list(forbid)
     reading = read_run(run, config, incident=incident, forbid=forbid)
-    return build_case(run, reading, config, why=why, expected=expected, required_elements=required_elements,
-                  forbid=forbid, tags=tags)
+    return build_case(
+        run, reading, config, why=why, expected=expected, required_elements=required_elements, forbid=forbid, tags=tags
+    )
 
 
-def build_case(run: Run, reading: Reading, config: Config, *, why: str | None = None, expected: str | None = None,
-           required_elements: Iterable[str] = (), forbid: Iterable[str] = (), tags: Iterable[str] = ()) -> AgentCase:
+def build_case(
+    run: Run,
+    reading: Reading,
+    config: Config,
+    *,
+    why: str | None = None,
+    expected: str | None = None,
+    required_elements: Iterable[str] = (),
+    forbid: Iterable[str] = (),
+    tags: Iterable[str] = (),
+) -> AgentCase:
     unintended = set(reading.unintended) | set(forbid)
     notes: list[str] = []
     fixtures: list[Fixture] = []
@@ -53,12 +71,21 @@ def build_case(run: Run, reading: Reading, config: Config, *, why: str | None = 
         if call.name in config.ignore_args:
             ignore_args[call.name] = config.ignore_args[call.name]
         ok = call.status == "ok"
-        fixtures.append(Fixture(key=key, tool=call.name, args=call.args, result=call.result if ok else None,
-                                error=None if ok else (call.error or ErrorInfo(type="error")),
-                                truncated=call.truncated))
+        fixtures.append(
+            Fixture(
+                key=key,
+                tool=call.name,
+                args=call.args,
+                result=call.result if ok else None,
+                error=None if ok else (call.error or ErrorInfo(type="error")),
+                truncated=call.truncated,
+            )
+        )
         if call.truncated:
-            notes.append(f"fixture {len(fixtures) - 1} ({key}): the result was truncated by the OTel attribute "
-                         "length limit; paste the full result (or raise the limit) before accepting")
+            notes.append(
+                f"fixture {len(fixtures) - 1} ({key}): the result was truncated by the OTel attribute "
+                "length limit; paste the full result (or raise the limit) before accepting"
+            )
         if call.args is None:
             hidden += 1
         if call.name in unintended:
@@ -69,15 +96,18 @@ def build_case(run: Run, reading: Reading, config: Config, *, why: str | None = 
             if call.name not in appropriate:
                 appropriate.append(call.name)
     if not run.content_captured or hidden:
-        notes.append("payloads were not captured (content capture off): the fixtures are incomplete; fill in "
-                     "args and results, or re-capture with content on, before accepting")
+        notes.append(
+            "payloads were not captured (content capture off): the fixtures are incomplete; fill in "
+            "args and results, or re-capture with content on, before accepting"
+        )
     if not run.prompt:
         notes.append("the prompt was not captured: write it before accepting")
 
     cost = run.cost if run.cost is not None else (config.cost(run.model, run.usage) if run.usage.total else None)
     kind = reading.kind
     should_abstain = (reading.abstains and kind is None) or (
-        bool(expected) and ABSTAINED(Run(trace_id=run.trace_id, answer=expected))[0])
+        bool(expected) and ABSTAINED(Run(trace_id=run.trace_id, answer=expected))[0]
+    )
     return AgentCase(
         id=slug(run.prompt, fallback=f"run-{run.trace_id[:8]}"),
         status="pending",
@@ -94,11 +124,24 @@ def build_case(run: Run, reading: Reading, config: Config, *, why: str | None = 
         ignore_args=ignore_args,
         fixtures=fixtures,
         review_notes=notes,
-        recorded=Recorded(trajectory=run.trajectory(), denied=_denied(run), stop=run.stop, answer=run.answer,
-                          steps=run.steps, cost=cost),
-        source=Source(trace_id=run.trace_id, run_id=run.run_id, captured_at=run.started_at, last_seen=run.started_at, agent=run.agent,
-                      failure_kind=kind, seen=1,
-                      signature=signature_of(run, kind)),
+        recorded=Recorded(
+            trajectory=run.trajectory(),
+            denied=_denied(run),
+            stop=run.stop,
+            answer=run.answer,
+            steps=run.steps,
+            cost=cost,
+        ),
+        source=Source(
+            trace_id=run.trace_id,
+            run_id=run.run_id,
+            captured_at=run.started_at,
+            last_seen=run.started_at,
+            agent=run.agent,
+            failure_kind=kind,
+            seen=1,
+            signature=signature_of(run, kind),
+        ),
     )
 
 
@@ -131,7 +174,7 @@ def _with_headroom(cost: float | None) -> float | None:
     return float(f"{math.ceil(limit / quantum - 1e-9) * quantum:.12g}")
 
 
-def _default_why(run: Run, kind: Optional[str], detail: str) -> str:
+def _default_why(run: Run, kind: str | None, detail: str) -> str:
     if kind:
         return f"{kind}: {detail}"
     path = " -> ".join(run.trajectory()) or "no tools"

@@ -19,8 +19,8 @@ case checks ``abstained`` instead of ``answered``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
 
 from .. import checks as checklib
 from ..canonical import fixture_key
@@ -29,8 +29,17 @@ from ..model import Run
 
 __all__ = ["ABSTAINED", "FAILURE_KINDS", "LOOP_REPEATS", "Reading", "failure_kind", "read_run"]
 
-FAILURE_KINDS: tuple[str, ...] = ("unintended_action", "blocked_action", "loop", "budget_exceeded", "max_steps",
-                                  "exception", "tool_error", "abstained", "negative_feedback")
+FAILURE_KINDS: tuple[str, ...] = (
+    "unintended_action",
+    "blocked_action",
+    "loop",
+    "budget_exceeded",
+    "max_steps",
+    "exception",
+    "tool_error",
+    "abstained",
+    "negative_feedback",
+)
 LOOP_REPEATS = 3  # the same call this many times is a loop
 ABSTAINED = checklib.abstained()
 _STOP_STOPS = {"loop_detected": "loop", "budget_exceeded": "budget_exceeded", "max_steps": "max_steps"}
@@ -41,7 +50,7 @@ class Reading:
     """What the harvest needs to know about one run, computed once (keys hash every argument)."""
 
     keys: list[str]
-    kind: Optional[str]
+    kind: str | None
     detail: str
     unintended: list[str]  # tools that should not have run (incident only)
     abstains: bool
@@ -54,14 +63,16 @@ def read_run(run: Run, config: Config, *, incident: bool, forbid: Iterable[str])
     forbid = set(forbid)
     unintended: list[str] = []
     if incident:
-        unintended = list(dict.fromkeys(
-            c.name for c in run.calls if c.status != "blocked" and (c.name in forbid or config.is_mutating(c.name))))
+        unintended = list(
+            dict.fromkeys(
+                c.name for c in run.calls if c.status != "blocked" and (c.name in forbid or config.is_mutating(c.name))
+            )
+        )
     kind, detail = _failure(run, keys, unintended, abstains, flagged=incident or run.feedback == "negative")
     return Reading(keys, kind, detail, unintended, abstains)
 
 
-def _failure(run: Run, keys: list[str], unintended: list[str], abstains: bool,
-             flagged: bool) -> tuple[Optional[str], str]:
+def _failure(run: Run, keys: list[str], unintended: list[str], abstains: bool, flagged: bool) -> tuple[str | None, str]:
     """(kind, what was seen) in the module docstring's precedence; (None, "") for a run that went fine."""
     calls = run.calls
     if unintended:
@@ -95,7 +106,8 @@ def _failure(run: Run, keys: list[str], unintended: list[str], abstains: bool,
     return None, ""
 
 
-def failure_kind(run: Run, *, config: Config | None = None, incident: bool = False,
-                 forbid: Iterable[str] = ()) -> Optional[str]:
+def failure_kind(
+    run: Run, *, config: Config | None = None, incident: bool = False, forbid: Iterable[str] = ()
+) -> str | None:
     """The failure kind of ``run`` (see the module docstring for the precedence), or None."""
     return read_run(run, config or Config(), incident=incident, forbid=forbid).kind

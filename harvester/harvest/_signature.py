@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Optional
 
 from ..canonical import digest
 from ..config import Config
@@ -19,7 +18,8 @@ _STOPWORDS = frozenset(
     "a an the to of for and or in on at by is are was were be been am can could would should will shall may "
     "might must i me my mine we us our you your it its this that these those with from do does did how what "
     "when where which who whom why hi hello hey please pls just still also there here so if then than as "
-    "about into up out any some have has had get got let lets im ive dont".split())
+    "about into up out any some have has had get got let lets im ive dont".split()
+)
 _DIGITS = re.compile(r"\d+")
 _NON_WORD = re.compile(r"[\W_]+")
 
@@ -30,7 +30,7 @@ def normalize_prompt(text: str | None) -> str:
     return " ".join(_NON_WORD.sub(" ", folded).split())
 
 
-def signature_of(run: Run, kind: Optional[str]) -> str:
+def signature_of(run: Run, kind: str | None) -> str:
     """``signature`` of a run whose failure kind is known already."""
     return digest([normalize_prompt(run.prompt), run.trajectory(), kind])
 

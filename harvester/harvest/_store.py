@@ -6,7 +6,7 @@ import heapq
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .._progress import Progress
 from ..canonical import digest
@@ -35,23 +35,33 @@ class HarvestResult:
 
     def summary(self) -> str:
         counted = f", {self.counted} already counted" if self.counted else ""
-        return (f"harvested {self.runs} runs into {self.cases} cases "
-                f"(new {self.new}, updated {self.updated}, skipped {self.skipped} reviewed{counted})")
+        return (
+            f"harvested {self.runs} runs into {self.cases} cases "
+            f"(new {self.new}, updated {self.updated}, skipped {self.skipped} reviewed{counted})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "cases": self.cases, "new": self.new, "updated": self.updated,
-                "counted": self.counted,
-                "skipped": self.skipped, "new_ids": self.new_ids}
+        return {
+            "runs": self.runs,
+            "cases": self.cases,
+            "new": self.new,
+            "updated": self.updated,
+            "counted": self.counted,
+            "skipped": self.skipped,
+            "new_ids": self.new_ids,
+        }
 
 
-def _signature_index(folder: CaseFolder, runs: set[tuple[str, str]] | None = None) -> dict[str, tuple[str, Path, Optional[str]]]:
+def _signature_index(
+    folder: CaseFolder, runs: set[tuple[str, str]] | None = None
+) -> dict[str, tuple[str, Path, str | None]]:
     """signature -> (status, file, last_seen) of the cases already there, each file read lightly.
 
     ``runs`` is filled with the cases' source (trace id, run id): a run ``harvester incident`` already
     made into a case has another signature (the incident's failure kind), and must not come back as a
     twin. The run id matters: a trace can hold several runs, each its own case.
     """
-    index: dict[str, tuple[str, Path, Optional[str]]] = {}
+    index: dict[str, tuple[str, Path, str | None]] = {}
     for case in case_signatures(folder.root):
         if runs is not None and case.trace_id is not None and case.run_id is not None:
             runs.add((case.trace_id, case.run_id))
@@ -65,9 +75,18 @@ def _sample_priority(run: Run) -> int:
     return int(digest([run.trace_id, run.run_id], length=12), 16)
 
 
-def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, since: str | datetime | None = None,
-            agent: str | None = None, limit: int | None = None, sample: int | None = None,
-            config: Config | None = None, progress: Progress | None = None) -> HarvestResult:
+def harvest(
+    store: Any,
+    cases_dir: str | Path,
+    *,
+    failed_only: bool = False,
+    since: str | datetime | None = None,
+    agent: str | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    config: Config | None = None,
+    progress: Progress | None = None,
+) -> HarvestResult:
     """Stream ``store.runs(...)`` into ``cases_dir/pending/``; memory grows with distinct cases, never with runs.
 
     ``sample=N`` keeps every failed run and a reproducible sample of at most N of the others.
@@ -83,7 +102,7 @@ def harvest(store: Any, cases_dir: str | Path, *, failed_only: bool = False, sin
     case_runs: set[tuple[str, str]] = set()
     index = _signature_index(folder, case_runs)
     taken = folder.ids()
-    extra_seen: dict[Path, tuple[int, Optional[str]]] = {}  # path -> (runs to add, newest start)
+    extra_seen: dict[Path, tuple[int, str | None]] = {}  # path -> (runs to add, newest start)
     created: set[Path] = set()
     result = HarvestResult()
     reservoir: list[tuple[int, int, Run]] = []  # (-priority, order, run): a max-heap of the N smallest priorities

@@ -16,7 +16,8 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from ..conventions import ancestors, is_agent_span, may_hold_run
 from ..spans import SpanData
@@ -68,8 +69,9 @@ class LocalRootAssembler(Assembler):
     its runs replaced, so a run cut in two is stored whole, never as two halves.
     """
 
-    def __init__(self, writer: RunWriter, max_open_traces: int, max_trace_age_s: float,
-                 max_spans_per_trace: int) -> None:
+    def __init__(
+        self, writer: RunWriter, max_open_traces: int, max_trace_age_s: float, max_spans_per_trace: int
+    ) -> None:
         self.writer = writer
         self.max_open = max_open_traces
         self.max_age = max_trace_age_s
@@ -130,7 +132,7 @@ class LocalRootAssembler(Assembler):
         traces, and an error escaping from one would skip the rest and the final flush."""
         try:
             self.writer.process_trace(spans, partial=partial, piece=piece)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("harvester could not process a trace", exc_info=True)
             self.writer.drop("internal_error")
 
@@ -169,8 +171,11 @@ class LocalRootAssembler(Assembler):
 
     def _write_ended_runs(self, trace_id: str, trace: OpenTrace) -> None:
         """Write the subtrees of the trace's ended agent spans that no ended agent span contains."""
-        tops = [sid for sid, sp in trace.spans.items() if is_agent_span(sp)
-                and not any(is_agent_span(trace.spans[a]) for a in ancestors(sp, trace.spans))]
+        tops = [
+            sid
+            for sid, sp in trace.spans.items()
+            if is_agent_span(sp) and not any(is_agent_span(trace.spans[a]) for a in ancestors(sp, trace.spans))
+        ]
         if not tops:
             return
         written = self._take(trace, tops)
@@ -193,9 +198,15 @@ class IdleAssembler(Assembler):
     dropped otherwise. Thread-safe: handlers add, the sweeper takes.
     """
 
-    def __init__(self, *, idle_seconds: float = 2.0,
-                 orphan_seconds: float = 60.0, max_traces: int = 10_000, max_spans: int = 200_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        idle_seconds: float = 2.0,
+        orphan_seconds: float = 60.0,
+        max_traces: int = 10_000,
+        max_spans: int = 200_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.idle_seconds = idle_seconds
         self.orphan_seconds = max(orphan_seconds, idle_seconds)
         self.max_traces = max_traces

@@ -33,8 +33,9 @@ import os
 import stat
 import sys
 import warnings
+from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass, field
-from typing import IO, Any, Iterable, Iterator, Sized
+from typing import IO, Any
 
 import orjson
 
@@ -70,9 +71,16 @@ class IngestStats:
         return self.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"files": self.files, "spans": self.spans, "runs": self.runs, "traces": self.traces,
-                "skipped": self.skipped, "no_agent_traces": self.no_agent, "skip_reasons": self.reasons,
-                "lost": self.lost}
+        return {
+            "files": self.files,
+            "spans": self.spans,
+            "runs": self.runs,
+            "traces": self.traces,
+            "skipped": self.skipped,
+            "no_agent_traces": self.no_agent,
+            "skip_reasons": self.reasons,
+            "lost": self.lost,
+        }
 
     def add_lost(self, dropped: dict[str, int]) -> None:
         for reason, n in dropped.items():
@@ -91,8 +99,15 @@ def default_jobs() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True, batch_size: int = 2000,
-                 jobs: int | None = None, progress: Progress | None = None) -> IngestStats:
+def ingest_files(
+    paths: Iterable[str],
+    store: TraceStore,
+    *,
+    redact: Any = True,
+    batch_size: int = 2000,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+) -> IngestStats:
     """Import OTLP/JSON files (one document, or the Collector file exporter's JSON lines; ``-`` = stdin).
 
     Spans are grouped by trace within each file and normalized; every run is redacted (no sampling:
@@ -117,8 +132,12 @@ def ingest_files(paths: Iterable[str], store: TraceStore, *, redact: Any = True,
             name = "<stdin>" if path == "-" else path
             with _InputFile(path) as stream:
                 head = b"" if jobs == 1 else _read(stream, PARALLEL_MIN_BYTES, path)
-                if jobs == 1 or len(head) < PARALLEL_MIN_BYTES or not can_share(redactor) \
-                        or head[:3] in (b"\xef\xbb\xbf", b"\x1f\x8b\x08"):  # a BOM or gzip: read as a whole says what
+                if (
+                    jobs == 1
+                    or len(head) < PARALLEL_MIN_BYTES
+                    or not can_share(redactor)
+                    or head[:3] in (b"\xef\xbb\xbf", b"\x1f\x8b\x08")
+                ):  # a BOM or gzip: read as a whole says what
                     _ingest_bytes(head + _read(stream, -1, path), name, writer, stats)
                 else:
                     if workers is None:
@@ -278,8 +297,9 @@ class Input:
         del data
         for doc in docs:
             if not isinstance(doc, dict) or "resourceSpans" not in doc:
-                raise OtlpFormatError("not an OTLP/JSON traces document (no resourceSpans)", file=self.name,
-                                      field="resourceSpans")
+                raise OtlpFormatError(
+                    "not an OTLP/JSON traces document (no resourceSpans)", file=self.name, field="resourceSpans"
+                )
             rspans = doc["resourceSpans"]
             if not isinstance(rspans, list):
                 raise OtlpFormatError("must be a list", file=self.name, field="resourceSpans")
@@ -287,7 +307,7 @@ class Input:
             for i, rs in enumerate(rspans):
                 weight += _span_count(rs)
                 if weight >= SLICE_SPANS:
-                    yield "doc", orjson.dumps({"resourceSpans": rspans[start:i + 1]})
+                    yield "doc", orjson.dumps({"resourceSpans": rspans[start : i + 1]})
                     start, weight = i + 1, 0
             if start < len(rspans) or not rspans:
                 yield "doc", orjson.dumps({"resourceSpans": rspans[start:]})

@@ -8,7 +8,7 @@ that breaks answers ``Failed``.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from ..spans import SpanData
 
@@ -63,14 +63,14 @@ class Parsed(NamedTuple):
 class ParseError(NamedTuple):
     key: int
     message: str
-    file: Optional[str]
-    field: Optional[str]
-    line: Optional[int]
+    file: str | None
+    field: str | None
+    line: int | None
 
 
 class Rows(NamedTuple):
     batch: int
-    counts: list[Optional[int]]  # per trace: runs written, or None for a trace with no agent run
+    counts: list[int | None]  # per trace: runs written, or None for a trace with no agent run
     rows: list[tuple[Any, ...]]
     lost: dict[str, int]
 
@@ -82,5 +82,3 @@ class Parts(NamedTuple):
 class Failed(NamedTuple):
     error: str
     traceback: str
-
-

@@ -15,8 +15,18 @@ from ..errors import BadRequest, ClientGone, OtlpFormatError
 from ..seam import replay_span
 from ..spans import KIND_NAMES, STATUS_NAMES, OtlpStats, SpanData, spans_from_otlp
 
-__all__ = ["BadRequest", "ClientGone", "JSON", "PROTOBUF", "RPC_CODES", "decode_json", "decode_protobuf", "decompress",
-           "read_chunked", "status_protobuf"]
+__all__ = [
+    "BadRequest",
+    "ClientGone",
+    "JSON",
+    "PROTOBUF",
+    "RPC_CODES",
+    "decode_json",
+    "decode_protobuf",
+    "decompress",
+    "read_chunked",
+    "status_protobuf",
+]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -64,15 +74,26 @@ def decode_protobuf(body: bytes, stats: OtlpStats) -> list[SpanData]:
                     stats.replayed()
                     continue
                 status = s.status
-                append(SpanData(
-                    trace_id=trace_id.hex(), span_id=span_id.hex(), parent_id=parent.hex() if parent else None,
-                    name=s.name, start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano,
-                    kind=kinds.get(s.kind, "INTERNAL"), status=statuses.get(status.code, "UNSET"),
-                    status_message=status.message, attributes=_attrs(s.attributes),
-                    events=[{"name": e.name, "time_ns": e.time_unix_nano, "attributes": _attrs(e.attributes)}
-                            for e in s.events],
-                    scope=scope, resource=resource,
-                ))
+                append(
+                    SpanData(
+                        trace_id=trace_id.hex(),
+                        span_id=span_id.hex(),
+                        parent_id=parent.hex() if parent else None,
+                        name=s.name,
+                        start_ns=s.start_time_unix_nano,
+                        end_ns=s.end_time_unix_nano,
+                        kind=kinds.get(s.kind, "INTERNAL"),
+                        status=statuses.get(status.code, "UNSET"),
+                        status_message=status.message,
+                        attributes=_attrs(s.attributes),
+                        events=[
+                            {"name": e.name, "time_ns": e.time_unix_nano, "attributes": _attrs(e.attributes)}
+                            for e in s.events
+                        ],
+                        scope=scope,
+                        resource=resource,
+                    )
+                )
     stats.spans += len(out)
     return out
 

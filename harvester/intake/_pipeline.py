@@ -11,7 +11,8 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..conventions import subtree
 from ..errors import StoreError
@@ -34,8 +35,9 @@ class RowSink(Protocol):
 
     path: str
 
-    def add_many(self, items: Iterable[Any], *, replace_traces: Iterable[str] = (),
-                 inbox: Sequence[tuple[Any, ...]] = ()) -> int: ...
+    def add_many(
+        self, items: Iterable[Any], *, replace_traces: Iterable[str] = (), inbox: Sequence[tuple[Any, ...]] = ()
+    ) -> int: ...
 
     def spans_of(self, trace_ids: Iterable[str]) -> dict[str, list[SpanData]]: ...
 
@@ -72,8 +74,13 @@ def run_spans(runs: Sequence[RunData], spans: Sequence[SpanData]) -> list[list[S
     return out
 
 
-def run_rows(runs: Sequence[RunData], spans: Sequence[SpanData], redactor: Redactor | None,
-             drop: Callable[[str], None], wanted: Sequence[bool] | None = None) -> list[Row]:
+def run_rows(
+    runs: Sequence[RunData],
+    spans: Sequence[SpanData],
+    redactor: Redactor | None,
+    drop: Callable[[str], None],
+    wanted: Sequence[bool] | None = None,
+) -> list[Row]:
     """The rows of one trace's runs (those ``wanted``), each redacted with its raw spans.
 
     Per run, so a redactor bug costs only the run it failed on (counted by ``drop``), and a run that
@@ -86,13 +93,13 @@ def run_rows(runs: Sequence[RunData], spans: Sequence[SpanData], redactor: Redac
         if redactor is not None:
             try:
                 data, part = redactor.redact_data(data, part)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.debug("could not redact a run", exc_info=True)
                 drop("redact_error")
                 continue
         try:
             rows.append(run_row(data, part))
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("could not serialize a run", exc_info=True)
             drop("serialize_error")
     return rows
@@ -123,10 +130,17 @@ class RunWriter:
     runs are kept at ``sample_rate``, decided by trace id so a trace is kept or dropped whole.
     """
 
-    def __init__(self, store: TraceStore | RowSink | str | os.PathLike[str] | None = None, *, sample_rate: float = 1.0,
-                 keep: Callable[[Run], bool] | None = None,
-                 redact: bool | Redactor | Mapping[str, Any] | None = True, batch_size: int = 512,
-                 flush_interval_s: float = 1.0, defer: bool = False) -> None:
+    def __init__(
+        self,
+        store: TraceStore | RowSink | str | os.PathLike[str] | None = None,
+        *,
+        sample_rate: float = 1.0,
+        keep: Callable[[Run], bool] | None = None,
+        redact: bool | Redactor | Mapping[str, Any] | None = True,
+        batch_size: int = 512,
+        flush_interval_s: float = 1.0,
+        defer: bool = False,
+    ) -> None:
         if not 0.0 <= sample_rate <= 1.0:
             raise ValueError(f"sample_rate must be between 0 and 1, not {sample_rate!r}")
         self.owns_store = not isinstance(store, (TraceStore, RowSink))
@@ -148,8 +162,7 @@ class RunWriter:
         self._pending_since = 0.0
         self._replace: set[str] = set()  # traces whose pending rows replace every run stored for them
         self._lock = threading.RLock()
-        self.counts: dict[str, int] = {"traces": 0, "runs_seen": 0, "written": 0, "sampled_out": 0,
-                                       "kept_failed": 0}
+        self.counts: dict[str, int] = {"traces": 0, "runs_seen": 0, "written": 0, "sampled_out": 0, "kept_failed": 0}
         if self.defer:
             self.counts["deferred"] = 0
         self.dropped: dict[str, int] = {}
@@ -176,7 +189,7 @@ class RunWriter:
 
                 if self.keep(Run.from_data(data)):
                     return True
-            except BaseException:  # noqa: BLE001 - a broken predicate (even sys.exit()) must not lose the run or kill the worker
+            except BaseException:
                 self.counts["keep_errors"] = self.counts.get("keep_errors", 0) + 1
         if sampled_in(data["trace_id"], self.sample_rate):
             return True
@@ -194,8 +207,9 @@ class RunWriter:
         stored = self.store.spans_of([spans[0].trace_id]).get(spans[0].trace_id)
         return merged_spans(stored, spans) if stored else spans
 
-    def process_trace(self, spans: Sequence[SpanData], *, replace: bool = False, partial: bool = False,
-                      piece: bool = False) -> int | None:
+    def process_trace(
+        self, spans: Sequence[SpanData], *, replace: bool = False, partial: bool = False, piece: bool = False
+    ) -> int | None:
         """Normalize, sample, redact and serialize one trace's spans into the buffer; None if it had no agent run.
 
         Runs stay in their plain-dict form throughout (see ``run_data_from_spans``): a ``Run`` model
@@ -218,7 +232,7 @@ class RunWriter:
 
             try:
                 runs = run_data_from_spans(spans)
-            except Exception:  # noqa: BLE001 - the conventions code never should, but one trace never kills us
+            except Exception:
                 log.debug("could not normalize a trace", exc_info=True)
                 self.drop("normalize_error")
                 return 0
@@ -238,13 +252,13 @@ class RunWriter:
     def _defer(self, spans: Sequence[SpanData], piece: bool) -> int:
         try:
             kept = self.redactor.redact_spans(spans) if self.redactor is not None else spans
-        except Exception:  # noqa: BLE001 - a trace that cannot be redacted is never written
+        except Exception:
             log.debug("could not redact a trace", exc_info=True)
             self.drop("redact_error_traces")
             return 0
         try:
             trace = spans_blob(kept)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("could not serialize a trace", exc_info=True)
             self.drop("serialize_error_traces")
             return 0
@@ -266,7 +280,7 @@ class RunWriter:
             self.process_trace(spans)
             if (self._pending or self._inbox) and time.monotonic() - self._pending_since >= self.flush_interval_s:
                 self.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("dropped a trace", exc_info=True)
             self.drop("internal_error")
 
@@ -285,7 +299,7 @@ class RunWriter:
                     self.store.add_many(batch, replace_traces=replace, inbox=rows)
                 else:  # ingest's workers hand rows to a sink with only this form
                     self.store.add_many(batch)
-            except Exception as exc:  # noqa: BLE001 - a full disk or a locked file never reaches the app
+            except Exception as exc:
                 if batch:
                     self.drop("store_error", len(batch))
                 if inbox:

@@ -38,7 +38,8 @@ import sys
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -76,7 +77,7 @@ except (AttributeError, RuntimeError):  # pragma: no cover - another Python, or 
     pass
 
 
-def _finalize_at_process_exit(processor: "HarvestingSpanProcessor") -> None:
+def _finalize_at_process_exit(processor: HarvestingSpanProcessor) -> None:
     """Shut ``processor`` down in multiprocessing's exit hooks: a multiprocessing child ends in
     ``os._exit()``, so atexit never runs there; multiprocessing's own finalizers do."""
     import multiprocessing.util
@@ -107,13 +108,30 @@ class HarvestingSpanProcessor(SpanProcessor):
     ``max_spans_per_trace``, ``batch_size`` runs per transaction, ``flush_interval_s``.
     """
 
-    def __init__(self, store: TraceStore | str | os.PathLike[str] | None = None, *, sample_rate: float = 1.0,
-                 keep: Callable[[Run], bool] | None = None,
-                 redact: bool | Redactor | Mapping[str, Any] | None = True, max_queue: int = 20_000,
-                 max_open_traces: int = 2_000, max_trace_age_s: float = 600.0, max_spans_per_trace: int = 10_000,
-                 batch_size: int = 256, flush_interval_s: float = 1.0, defer_normalize: bool = True) -> None:
-        self.writer = RunWriter(store, sample_rate=sample_rate, keep=keep, redact=redact, batch_size=batch_size,
-                                flush_interval_s=flush_interval_s, defer=defer_normalize)
+    def __init__(
+        self,
+        store: TraceStore | str | os.PathLike[str] | None = None,
+        *,
+        sample_rate: float = 1.0,
+        keep: Callable[[Run], bool] | None = None,
+        redact: bool | Redactor | Mapping[str, Any] | None = True,
+        max_queue: int = 20_000,
+        max_open_traces: int = 2_000,
+        max_trace_age_s: float = 600.0,
+        max_spans_per_trace: int = 10_000,
+        batch_size: int = 256,
+        flush_interval_s: float = 1.0,
+        defer_normalize: bool = True,
+    ) -> None:
+        self.writer = RunWriter(
+            store,
+            sample_rate=sample_rate,
+            keep=keep,
+            redact=redact,
+            batch_size=batch_size,
+            flush_interval_s=flush_interval_s,
+            defer=defer_normalize,
+        )
         self.max_queue = max_queue
         self.batch_size = batch_size
         self.flush_interval_s = flush_interval_s
@@ -179,7 +197,7 @@ class HarvestingSpanProcessor(SpanProcessor):
             q.append(span)
             if len(q) >= self.batch_size and not self._wake.is_set():
                 self._wake.set()
-        except Exception:  # noqa: BLE001 - the app never sees our failures
+        except Exception:
             pass
 
     # -- the worker ----------------------------------------------------------------------------
@@ -206,16 +224,20 @@ class HarvestingSpanProcessor(SpanProcessor):
                 self._assembler.expire(now)
                 if stopping:
                     self._assembler.finish_all()
-            except BaseException:  # noqa: BLE001 - the worker must outlive any bug
+            except BaseException:
                 log.debug("harvester capture worker error", exc_info=True)
                 self.writer.drop("internal_error")
             try:
                 now = time.monotonic()
-                if stopping or waiters or now - last_flush >= self.flush_interval_s \
-                        or self.writer.buffered >= self.batch_size:
+                if (
+                    stopping
+                    or waiters
+                    or now - last_flush >= self.flush_interval_s
+                    or self.writer.buffered >= self.batch_size
+                ):
                     self.writer.flush()
                     last_flush = now
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 log.debug("harvester capture worker error", exc_info=True)
                 self.writer.drop("internal_error")
             for w in waiters:
@@ -233,12 +255,12 @@ class HarvestingSpanProcessor(SpanProcessor):
             try:
                 parent = rs.parent
                 span = from_readable(rs)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 self.writer.drop("convert_error")
                 continue
             try:
                 add(span, parent is None or parent.is_remote, now)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.debug("harvester could not process a span", exc_info=True)
                 self.writer.drop("internal_error")
 
@@ -292,5 +314,10 @@ class HarvestingSpanProcessor(SpanProcessor):
         replayed = int(repr(self._replay_dropped)[6:-1])
         if replayed:
             dropped["replay"] = replayed
-        return {"captured": self._captured, "queued": len(self._queue), "open_traces": len(self._assembler.open),
-                **s, "dropped": dropped}
+        return {
+            "captured": self._captured,
+            "queued": len(self._queue),
+            "open_traces": len(self._assembler.open),
+            **s,
+            "dropped": dropped,
+        }

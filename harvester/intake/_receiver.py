@@ -18,8 +18,8 @@ from __future__ import annotations
 import hmac
 import os
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -28,129 +28,11 @@ from ..errors import ReceiverError
 from ..spans import OtlpStats, SpanData
 from ..store import TraceStore
 from ._assembly import IdleAssembler
-from ._otlp import (JSON, PROTOBUF, RPC_CODES, BadRequest, ClientGone, decode_json, decode_protobuf, decompress, read_chunked,
-                    status_protobuf)
+from ._http import HEALTH_PATH, TRACES_PATH, Server
+from ._otlp import JSON, PROTOBUF, BadRequest, ClientGone, decode_json, decode_protobuf, decompress, read_chunked
 from ._pipeline import RunWriter
 
 __all__ = ["HEALTH_PATH", "Receiver", "TRACES_PATH"]
-
-TRACES_PATH = "/v1/traces"
-HEALTH_PATH = "/healthz"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse one connection
-    timeout = 30  # seconds a stalled client may hold its thread
-    server: "_Server"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass  # one line per request would drown the flush lines; /healthz has the counts
-
-    def _send(self, status: int, body: bytes, content_type: str, headers: Iterable[tuple[str, str]] = ()) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers:
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _error(self, status: int, message: str, protobuf: bool) -> None:
-        code = RPC_CODES.get(status, 2)
-        if protobuf:
-            body, ctype = status_protobuf(code, message), PROTOBUF
-        else:
-            body, ctype = orjson.dumps({"code": code, "message": message}), JSON
-        headers = {401: [("WWW-Authenticate", "Bearer")], 503: [("Retry-After", "1")]}.get(status, [])
-        self._send(status, body, ctype, headers)
-
-    def _dispatch(self, method: str) -> None:
-        receiver = self.server.receiver
-        path = self.path.split("?", 1)[0]
-        ctype = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-        protobuf = ctype == PROTOBUF
-        try:
-            if path == HEALTH_PATH:
-                if method != "GET":
-                    raise BadRequest(405, f"{method} not allowed on {path}; use GET")
-                self._send(200, orjson.dumps(receiver.health()), JSON)
-            elif path == TRACES_PATH:
-                if method != "POST":
-                    raise BadRequest(405, f"{method} not allowed on {path}; use POST")
-                self._send(200, receiver.handle_export(self.headers, self.rfile, ctype), ctype)
-            else:
-                raise BadRequest(404, f"no such path {path}; send traces to {TRACES_PATH}")
-        except BadRequest as exc:
-            # The body may be unread: the connection cannot be reused safely.
-            self.close_connection = True
-            receiver.count_error(exc.status)
-            self._error(exc.status, exc.message, protobuf)
-        except ClientGone:
-            self.close_connection = True
-            receiver.count_error("aborted")
-        except Exception as exc:  # noqa: BLE001 - a handler never takes the server down
-            self.close_connection = True
-            receiver.count_error(500)
-            try:
-                self._error(500, f"internal error: {type(exc).__name__}", protobuf)
-            except OSError:
-                pass
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def _other(self) -> None:
-        self._dispatch(self.command)
-
-    do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other
-
-
-_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
-         b"Connection: close\r\n\r\n")
-
-
-class _Server(ThreadingHTTPServer):
-    """One thread per connection (exporters keep theirs open), at most ``max_connections`` of them."""
-
-    daemon_threads = True
-    request_queue_size = 128  # many exporters may connect at once
-    receiver: "Receiver"
-
-    def __init__(self, address: tuple[str, int], max_connections: int) -> None:
-        super().__init__(address, _Handler)
-        self.max_connections = max_connections
-        self.connections = 0  # changed by the accept thread and decremented by handlers, under the lock
-        self._lock = threading.Lock()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._lock:
-            admitted = self.connections < self.max_connections
-            self.connections += admitted
-        if not admitted:
-            # Over capacity: a retryable 503 (OTLP exporters back off and resend), not a new thread.
-            self.receiver.count_error("503")
-            try:
-                request.sendall(_BUSY)
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self._lock:
-                self.connections -= 1
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a reset connection is the client's problem, not a traceback on our stderr
 
 
 class Receiver:
@@ -163,14 +45,28 @@ class Receiver:
     writes them. ``on_flush`` is called with the number of traces each sweep completed (the CLI prints it).
     """
 
-    def __init__(self, store: RunWriter | TraceStore | str | os.PathLike[str] | None = None, *,
-                 sample_rate: float = 1.0, redact: Any = True, host: str = "127.0.0.1", port: int = 4318,
-                 idle_seconds: float = 2.0, orphan_seconds: float = 60.0, max_body_bytes: int = 16 << 20,
-                 token: str | None = None, max_open_traces: int = 10_000, max_open_spans: int = 200_000,
-                 max_connections: int = 128, max_inflight_bytes: int | None = None,
-                 on_flush: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: RunWriter | TraceStore | str | os.PathLike[str] | None = None,
+        *,
+        sample_rate: float = 1.0,
+        redact: Any = True,
+        host: str = "127.0.0.1",
+        port: int = 4318,
+        idle_seconds: float = 2.0,
+        orphan_seconds: float = 60.0,
+        max_body_bytes: int = 16 << 20,
+        token: str | None = None,
+        max_open_traces: int = 10_000,
+        max_open_spans: int = 200_000,
+        max_connections: int = 128,
+        max_inflight_bytes: int | None = None,
+        on_flush: Callable[[int], None] | None = None,
+    ) -> None:
         self._owns_writer = not isinstance(store, RunWriter)
-        self.writer = store if isinstance(store, RunWriter) else RunWriter(store, sample_rate=sample_rate, redact=redact)
+        self.writer = (
+            store if isinstance(store, RunWriter) else RunWriter(store, sample_rate=sample_rate, redact=redact)
+        )
         self.host = host
         self.port = port
         self.max_body_bytes = max_body_bytes
@@ -179,32 +75,44 @@ class Receiver:
         self.max_inflight_bytes = max_inflight_bytes if max_inflight_bytes is not None else 4 * max_body_bytes
         self.max_connections = max_connections
         self._token = token.encode() if token else None
-        self.assembler = IdleAssembler(idle_seconds=idle_seconds, orphan_seconds=orphan_seconds,
-                                        max_traces=max_open_traces, max_spans=max_open_spans)
+        self.assembler = IdleAssembler(
+            idle_seconds=idle_seconds,
+            orphan_seconds=orphan_seconds,
+            max_traces=max_open_traces,
+            max_spans=max_open_spans,
+        )
         self._on_flush = on_flush
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # signalled when an export request finishes
         self._inflight = 0
         self._inflight_bytes = 0
-        self._counts: dict[str, int] = {"export_requests": 0, "received_spans": 0, "rejected_spans": 0, "replay_spans": 0,
-                                        "completed_traces": 0}
+        self._counts: dict[str, int] = {
+            "export_requests": 0,
+            "received_spans": 0,
+            "rejected_spans": 0,
+            "replay_spans": 0,
+            "completed_traces": 0,
+        }
         self._errors: dict[str, int] = {}
-        self._server: _Server | None = None
+        self._server: Server | None = None
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> int:
         try:
-            server = _Server((self.host, self.port), self.max_connections)
+            server = Server((self.host, self.port), self.max_connections)
         except OSError as exc:
             raise ReceiverError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         server.receiver = self
         self._server = server
         self.port = server.server_address[1]
-        self._threads = [threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                          name="harvester-receiver-http", daemon=True),
-                         threading.Thread(target=self._sweep_loop, name="harvester-receiver-sweep", daemon=True)]
+        self._threads = [
+            threading.Thread(
+                target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="harvester-receiver-http", daemon=True
+            ),
+            threading.Thread(target=self._sweep_loop, name="harvester-receiver-sweep", daemon=True),
+        ]
         for t in self._threads:
             t.start()
         return self.port
@@ -237,7 +145,7 @@ class Receiver:
             try:
                 self._complete(self.assembler.take_complete())
                 self.writer.flush()  # runs buffered by a quiet period are written, not held
-            except Exception:  # noqa: BLE001 - the sweeper must outlive any one bad trace
+            except Exception:
                 self.count_error("sweep")
 
     def _complete(self, traces: list[list[SpanData]]) -> None:
@@ -295,8 +203,14 @@ class Receiver:
                 self._inflight_bytes -= length
                 self._idle.notify_all()
 
-    def _export(self, rfile: Any, length: int | None, encoding: str,
-                decode: Callable[[bytes, OtlpStats], list[SpanData]], content_type: str) -> bytes:
+    def _export(
+        self,
+        rfile: Any,
+        length: int | None,
+        encoding: str,
+        decode: Callable[[bytes, OtlpStats], list[SpanData]],
+        content_type: str,
+    ) -> bytes:
         """Read the body (``length`` None: chunked), decode it and hand its spans to the assembler."""
         try:
             if length is None:
@@ -342,11 +256,22 @@ class Receiver:
         """Counters for ``/healthz``: what came in, what was written, what was dropped and why."""
         asm = self.assembler
         with self._lock:
-            out: dict[str, Any] = {"status": "ok", **self._counts, "inflight_requests": self._inflight,
-                                   "errors": dict(self._errors)}
+            out: dict[str, Any] = {
+                "status": "ok",
+                **self._counts,
+                "inflight_requests": self._inflight,
+                "errors": dict(self._errors),
+            }
         writer = self.writer.stats()
         server = self._server
-        out.update(open_connections=server.connections if server is not None else 0, open_traces=asm.open_traces, open_spans=asm.open_spans, completed_early=asm.completed_early,
-                   runs_written=writer["written"], runs_sampled_out=writer["sampled_out"],
-                   dropped_spans=dict(asm.dropped), dropped_runs=writer["dropped"])
+        out.update(
+            open_connections=server.connections if server is not None else 0,
+            open_traces=asm.open_traces,
+            open_spans=asm.open_spans,
+            completed_early=asm.completed_early,
+            runs_written=writer["written"],
+            runs_sampled_out=writer["sampled_out"],
+            dropped_spans=dict(asm.dropped),
+            dropped_runs=writer["dropped"],
+        )
         return out

@@ -7,7 +7,7 @@ none): the store owns the transactions, this owns how a trace becomes rows.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from ..conventions import run_data_from_spans
 from ..redact import Redactor
@@ -29,8 +29,12 @@ def _builtin_redactor() -> Redactor:
     return _builtin
 
 
-def normalize_inbox(traces: dict[str, list[SpanData]], stored: dict[str, list[SpanData] | None], redact: bool,
-                    drop: Callable[[str, int], None]) -> tuple[list[Row], list[str]]:
+def normalize_inbox(
+    traces: dict[str, list[SpanData]],
+    stored: dict[str, list[SpanData] | None],
+    redact: bool,
+    drop: Callable[[str, int], None],
+) -> tuple[list[Row], list[str]]:
     """The rows of an inbox row's traces, each merged with what is stored of it, and the traces whose
     stored runs these replace (``None`` in ``stored``: a stored part is unreadable, so the trace's
     stored runs are kept and only those read again are replaced)."""
@@ -50,7 +54,7 @@ def normalize_inbox(traces: dict[str, list[SpanData]], stored: dict[str, list[Sp
                 drop("no_agent", 1)
                 continue
             rows += run_rows(runs, spans, redactor, lost)
-        except Exception:  # noqa: BLE001 - one trace never stops the others
+        except Exception:
             log.debug("could not normalize a trace", exc_info=True)
             drop("normalize_error", 1)
             continue

@@ -13,15 +13,16 @@ import queue
 import signal
 import threading
 import traceback
+from collections.abc import Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import orjson
 
 from ..errors import OtlpFormatError
 from ..redact import Redactor
 from ..spans import OtlpStats, SpanData, line_message, spans_of_document
-from ._messages import Clear, Export, Failed, Import, Parse, ParseError, Parsed, Parts, Rows, Stop, Write
+from ._messages import Clear, Export, Failed, Import, Parse, Parsed, ParseError, Parts, Rows, Stop, Write
 from ._pipeline import RunWriter, merged_spans
 
 __all__ = ["worker_main"]
@@ -35,8 +36,9 @@ class _Rows:
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []
 
-    def add_many(self, items: Iterable[Any], *, replace_traces: Iterable[str] = (),
-                 inbox: Sequence[tuple[Any, ...]] = ()) -> int:
+    def add_many(
+        self, items: Iterable[Any], *, replace_traces: Iterable[str] = (), inbox: Sequence[tuple[Any, ...]] = ()
+    ) -> int:
         before = len(self.rows)
         self.rows.extend(tuple(r) for r in items)  # plain tuples pickle several times faster than Row
         return len(self.rows) - before
@@ -48,8 +50,9 @@ class _Rows:
         pass
 
 
-def worker_main(requests: Connection, replies: Connection, redactor: Redactor | None,
-                 inherited: Sequence[Connection]) -> None:
+def worker_main(
+    requests: Connection, replies: Connection, redactor: Redactor | None, inherited: Sequence[Connection]
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which terminates us
     for conn in inherited:  # a forked child holds the parent's ends of every pipe: drop them
         conn.close()
@@ -116,7 +119,7 @@ def worker_main(requests: Connection, replies: Connection, redactor: Redactor | 
                 gc.unfreeze()
             elif isinstance(msg, Stop):
                 break
-    except BaseException as exc:  # noqa: BLE001 - a bug: tell the parent what, then go
+    except BaseException as exc:
         reply(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     outbox.put(None)
     sender.join()
@@ -126,8 +129,7 @@ class _LineError(Exception):
     """Invalid JSON at a line of a chunk: (message, line number within the chunk)."""
 
 
-def _parse(held: dict[int, dict[str, list[SpanData]]], key: int, kind: str, name: str,
-           payload: Any) -> Parsed:
+def _parse(held: dict[int, dict[str, list[SpanData]]], key: int, kind: str, name: str, payload: Any) -> Parsed:
     """One chunk: what ``iter_otlp_documents`` + ``spans_from_otlp`` read from those lines."""
     stats = OtlpStats()
     groups: dict[str, list[SpanData]] = {}

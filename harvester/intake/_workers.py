@@ -21,7 +21,7 @@ from ..errors import HarvesterError, OtlpFormatError
 from ..redact import Redactor
 from ..spans import SpanData
 from ..store import Row, TraceStore
-from ._messages import Clear, Export, Failed, Import, Parse, ParseError, Parsed, Stop, Write
+from ._messages import Clear, Export, Failed, Import, Parse, Parsed, ParseError, Stop, Write
 from ._worker import worker_main
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def can_share(redactor: Redactor | None) -> bool:
     try:
         pickle.dumps(redactor)
         return True
-    except Exception:  # noqa: BLE001 - e.g. a rule holding a lambda: read in-process instead
+    except Exception:
         return False
 
 
@@ -64,7 +64,7 @@ def _format_error(message: str, file: str | None, field: str | None) -> OtlpForm
     """A worker's ``OtlpFormatError`` again (its message, file and field)."""
     where = ": ".join(p for p in (file, field) if p)
     if where and message.startswith(where + ": "):
-        message = message[len(where) + 2:]
+        message = message[len(where) + 2 :]
     return OtlpFormatError(message, file=file, field=field)
 
 
@@ -100,8 +100,12 @@ class Workers:
                 _grow_pipe(req_w)
                 _grow_pipe(rep_r)
                 inherited = [*self.requests, *self.replies, req_w, rep_r] if method == "fork" else []
-                proc = ctx.Process(target=worker_main, args=(req_r, rep_w, redactor, inherited),  # type: ignore[attr-defined]
-                                   daemon=True, name=f"harvester-ingest-{i + 1}")
+                proc = ctx.Process(  # type: ignore[attr-defined]
+                    target=worker_main,
+                    args=(req_r, rep_w, redactor, inherited),
+                    daemon=True,
+                    name=f"harvester-ingest-{i + 1}",
+                )
                 proc.start()
                 req_r.close()
                 rep_w.close()
@@ -144,10 +148,17 @@ class Workers:
         proc = self.procs[i]
         proc.join(1)
         code = proc.exitcode
-        how = (f"killed by signal {-code}" if code is not None and code < 0 else
-               f"exit code {code}" if code is not None else "its pipe closed")
-        return HarvesterError(f"ingest worker {i + 1} (pid {proc.pid}) stopped unexpectedly ({how}) while "
-                              f"reading {self.reading}; its runs may be stored in part (retry with --jobs 1)")
+        how = (
+            f"killed by signal {-code}"
+            if code is not None and code < 0
+            else f"exit code {code}"
+            if code is not None
+            else "its pipe closed"
+        )
+        return HarvesterError(
+            f"ingest worker {i + 1} (pid {proc.pid}) stopped unexpectedly ({how}) while "
+            f"reading {self.reading}; its runs may be stored in part (retry with --jobs 1)"
+        )
 
     def close(self, *, kill: bool = False) -> None:
         if not kill:
@@ -170,7 +181,7 @@ class Workers:
             gc.unfreeze()
 
     # -- one file ------------------------------------------------------------------------------
-    def ingest(self, source: "Input", store: TraceStore, stats: "IngestStats", batch_size: int) -> None:
+    def ingest(self, source: Input, store: TraceStore, stats: IngestStats, batch_size: int) -> None:
         n = len(self.procs)
         self.reading = source.name
         # 1. parse: chunks to the least busy worker; the first error in file order wins
@@ -238,7 +249,7 @@ class Workers:
         # 3. write: batches of traces in file order; rows stored in that order
         items = list(order.items())
         del order
-        batches = [items[b:b + _TRACES_PER_BATCH] for b in range(0, len(items), _TRACES_PER_BATCH)]
+        batches = [items[b : b + _TRACES_PER_BATCH] for b in range(0, len(items), _TRACES_PER_BATCH)]
         results: dict[int, dict[int, tuple[list[int | None], list[tuple[Any, ...]]]]] = {}
         waiting: dict[int, int] = {}
         sent = done = 0
@@ -258,7 +269,7 @@ class Workers:
             waiting[reply.batch] -= 1
             while done < sent and waiting[done] == 0:
                 got = {w: (iter(c), iter(r)) for w, (c, r) in results.pop(done).items()}
-                for tid, keys in batches[done]:
+                for _tid, keys in batches[done]:
                     count_it, row_it = got[owner[keys[0]]]
                     written = next(count_it)
                     stats.traces += 1

@@ -30,8 +30,25 @@ if TYPE_CHECKING:
 
 _MODELS = ("ErrorInfo", "LlmCall", "Run", "ToolCall", "ToolRequest", "Usage")
 
-__all__ = ["STOPS", "CallData", "CallStatus", "ErrorData", "ErrorInfo", "LlmCall", "LlmCallData", "RequestData",
-           "Run", "RunData", "Stop", "ToolCall", "ToolRequest", "Usage", "UsageData", "data_failed", "data_with_derived"]
+__all__ = [
+    "STOPS",
+    "CallData",
+    "CallStatus",
+    "ErrorData",
+    "ErrorInfo",
+    "LlmCall",
+    "LlmCallData",
+    "RequestData",
+    "Run",
+    "RunData",
+    "Stop",
+    "ToolCall",
+    "ToolRequest",
+    "Usage",
+    "UsageData",
+    "data_failed",
+    "data_with_derived",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -9,12 +9,23 @@ are derived from ``calls`` and present only where a reader sees them (the store'
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, TypedDict
+from typing import Any, Literal, TypedDict
 
 from typing_extensions import NotRequired
 
-__all__ = ["STOPS", "CallData", "CallStatus", "ErrorData", "LlmCallData", "RequestData", "RunData", "Stop",
-           "UsageData", "data_failed", "data_with_derived"]
+__all__ = [
+    "STOPS",
+    "CallData",
+    "CallStatus",
+    "ErrorData",
+    "LlmCallData",
+    "RequestData",
+    "RunData",
+    "Stop",
+    "UsageData",
+    "data_failed",
+    "data_with_derived",
+]
 
 Stop = Literal["answered", "error", "deferred", "budget_exceeded", "max_steps", "loop_detected", "unknown"]
 STOPS: tuple[str, ...] = Stop.__args__  # type: ignore[attr-defined]
@@ -33,57 +44,61 @@ class UsageData(TypedDict):
 
 class CallData(TypedDict):
     name: str
-    call_id: Optional[str]
+    call_id: str | None
     args: Any
     status: CallStatus
     result: Any
-    error: Optional[ErrorData]
+    error: ErrorData | None
     truncated: bool
 
 
 class RequestData(TypedDict):
     name: str
-    call_id: Optional[str]
+    call_id: str | None
     args: Any
 
 
 class LlmCallData(TypedDict):
-    model: Optional[str]
+    model: str | None
     usage: UsageData
     requests: list[RequestData]
-    finish_reason: Optional[str]
+    finish_reason: str | None
 
 
 class RunData(TypedDict):
     trace_id: str
     run_id: str
-    agent: Optional[str]
-    model: Optional[str]
-    prompt: Optional[str]
-    answer: Optional[str]
+    agent: str | None
+    model: str | None
+    prompt: str | None
+    answer: str | None
     stop: Stop
-    error: Optional[ErrorData]
+    error: ErrorData | None
     calls: list[CallData]
     llm_calls: list[LlmCallData]
     usage: UsageData
-    cost: Optional[float]
-    started_at: Optional[str]
-    duration_ms: Optional[float]
+    cost: float | None
+    started_at: str | None
+    duration_ms: float | None
     content_captured: bool
-    feedback: Optional[str]
-    source: Optional[str]
+    feedback: str | None
+    source: str | None
     requested_tools: NotRequired[list[str]]
     blocked_tools: NotRequired[list[str]]
 
 
 def data_failed(data: RunData) -> bool:
     """``Run.failed`` of a run's plain-dict form."""
-    return (data["stop"] != "answered" or any(c["status"] != "ok" for c in data["calls"])
-            or data["feedback"] == "negative")
+    return (
+        data["stop"] != "answered" or any(c["status"] != "ok" for c in data["calls"]) or data["feedback"] == "negative"
+    )
 
 
 def data_with_derived(data: RunData) -> RunData:
     """A run's plain-dict form with ``requested_tools``/``blocked_tools``, as its JSON form has them."""
     calls = data["calls"]
-    return {**data, "requested_tools": list(dict.fromkeys(c["name"] for c in calls)),
-            "blocked_tools": list(dict.fromkeys(c["name"] for c in calls if c["status"] != "ok"))}
+    return {
+        **data,
+        "requested_tools": list(dict.fromkeys(c["name"] for c in calls)),
+        "blocked_tools": list(dict.fromkeys(c["name"] for c in calls if c["status"] != "ok")),
+    }

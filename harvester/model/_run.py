@@ -7,7 +7,7 @@ call with status ``blocked``) and appear in the JSON form for readers, but are n
 
 from __future__ import annotations
 
-from typing import Any, Optional, cast
+from typing import Any, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
@@ -16,7 +16,6 @@ from ..errors import RunFormatError, pydantic_field
 from ._data import CallStatus, RunData, Stop
 
 __all__ = ["ErrorInfo", "LlmCall", "Run", "ToolCall", "ToolRequest", "Usage"]
-
 
 
 class _Model(BaseModel):
@@ -32,9 +31,10 @@ class Usage(_Model):
     input_tokens: int = 0
     output_tokens: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage(input_tokens=self.input_tokens + other.input_tokens,
-                     output_tokens=self.output_tokens + other.output_tokens)
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens, output_tokens=self.output_tokens + other.output_tokens
+        )
 
     @property
     def total(self) -> int:
@@ -48,11 +48,11 @@ class ToolCall(_Model):
     """
 
     name: str
-    call_id: Optional[str] = None
+    call_id: str | None = None
     args: Any = None
     status: CallStatus = "ok"
     result: Any = None
-    error: Optional[ErrorInfo] = None
+    error: ErrorInfo | None = None
     truncated: bool = False
 
     @property
@@ -64,37 +64,37 @@ class ToolRequest(_Model):
     """A tool call as the model emitted it in its output (before anything ran)."""
 
     name: str
-    call_id: Optional[str] = None
+    call_id: str | None = None
     args: Any = None
 
 
 class LlmCall(_Model):
-    model: Optional[str] = None
+    model: str | None = None
     usage: Usage = Field(default_factory=Usage)
     requests: list[ToolRequest] = Field(default_factory=list)
-    finish_reason: Optional[str] = None
+    finish_reason: str | None = None
 
 
 class Run(_Model):
     trace_id: str
     run_id: str = ""
-    agent: Optional[str] = None
-    model: Optional[str] = None
-    prompt: Optional[str] = None
-    answer: Optional[str] = None
+    agent: str | None = None
+    model: str | None = None
+    prompt: str | None = None
+    answer: str | None = None
     stop: Stop = "unknown"
-    error: Optional[ErrorInfo] = None
+    error: ErrorInfo | None = None
     calls: list[ToolCall] = Field(default_factory=list)
     llm_calls: list[LlmCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
-    cost: Optional[float] = None
-    started_at: Optional[str] = None
-    duration_ms: Optional[float] = None
+    cost: float | None = None
+    started_at: str | None = None
+    duration_ms: float | None = None
     # False when the producer hid payloads (content capture off): args, results, prompt or answer unknown.
     content_captured: bool = True
     # "negative" when the app or a user flagged the run (feedback attribute, incident command).
-    feedback: Optional[str] = None
-    source: Optional[str] = None  # the convention it was read with: genai, openinference, openllmetry, harvester
+    feedback: str | None = None
+    source: str | None = None  # the convention it was read with: genai, openinference, openllmetry, harvester
 
     # -- derived views -------------------------------------------------------------------------
     def trajectory(self) -> list[str]:
@@ -147,7 +147,7 @@ class Run(_Model):
         return cast(RunData, self.model_dump(mode="json"))
 
     @classmethod
-    def from_data(cls, data: RunData) -> "Run":
+    def from_data(cls, data: RunData) -> Run:
         """A Run from its plain-dict form (validated: a stored or redacted dict may be anything)."""
         return cls.model_validate(data)
 
@@ -155,7 +155,7 @@ class Run(_Model):
         return orjson.dumps(self.model_dump(mode="json"))
 
     @classmethod
-    def from_json(cls, data: bytes | str | dict[str, Any], *, file: str | None = None) -> "Run":
+    def from_json(cls, data: bytes | str | dict[str, Any], *, file: str | None = None) -> Run:
         try:
             obj = orjson.loads(data) if isinstance(data, (bytes, str)) else data
             return cls.model_validate(obj)

@@ -10,7 +10,7 @@ from ._traversal import Redactor
 __all__ = ["redaction_for"]
 
 
-def redaction_for(config: Any) -> "Redactor | bool":
+def redaction_for(config: Any) -> Redactor | bool:
     """The project's redaction (``[tool.harvester.redact]``): built-in rules plus its own, or off.
 
     Built now, so a bad rule is a usage error naming the config file, not a failure mid-import.

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import orjson
 
@@ -83,8 +84,13 @@ class Engine:
     pattern has a group, only its first group is replaced. ``builtin=False`` keeps only yours.
     """
 
-    def __init__(self, patterns: Iterable[str] | Mapping[str, str] | None = None, *,
-                 key: str | bytes | None = None, builtin: bool = True) -> None:
+    def __init__(
+        self,
+        patterns: Iterable[str] | Mapping[str, str] | None = None,
+        *,
+        key: str | bytes | None = None,
+        builtin: bool = True,
+    ) -> None:
         if key is None:
             key = os.environ.get(_KEY_ENV) or None
         self._key = key.encode() if isinstance(key, str) else key
@@ -164,8 +170,11 @@ class Engine:
         read from these spans keeps its tool args as an object. The user's patterns and chased field
         values then also run over the result as text: they may have been written against raw JSON.
         """
-        if not self._custom and not p.literals and (not self.builtin or (
-                not maybe_secret(s.lower()) and not card_shaped(s) and "\\u" not in s)):
+        if (
+            not self._custom
+            and not p.literals
+            and (not self.builtin or (not maybe_secret(s.lower()) and not card_shaped(s) and "\\u" not in s))
+        ):
             return s  # nothing any rule could replace, whether or not it is JSON (whose \u escapes hide text)
         exact = BIG_INT.search(s) is not None  # orjson reads integers past 64 bits as floats
         try:
@@ -186,7 +195,9 @@ class Engine:
             if new is parsed:
                 out = s
             else:
-                out = json.dumps(new, ensure_ascii=False, separators=(",", ":")) if exact else orjson.dumps(new).decode()
+                out = (
+                    json.dumps(new, ensure_ascii=False, separators=(",", ":")) if exact else orjson.dumps(new).decode()
+                )
         except (RecursionError, TypeError, ValueError):
             # Nested too deep to walk or to write back: its secrets cannot be told apart, so all of it goes.
             return self.pseudonym("payload", s)
@@ -212,7 +223,7 @@ class Engine:
                         a -= 1
                     if a == m.start():
                         continue
-                elif a > 0 and s[a - 1].isalnum() and s[a - 2:a] not in ESCAPES:
+                elif a > 0 and s[a - 1].isalnum() and s[a - 2 : a] not in ESCAPES:
                     continue  # "task-..." is not "sk-..."
                 if rule.kind == "token" and not base64_like(s[a:b]):
                     continue  # "basic troubleshooting steps" holds no credential
@@ -224,7 +235,7 @@ class Engine:
             text = low if same else s
             for m in (rule.regex if same else rule.regex_i).finditer(text):
                 before = text[m.start() - 1] if m.start() > 0 else " "
-                if (before.isalnum() and text[m.start() - 2:m.start()] not in ESCAPES) or before == "<":
+                if (before.isalnum() and text[m.start() - 2 : m.start()] not in ESCAPES) or before == "<":
                     continue  # inside a word, or the kind of a placeholder we wrote
                 a, b = rule.span(m)
                 if rule.kind == "credential" and CREDENTIAL.search(text, a, b) is None:
@@ -290,7 +301,11 @@ class Engine:
                     # {"password": 83724519}, {"Cookie": ["sessionid=..."]}: hidden whole under a secret's
                     # name. A dict is walked instead (a JSON schema's "password" property is no secret),
                     # and floats are left alone ("input_cost_per_token": 3e-06).
-                    y = self.pseudonym("secret", x) if isinstance(k, str) and self._is_secret_key(k) else self._value(x, p)
+                    y = (
+                        self.pseudonym("secret", x)
+                        if isinstance(k, str) and self._is_secret_key(k)
+                        else self._value(x, p)
+                    )
                 else:
                     y = self._value(x, p)
                 if y is not x:

@@ -38,10 +38,10 @@ __all__ = [
 PLACEHOLDER = re.compile(r"<[a-z0-9_]+:[0-9a-f]{8}>")
 
 # Each rule: (kind, trigger, pattern). The trigger is a lower-case literal that any match
-# contains, checked with ``in`` on the lowercased text first (a C substring search); the pattern starts with a literal so that the regex
-# engine jumps between candidates. One alternation of everything would try every position and be
-# twenty times slower. A group named ``v``/``w``/``x`` is the part replaced (the rest stays for
-# readability); without one the whole match is replaced.
+# contains, checked with ``in`` on the lowercased text first (a C substring search); the pattern
+# starts with a literal so that the regex engine jumps between candidates. One alternation of
+# everything would try every position and be twenty times slower. A group named ``v``/``w``/``x``
+# is the part replaced (the rest stays for readability); without one the whole match is replaced.
 CASED: list[tuple[str, str, str]] = [
     ("api_key", "sk-", r"sk-[A-Za-z0-9_-]{16,}"),  # OpenAI sk-..., sk-proj-..., Anthropic sk-ant-...
     ("api_key", "_", r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"),
@@ -56,12 +56,18 @@ CASED: list[tuple[str, str, str]] = [
     ("secret", "sig=", r"[?&]sig=(?P<v>[A-Za-z0-9%+/=]{16,})"),  # Azure SAS signature
     ("token", "basic", r"(?i:basic)\s+(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
     ("password", "@", r"://[^/\s:@\"'<>]{1,256}:(?P<v>[^/\s@\"'<>]{1,256})@"),
-    ("email", "@", r"@(?P<v>[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*"
-                   r"\.[A-Za-z]{2,24})(?![A-Za-z0-9-])"),
+    (
+        "email",
+        "@",
+        r"@(?P<v>[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*"
+        r"\.[A-Za-z]{2,24})(?![A-Za-z0-9-])",
+    ),
 ]
 # Case-insensitive rules, written in lower case and run on the lowercased text.
-_VALUE = (r"[\"']?\s{0,3}[:=]\s{0,3}(?:\"(?P<v>(?:[^\"\\\n]|\\.){1,512})\"|'(?P<w>[^'\n]{1,512})'"
-          r"|(?P<x>[^\s\"'&,;}\])<]{4,512}))")
+_VALUE = (
+    r"[\"']?\s{0,3}[:=]\s{0,3}(?:\"(?P<v>(?:[^\"\\\n]|\\.){1,512})\"|'(?P<w>[^'\n]{1,512})'"
+    r"|(?P<x>[^\s\"'&,;}\])<]{4,512}))"
+)
 FOLDED: list[tuple[str, str, str]] = [
     ("token", "bearer", r"bearer\s+(?P<v>[a-z0-9._~+/-]{8,}=*)"),
     ("secret", "key", r"(?:api|private|secret|access)[_-]?key" + _VALUE),
@@ -70,8 +76,14 @@ FOLDED: list[tuple[str, str, str]] = [
     # scheme word and credential ("Token 9944b0..."). "Authorization: Bearer/Basic ..." is left to
     # those rules, which keep the scheme readable. Both must hold a digit or "=" (see CREDENTIAL).
     ("credential", "cooki", r"(?:set-)?cookie" + _VALUE.replace(r"[^\s\"'&,;}\])<]{4,512}", r"[^\n\"'<]{4,1024}")),
-    ("credential", "autho", r"authorization" + _VALUE.replace(r"\s{0,3}(?:", r"\s{0,3}(?![\"']?(?:bearer|basic)\s)(?:", 1)
-                                                    .replace(r"(?P<x>", r"(?P<x>(?:[a-z]{2,12}\s)?", 1)),
+    (
+        "credential",
+        "autho",
+        r"authorization"
+        + _VALUE.replace(r"\s{0,3}(?:", r"\s{0,3}(?![\"']?(?:bearer|basic)\s)(?:", 1).replace(
+            r"(?P<x>", r"(?P<x>(?:[a-z]{2,12}\s)?", 1
+        ),
+    ),
 ]
 CREDENTIAL = re.compile(r"[0-9=]")
 # Dict keys and span attribute names whose (string) value is a secret as a whole.
@@ -79,7 +91,9 @@ CREDENTIAL = re.compile(r"[0-9=]")
 SECRET_KEY = re.compile(
     r"(?:^|[^a-z0-9])(?:api[_ -]?key|access[_ -]?key|access[_ -]?token|auth[_ -]?token|refresh[_ -]?token"
     r"|id[_ -]?token|token|secret|client[_ -]?secret|secret[_ -]?key|private[_ -]?key|password|passwd|pwd"
-    r"|authorization|cookie|credentials?)$", re.I)
+    r"|authorization|cookie|credentials?)$",
+    re.I,
+)
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Any trigger at all: most strings have none and stop here. Every rule's match and every SECRET_KEY
 # name, lowercased, contains one of these, so a JSON payload without any (and without a card-shaped
@@ -87,19 +101,22 @@ CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # literal (the regex engine then jumps between candidates in C, ~0.3 ns a character), and the
 # rarest are skipped when one of their characters is absent (a memchr): one alternation of all of
 # them tries every position and costs ten times as much, and every string of every run pays this.
-_TRIGGERS = tuple((gate, re.compile(pattern).search) for gate, pattern in (
-    ("@", "@"),                           # emails, passwords in URLs
-    ("k", r"k(?:ey|en|ie|ia|-|_t|_l)"),   # key, token, cookie, AKIA, sk-, sk_test_/sk_live_
-    ("b", r"b(?:earer|asi|_p)"),          # bearer, basic (also "BASİC"), github_pat_
-    ("w", r"w(?:or)?d"),                  # password, passwd, pwd
-    ("_", r"_(?<=h[pousr]_|hf_)"),        # ghp_ and its kin, hf_
-    ("c", r"c(?:re|ook)"),                # secret, credential, cookie (also "COOKİE": İ lowercases to i + a dot)
-    ("z", "za"),                          # authorization, AIza
-    ("j", "yj"),                          # eyJ (a JWT)
-    ("=", "g="),                          # sig= (Azure SAS)
-    ("x", "xox"),                         # Slack
-    ("i", "asia"),                        # AWS temporary keys
-))
+_TRIGGERS = tuple(
+    (gate, re.compile(pattern).search)
+    for gate, pattern in (
+        ("@", "@"),  # emails, passwords in URLs
+        ("k", r"k(?:ey|en|ie|ia|-|_t|_l)"),  # key, token, cookie, AKIA, sk-, sk_test_/sk_live_
+        ("b", r"b(?:earer|asi|_p)"),  # bearer, basic (also "BASİC"), github_pat_
+        ("w", r"w(?:or)?d"),  # password, passwd, pwd
+        ("_", r"_(?<=h[pousr]_|hf_)"),  # ghp_ and its kin, hf_
+        ("c", r"c(?:re|ook)"),  # secret, credential, cookie (also "COOKİE": İ lowercases to i + a dot)
+        ("z", "za"),  # authorization, AIza
+        ("j", "yj"),  # eyJ (a JWT)
+        ("=", "g="),  # sig= (Azure SAS)
+        ("x", "xox"),  # Slack
+        ("i", "asia"),  # AWS temporary keys
+    )
+)
 
 
 # Letters that case-insensitive rules (and the secret-key test) match as ASCII but that lowercasing
@@ -123,8 +140,10 @@ CARD_MIN = 10**12  # a card number has 13 digits or more
 BIG_INT = re.compile(r"[0-9]{20}")
 CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
 # Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
-_CARD_SHAPE = bytes.maketrans(bytes(range(256)), b"".join(
-    b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)))
+_CARD_SHAPE = bytes.maketrans(
+    bytes(range(256)),
+    b"".join(b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)),
+)
 ESCAPED = re.compile(rb"\\u")  # a \u escape in serialized JSON text
 _CARD_RUN = re.compile(b"0000(?:000000000|1000)")  # in a _CARD_SHAPE translation: 13 digits, or 4+3 across a separator
 LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")

@@ -10,7 +10,8 @@ and one scan (``Engine._nothing_in``) instead of a walk in Python.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -37,9 +38,14 @@ class Redactor(Engine):
     ``builtin=False`` keeps only your rules.
     """
 
-    def __init__(self, patterns: Iterable[str] | Mapping[str, str] | None = None,
-                 fields: Mapping[str, Iterable[str]] | None = None, *, key: str | bytes | None = None,
-                 builtin: bool = True) -> None:
+    def __init__(
+        self,
+        patterns: Iterable[str] | Mapping[str, str] | None = None,
+        fields: Mapping[str, Iterable[str]] | None = None,
+        *,
+        key: str | bytes | None = None,
+        builtin: bool = True,
+    ) -> None:
         super().__init__(patterns, key=key, builtin=builtin)
         self._fields: dict[str, list[tuple[str, list[str]]]] = {}
         for tool, paths in (fields or {}).items():
@@ -52,7 +58,7 @@ class Redactor(Engine):
         self._clean_keys: set[Any] = set()
 
     @classmethod
-    def from_option(cls, option: "bool | Redactor | Mapping[str, Any] | None") -> "Redactor | None":
+    def from_option(cls, option: bool | Redactor | Mapping[str, Any] | None) -> Redactor | None:
         """``True``: the built-in rules; ``False``/``None``: no redaction; a mapping: ``Redactor(**mapping)``."""
         if isinstance(option, Redactor):
             return option
@@ -90,8 +96,11 @@ class Redactor(Engine):
             return True
         for key in keys:
             if key not in known:
-                if not (type(key) is str and not self._is_secret_key(key)
-                        and (not names_data(key) or self._text(key, Pass()) is key)):
+                if not (
+                    type(key) is str
+                    and not self._is_secret_key(key)
+                    and (not names_data(key) or self._text(key, Pass()) is key)
+                ):
                     return False
                 if len(known) < 10_000:
                     known.add(key)
@@ -143,9 +152,13 @@ class Redactor(Engine):
         if not self._fields or not any(c["name"] in self._fields for c in data["calls"]):
             p = Pass()
             err = data["error"]
-            values = [data["prompt"], data["answer"], err and err["message"],
-                      [(c["args"], c["result"], c["error"] and c["error"]["message"]) for c in data["calls"]],
-                      [[r["args"] for r in llm["requests"]] for llm in data["llm_calls"]]]
+            values = [
+                data["prompt"],
+                data["answer"],
+                err and err["message"],
+                [(c["args"], c["result"], c["error"] and c["error"]["message"]) for c in data["calls"]],
+                [[r["args"] for r in llm["requests"]] for llm in data["llm_calls"]],
+            ]
             if self._nothing_in(values, p) or self._value(values, p) is values:
                 return data, self._spans(spans, p)
         from ..model import Run  # only here: the hook's common path builds no pydantic model

@@ -14,5 +14,18 @@ from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
 from ._suite import DEFAULT_CONCURRENCY, Progress, Suite, in_shard, replay
 
-__all__ = ["DEFAULT_CONCURRENCY", "Judge", "LiveCall", "Progress", "Suite", "divergence", "evaluate", "in_shard",
-           "live_calls", "load_agent", "recovered", "replay", "variant_case"]
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "Judge",
+    "LiveCall",
+    "Progress",
+    "Suite",
+    "divergence",
+    "evaluate",
+    "in_shard",
+    "live_calls",
+    "load_agent",
+    "recovered",
+    "replay",
+    "variant_case",
+]

@@ -6,7 +6,8 @@ import importlib
 import inspect
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import AgentLoadError
 
@@ -25,7 +26,7 @@ def load_agent(spec: str) -> Callable[..., Any]:
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - whatever the import raised, the user needs one line
+    except Exception as exc:
         raise AgentLoadError(f"--agent {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
     obj: Any = module
     for part in attr.split("."):

@@ -3,7 +3,7 @@ answer, the first step off its path), and the recovery variants' checks."""
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from .. import checks as checklib
 from ..case import AgentCase, Case
@@ -16,7 +16,7 @@ __all__ = ["Judge", "divergence", "evaluate", "no_fixture_calls", "recorded_call
 Judge = Callable[[Case, Run], "tuple[bool, str]"]
 
 
-def evaluate(case: Case, run: Run, judge: Optional[Judge] = None) -> list[CheckResult]:
+def evaluate(case: Case, run: Run, judge: Judge | None = None) -> list[CheckResult]:
     """The case's checks in order (mechanical, structural: ``to_case`` put them so), then the judge.
 
     The judge is the expensive one, so it only runs when every cheap check passed.
@@ -57,11 +57,17 @@ def variant_case(spec: AgentCase) -> Case:
         checks.append(checklib.max_steps(3 * spec.min_steps))
     checks.append(recovered())
     tool = next(iter(spec.inject_failures))
-    return Case(id=spec.id, task=spec.prompt, checks=checks, tags=list(spec.tags),
-                why=f"recovers when {tool} fails ({spec.why or 'no why recorded'})", spec=spec)
+    return Case(
+        id=spec.id,
+        task=spec.prompt,
+        checks=checks,
+        tags=list(spec.tags),
+        why=f"recovers when {tool} fails ({spec.why or 'no why recorded'})",
+        spec=spec,
+    )
 
 
-def divergence(recorded: Sequence[str], actual: Sequence[str]) -> Optional[Divergence]:
+def divergence(recorded: Sequence[str], actual: Sequence[str]) -> Divergence | None:
     """First step (1-based) where the replayed trajectory leaves the recorded one; None when they agree."""
     for i, (a, b) in enumerate(zip(recorded, actual)):
         if a != b:
@@ -69,11 +75,12 @@ def divergence(recorded: Sequence[str], actual: Sequence[str]) -> Optional[Diver
     if len(recorded) == len(actual):
         return None
     i = min(len(recorded), len(actual))
-    return Divergence(step=i + 1, recorded=recorded[i] if i < len(recorded) else None,
-                      actual=actual[i] if i < len(actual) else None)
+    return Divergence(
+        step=i + 1, recorded=recorded[i] if i < len(recorded) else None, actual=actual[i] if i < len(actual) else None
+    )
 
 
-def no_fixture_calls(tools: Optional[FixtureTools]) -> list[NoFixtureCall]:
+def no_fixture_calls(tools: FixtureTools | None) -> list[NoFixtureCall]:
     """The first few unanswered calls: tool, reason, the args sent, and the closest recording and where it differs."""
     out = []
     for entry in tools.log if tools is not None else ():
@@ -82,14 +89,21 @@ def no_fixture_calls(tools: Optional[FixtureTools]) -> list[NoFixtureCall]:
             continue
         closest = missing["closest"][0] if missing["closest"] else None
         differs = closest["differs"] if closest is not None and missing["reason"] == "no_match" else []
-        out.append(NoFixtureCall(tool=entry.name, reason=missing["reason"], differs=list(differs),
-                                 args=entry.args, closest=closest["args"] if closest is not None else None))
+        out.append(
+            NoFixtureCall(
+                tool=entry.name,
+                reason=missing["reason"],
+                differs=list(differs),
+                args=entry.args,
+                closest=closest["args"] if closest is not None else None,
+            )
+        )
         if len(out) == MAX_NO_FIXTURE_CALLS:
             break
     return out
 
 
-def recorded_calls_only(case: Case, tools: Optional[FixtureTools]) -> Optional[CheckResult]:
+def recorded_calls_only(case: Case, tools: FixtureTools | None) -> CheckResult | None:
     """A failed check when the agent made a call its recording cannot answer (None when it made none).
 
     Such a call got a synthetic ``no_fixture`` result, so whatever the agent did next was not tested
@@ -100,6 +114,10 @@ def recorded_calls_only(case: Case, tools: Optional[FixtureTools]) -> Optional[C
         return None
     calls = no_fixture_calls(tools)
     more = f"; and {tools.no_fixture - len(calls)} more" if tools.no_fixture > len(calls) else ""
-    return CheckResult(name="recorded_calls_only", passed=False,
-                       detail=f"{tools.no_fixture} call{'s' if tools.no_fixture != 1 else ''} the recording cannot answer: "
-                              + "; ".join(c.summary(detailed=True) for c in calls) + more)
+    return CheckResult(
+        name="recorded_calls_only",
+        passed=False,
+        detail=f"{tools.no_fixture} call{'s' if tools.no_fixture != 1 else ''} the recording cannot answer: "
+        + "; ".join(c.summary(detailed=True) for c in calls)
+        + more,
+    )

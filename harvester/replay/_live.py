@@ -7,8 +7,9 @@ requested and answered by nothing harvester can see, and fails the case by name.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -36,9 +37,11 @@ class LiveCall:
         if self.how == "ran":
             return f"{self.name}({args}) ran for real: a tool span the executor never served"
         if self.how == "unserved":
-            return (f"{self.name}({args}) was requested and never reached the executor: denied where the "
-                    "recording ran it, or run where harvester cannot see (a process pool, a tool class with its "
-                    "own invoke, the function called directly)")
+            return (
+                f"{self.name}({args}) was requested and never reached the executor: denied where the "
+                "recording ran it, or run where harvester cannot see (a process pool, a tool class with its "
+                "own invoke, the function called directly)"
+            )
         return f"{self.name}({args}) was called outside its case (a thread that lost or outlived it); refused"
 
 
@@ -46,8 +49,9 @@ class LiveCall:
 _NOT_RUN = ("ValidationError", "ToolRetryError", "ModelRetry", "LiveToolCall", "ModelBehaviorError")
 
 
-def live_calls(run: Run, tools: FixtureTools, spans: Sequence[ReadableSpan],
-               denied: Sequence[str] = ()) -> list[LiveCall]:
+def live_calls(
+    run: Run, tools: FixtureTools, spans: Sequence[ReadableSpan], denied: Sequence[str] = ()
+) -> list[LiveCall]:
     """The calls of the replay trace that the executor never saw: tool bodies that ran some other way.
 
     Every call the run shows is paired with a call the executor logged (same tool and arguments first,
@@ -85,13 +89,14 @@ def live_calls(run: Run, tools: FixtureTools, spans: Sequence[ReadableSpan],
                 still_denied.remove(call.name)  # denied in production too: no tool body to run
             else:
                 live.append(LiveCall(call.name, call.args, "unserved"))
-        elif call.status == "ok" or not (call.error is not None and (call.error.type in _NOT_RUN
-                                                                     or "validation error" in call.error.message)):
+        elif call.status == "ok" or not (
+            call.error is not None and (call.error.type in _NOT_RUN or "validation error" in call.error.message)
+        ):
             live.append(LiveCall(call.name, call.args, "ran"))
     return live
 
 
-def no_live_calls(live: Sequence[LiveCall]) -> Optional[CheckResult]:
+def no_live_calls(live: Sequence[LiveCall]) -> CheckResult | None:
     """A failed ``live_tool_call`` check naming each call that did not go through the executor."""
     if not live:
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Optional
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -42,11 +42,11 @@ class SpanCollector(SpanProcessor):
             bucket.append(span)
 
 
-_collectors: "weakref.WeakKeyDictionary[Any, SpanCollector]" = weakref.WeakKeyDictionary()
+_collectors: weakref.WeakKeyDictionary[Any, SpanCollector] = weakref.WeakKeyDictionary()
 _install_lock = threading.Lock()
 
 
-def observer() -> tuple[trace.Tracer, Optional[SpanCollector]]:
+def observer() -> tuple[trace.Tracer, SpanCollector | None]:
     """The tracer for root spans and the collector on the global provider (installed once).
 
     No provider set yet: set an SDK one, so instrumented frameworks have somewhere to send spans. A
@@ -64,8 +64,9 @@ def observer() -> tuple[trace.Tracer, Optional[SpanCollector]]:
         return provider.get_tracer("harvester.replay"), collector
 
 
-def observed_run(case: Case, answer: Any, spans: list[ReadableSpan], tools: Optional[FixtureTools],
-                 prices: Optional[Config]) -> Run:
+def observed_run(
+    case: Case, answer: Any, spans: list[ReadableSpan], tools: FixtureTools | None, prices: Config | None
+) -> Run:
     """The Run of one case-trial: read from its spans, else from what the agent returned."""
     if isinstance(answer, Run):
         run = answer
@@ -78,8 +79,10 @@ def observed_run(case: Case, answer: Any, spans: list[ReadableSpan], tools: Opti
         elif answer is None or isinstance(answer, str):
             run = _run_from_log(answer, tools)
         else:
-            raise TypeError(f"agent returned {type(answer).__name__}, expected the answer (str) or a Run, "
-                            "and emitted no agent span to read the run from")
+            raise TypeError(
+                f"agent returned {type(answer).__name__}, expected the answer (str) or a Run, "
+                "and emitted no agent span to read the run from"
+            )
     if run.prompt is None:
         run = run.model_copy(update={"prompt": case.task})
     if run.cost is None and prices is not None:
@@ -94,26 +97,40 @@ def _joined(runs: list[Run]) -> Run:
     usage = Usage()
     for r in runs:
         usage = usage + r.usage
-    return runs[-1].model_copy(update={
-        "calls": [c for r in runs for c in r.calls], "llm_calls": [c for r in runs for c in r.llm_calls],
-        "usage": usage, "prompt": runs[0].prompt})
+    return runs[-1].model_copy(
+        update={
+            "calls": [c for r in runs for c in r.calls],
+            "llm_calls": [c for r in runs for c in r.llm_calls],
+            "usage": usage,
+            "prompt": runs[0].prompt,
+        }
+    )
 
 
-def _run_from_log(answer: Optional[str], tools: Optional[FixtureTools]) -> Run:
+def _run_from_log(answer: str | None, tools: FixtureTools | None) -> Run:
     """The Run of an agent that emitted no agent span: its answer and the calls that reached the executor."""
     calls = [_call(e) for e in (tools.log if tools is not None else ())]
-    return Run(trace_id="", answer=answer, stop="answered" if answer is not None else "unknown",
-               calls=calls, source="harvester")
+    return Run(
+        trace_id="",
+        answer=answer,
+        stop="answered" if answer is not None else "unknown",
+        calls=calls,
+        source="harvester",
+    )
 
 
 def _call(entry: ToolLog) -> ToolCall:
     if entry.error is not None:
-        return ToolCall(name=entry.name, args=entry.args, status="error",
-                        error=ErrorInfo(type=entry.error.type, message=entry.error.message))
+        return ToolCall(
+            name=entry.name,
+            args=entry.args,
+            status="error",
+            error=ErrorInfo(type=entry.error.type, message=entry.error.message),
+        )
     return ToolCall(name=entry.name, args=entry.args, result=entry.result)
 
 
-def _cost(run: Run, prices: Config) -> Optional[float]:
+def _cost(run: Run, prices: Config) -> float | None:
     if any(c.usage.total for c in run.llm_calls):
         costs = [prices.cost(c.model or run.model, c.usage) for c in run.llm_calls if c.usage.total]
         return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from .. import checks as checklib
 from ..case import Case
 from ..report import CaseResult, Injected
@@ -13,7 +11,7 @@ from ._trial import Outcome
 __all__ = ["case_result"]
 
 
-def case_result(case: Case, outcomes: list[Outcome], variant_of: Optional[str]) -> CaseResult:
+def case_result(case: Case, outcomes: list[Outcome], variant_of: str | None) -> CaseResult:
     rep = next((o for o in outcomes if not o.passed), outcomes[-1])
     run, spec, tools = rep.run, case.spec, rep.tools
     costs = [o.run.cost for o in outcomes if o.run is not None and o.run.cost is not None]
@@ -26,23 +24,32 @@ def case_result(case: Case, outcomes: list[Outcome], variant_of: Optional[str]) 
         injected = Injected(tool=tool, mode=inj.mode)
     trajectory = run.trajectory() if run is not None else []
     return CaseResult(
-        id=case.id, passed=all(o.passed for o in outcomes), tags=list(case.tags), why=case.why,
-        checks=rep.checks, error=rep.error, stop=run.stop if run is not None else "error",
-        answer=run.answer if run is not None else None, trajectory=trajectory,
+        id=case.id,
+        passed=all(o.passed for o in outcomes),
+        tags=list(case.tags),
+        why=case.why,
+        checks=rep.checks,
+        error=rep.error,
+        stop=run.stop if run is not None else "error",
+        answer=run.answer if run is not None else None,
+        trajectory=trajectory,
         requested=run.requested_tools() if run is not None else [],
         steps=run.steps if run is not None else 0,
         cost=sum(costs) / len(costs) if costs else None,
         duration_ms=sum(o.duration_ms for o in outcomes) / len(outcomes),
-        trials=len(outcomes), passes=sum(o.passed for o in outcomes),
+        trials=len(outcomes),
+        passes=sum(o.passed for o in outcomes),
         divergence=divergence(spec.recorded.trajectory, trajectory) if spec is not None else None,
         no_fixture=tools.no_fixture if tools is not None else 0,
         no_fixture_calls=no_fixture_calls(tools),
         tool_calls=len(tools.log) if tools is not None else 0,
         redundant_calls=tools.redundant if tools is not None else 0,
-        unauthorised=unauthorised, notes=notes,
+        unauthorised=unauthorised,
+        notes=notes,
         live_calls=sum(1 for o in outcomes for c in o.live or () if c.how != "refused"),
         abstained=run is not None and run.stop == "answered" and checklib.abstained()(run)[0],
-        variant_of=variant_of, injected=injected,
+        variant_of=variant_of,
+        injected=injected,
     )
 
 

@@ -15,8 +15,9 @@ import queue
 import sys
 import time
 import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 from .. import seam
 from .._progress import Progress
@@ -42,13 +43,15 @@ def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
     return int(hashlib.sha256(case_id.encode()).hexdigest()[:12], 16) % n == i - 1
 
 
-def _plan(cases: Iterable[AgentCase | Case], inject: bool, shard: Optional[tuple[int, int]]
-          ) -> list[tuple[Case, Optional[str]]]:
+def _plan(
+    cases: Iterable[AgentCase | Case], inject: bool, shard: tuple[int, int] | None
+) -> list[tuple[Case, str | None]]:
     """(runnable case, id of the case it is a variant of) in run order, each variant after its case."""
-    if shard is not None and not (len(shard) == 2 and all(isinstance(x, int) for x in shard)
-                                  and 1 <= shard[0] <= shard[1]):
+    if shard is not None and not (
+        len(shard) == 2 and all(isinstance(x, int) for x in shard) and 1 <= shard[0] <= shard[1]
+    ):
         raise ValueError(f"shard must be (i, n) with 1 <= i <= n, got {shard!r}")
-    out: list[tuple[Case, Optional[str]]] = []
+    out: list[tuple[Case, str | None]] = []
     for item in cases:
         case = item.to_case() if isinstance(item, AgentCase) else item
         if shard is not None and not in_shard(case.id, shard):
@@ -59,7 +62,7 @@ def _plan(cases: Iterable[AgentCase | Case], inject: bool, shard: Optional[tuple
     return out
 
 
-def _stderr_bar(done: int, total: Optional[int]) -> None:
+def _stderr_bar(done: int, total: int | None) -> None:
     """The bar ``progress=True`` used to draw (deprecated: pass a callback)."""
     total = total or done
     filled = 30 * done // max(total, 1)
@@ -69,20 +72,32 @@ def _stderr_bar(done: int, total: Optional[int]) -> None:
     sys.stderr.flush()
 
 
-def _progress(progress: Progress | bool | None) -> Optional[Progress]:
+def _progress(progress: Progress | bool | None) -> Progress | None:
     if progress is True or progress is False:
-        warnings.warn("replay(progress=bool) is deprecated: pass a callback progress(done, total)",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            "replay(progress=bool) is deprecated: pass a callback progress(done, total)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         return _stderr_bar if progress else None
     return progress
 
 
-def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *, trials: int = 1,
-           concurrency: Optional[int] = None, inject: bool = False, timeout: float = 60.0,
-           shard: Optional[tuple[int, int]] = None, judge: Optional[Judge] = None,
-           progress: Progress | bool | None = None,
-           suite: Any = None, prices: Config | Mapping[str, Any] | None = None,
-           ignore_args: Optional[Mapping[str, Sequence[str]]] = None) -> Report:
+def replay(
+    cases: Iterable[AgentCase | Case],
+    build_agent: Callable[..., Any],
+    *,
+    trials: int = 1,
+    concurrency: int | None = None,
+    inject: bool = False,
+    timeout: float = 60.0,
+    shard: tuple[int, int] | None = None,
+    judge: Judge | None = None,
+    progress: Progress | bool | None = None,
+    suite: Any = None,
+    prices: Config | Mapping[str, Any] | None = None,
+    ignore_args: Mapping[str, Sequence[str]] | None = None,
+) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
     ``suite``: a name, or anything with ``.name``/``.version`` (the suite manifest). ``prices``: a
@@ -112,20 +127,30 @@ def replay(cases: Iterable[AgentCase | Case], build_agent: Callable[..., Any], *
     name = suite if isinstance(suite, str) else getattr(suite, "name", None) or "suite"
     version = None if isinstance(suite, str) else getattr(suite, "version", None)
     refused = seam.orphans_since(refused_before)  # each once, whichever cases were in flight
-    return Report(suite=name, suite_version=version, trials=trials,
-                  shard=f"{shard[0]}/{shard[1]}" if shard else None,
-                  results=[case_result(case, outs, variant_of) for (case, variant_of), outs in zip(plan, outcomes)],
-                  refused=len(refused),
-                  refused_calls=[LiveCall(o.name, o.args, "refused").summary() for o in refused[:MAX_NO_FIXTURE_CALLS]])
+    return Report(
+        suite=name,
+        suite_version=version,
+        trials=trials,
+        shard=f"{shard[0]}/{shard[1]}" if shard else None,
+        results=[case_result(case, outs, variant_of) for (case, variant_of), outs in zip(plan, outcomes)],
+        refused=len(refused),
+        refused_calls=[LiveCall(o.name, o.args, "refused").summary() for o in refused[:MAX_NO_FIXTURE_CALLS]],
+    )
 
 
-def _drive(runner: Runner, plan: list[tuple[Case, Optional[str]]], trials: int, limit: int, timeout: float,
-           progress: Optional[Progress]) -> list[list[Outcome]]:
+def _drive(
+    runner: Runner,
+    plan: list[tuple[Case, str | None]],
+    trials: int,
+    limit: int,
+    timeout: float,
+    progress: Progress | None,
+) -> list[list[Outcome]]:
     """Run every case-trial, at most ``limit`` at once, and give up on any that outlives ``timeout``."""
     jobs = iter([Job(i, case, t) for i, (case, _) in enumerate(plan) for t in range(trials)])
     outcomes: list[list[Outcome]] = [[] for _ in plan]
     total = remaining = len(plan) * trials
-    done: "queue.SimpleQueue[tuple[Job, Outcome]]" = queue.SimpleQueue()
+    done: queue.SimpleQueue[tuple[Job, Outcome]] = queue.SimpleQueue()
     inflight: dict[int, tuple[Job, float, int, FixtureTools]] = {}  # id(job) -> job, deadline, trace id, executor
     grace = 1.0  # an async agent is cancelled at the timeout: let it report that itself
     while remaining:
@@ -144,8 +169,19 @@ def _drive(runner: Runner, plan: list[tuple[Case, Optional[str]]], trials: int, 
             for job, deadline, trace_id, tools in list(inflight.values()):
                 if deadline <= now:  # a hung agent: abandon its thread, fail its case
                     runner.release(trace_id)
-                    finished.append((job, Outcome(False, [], None, f"ReplayTimeout: agent did not finish within "
-                                                   f"{timeout:g}s", timeout * 1000, tools)))
+                    finished.append(
+                        (
+                            job,
+                            Outcome(
+                                False,
+                                [],
+                                None,
+                                f"ReplayTimeout: agent did not finish within {timeout:g}s",
+                                timeout * 1000,
+                                tools,
+                            ),
+                        )
+                    )
         for job, outcome in finished:
             if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped
                 continue
@@ -160,7 +196,7 @@ def _drive(runner: Runner, plan: list[tuple[Case, Optional[str]]], trials: int, 
 class Suite:
     cases: Sequence[Case | AgentCase]
     name: str = "suite"
-    version: Optional[str] = None
+    version: str | None = None
 
     def run(self, build_agent: Callable[..., Any], **kwargs: Any) -> Report:
         """Run every case against a FRESH agent from ``build_agent()`` (keyword options as for ``replay``)."""

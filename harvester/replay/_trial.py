@@ -15,8 +15,9 @@ import inspect
 import queue
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
@@ -47,12 +48,12 @@ class Job:
 class Outcome:
     passed: bool
     checks: list[CheckResult]
-    run: Optional[Run]
-    error: Optional[str]
+    run: Run | None
+    error: str | None
     duration_ms: float
-    tools: Optional[FixtureTools]
+    tools: FixtureTools | None
     build_failed: bool = False  # the factory raised or built something unusable: the agent never ran
-    live: Optional[list[LiveCall]] = None
+    live: list[LiveCall] | None = None
 
 
 Done = queue.SimpleQueue[tuple[Job, Outcome]]
@@ -66,8 +67,14 @@ def blank_spec(case: Case) -> AgentCase:
 class Runner:
     """What every job shares: the factory, the observer, the adapters, prices and the judge."""
 
-    def __init__(self, build_agent: Callable[..., Any], timeout: float, judge: Optional[Judge],
-                 prices: Optional[Config], ignore_args: Optional[Mapping[str, Sequence[str]]] = None) -> None:
+    def __init__(
+        self,
+        build_agent: Callable[..., Any],
+        timeout: float,
+        judge: Judge | None,
+        prices: Config | None,
+        ignore_args: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self.build_agent = build_agent
         self.ignore_args = ignore_args
         self.wants = wants(build_agent)
@@ -79,17 +86,25 @@ class Runner:
 
     def start(self, job: Job, done: Done) -> tuple[int, FixtureTools]:
         """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
-        tools = FixtureTools(job.case.spec if job.case.spec is not None else blank_spec(job.case),
-                             ignore_args=self.ignore_args)
-        root = self.tracer.start_span(f"{seam.ROOT_PREFIX}{job.case.id}", context=otel_context.Context(),
-                                      attributes={seam.CASE_ATTRIBUTE: job.case.id, "harvester.trial": job.trial})
+        tools = FixtureTools(
+            job.case.spec if job.case.spec is not None else blank_spec(job.case), ignore_args=self.ignore_args
+        )
+        root = self.tracer.start_span(
+            f"{seam.ROOT_PREFIX}{job.case.id}",
+            context=otel_context.Context(),
+            attributes={seam.CASE_ATTRIBUTE: job.case.id, "harvester.trial": job.trial},
+        )
         trace_id = root.get_span_context().trace_id
         seam.remember(trace_id)
         if self.collector is not None:
             self.collector.watch(trace_id)
         ctx = contextvars.copy_context()
-        threading.Thread(target=ctx.run, args=(self._body, job, root, trace_id, tools, seam.STATE.seq, done),
-                         name=f"harvester-{job.case.id}", daemon=True).start()
+        threading.Thread(
+            target=ctx.run,
+            args=(self._body, job, root, trace_id, tools, seam.STATE.seq, done),
+            name=f"harvester-{job.case.id}",
+            daemon=True,
+        ).start()
         return trace_id, tools
 
     def release(self, trace_id: int) -> list[ReadableSpan]:
@@ -98,14 +113,14 @@ class Runner:
     def _body(self, job: Job, root: Any, trace_id: int, tools: FixtureTools, orphans_seen: int, done: Done) -> None:
         started = time.perf_counter()
         answer: Any = None
-        error: Optional[BaseException] = None
+        error: BaseException | None = None
         built = False
         token = otel_context.attach(seam.case_context(root, tools))
         try:
             target = self._build(tools, job.case)
             built = True
             answer = self._run(target, job.case.task)
-        except BaseException as exc:  # noqa: BLE001 - an agent that raises (even SystemExit) fails its case only
+        except BaseException as exc:
             error = exc
         finally:
             otel_context.detach(token)
@@ -118,8 +133,13 @@ class Runner:
             error, run = exc, observed_run(job.case, None, spans, tools, self.prices)
         if error is not None:
             # What the run did before it failed still counts: a forbidden call that executed is reported.
-            run = run.model_copy(update={"stop": "error", "answer": None,
-                                         "error": ErrorInfo(type=_type_name(error), message=_message(error))})
+            run = run.model_copy(
+                update={
+                    "stop": "error",
+                    "answer": None,
+                    "error": ErrorInfo(type=_type_name(error), message=_message(error)),
+                }
+            )
         denied = job.case.spec.recorded.denied if job.case.spec is not None else ()
         refused = [LiveCall(o.name, o.args, "refused") for o in seam.orphans_since(orphans_seen)]
         live = live_calls(run, tools, spans, denied)
@@ -129,21 +149,38 @@ class Runner:
                 live.remove(same)
         live += refused
         checks = evaluate(job.case, run, judge=self.judge)
-        checks.extend(c for c in (recorded_calls_only(job.case, tools), no_live_calls(live),
-                                  self._guarded()) if c is not None)
+        checks.extend(
+            c for c in (recorded_calls_only(job.case, tools), no_live_calls(live), self._guarded()) if c is not None
+        )
         passed = error is None and all(c.passed for c in checks)
         message = f"{_type_name(error)}: {_message(error)}" if error is not None else None
-        done.put((job, Outcome(passed, checks, run, message, (time.perf_counter() - started) * 1000, tools,
-                                build_failed=not built, live=live)))
+        done.put(
+            (
+                job,
+                Outcome(
+                    passed,
+                    checks,
+                    run,
+                    message,
+                    (time.perf_counter() - started) * 1000,
+                    tools,
+                    build_failed=not built,
+                    live=live,
+                ),
+            )
+        )
 
-    def _guarded(self) -> Optional[CheckResult]:
+    def _guarded(self) -> CheckResult | None:
         """A failed check when a framework in use could not be guarded: nothing stopped its tools."""
         if not self.adapters.failed:
             return None
         why = "; ".join(f"{name}: {err}" for name, err in sorted(self.adapters.failed.items()))
-        return CheckResult(name="hermetic", passed=False,
-                           detail=f"harvester could not route this framework's tool calls ({why}): its tools "
-                                  "may have run for real; upgrade harvester or pin the framework")
+        return CheckResult(
+            name="hermetic",
+            passed=False,
+            detail=f"harvester could not route this framework's tool calls ({why}): its tools "
+            "may have run for real; upgrade harvester or pin the framework",
+        )
 
     def _build(self, tools: FixtureTools, case: Case) -> Callable[[str], Any]:
         """The agent's entry point from a fresh ``factory()``; whatever fails here is the factory's fault."""
@@ -158,8 +195,10 @@ class Runner:
         if target is None:
             target = agent if callable(agent) else getattr(agent, "run", None)
         if not callable(target):
-            raise TypeError(f"the factory built a {type(agent).__name__}, which is neither callable, nor has "
-                            ".run(prompt), nor is an agent of a framework harvester knows")
+            raise TypeError(
+                f"the factory built a {type(agent).__name__}, which is neither callable, nor has "
+                ".run(prompt), nor is an agent of a framework harvester knows"
+            )
         return target
 
     def _run(self, target: Callable[[str], Any], prompt: str) -> Any:
@@ -167,6 +206,7 @@ class Runner:
         if inspect.isawaitable(result):
             result = asyncio.run(_within(result, self.timeout))
         return result
+
 
 def _type_name(error: BaseException) -> str:
     """The error's type as the report names it: a replayed tool failure by the type it was recorded as."""

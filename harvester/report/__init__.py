@@ -18,7 +18,31 @@ from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
 from ._report import SCHEMA, Report
 from ._results import MAX_NO_FIXTURE_CALLS, CaseResult, CheckResult, Divergence, Injected, NoFixtureCall
 
-__all__ = ["ALPHA", "CaseResult", "CheckResult", "Comparison", "DEFAULT_GATES", "Divergence", "Gate", "GateOutcome",
-           "GateResult", "Injected", "MAX_NO_FIXTURE_CALLS", "METRICS", "NoFixtureCall", "RATES", "Report", "SCHEMA",
-           "by_tag", "check_output", "compare", "evaluate_gates", "fisher_drop_p", "is_rate", "merge", "metrics_of",
-           "parse_gate", "write_file"]
+__all__ = [
+    "ALPHA",
+    "CaseResult",
+    "CheckResult",
+    "Comparison",
+    "DEFAULT_GATES",
+    "Divergence",
+    "Gate",
+    "GateOutcome",
+    "GateResult",
+    "Injected",
+    "MAX_NO_FIXTURE_CALLS",
+    "METRICS",
+    "NoFixtureCall",
+    "RATES",
+    "Report",
+    "SCHEMA",
+    "by_tag",
+    "check_output",
+    "compare",
+    "evaluate_gates",
+    "fisher_drop_p",
+    "is_rate",
+    "merge",
+    "metrics_of",
+    "parse_gate",
+    "write_file",
+]

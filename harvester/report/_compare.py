@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from ._metrics import METRICS, delta, fisher_drop_p, fmt, metrics_of
 
@@ -24,13 +24,19 @@ class Comparison:
     improved: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # in the baseline, not run now
     added: list[str] = field(default_factory=list)
-    deltas: dict[str, tuple[Optional[float], Optional[float]]] = field(default_factory=dict)  # before, now
+    deltas: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)  # before, now
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"regressed": self.regressed, "changed_not_significant": self.changed, "improved": self.improved,
-                "missing": self.missing, "added": self.added, "warnings": self.warnings,
-                "metrics": {m: {"baseline": b, "current": n, "delta": delta(b, n)} for m, (b, n) in self.deltas.items()}}
+        return {
+            "regressed": self.regressed,
+            "changed_not_significant": self.changed,
+            "improved": self.improved,
+            "missing": self.missing,
+            "added": self.added,
+            "warnings": self.warnings,
+            "metrics": {m: {"baseline": b, "current": n, "delta": delta(b, n)} for m, (b, n) in self.deltas.items()},
+        }
 
     def lines(self) -> list[str]:
         out = [f"warning: {w}" for w in self.warnings]
@@ -46,13 +52,15 @@ class Comparison:
         return out
 
 
-def compare(report: "Report", baseline: "Report", alpha: float = ALPHA) -> Comparison:
+def compare(report: Report, baseline: Report, alpha: float = ALPHA) -> Comparison:
     """This report against a baseline: regressions (significant drops), changes, improvements, metric deltas."""
     out = Comparison()
     if (baseline.suite, baseline.suite_version) != (report.suite, report.suite_version):
-        out.warnings.append(f"baseline is {baseline.suite} {baseline.suite_version or '(unversioned)'}, this run "
-                            f"is {report.suite} {report.suite_version or '(unversioned)'}: comparing the cases "
-                            "both ran")
+        out.warnings.append(
+            f"baseline is {baseline.suite} {baseline.suite_version or '(unversioned)'}, this run "
+            f"is {report.suite} {report.suite_version or '(unversioned)'}: comparing the cases "
+            "both ran"
+        )
     before = {r.id: r for r in baseline.results}
     now_ids = {r.id for r in report.results}
     for r in report.results:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from ..errors import GateError
 from ._compare import Comparison
@@ -20,10 +21,17 @@ __all__ = ["DEFAULT_GATES", "Gate", "GateOutcome", "GateResult", "evaluate_gates
 
 
 DEFAULT_GATES: tuple[str, ...] = ("unauthorised_actions<=0", "live_tool_calls<=0")
-_GATE = re.compile(r"^\s*(?P<delta>delta:)?(?P<metric>tag:[^\s<>=!]+|[a-z_]+)\s*(?P<op>>=|<=|==|>|<)"
-                   r"\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
-_OPS = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-        "<": lambda a, b: a < b, "==": lambda a, b: math.isclose(a, b, abs_tol=1e-9)}
+_GATE = re.compile(
+    r"^\s*(?P<delta>delta:)?(?P<metric>tag:[^\s<>=!]+|[a-z_]+)\s*(?P<op>>=|<=|==|>|<)"
+    r"\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+)
+_OPS = {
+    ">=": lambda a, b: a >= b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    "<": lambda a, b: a < b,
+    "==": lambda a, b: math.isclose(a, b, abs_tol=1e-9),
+}
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,7 @@ class Gate:
     value: float
     delta: bool = False
 
-    def measure(self, report: Report) -> Optional[float]:
+    def measure(self, report: Report) -> float | None:
         if self.metric.startswith("tag:"):
             return report.by_tag().get(self.metric[4:])
         return report.metrics()[self.metric]
@@ -44,16 +52,20 @@ def parse_gate(expr: str) -> Gate:
     """``[delta:]metric OP number``; a typo must stop the job, not silently pass it."""
     m = _GATE.match(expr)
     if m is None:
-        raise GateError(f"malformed gate {expr!r} (expected e.g. 'task_completion>=0.85', 'tag:security>=1.0', "
-                        "'delta:task_completion>=-0.03')")
+        raise GateError(
+            f"malformed gate {expr!r} (expected e.g. 'task_completion>=0.85', 'tag:security>=1.0', "
+            "'delta:task_completion>=-0.03')"
+        )
     metric = m["metric"]
     if not metric.startswith("tag:") and metric not in METRICS:
         raise GateError(f"unknown metric {metric!r} in gate {expr!r} (known: {', '.join(METRICS)}, tag:<name>)")
     value, delta = float(m["value"]), bool(m["delta"])
     if is_rate(metric):  # 85 for 85% would never pass (or always would): a typo must stop the job
         if delta and abs(value) > 1:
-            raise GateError(f"gate {expr.strip()!r}: a change in {metric}, a rate, lies between -1 and 1 "
-                            f"({value:g}% is {value / 100:g})")
+            raise GateError(
+                f"gate {expr.strip()!r}: a change in {metric}, a rate, lies between -1 and 1 "
+                f"({value:g}% is {value / 100:g})"
+            )
         if not delta and not 0 <= value <= 1:
             example = f"{value:g}% is {value / 100:g}" if value > 1 else "e.g. 0.85 for 85%"
             raise GateError(f"gate {expr.strip()!r}: {metric} is a rate from 0 to 1 ({example})")
@@ -64,7 +76,7 @@ def parse_gate(expr: str) -> Gate:
 class GateResult:
     expr: str
     passed: bool
-    value: Optional[float]
+    value: float | None
     detail: str
 
     def summary(self) -> str:
@@ -75,7 +87,7 @@ class GateResult:
 class GateOutcome:
     gates: list[GateResult]
     regressions: list[str]
-    comparison: Optional[Comparison] = None
+    comparison: Comparison | None = None
 
     @property
     def exit_code(self) -> int:
@@ -103,14 +115,18 @@ class GateOutcome:
         failed = sum(not r.passed for r in cases)
         if self.exit_code != 0 or not failed:
             return []
-        return [f"warning: {failed}/{len(cases)} case{'s' if len(cases) != 1 else ''} failed but no gate covers "
-                "them (add --gate task_completion>=1)"]
+        return [
+            f"warning: {failed}/{len(cases)} case{'s' if len(cases) != 1 else ''} failed but no gate covers "
+            "them (add --gate task_completion>=1)"
+        ]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"exit_code": self.exit_code, "regressions": self.regressions,
-                "gates": [{"gate": g.expr, "passed": g.passed, "value": g.value, "detail": g.detail}
-                          for g in self.gates],
-                "comparison": self.comparison.to_dict() if self.comparison is not None else None}
+        return {
+            "exit_code": self.exit_code,
+            "regressions": self.regressions,
+            "gates": [{"gate": g.expr, "passed": g.passed, "value": g.value, "detail": g.detail} for g in self.gates],
+            "comparison": self.comparison.to_dict() if self.comparison is not None else None,
+        }
 
 
 def evaluate_gates(report: Report, gates: Iterable[str] = (), baseline: Report | None = None) -> GateOutcome:
@@ -118,7 +134,8 @@ def evaluate_gates(report: Report, gates: Iterable[str] = (), baseline: Report |
 
     A metric with no data (``recovery_rate`` without ``--inject``) fails its gate: a gate that cannot be
     measured protects nothing. In a shard's report it passes as "no data in shard": one shard of four
-    may hold no ``security`` case, and the merged report judges the gate on the whole suite. A ``delta:`` gate without a baseline is a usage error.
+    may hold no ``security`` case, and the merged report judges the gate on the whole suite. A ``delta:``
+    gate without a baseline is a usage error.
     """
     parsed = [parse_gate(g) for g in gates]
     for default in DEFAULT_GATES:
@@ -142,8 +159,9 @@ def evaluate_gates(report: Report, gates: Iterable[str] = (), baseline: Report |
         if value is None:
             # One shard may hold no case of a tag: the merged report is where such a gate is judged.
             in_shard = report.shard is not None
-            results.append(GateResult(gate.expr, in_shard, None, f"no data in shard {report.shard}" if in_shard
-                                      else "no data"))
+            results.append(
+                GateResult(gate.expr, in_shard, None, f"no data in shard {report.shard}" if in_shard else "no data")
+            )
             continue
         passed = _OPS[gate.op](value, gate.value)
         results.append(GateResult(gate.expr, passed, value, f"{value:.4g}"))

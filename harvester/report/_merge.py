@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from ..errors import ReportFormatError
 from ._report import Report
@@ -28,24 +28,31 @@ def merge(reports: Iterable[Report]) -> Report:
     results: list[CaseResult] = []
     for rep in reports:
         if (rep.suite, rep.suite_version) != (first.suite, first.suite_version):
-            raise ReportFormatError(f"cannot merge suite {rep.suite} {rep.suite_version} into "
-                                    f"{first.suite} {first.suite_version}")
+            raise ReportFormatError(
+                f"cannot merge suite {rep.suite} {rep.suite_version} into {first.suite} {first.suite_version}"
+            )
         for r in rep.results:
             if r.id in seen:
                 raise ReportFormatError(f"case {r.id!r} appears in two reports (overlapping shards?)")
             seen.add(r.id)
             results.append(r)
-    return Report(suite=first.suite, suite_version=first.suite_version, trials=max(r.trials for r in reports),
-                  results=results, refused=sum(r.refused for r in reports),
-                  refused_calls=[c for r in reports for c in r.refused_calls])
+    return Report(
+        suite=first.suite,
+        suite_version=first.suite_version,
+        trials=max(r.trials for r in reports),
+        results=results,
+        refused=sum(r.refused for r in reports),
+        refused_calls=[c for r in reports for c in r.refused_calls],
+    )
 
 
-def _check_shards(shards: list[Optional[str]]) -> None:
+def _check_shards(shards: list[str | None]) -> None:
     if all(s is None for s in shards):
         return
     if any(s is None for s in shards):
-        raise ReportFormatError(f"cannot merge whole-suite reports with shard reports (shards: "
-                                f"{', '.join(s or 'none' for s in shards)})")
+        raise ReportFormatError(
+            f"cannot merge whole-suite reports with shard reports (shards: {', '.join(s or 'none' for s in shards)})"
+        )
     parsed: list[tuple[int, int]] = []
     for s in shards:
         i, _, n = (s or "").partition("/")
@@ -54,8 +61,10 @@ def _check_shards(shards: list[Optional[str]]) -> None:
         parsed.append((int(i), int(n)))
     counts = sorted({n for _, n in parsed})
     if len(counts) > 1:
-        raise ReportFormatError(f"cannot merge shards of different splits ({', '.join(sorted(set(shards)))})"  # type: ignore[arg-type]
-                                ": every shard must come from the same --shard I/N run")
+        raise ReportFormatError(
+            f"cannot merge shards of different splits ({', '.join(sorted(set(shards)))})"  # type: ignore[arg-type]
+            ": every shard must come from the same --shard I/N run"
+        )
     split = counts[0]
     have = [i for i, _ in parsed]
     twice = sorted({i for i in have if have.count(i) > 1})
@@ -63,6 +72,8 @@ def _check_shards(shards: list[Optional[str]]) -> None:
         raise ReportFormatError(f"shard {', '.join(f'{i}/{split}' for i in twice)} given more than once")
     missing = [i for i in range(1, split + 1) if i not in have]
     if missing:
-        raise ReportFormatError(f"missing shard {', '.join(f'{i}/{split}' for i in missing)} (got "
-                                f"{', '.join(f'{i}/{n}' for i in sorted(have))}): a shard that did not "
-                                "finish must not pass the gate")
+        raise ReportFormatError(
+            f"missing shard {', '.join(f'{i}/{split}' for i in missing)} (got "
+            f"{', '.join(f'{i}/{n}' for i in sorted(have))}): a shard that did not "
+            "finish must not pass the gate"
+        )

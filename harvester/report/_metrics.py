@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import math
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 from ._results import CaseResult
 
 __all__ = ["METRICS", "RATES", "by_tag", "delta", "fisher_drop_p", "fmt", "is_rate", "metrics_of"]
 
 
-METRICS: tuple[str, ...] = ("task_completion", "unauthorised_actions", "live_tool_calls", "recovery_rate",
-                            "redundant_call_rate", "cost_per_success", "abstention_rate", "divergence_rate")
+METRICS: tuple[str, ...] = (
+    "task_completion",
+    "unauthorised_actions",
+    "live_tool_calls",
+    "recovery_rate",
+    "redundant_call_rate",
+    "cost_per_success",
+    "abstention_rate",
+    "divergence_rate",
+)
 
 
 def by_tag(results: Iterable[CaseResult]) -> dict[str, float]:
@@ -24,11 +32,11 @@ def by_tag(results: Iterable[CaseResult]) -> dict[str, float]:
     return {tag: p / n for tag, (p, n) in sorted(totals.items())}
 
 
-def _mean(values: Sequence[float]) -> Optional[float]:
+def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def metrics_of(results: Sequence[CaseResult], refused: int = 0) -> dict[str, Optional[float]]:
+def metrics_of(results: Sequence[CaseResult], refused: int = 0) -> dict[str, float | None]:
     """The release metrics over some results (``refused``: the report's calls refused with no case to
     own them, which count as live tool calls). ``None`` = no data (no variants, no known cost)."""
     tasks = [r for r in results if r.variant_of is None]
@@ -54,15 +62,15 @@ def fisher_drop_p(base_pass: int, base_fail: int, now_pass: int, now_fail: int) 
     n_base = base_pass + base_fail
     total = n_base + now_pass + now_fail
     passes = base_pass + now_pass
-    tail = sum(math.comb(passes, x) * math.comb(total - passes, n_base - x)
-               for x in range(base_pass, min(passes, n_base) + 1))
+    tail = sum(
+        math.comb(passes, x) * math.comb(total - passes, n_base - x) for x in range(base_pass, min(passes, n_base) + 1)
+    )
     return tail / math.comb(total, n_base)
 
 
-
-
-RATES: frozenset[str] = frozenset({"task_completion", "recovery_rate", "redundant_call_rate", "abstention_rate",
-                                   "divergence_rate"})
+RATES: frozenset[str] = frozenset(
+    {"task_completion", "recovery_rate", "redundant_call_rate", "abstention_rate", "divergence_rate"}
+)
 
 
 def is_rate(metric: str) -> bool:
@@ -70,10 +78,10 @@ def is_rate(metric: str) -> bool:
     return metric in RATES or metric.startswith("tag:")
 
 
-def delta(before: Optional[float], now: Optional[float]) -> Optional[float]:
+def delta(before: float | None, now: float | None) -> float | None:
     return None if before is None or now is None else now - before
 
 
-def fmt(value: Optional[float]) -> str:
+def fmt(value: float | None) -> str:
     """A metric as the reports print it: 4 significant digits, or n/a."""
     return "n/a" if value is None else f"{value:.4g}"

@@ -18,7 +18,7 @@ SUMMARY_FAILURES = 10  # failing cases the terminal summary details; the files l
 SUMMARY_DIFFERS = 10  # cases the summary lists as differing from their recording
 
 
-def summary(report: "Report") -> str:
+def summary(report: Report) -> str:
     n = len(report.cases)
     lines = [
         f"{report.passed}/{n} passed  ({report.pass_rate:.0%})",
@@ -41,11 +41,15 @@ def summary(report: "Report") -> str:
         if r.trials > 1:
             lines.append(f"  - passed {r.passes}/{r.trials} trials")
     if len(failing) > SUMMARY_FAILURES:
-        lines.append(f"... and {len(failing) - SUMMARY_FAILURES} more failing cases (all of them in --json, "
-                     "--junit and --markdown)")
+        lines.append(
+            f"... and {len(failing) - SUMMARY_FAILURES} more failing cases (all of them in --json, "
+            "--junit and --markdown)"
+        )
     if report.refused:
-        lines.append(f"refused {report.refused} tool call{'s' if report.refused != 1 else ''} with no case to "
-                     f"serve {'them' if report.refused != 1 else 'it'}: {'; '.join(report.refused_calls)}")
+        lines.append(
+            f"refused {report.refused} tool call{'s' if report.refused != 1 else ''} with no case to "
+            f"serve {'them' if report.refused != 1 else 'it'}: {'; '.join(report.refused_calls)}"
+        )
     differing = report.differing()
     if differing:
         lines.append("differs from the recording (passing or failing):")
@@ -55,39 +59,54 @@ def summary(report: "Report") -> str:
     return "\n".join(lines)
 
 
-def junit(report: "Report") -> bytes:
+def junit(report: Report) -> bytes:
     """JUnit XML: one testcase per case; failure text = the failed checks' details."""
     failures = sum(1 for r in report.results if not r.passed and not r.error)
     errors = sum(1 for r in report.results if r.error)
-    suite = ET.Element("testsuite", name=report.suite, tests=str(len(report.results)), failures=str(failures),
-                       errors=str(errors), skipped="0", timestamp=report.created_at,
-                       time=f"{sum(r.duration_ms for r in report.results) / 1000:.3f}")
+    suite = ET.Element(
+        "testsuite",
+        name=report.suite,
+        tests=str(len(report.results)),
+        failures=str(failures),
+        errors=str(errors),
+        skipped="0",
+        timestamp=report.created_at,
+        time=f"{sum(r.duration_ms for r in report.results) / 1000:.3f}",
+    )
     for r in report.results:
-        case = ET.SubElement(suite, "testcase", classname=_xml(report.suite), name=_xml(r.id),
-                             time=f"{r.duration_ms / 1000:.3f}")
+        case = ET.SubElement(
+            suite, "testcase", classname=_xml(report.suite), name=_xml(r.id), time=f"{r.duration_ms / 1000:.3f}"
+        )
         if not r.passed:
             reasons = r.reasons() or [f"passed {r.passes}/{r.trials} trials"]
-            el = ET.SubElement(case, "error" if r.error else "failure", message=_xml(reasons[0])[:500],
-                               type=r.stop)
+            el = ET.SubElement(case, "error" if r.error else "failure", message=_xml(reasons[0])[:500], type=r.stop)
             el.text = _xml("\n".join(reasons + ([r.divergence.summary()] if r.divergence else [])))
         out = f"why: {r.why}\ntrajectory: {r.trajectory}\nstop: {r.stop}\nanswer: {r.answer or ''}"
         ET.SubElement(case, "system-out").text = _xml(out)
-    root = ET.Element("testsuites", name="harvester", tests=suite.get("tests", "0"),
-                      failures=str(failures), errors=str(errors))
+    root = ET.Element(
+        "testsuites", name="harvester", tests=suite.get("tests", "0"), failures=str(failures), errors=str(errors)
+    )
     root.append(suite)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
-def markdown(report: "Report", outcome: "GateOutcome | None" = None) -> str:
+def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
     """A CI job summary: headline, metrics, gates, failing cases."""
     version = f" {report.suite_version}" if report.suite_version else ""
-    lines = [f"## harvester replay: {report.suite}{version}", "",
-             f"**{report.passed}/{len(report.cases)} passed ({report.pass_rate:.0%})**, mean steps "
-             f"{report.mean_steps:.1f}, total cost {report.cost_text()}", ""]
+    lines = [
+        f"## harvester replay: {report.suite}{version}",
+        "",
+        f"**{report.passed}/{len(report.cases)} passed ({report.pass_rate:.0%})**, mean steps "
+        f"{report.mean_steps:.1f}, total cost {report.cost_text()}",
+        "",
+    ]
     variants = report.variants
     if variants:
-        lines += [f"{report.recovery_line()} ({sum(r.passed for r in variants)}/{len(variants)} "
-                  "failure-injection variants passed)", ""]
+        lines += [
+            f"{report.recovery_line()} ({sum(r.passed for r in variants)}/{len(variants)} "
+            "failure-injection variants passed)",
+            "",
+        ]
     lines += ["| metric | value |", "| --- | --- |"]
     lines += [f"| {m} | {fmt(v)} |" for m, v in report.metrics().items()]
     lines += [f"| tag:{t} | {v:.0%} |" for t, v in report.by_tag().items()]
@@ -111,8 +130,10 @@ def markdown(report: "Report", outcome: "GateOutcome | None" = None) -> str:
     differing = report.differing()
     if differing:  # divergence is reported even when the checks pass
         lines += ["", "### Differs from the recording", ""]
-        lines += [f"- ~ **{_md(r.id)}** ({'passed' if r.passed else 'failed'}): {_md(text)}"
-                  for r, text in differing[:SUMMARY_DIFFERS]]
+        lines += [
+            f"- ~ **{_md(r.id)}** ({'passed' if r.passed else 'failed'}): {_md(text)}"
+            for r, text in differing[:SUMMARY_DIFFERS]
+        ]
         if len(differing) > SUMMARY_DIFFERS:
             lines.append(f"- ... and {len(differing) - SUMMARY_DIFFERS} more (every case in the JSON report)")
     return "\n".join(lines) + "\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -31,10 +31,10 @@ class _Strict(BaseModel):
 class Report(_Strict):
     schema_: str = Field(SCHEMA, alias="schema")
     suite: str = "suite"
-    suite_version: Optional[str] = None
+    suite_version: str | None = None
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     trials: int = 1
-    shard: Optional[str] = None  # "i/n" when this report covers one shard
+    shard: str | None = None  # "i/n" when this report covers one shard
     results: list[CaseResult] = Field(default_factory=list)
     # Tool calls refused during the replay for lacking their case's context, each counted once (the cases
     # in flight name them, but the one that made the call may have finished already).
@@ -84,7 +84,7 @@ class Report(_Strict):
         """
         return by_tag(self.results)
 
-    def metrics(self, tag: str | None = None) -> dict[str, Optional[float]]:
+    def metrics(self, tag: str | None = None) -> dict[str, float | None]:
         if tag is not None:
             return metrics_of([r for r in self.results if tag in r.tags])
         return metrics_of(self.results, refused=self.refused)
@@ -102,14 +102,14 @@ class Report(_Strict):
         return next((r for r in self.results if r.id == case_id), None)
 
     # -- baseline ------------------------------------------------------------------------------
-    def compare(self, baseline: "Report", alpha: float = ALPHA) -> Comparison:
+    def compare(self, baseline: Report, alpha: float = ALPHA) -> Comparison:
         return compare(self, baseline, alpha)
 
-    def regressed_against(self, baseline: "Report") -> list[str]:
+    def regressed_against(self, baseline: Report) -> list[str]:
         """Ids that passed in ``baseline`` and fail now (with trials: significantly less often), sorted."""
         return self.compare(baseline).regressed
 
-    def improved_against(self, baseline: "Report") -> list[str]:
+    def improved_against(self, baseline: Report) -> list[str]:
         return self.compare(baseline).improved
 
     # -- rendering ---------------------------------------------------------------------------
@@ -133,7 +133,7 @@ class Report(_Strict):
     def to_junit(self) -> bytes:
         return render.junit(self)
 
-    def to_markdown(self, outcome: "GateOutcome | None" = None) -> str:
+    def to_markdown(self, outcome: GateOutcome | None = None) -> str:
         return render.markdown(self, outcome)
 
     # -- files -------------------------------------------------------------------------------
@@ -145,7 +145,7 @@ class Report(_Strict):
         write_file(path, self.to_json(), atomic=True)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Report":
+    def load(cls, path: str | Path) -> Report:
         p = Path(path)
         try:
             data = orjson.loads(p.read_bytes())
@@ -156,7 +156,7 @@ class Report(_Strict):
         return cls.from_data(data, file=str(p))
 
     @classmethod
-    def from_data(cls, data: Any, *, file: str | None = None) -> "Report":
+    def from_data(cls, data: Any, *, file: str | None = None) -> Report:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ReportFormatError(f"not a harvester report (expected schema {SCHEMA!r})", file=file, field="schema")
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,8 +25,8 @@ class Divergence(_Strict):
     """Where the replayed trajectory first left the recorded one (``step`` is 1-based; None = ran out)."""
 
     step: int
-    recorded: Optional[str] = None
-    actual: Optional[str] = None
+    recorded: str | None = None
+    actual: str | None = None
 
     def summary(self) -> str:
         return f"diverged at step {self.step}: recorded {self.recorded or '(end)'}, actual {self.actual or '(end)'}"
@@ -70,17 +70,17 @@ class CaseResult(_Strict):
     tags: list[str] = Field(default_factory=list)
     why: str = ""
     checks: list[CheckResult] = Field(default_factory=list)
-    error: Optional[str] = None  # the agent raised or hung: "<Type>: <message>"
+    error: str | None = None  # the agent raised or hung: "<Type>: <message>"
     stop: str = "unknown"
-    answer: Optional[str] = None
+    answer: str | None = None
     trajectory: list[str] = Field(default_factory=list)
     requested: list[str] = Field(default_factory=list)
     steps: int = 0
-    cost: Optional[float] = None  # mean over the trials whose cost is known
+    cost: float | None = None  # mean over the trials whose cost is known
     duration_ms: float = 0.0
     trials: int = 1
-    passes: Optional[int] = None
-    divergence: Optional[Divergence] = None
+    passes: int | None = None
+    divergence: Divergence | None = None
     no_fixture: int = 0
     tool_calls: int = 0  # calls that reached the executor
     redundant_calls: int = 0
@@ -88,12 +88,12 @@ class CaseResult(_Strict):
     live_calls: int = 0  # tool calls that ran (or tried to) outside the executor, summed over trials
     notes: list[str] = Field(default_factory=list)  # what the replay could not do as recorded (hosted tools)
     abstained: bool = False
-    variant_of: Optional[str] = None
-    injected: Optional[Injected] = None
+    variant_of: str | None = None
+    injected: Injected | None = None
     no_fixture_calls: list[NoFixtureCall] = Field(default_factory=list)  # the first MAX_NO_FIXTURE_CALLS
 
     @model_validator(mode="after")
-    def _default_passes(self) -> "CaseResult":
+    def _default_passes(self) -> CaseResult:
         if self.passes is None:  # reports written before trials existed
             self.passes = self.trials if self.passed else 0
         return self
@@ -109,7 +109,7 @@ class CaseResult(_Strict):
     def failed_checks(self) -> list[CheckResult]:
         return [c for c in self.checks if not c.passed]
 
-    def differences(self) -> Optional[str]:
+    def differences(self) -> str | None:
         """How the replay left its recording, on one line (None when it did not): no_fixture calls, then
         the divergence. A variant's divergence is its injected failure at work, so only its calls count."""
         parts = []
@@ -127,5 +127,3 @@ class CaseResult(_Strict):
         out = [f"agent error: {self.error}"] if self.error else []
         out.extend(f"{c.name}: {c.detail}" for c in self.failed_checks())
         return out
-
-

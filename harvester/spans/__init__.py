@@ -19,6 +19,17 @@ from ._otlp_documents import (
 from ._otlp_values import span_from_otlp
 from ._readable import from_readable
 
-__all__ = ["KIND_NAMES", "STATUS_NAMES", "OtlpStats", "SpanData", "from_readable", "iter_otlp_documents",
-           "line_message", "numbered_otlp_documents", "span_from_otlp", "spans_from_otlp", "spans_of_document",
-           "to_otlp"]
+__all__ = [
+    "KIND_NAMES",
+    "STATUS_NAMES",
+    "OtlpStats",
+    "SpanData",
+    "from_readable",
+    "iter_otlp_documents",
+    "line_message",
+    "numbered_otlp_documents",
+    "span_from_otlp",
+    "spans_from_otlp",
+    "spans_of_document",
+    "to_otlp",
+]

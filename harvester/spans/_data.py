@@ -31,5 +31,5 @@ class SpanData:
         return {s: getattr(self, s) for s in self.__slots__}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SpanData":
+    def from_dict(cls, d: dict[str, Any]) -> SpanData:
         return cls(**d)

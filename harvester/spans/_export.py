@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 
@@ -40,20 +41,30 @@ def to_otlp(spans: Iterable[SpanData]) -> dict[str, Any]:
     by_resource: dict[bytes, list[dict[str, Any]]] = {}
     for (rkey, scope), items in groups.items():
         by_resource.setdefault(rkey, []).append({"scope": {"name": scope}, "spans": [_span_json(s) for s in items]})
-    return {"resourceSpans": [{"resource": {"attributes": _kvs(resources[rkey])}, "scopeSpans": scope_spans}
-                              for rkey, scope_spans in by_resource.items()]}
+    return {
+        "resourceSpans": [
+            {"resource": {"attributes": _kvs(resources[rkey])}, "scopeSpans": scope_spans}
+            for rkey, scope_spans in by_resource.items()
+        ]
+    }
 
 
 def _span_json(s: SpanData) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "traceId": s.trace_id, "spanId": s.span_id, "name": s.name,
-        "kind": "SPAN_KIND_" + s.kind, "startTimeUnixNano": str(s.start_ns), "endTimeUnixNano": str(s.end_ns),
+        "traceId": s.trace_id,
+        "spanId": s.span_id,
+        "name": s.name,
+        "kind": "SPAN_KIND_" + s.kind,
+        "startTimeUnixNano": str(s.start_ns),
+        "endTimeUnixNano": str(s.end_ns),
         "attributes": _kvs(s.attributes),
         "status": {"code": "STATUS_CODE_" + s.status, **({"message": s.status_message} if s.status_message else {})},
     }
     if s.parent_id:
         out["parentSpanId"] = s.parent_id
     if s.events:
-        out["events"] = [{"name": e["name"], "timeUnixNano": str(e.get("time_ns", 0)),
-                          "attributes": _kvs(e.get("attributes") or {})} for e in s.events]
+        out["events"] = [
+            {"name": e["name"], "timeUnixNano": str(e.get("time_ns", 0)), "attributes": _kvs(e.get("attributes") or {})}
+            for e in s.events
+        ]
     return out

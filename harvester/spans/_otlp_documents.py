@@ -4,7 +4,8 @@ file is one ``OtlpFormatError`` naming it (and the line), a bad span is skipped 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import orjson
 
@@ -13,8 +14,14 @@ from ..seam import replay_span
 from ._data import SpanData
 from ._otlp_values import attrs_from_otlp, span_from_otlp
 
-__all__ = ["OtlpStats", "iter_otlp_documents", "line_message", "numbered_otlp_documents", "spans_from_otlp",
-           "spans_of_document"]
+__all__ = [
+    "OtlpStats",
+    "iter_otlp_documents",
+    "line_message",
+    "numbered_otlp_documents",
+    "spans_from_otlp",
+    "spans_of_document",
+]
 
 
 class OtlpStats:
@@ -157,8 +164,9 @@ def numbered_otlp_documents(data: bytes, *, file: str | None = None) -> Iterator
             except UnicodeDecodeError as exc:
                 at = text.count(b"\n", 0, exc.start) + 1
                 col = exc.start - (text.rfind(b"\n", 0, exc.start) + 1) + 1
-                raise OtlpFormatError(f"not UTF-8 text (byte 0x{text[exc.start]:02x})", file=file,
-                                      field=f"line {at} column {col}") from None
+                raise OtlpFormatError(
+                    f"not UTF-8 text (byte 0x{text[exc.start]:02x})", file=file, field=f"line {at} column {col}"
+                ) from None
             try:
                 json.loads(text.decode("utf-8", "replace"))
             except RecursionError:

@@ -105,8 +105,9 @@ def _enum(value: Any, names: dict[int, str], prefix: str, default: str) -> str:
     return default
 
 
-def span_from_otlp(s: dict[str, Any], scope: str = "", resource: dict[str, Any] | None = None,
-                   bad: list[str] | None = None) -> SpanData:
+def span_from_otlp(
+    s: dict[str, Any], scope: str = "", resource: dict[str, Any] | None = None, bad: list[str] | None = None
+) -> SpanData:
     """One OTLP/JSON span object; raises ``ValueError``/``TypeError``/``KeyError`` if its ids are unusable.
 
     Anything else that cannot be read (an attribute value, an event, a time) is left out and named in
@@ -123,8 +124,13 @@ def span_from_otlp(s: dict[str, Any], scope: str = "", resource: dict[str, Any] 
     raw_events = s.get("events") or ()
     for e in raw_events if isinstance(raw_events, list) else ():
         if isinstance(e, dict):
-            events.append({"name": str(e.get("name", "")), "time_ns": _time(e.get("timeUnixNano"), "event time", bad),
-                           "attributes": attrs_from_otlp(e.get("attributes"), bad)})
+            events.append(
+                {
+                    "name": str(e.get("name", "")),
+                    "time_ns": _time(e.get("timeUnixNano"), "event time", bad),
+                    "attributes": attrs_from_otlp(e.get("attributes"), bad),
+                }
+            )
         elif bad is not None:
             bad.append("event (not an object)")
     return SpanData(

@@ -56,26 +56,39 @@ def from_readable(span: Any) -> SpanData:
     if last[0] == tid:  # the spans of one trace arrive together: format its id once
         trace_hex = last[1]
     else:
-        trace_hex = "%032x" % tid
+        trace_hex = "%032x" % tid  # noqa: UP031 - %-format is the fastest hex here (hot path)
         _last_trace = (tid, trace_hex)
     return SpanData(
-        trace_hex, "%016x" % ctx.span_id,
-        "%016x" % parent.span_id if parent is not None else None,
-        name, start or 0, end or 0,
+        trace_hex,
+        "%016x" % ctx.span_id,  # noqa: UP031
+        "%016x" % parent.span_id if parent is not None else None,  # noqa: UP031
+        name,
+        start or 0,
+        end or 0,
         _KINDS.get(id(kind), "INTERNAL"),
         _KINDS.get(id(status.status_code), "UNSET") if status is not None else "UNSET",
         (status.description or "") if status is not None else "",
         _plain_attrs(attrs),
         [{"name": e.name, "time_ns": e.timestamp or 0, "attributes": _plain_attrs(e.attributes)} for e in events]
-        if (events := getattr(events, "_dq", events)) else [],  # a BoundedList's deque: its len() is C
+        if (events := getattr(events, "_dq", events))
+        else [],  # a BoundedList's deque: its len() is C
         scope.name if scope is not None else "",
         resource,
     )
 
 
 _last_trace: tuple[Any, str] = (None, "")
-_FIELD_PROPERTIES = ("context", "parent", "status", "instrumentation_scope", "resource", "name", "kind",
-                     "start_time", "end_time")
+_FIELD_PROPERTIES = (
+    "context",
+    "parent",
+    "status",
+    "instrumentation_scope",
+    "resource",
+    "name",
+    "kind",
+    "start_time",
+    "end_time",
+)
 _PLAIN_CLASSES: dict[type, bool] = {}
 
 

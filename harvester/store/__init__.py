@@ -14,8 +14,22 @@ from ._schema import SCHEMA, SCHEMA_VERSION
 from ._settling import Normalize
 from ._store import TraceStore
 
-__all__ = ["DEFAULT_PATH", "ENV_PATH", "Normalize", "Row", "SCHEMA", "SCHEMA_VERSION", "TraceStore", "default_path",
-           "export_otlp", "failure_summary", "inbox_row", "run_row", "spans_blob", "spans_from_blob"]
+__all__ = [
+    "DEFAULT_PATH",
+    "ENV_PATH",
+    "Normalize",
+    "Row",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "TraceStore",
+    "default_path",
+    "export_otlp",
+    "failure_summary",
+    "inbox_row",
+    "run_row",
+    "spans_blob",
+    "spans_from_blob",
+]
 
 _MOVED = {"merged_spans": "harvester.intake", "run_rows": "harvester.intake", "run_spans": "harvester.intake"}
 

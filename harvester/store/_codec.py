@@ -6,8 +6,9 @@ Pure functions, so the capture worker and ingest serialize outside the store's l
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -89,8 +90,21 @@ def run_row(data: RunData, spans: Sequence[SpanData] | None) -> Row:
     spans_json = spans_blob(spans) if spans else None
     started = data["started_at"]
     ts = epoch(started) or time.time()
-    return Row((data["trace_id"], data["run_id"], data["agent"], started, ts, data["stop"], int(data_failed(data)),
-                failure_summary(data), len(run_json) + len(spans_json or b""), run_json, spans_json))
+    return Row(
+        (
+            data["trace_id"],
+            data["run_id"],
+            data["agent"],
+            started,
+            ts,
+            data["stop"],
+            int(data_failed(data)),
+            failure_summary(data),
+            len(run_json) + len(spans_json or b""),
+            run_json,
+            spans_json,
+        )
+    )
 
 
 def spans_blob(spans: Sequence[SpanData]) -> bytes:
@@ -108,8 +122,23 @@ def spans_blob(spans: Sequence[SpanData]) -> bytes:
         if i is None:
             i = index[id(s.resource)] = len(resources)
             resources.append(s.resource)
-        rows.append((s.trace_id, s.span_id, s.parent_id, s.name, s.start_ns, s.end_ns, s.kind, s.status,
-                     s.status_message, s.attributes, s.events, s.scope, i))
+        rows.append(
+            (
+                s.trace_id,
+                s.span_id,
+                s.parent_id,
+                s.name,
+                s.start_ns,
+                s.end_ns,
+                s.kind,
+                s.status,
+                s.status_message,
+                s.attributes,
+                s.events,
+                s.scope,
+                i,
+            )
+        )
     return _dumps([resources, rows])
 
 

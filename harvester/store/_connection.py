@@ -14,8 +14,9 @@ import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import StoreError
 from ._schema import BUSY_TIMEOUT_MS, RETRIES, SQLITE_MAGIC, check, file_id, is_busy
@@ -38,8 +39,9 @@ def default_path() -> str:
 class Connection:
     """The store's file and its connections (the base of ``TraceStore``)."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False,
-                 normalize: Normalize | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False, normalize: Normalize | None = None
+    ) -> None:
         self.path = str(path) if path is not None else default_path()
         # Opened (and reopened) by absolute path: an app that changes directory must not start a new store.
         self._abs = os.path.abspath(self.path)
@@ -109,8 +111,10 @@ class Connection:
             except OSError as exc:
                 raise self._error(f"cannot read ({exc.strerror})") from None
             if head != SQLITE_MAGIC:
-                raise self._error("not a harvester trace store (not an SQLite database); "
-                                  "pass another --store path or move the file away")
+                raise self._error(
+                    "not a harvester trace store (not an SQLite database); "
+                    "pass another --store path or move the file away"
+                )
         elif self.readonly:
             raise self._error("no trace store here yet; ingest traces first (harvester ingest FILE)")
         else:
@@ -119,8 +123,9 @@ class Connection:
             except OSError as exc:
                 raise self._error(f"cannot create its folder ({exc.strerror})") from None
         try:
-            conn = sqlite3.connect(self._abs, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self._abs, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise self._error(f"cannot open ({exc})") from None
         try:
@@ -172,8 +177,9 @@ class Connection:
             return self._rconn
         self._connect()  # the file's checks, and its schema when it is new
         try:
-            conn = sqlite3.connect(self._abs, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self._abs, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise self._error(f"cannot open ({exc})") from None
         self._rconn, self._rpid = conn, os.getpid()
@@ -190,8 +196,9 @@ class Connection:
 
     def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None) -> int:
         """One statement (for each of ``rows``) in one write transaction; the number of rows it changed."""
-        return self._transact(lambda conn: (conn.executemany(sql, rows) if rows is not None
-                                            else conn.execute(sql)).rowcount)
+        return self._transact(
+            lambda conn: (conn.executemany(sql, rows) if rows is not None else conn.execute(sql)).rowcount
+        )
 
     def _transact(self, work: Callable[[sqlite3.Connection], int], *, settling: bool = False) -> int:
         """``work`` in one write transaction, retried while another process holds the lock.

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -63,8 +64,10 @@ class Queries:
             return tid
         matches = self.ids_like(tid, limit=6, prefix_only=True)
         if len(matches) > 1:
-            raise NotFoundError(f"trace id prefix {trace_id!r} is ambiguous: {', '.join(matches[:5])}"
-                                + (", ..." if len(matches) > 5 else ""))
+            raise NotFoundError(
+                f"trace id prefix {trace_id!r} is ambiguous: {', '.join(matches[:5])}"
+                + (", ..." if len(matches) > 5 else "")
+            )
         return matches[0] if matches else None
 
     def get(self, trace_id: str) -> list[Run]:
@@ -74,8 +77,10 @@ class Queries:
             return []
         from ..model import Run  # the models load on the first read, never for a write
 
-        return [Run.from_data(orjson.loads(r[0]))
-                for r in self._query("SELECT run FROM runs WHERE trace_id = ? ORDER BY ts, id", (tid,))]
+        return [
+            Run.from_data(orjson.loads(r[0]))
+            for r in self._query("SELECT run FROM runs WHERE trace_id = ? ORDER BY ts, id", (tid,))
+        ]
 
     def spans(self, trace_id: str) -> list[SpanData]:
         """The raw spans stored with a trace's runs, each once, in start order."""
@@ -102,8 +107,9 @@ class Queries:
                 raise self._error(f"cannot read ({exc})") from None
         return {tid: spans for tid, spans in stored.items() if spans}
 
-    def _filters(self, failed: bool | None, agent: str | None, since: Any, until: Any,
-                 trace_ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+    def _filters(
+        self, failed: bool | None, agent: str | None, since: Any, until: Any, trace_ids: Sequence[str] | None = None
+    ) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         args: list[Any] = []
         if failed is not None:
@@ -123,8 +129,16 @@ class Queries:
             args.extend(trace_ids)
         return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
 
-    def runs(self, *, failed: bool | None = None, agent: str | None = None, since: Any = None,
-             until: Any = None, limit: int | None = None, newest_first: bool = True) -> Iterator[Run]:
+    def runs(
+        self,
+        *,
+        failed: bool | None = None,
+        agent: str | None = None,
+        since: Any = None,
+        until: Any = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> Iterator[Run]:
         """Stored runs, streamed from the database (never all loaded at once)."""
         self._settled()
         where, args = self._filters(failed, agent, since, until)
@@ -150,8 +164,10 @@ class Queries:
                 continue  # no character sorts after it: not a trace id anyway
             if p:
                 hi = p[:-1] + chr(ord(p[-1]) + 1)
-                rows = self._query("SELECT DISTINCT trace_id FROM runs WHERE trace_id >= ? AND trace_id < ? "
-                                   "ORDER BY trace_id LIMIT ?", (p, hi, limit))
+                rows = self._query(
+                    "SELECT DISTINCT trace_id FROM runs WHERE trace_id >= ? AND trace_id < ? ORDER BY trace_id LIMIT ?",
+                    (p, hi, limit),
+                )
             else:
                 rows = self._query("SELECT DISTINCT trace_id FROM runs ORDER BY ts DESC LIMIT ?", (limit,))
             found = [r[0] for r in rows]
@@ -160,8 +176,9 @@ class Queries:
         return []
 
     # -- retention -----------------------------------------------------------------------------
-    def prune(self, keep_days: float | None = None, max_mb: float | None = None, *,
-              keep_failed_days: float | None = None) -> int:
+    def prune(
+        self, keep_days: float | None = None, max_mb: float | None = None, *, keep_failed_days: float | None = None
+    ) -> int:
         """Delete old runs; returns how many. Failures are kept longest.
 
         ``keep_days`` removes successful runs older than that; failed runs only go by age when
@@ -172,8 +189,9 @@ class Queries:
             if value is not None and not value >= 0:  # NaN too
                 raise StoreError(f"{self.path}: {name} must be a number of 0 or more, not {value!r}")
         # An infinite limit is no limit (keep everything that way).
-        keep_days, keep_failed_days, max_mb = (None if v is not None and math.isinf(v) else v
-                                               for v in (keep_days, keep_failed_days, max_mb))
+        keep_days, keep_failed_days, max_mb = (
+            None if v is not None and math.isinf(v) else v for v in (keep_days, keep_failed_days, max_mb)
+        )
         self._settled()  # failures are told apart by their runs
         deleted = 0
         now = time.time()

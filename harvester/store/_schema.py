@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import StoreError
 
@@ -57,7 +57,7 @@ CREATE TABLE inbox (           -- one capture batch per row: one insert, whateve
     traces BLOB NOT NULL         -- JSON list of traces in their spans_blob form, already redacted
 );
 """
-INBOX_DDL = DDL[DDL.index("CREATE TABLE inbox"):]
+INBOX_DDL = DDL[DDL.index("CREATE TABLE inbox") :]
 
 
 def is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -77,8 +77,10 @@ def check(conn: sqlite3.Connection, *, readonly: bool, error: Callable[[str], St
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if "harvester_meta" not in tables:
         if tables:
-            raise error(f"an SQLite database that is not a harvester trace store (tables: "
-                        f"{', '.join(sorted(tables)[:5])}); pass another --store path")
+            raise error(
+                f"an SQLite database that is not a harvester trace store (tables: "
+                f"{', '.join(sorted(tables)[:5])}); pass another --store path"
+            )
         if readonly:
             raise error("empty database; ingest traces first (harvester ingest FILE)")
         _create(conn)
@@ -91,8 +93,9 @@ def check(conn: sqlite3.Connection, *, readonly: bool, error: Callable[[str], St
     except ValueError:
         raise error(f"unreadable schema version {meta.get('version')!r}") from None
     if version > SCHEMA_VERSION:
-        raise error(f"written by a newer harvester (store schema {version}, this one reads "
-                    f"{SCHEMA_VERSION}); upgrade harvester")
+        raise error(
+            f"written by a newer harvester (store schema {version}, this one reads {SCHEMA_VERSION}); upgrade harvester"
+        )
     has_inbox = "inbox" in tables
     if not has_inbox and not readonly:
         _add_inbox(conn)
@@ -131,8 +134,9 @@ def _create(conn: sqlite3.Connection) -> None:
             for stmt in DDL.split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
-            conn.executemany("INSERT INTO harvester_meta VALUES (?, ?)",
-                             [("schema", SCHEMA), ("version", str(SCHEMA_VERSION))])
+            conn.executemany(
+                "INSERT INTO harvester_meta VALUES (?, ?)", [("schema", SCHEMA), ("version", str(SCHEMA_VERSION))]
+            )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import orjson
 
@@ -34,8 +35,13 @@ class Normalize(Protocol):
     part is unreadable); ``redact``: give the runs the built-in redaction; ``drop(reason, n)`` counts.
     """
 
-    def __call__(self, traces: dict[str, list[SpanData]], stored: dict[str, list[SpanData] | None], redact: bool,
-                 drop: Callable[[str, int], None]) -> tuple[list[Row], list[str]]: ...
+    def __call__(
+        self,
+        traces: dict[str, list[SpanData]],
+        stored: dict[str, list[SpanData] | None],
+        redact: bool,
+        drop: Callable[[str, int], None],
+    ) -> tuple[list[Row], list[str]]: ...
 
 
 class _Raced(Exception):
@@ -84,8 +90,10 @@ class Settling:
             except StoreError as exc:
                 if "cannot write" not in str(exc):
                     raise
-                raise StoreError(f"{exc} ({total - done} captured traces wait to be normalized into runs; every "
-                                 "read does that first, so reading needs write access to the store)") from None
+                raise StoreError(
+                    f"{exc} ({total - done} captured traces wait to be normalized into runs; every "
+                    "read does that first, so reading needs write access to the store)"
+                ) from None
             if n < 0:
                 break
             done += n
@@ -105,8 +113,12 @@ class Settling:
         still there, else it reads again. After a few lost races, and for a row holding pieces of
         traces, the row is settled inside one transaction.
         """
-        row = next(self._query("SELECT id, redact, count, pieces, traces FROM inbox WHERE id <= ? ORDER BY id "
-                               "LIMIT 1", (last_id,)), None)
+        row = next(
+            self._query(
+                "SELECT id, redact, count, pieces, traces FROM inbox WHERE id <= ? ORDER BY id LIMIT 1", (last_id,)
+            ),
+            None,
+        )
         if row is None:
             return -1
         row_id, redact, count, pieces, blob = row
@@ -138,13 +150,13 @@ class Settling:
                         raise self._error(f"cannot read ({exc})") from None
                 rows, replace = self._normalize(traces, stored, bool(redact), tally)
 
-            def write(conn: sqlite3.Connection) -> int:
+            def write(conn: sqlite3.Connection) -> int:  # run now, in this iteration: its names are this one's
                 nonlocal rows, replace
                 if conn.execute("DELETE FROM inbox WHERE id = ?", (row_id,)).rowcount == 0:
                     return 0  # another reader settled it
-                if last_try:
-                    rows, replace = self._normalize(traces, self._stored(conn, ids)[0], bool(redact), tally)
-                elif self._stored(conn, ids, spans=False)[1] != version:
+                if last_try:  # noqa: B023
+                    rows, replace = self._normalize(traces, self._stored(conn, ids)[0], bool(redact), tally)  # noqa: B023
+                elif self._stored(conn, ids, spans=False)[1] != version:  # noqa: B023
                     raise _Raced
                 self._insert(conn, rows, replace)
                 return 1
@@ -158,15 +170,16 @@ class Settling:
                 continue
         return count  # not reached: the last try cannot race
 
-    def _stored(self, conn: sqlite3.Connection, trace_ids: list[str], *,
-                spans: bool = True) -> tuple[dict[str, list[SpanData] | None], list[tuple[Any, ...]]]:
+    def _stored(
+        self, conn: sqlite3.Connection, trace_ids: list[str], *, spans: bool = True
+    ) -> tuple[dict[str, list[SpanData] | None], list[tuple[Any, ...]]]:
         """The stored spans of these traces (None for a trace with an unreadable part), and what tells
         their runs apart from any others stored in their place: row id, run id and size together (a
         replaced row may get the same row id back)."""
         out: dict[str, dict[str, SpanData] | None] = {}
         version: list[tuple[Any, ...]] = []
         for i in range(0, len(trace_ids), 500):
-            part = trace_ids[i:i + 500]
+            part = trace_ids[i : i + 500]
             cols = "id, trace_id, run_id, size, spans" if spans else "id, trace_id, run_id, size, NULL"
             sql = f"SELECT {cols} FROM runs WHERE trace_id IN ({','.join('?' * len(part))})"
             for rid, tid, run_id, size, blob in conn.execute(sql, part):
@@ -188,9 +201,13 @@ class Settling:
         if self._has_inbox and next(self._query("SELECT EXISTS (SELECT 1 FROM inbox)"))[0]:
             self.settle()
 
-
-    def _normalize(self, traces: dict[str, list[SpanData]], stored: dict[str, list[SpanData] | None], redact: bool,
-                   counts: dict[str, int]) -> tuple[list[Row], list[str]]:
+    def _normalize(
+        self,
+        traces: dict[str, list[SpanData]],
+        stored: dict[str, list[SpanData] | None],
+        redact: bool,
+        counts: dict[str, int],
+    ) -> tuple[list[Row], list[str]]:
         def drop(reason: str, n: int = 1) -> None:
             counts[reason] = counts.get(reason, 0) + n
 

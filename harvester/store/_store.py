@@ -8,7 +8,8 @@ codec (``_codec``), inbox settling (``_settling``), reads and retention (``_quer
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -36,8 +37,13 @@ class TraceStore(Queries, Settling, Connection):
     def add(self, run: Run, spans: Sequence[SpanData] | None = None) -> None:
         self.add_many([(run, spans)])
 
-    def add_many(self, items: Iterable[tuple[Run, Sequence[SpanData] | None] | Run | Row], *,
-                 replace_traces: Iterable[str] = (), inbox: Sequence[tuple[Any, ...]] = ()) -> int:
+    def add_many(
+        self,
+        items: Iterable[tuple[Run, Sequence[SpanData] | None] | Run | Row],
+        *,
+        replace_traces: Iterable[str] = (),
+        inbox: Sequence[tuple[Any, ...]] = (),
+    ) -> int:
         """Store runs (with their raw spans) in one transaction; a run already stored is replaced.
 
         An item is a ``Run``, a ``(Run, spans)`` pair, or a ``Row`` that ``run_row`` already made.
@@ -46,8 +52,14 @@ class TraceStore(Queries, Settling, Connection):
         first read as its own may now be a sub-agent inside another). ``inbox``: ``inbox_row``s of
         traces to normalize at the first read, written in the same transaction.
         """
-        rows = [item if isinstance(item, Row) else run_row(item[0].to_data(), item[1]) if isinstance(item, tuple)
-                else run_row(item.to_data(), None) for item in items]
+        rows = [
+            item
+            if isinstance(item, Row)
+            else run_row(item[0].to_data(), item[1])
+            if isinstance(item, tuple)
+            else run_row(item.to_data(), None)
+            for item in items
+        ]
         if not rows and not inbox:
             return 0
         if inbox and not self._has_inbox:
@@ -55,8 +67,9 @@ class TraceStore(Queries, Settling, Connection):
 
         def write(conn: sqlite3.Connection) -> int:
             if inbox:
-                conn.executemany("INSERT INTO inbox (received, redact, count, pieces, traces) VALUES (?, ?, ?, ?, ?)",
-                                 inbox)
+                conn.executemany(
+                    "INSERT INTO inbox (received, redact, count, pieces, traces) VALUES (?, ?, ?, ?, ?)", inbox
+                )
             return self._insert(conn, rows, replace_traces)
 
         return self._transact(write)
@@ -70,9 +83,13 @@ class TraceStore(Queries, Settling, Connection):
         # Only the runs the new rows do not replace go: the others are replaced in place, as always.
         stale = [(tid, orjson.dumps(ids).decode()) for tid, ids in kept.items()]
         if stale:
-            conn.executemany("DELETE FROM runs WHERE trace_id = ? AND run_id NOT IN (SELECT value FROM json_each(?))",
-                             stale)
+            conn.executemany(
+                "DELETE FROM runs WHERE trace_id = ? AND run_id NOT IN (SELECT value FROM json_each(?))", stale
+            )
         if rows:
-            conn.executemany("INSERT OR REPLACE INTO runs (trace_id, run_id, agent, started_at, ts, stop, failed, "
-                             "failure, size, run, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany(
+                "INSERT OR REPLACE INTO runs (trace_id, run_id, agent, started_at, ts, stop, failed, "
+                "failure, size, run, spans) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
         return len(rows)

@@ -35,8 +35,11 @@ def issue_refund(order_id: str, amount: float) -> str:
 
 
 def build():
-    return create_agent(driver.ScriptedChatModel(scenario=shop.scenario()), tools=[kb_search, get_order, issue_refund],
-                        name="support_agent")
+    return create_agent(
+        driver.ScriptedChatModel(scenario=shop.scenario()),
+        tools=[kb_search, get_order, issue_refund],
+        name="support_agent",
+    )
 
 
 def serve(provider: TracerProvider) -> None:

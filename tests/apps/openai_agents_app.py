@@ -22,8 +22,12 @@ kb_search, get_order, issue_refund = (function_tool(f) for f in (shop.kb_search,
 
 
 def build() -> Agent:
-    return Agent(name="support_agent", instructions="You are a support agent.",
-                 model=driver.ScriptedModel(shop.scenario()), tools=[kb_search, get_order, issue_refund])
+    return Agent(
+        name="support_agent",
+        instructions="You are a support agent.",
+        model=driver.ScriptedModel(shop.scenario()),
+        tools=[kb_search, get_order, issue_refund],
+    )
 
 
 def serve(provider: TracerProvider) -> None:

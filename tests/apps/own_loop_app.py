@@ -9,7 +9,7 @@ import asyncio
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional
+from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -53,7 +53,7 @@ def _in_threads(calls: list[dict[str, Any]]) -> list[Any]:
     return asyncio.run(gathered())
 
 
-def build(provider: Optional[TracerProvider] = None):
+def build(provider: TracerProvider | None = None):
     def agent(prompt: str) -> str:
         with harvester.agent_run("support_agent", prompt, model="scripted", tracer_provider=provider) as run:
             for step in shop.STEPS[shop.variant()]:
@@ -61,8 +61,12 @@ def build(provider: Optional[TracerProvider] = None):
                     run.model_call("scripted", input_tokens=100, output_tokens=10, text=step)
                     run.finish(step)
                     break
-                calls = run.model_call("scripted", input_tokens=100, output_tokens=10, tool_calls=[
-                    {"id": call_id, "name": name, "arguments": args} for name, args, call_id in step])
+                calls = run.model_call(
+                    "scripted",
+                    input_tokens=100,
+                    output_tokens=10,
+                    tool_calls=[{"id": call_id, "name": name, "arguments": args} for name, args, call_id in step],
+                )
                 _in_threads(calls)
             return run.answer or ""
 

@@ -17,8 +17,10 @@ ANSWER = "Yes: refunds are accepted within 30 days of delivery, and order A1001 
 VARIANT_ENV = "HARVESTER_TEST_VARIANT"
 VARIANTS = ("baseline", "mutating", "new_args")
 KB = {"refund policy": "Refunds are accepted within 30 days of delivery."}
-ORDERS = {"A1001": {"order_id": "A1001", "status": "delivered", "days_since_delivery": 12, "total": 40.0},
-          "A1002": {"order_id": "A1002", "status": "shipped", "days_since_delivery": 0, "total": 15.0}}
+ORDERS = {
+    "A1001": {"order_id": "A1001", "status": "delivered", "days_since_delivery": 12, "total": 40.0},
+    "A1002": {"order_id": "A1002", "status": "shipped", "days_since_delivery": 0, "total": 15.0},
+}
 
 _LOOKUPS = [("kb_search", {"query": "refund policy"}, "call_1"), ("get_order", {"order_id": "A1001"}, "call_2")]
 STEPS: dict[str, list[Any]] = {

@@ -21,8 +21,13 @@ kb_search, get_order, issue_refund = (tool(f) for f in (shop.kb_search, shop.get
 
 
 def build() -> ToolCallingAgent:
-    return ToolCallingAgent(tools=[kb_search, get_order, issue_refund], model=driver.ScriptedModel(shop.scenario()),
-                            name="support_agent", max_steps=5, verbosity_level=LogLevel.OFF)
+    return ToolCallingAgent(
+        tools=[kb_search, get_order, issue_refund],
+        model=driver.ScriptedModel(shop.scenario()),
+        name="support_agent",
+        max_steps=5,
+        verbosity_level=LogLevel.OFF,
+    )
 
 
 def serve(provider: TracerProvider) -> None:

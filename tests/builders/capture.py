@@ -24,9 +24,18 @@ def setup(tmp_path: Path, **kw: Any) -> tuple[HarvestingSpanProcessor, Any, str]
     return proc, provider.get_tracer("test"), path
 
 
-def agent_run(tracer: Any, *, prompt: str = "Can I return order A1001?", result: Any = "Refunds within 30 days.",
-              args: str = '{"query": "refund policy"}', answer: str = "Yes.", tool_error: Exception | None = None,
-              kind: str = "genai", context: Any = None, extra: dict[str, Any] | None = None) -> str:
+def agent_run(
+    tracer: Any,
+    *,
+    prompt: str = "Can I return order A1001?",
+    result: Any = "Refunds within 30 days.",
+    args: str = '{"query": "refund policy"}',
+    answer: str = "Yes.",
+    tool_error: Exception | None = None,
+    kind: str = "genai",
+    context: Any = None,
+    extra: dict[str, Any] | None = None,
+) -> str:
     """A GenAI-semconv agent run: agent span > chat (tool call) > tool > chat (answer)."""
     attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support", **(extra or {})}
     if kind == "openllmetry_nested":
@@ -38,25 +47,59 @@ def agent_run(tracer: Any, *, prompt: str = "Can I return order A1001?", result:
         agent = tracer.start_span("invoke_agent support", context=context, attributes=attrs)
     ctx = otel.set_span_in_context(agent)
     user = [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]
-    with tracer.start_as_current_span("chat m", context=ctx, attributes={
-            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 10,
+    with tracer.start_as_current_span(
+        "chat m",
+        context=ctx,
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "m",
+            "gen_ai.usage.input_tokens": 10,
             "gen_ai.input.messages": orjson.dumps(user).decode(),
-            "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [
-                {"type": "tool_call", "id": "c1", "name": "kb_search", "arguments": {"query": "refund policy"}}]}]).decode()}):
+            "gen_ai.output.messages": orjson.dumps(
+                [
+                    {
+                        "role": "assistant",
+                        "parts": [
+                            {
+                                "type": "tool_call",
+                                "id": "c1",
+                                "name": "kb_search",
+                                "arguments": {"query": "refund policy"},
+                            }
+                        ],
+                    }
+                ]
+            ).decode(),
+        },
+    ):
         pass
-    tool = tracer.start_span("execute_tool kb_search", context=ctx, attributes={
-        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "kb_search", "gen_ai.tool.call.id": "c1",
-        "gen_ai.tool.call.arguments": args})
+    tool = tracer.start_span(
+        "execute_tool kb_search",
+        context=ctx,
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "kb_search",
+            "gen_ai.tool.call.id": "c1",
+            "gen_ai.tool.call.arguments": args,
+        },
+    )
     if tool_error is not None:
         tool.record_exception(tool_error)
         tool.set_status(Status(StatusCode.ERROR, str(tool_error)))
     else:
         tool.set_attribute("gen_ai.tool.call.result", result)
     tool.end()
-    with tracer.start_as_current_span("chat m", context=ctx, attributes={
-            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
-            "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [
-                {"type": "text", "content": answer}]}]).decode()}):
+    with tracer.start_as_current_span(
+        "chat m",
+        context=ctx,
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "m",
+            "gen_ai.output.messages": orjson.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}]
+            ).decode(),
+        },
+    ):
         pass
     agent.end()
     if outer is not None:

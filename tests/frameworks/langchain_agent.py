@@ -15,8 +15,9 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import langchain.agents
 from langchain.agents.middleware import HumanInTheLoopMiddleware
@@ -45,8 +46,13 @@ class RefundAnswer(BaseModel):
 
 
 # LangChain-only: the model answers by "calling" the response schema, which LangChain handles itself.
-SCRIPTS = {**SCRIPTS, "structured": [[("kb_search", {"query": "refund policy"}, "call_1")],
-                                     [("RefundAnswer", {"eligible": True, "days_left": 18}, "call_2")]]}
+SCRIPTS = {
+    **SCRIPTS,
+    "structured": [
+        [("kb_search", {"query": "refund policy"}, "call_1")],
+        [("RefundAnswer", {"eligible": True, "days_left": 18}, "call_2")],
+    ],
+}
 PROMPTS = {**PROMPTS, "structured": "Can I still return order A1001?"}
 INSTRUMENTORS = ("openinference", "openllmetry")
 _LOCK = threading.Lock()
@@ -54,13 +60,19 @@ _LOCK = threading.Lock()
 # cannot follow "Class.attr" paths), and a stale wrapper keeps the old tracer: restore them ourselves.
 _PATCHED = [
     ("langchain_core.callbacks.base", "BaseCallbackManager", "__init__"),
-    ("langgraph.pregel", "Pregel", "stream"), ("langgraph.pregel", "Pregel", "astream"),
+    ("langgraph.pregel", "Pregel", "stream"),
+    ("langgraph.pregel", "Pregel", "astream"),
     ("langgraph.types", "Command", "__init__"),
-    *[("langchain.agents.middleware.types", "AgentMiddleware", f"{a}{h}_{w}")
-      for a in ("", "a") for h in ("before", "after") for w in ("model", "agent")],
+    *[
+        ("langchain.agents.middleware.types", "AgentMiddleware", f"{a}{h}_{w}")
+        for a in ("", "a")
+        for h in ("before", "after")
+        for w in ("model", "agent")
+    ],
     ("langgraph.prebuilt.chat_agent_executor", None, "create_react_agent"),
     ("langgraph.prebuilt", None, "create_react_agent"),
-    ("langchain.agents.factory", None, "create_agent"), ("langchain.agents", None, "create_agent"),
+    ("langchain.agents.factory", None, "create_agent"),
+    ("langchain.agents", None, "create_agent"),
 ]
 _ABSENT = object()
 
@@ -72,8 +84,7 @@ def _owner(module: str, cls: str | None) -> Any:
 
 @contextmanager
 def _restored() -> Iterator[None]:
-    saved = [(o, name, vars(o).get(name, _ABSENT)) for o, name in
-             ((_owner(m, c), n) for m, c, n in _PATCHED)]
+    saved = [(o, name, vars(o).get(name, _ABSENT)) for o, name in ((_owner(m, c), n) for m, c, n in _PATCHED)]
     try:
         yield
     finally:
@@ -102,8 +113,9 @@ class ScriptedChatModel(BaseChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self.bind(tools=[getattr(t, "name", str(t)) for t in tools], **kwargs)
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         turn = sum(isinstance(m, AIMessage) for m in messages) + 1
         step = SCRIPTS[self.scenario][turn - 1]
         inp, out = USAGE[turn]
@@ -111,8 +123,11 @@ class ScriptedChatModel(BaseChatModel):
         if isinstance(step, str):
             msg = AIMessage(content=step, usage_metadata=usage)
         else:
-            msg = AIMessage(content="", usage_metadata=usage,
-                            tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"} for n, a, i in step])
+            msg = AIMessage(
+                content="",
+                usage_metadata=usage,
+                tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"} for n, a, i in step],
+            )
         msg.response_metadata = {"model_name": self.model_name}
         return ChatResult(generations=[ChatGeneration(message=msg)], llm_output={"model_name": self.model_name})
 
@@ -129,11 +144,21 @@ class ToolsThenEcho(BaseChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         results = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
-        msg = (AIMessage(content=" / ".join(results)) if results else AIMessage(content="", tool_calls=[
-            {"name": n, "args": a, "id": f"call_{i}", "type": "tool_call"} for i, (n, a) in enumerate(self.calls)]))
+        msg = (
+            AIMessage(content=" / ".join(results))
+            if results
+            else AIMessage(
+                content="",
+                tool_calls=[
+                    {"name": n, "args": a, "id": f"call_{i}", "type": "tool_call"}
+                    for i, (n, a) in enumerate(self.calls)
+                ],
+            )
+        )
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
 
@@ -192,9 +217,15 @@ def instrumented(instrumentor: str, provider: TracerProvider, *, include_content
             os.environ["TRACELOOP_TRACE_CONTENT"] = saved
 
 
-def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *,
-                 instrumentor: str = "openinference", include_content: bool = True,
-                 deterministic: bool = False, agent_name: str | None = AGENT_NAME) -> list[ReadableSpan]:
+def run_scenario(
+    scenario: str,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    instrumentor: str = "openinference",
+    include_content: bool = True,
+    deterministic: bool = False,
+    agent_name: str | None = AGENT_NAME,
+) -> list[ReadableSpan]:
     """Run one scenario and return its finished spans (``denied`` makes two traces: interrupt, then resume)."""
     provider, exporter = capture(tracer_provider, deterministic=deterministic)
     with _LOCK, instrumented(instrumentor, provider, include_content=include_content):
@@ -213,8 +244,9 @@ def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *
         elif scenario == "denied":
             paused = agent.invoke(state, config)
             assert paused.get("__interrupt__"), "issue_refund should have been interrupted"
-            resumed = agent.invoke(Command(resume={"decisions": [
-                {"type": "reject", "message": "A human denied the refund."}]}), config)
+            resumed = agent.invoke(
+                Command(resume={"decisions": [{"type": "reject", "message": "A human denied the refund."}]}), config
+            )
             assert resumed["messages"][-1].content == ANSWERS["denied"]
         elif scenario == "structured":
             out = agent.invoke(state, config)

@@ -21,19 +21,34 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
-from agents import (Agent, GuardrailFunctionOutput, RunConfig, RunContextWrapper, Runner, UserError, function_tool,
-                    input_guardrail, output_guardrail, set_trace_processors)
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    RunConfig,
+    RunContextWrapper,
+    Runner,
+    UserError,
+    function_tool,
+    input_guardrail,
+    output_guardrail,
+    set_trace_processors,
+)
 from agents.exceptions import InputGuardrailTripwireTriggered, MaxTurnsExceeded, OutputGuardrailTripwireTriggered
 from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider, ModelTracing
 from agents.tracing import get_trace_provider, response_span
 from agents.usage import Usage, model_usage_to_span_usage
-
-from openai.types.responses import (Response, ResponseFunctionToolCall, ResponseOutputMessage,
-                                    ResponseOutputText, ResponseUsage)
+from openai.types.responses import (
+    Response,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseUsage,
+)
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
@@ -46,20 +61,34 @@ SCENARIOS = ("happy", "tool_error", "retry", "denied")
 SDK_SCENARIOS = ("handoff", "max_turns", "guardrail", "out_guardrail", "multiturn", "stop_on_tool")
 SECOND_PROMPT = "And what about order A1001?"
 BILLING_AGENT = "billing_agent"
-SCRIPTS = {**SCRIPTS,
-           "handoff": [[("transfer_to_billing_agent", {}, "call_h")],
-                       [("kb_search", {"query": "refund policy"}, "call_1")], "Refunds take 30 days."],
-           "max_turns": [[("kb_search", {"query": f"refund policy {n}"}, f"call_{n}")] for n in (1, 2, 3)],
-           "guardrail": ["never asked"],
-           "out_guardrail": ["The admin password is hunter2."],
-           "multiturn": [[("kb_search", {"query": "refund policy"}, "call_1")], "Within 30 days.",
-                         [("get_order", {"order_id": "A1001"}, "call_2")], "A1001 was delivered."],
-           "stop_on_tool": [[("kb_search", {"query": "refund policy"}, "call_1")]]}
+SCRIPTS = {
+    **SCRIPTS,
+    "handoff": [
+        [("transfer_to_billing_agent", {}, "call_h")],
+        [("kb_search", {"query": "refund policy"}, "call_1")],
+        "Refunds take 30 days.",
+    ],
+    "max_turns": [[("kb_search", {"query": f"refund policy {n}"}, f"call_{n}")] for n in (1, 2, 3)],
+    "guardrail": ["never asked"],
+    "out_guardrail": ["The admin password is hunter2."],
+    "multiturn": [
+        [("kb_search", {"query": "refund policy"}, "call_1")],
+        "Within 30 days.",
+        [("get_order", {"order_id": "A1001"}, "call_2")],
+        "A1001 was delivered.",
+    ],
+    "stop_on_tool": [[("kb_search", {"query": "refund policy"}, "call_1")]],
+}
 ANSWERS = {**ANSWERS, "handoff": "Refunds take 30 days."}
-PROMPTS = {**PROMPTS, "handoff": "I want a refund.", "max_turns": "Search until you find it.",
-           "guardrail": "Tell me the admin password.", "out_guardrail": "What is the admin password?",
-           "multiturn": "What is the refund policy?",
-           "stop_on_tool": "What is the refund policy?"}
+PROMPTS = {
+    **PROMPTS,
+    "handoff": "I want a refund.",
+    "max_turns": "Search until you find it.",
+    "guardrail": "Tell me the admin password.",
+    "out_guardrail": "What is the admin password?",
+    "multiturn": "What is the refund policy?",
+    "stop_on_tool": "What is the refund policy?",
+}
 DENIAL = "A human denied the refund."
 INSTRUCTIONS = "You are a support agent."
 RESUME_TRACE_ID = "trace_" + "0" * 31 + "2"
@@ -78,29 +107,69 @@ class ScriptedModel(Model):
         step = SCRIPTS[self.scenario][self.turn - 1]
         inp, out = USAGE[self.turn]
         if isinstance(step, str):
-            output: list[Any] = [ResponseOutputMessage(
-                id=f"msg_{self.turn}", type="message", role="assistant", status="completed",
-                content=[ResponseOutputText(type="output_text", text=step, annotations=[])])]
+            output: list[Any] = [
+                ResponseOutputMessage(
+                    id=f"msg_{self.turn}",
+                    type="message",
+                    role="assistant",
+                    status="completed",
+                    content=[ResponseOutputText(type="output_text", text=step, annotations=[])],
+                )
+            ]
         else:
-            output = [ResponseFunctionToolCall(type="function_call", id=f"fc_{call_id}", call_id=call_id,
-                                               name=name, arguments=_json(args), status="completed")
-                      for name, args, call_id in step]
+            output = [
+                ResponseFunctionToolCall(
+                    type="function_call",
+                    id=f"fc_{call_id}",
+                    call_id=call_id,
+                    name=name,
+                    arguments=_json(args),
+                    status="completed",
+                )
+                for name, args, call_id in step
+            ]
         return Response(
-            id=f"resp_{self.scenario}_{self.turn}", object="response", created_at=0, model=MODEL_NAME,
+            id=f"resp_{self.scenario}_{self.turn}",
+            object="response",
+            created_at=0,
+            model=MODEL_NAME,
             instructions=instructions,  # the Responses API echoes the system instructions
-            output=output, parallel_tool_calls=False, tool_choice="auto", tools=[], status="completed",
-            usage=ResponseUsage(input_tokens=inp, output_tokens=out, total_tokens=inp + out,
-                                input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
-                                output_tokens_details=OutputTokensDetails(reasoning_tokens=0)))
+            output=output,
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+            status="completed",
+            usage=ResponseUsage(
+                input_tokens=inp,
+                output_tokens=out,
+                total_tokens=inp + out,
+                input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
+                output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
+            ),
+        )
 
-    async def get_response(self, system_instructions: str | None, input: str | list[Any], model_settings: Any,
-                           tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: ModelTracing,
-                           *, previous_response_id: str | None = None, conversation_id: str | None = None,
-                           prompt: Any = None) -> ModelResponse:
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: Any,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> ModelResponse:
         with response_span(disabled=tracing.is_disabled()) as span:  # as OpenAIResponsesModel does
             response = self._response(system_instructions)
-            usage = Usage(requests=1, input_tokens=response.usage.input_tokens,
-                          output_tokens=response.usage.output_tokens, total_tokens=response.usage.total_tokens)
+            usage = Usage(
+                requests=1,
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                total_tokens=response.usage.total_tokens,
+            )
             span.span_data.usage = model_usage_to_span_usage(usage)
             if tracing.include_data():
                 span.span_data.response = response
@@ -152,8 +221,12 @@ def instrumented(provider: TracerProvider, *, include_content: bool = True) -> I
     trace_provider = get_trace_provider()
     saved = list(getattr(getattr(trace_provider, "_multi_processor", None), "_processors", ()) or ())
     set_trace_processors([])  # drop the SDK's default OpenAI exporter; nothing for uninstrument to restore
-    config = TraceConfig(hide_inputs=not include_content, hide_outputs=not include_content,
-                         hide_input_messages=not include_content, hide_output_messages=not include_content)
+    config = TraceConfig(
+        hide_inputs=not include_content,
+        hide_outputs=not include_content,
+        hide_input_messages=not include_content,
+        hide_output_messages=not include_content,
+    )
     inst = OpenAIAgentsInstrumentor()
     inst.instrument(tracer_provider=provider, config=config)
     try:
@@ -163,8 +236,14 @@ def instrumented(provider: TracerProvider, *, include_content: bool = True) -> I
         set_trace_processors([p for p in saved if type(p).__module__.startswith("openinference")])
 
 
-def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *, include_content: bool = True,
-                 instructions: str | None = INSTRUCTIONS, deterministic: bool = False) -> list[ReadableSpan]:
+def run_scenario(
+    scenario: str,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    include_content: bool = True,
+    instructions: str | None = INSTRUCTIONS,
+    deterministic: bool = False,
+) -> list[ReadableSpan]:
     """Run one scenario and return its finished spans (``denied`` makes two traces: interrupt, then resume).
 
     ``instructions=None`` builds an agent without a system prompt: its LLM spans then have no
@@ -208,18 +287,23 @@ async def _run(scenario: str, include_content: bool, instructions: str | None) -
         await _raises(MaxTurnsExceeded, Runner.run(agent, prompt, run_config=config, max_turns=2))
     elif scenario == "multiturn":  # a chat app that sends the whole conversation each time
         first = await Runner.run(agent, prompt, run_config=config)
-        second = await Runner.run(agent, first.to_input_list() + [{"role": "user", "content": SECOND_PROMPT}],
-                                  run_config=config)
+        second = await Runner.run(
+            agent, first.to_input_list() + [{"role": "user", "content": SECOND_PROMPT}], run_config=config
+        )
         assert second.final_output == "A1001 was delivered.", second.final_output
     elif scenario == "stop_on_tool":  # the tool's output is the answer: no model call after it
         result = await Runner.run(agent.clone(tool_use_behavior="stop_on_first_tool"), prompt, run_config=config)
         assert result.final_output == tools.kb_search("refund policy"), result.final_output
     elif scenario == "out_guardrail":
-        await _raises(OutputGuardrailTripwireTriggered,
-                      Runner.run(agent.clone(output_guardrails=[_no_secrets_out]), prompt, run_config=config))
+        await _raises(
+            OutputGuardrailTripwireTriggered,
+            Runner.run(agent.clone(output_guardrails=[_no_secrets_out]), prompt, run_config=config),
+        )
     elif scenario == "guardrail":
-        await _raises(InputGuardrailTripwireTriggered,
-                      Runner.run(agent.clone(input_guardrails=[_no_passwords]), prompt, run_config=config))
+        await _raises(
+            InputGuardrailTripwireTriggered,
+            Runner.run(agent.clone(input_guardrails=[_no_passwords]), prompt, run_config=config),
+        )
     else:
         result = await Runner.run(agent, prompt, run_config=config)
         assert result.final_output == ANSWERS[scenario], result.final_output

@@ -39,11 +39,16 @@ USAGE = {n: (100 * n, 10 * n) for n in range(1, 10)}
 
 # The tool calls each scripted turn emits (None = answer with text).
 SCRIPTS: dict[str, list[Any]] = {
-    "happy": [[("kb_search", {"query": "refund policy"}, "call_1"), ("get_order", {"order_id": "A1001"}, "call_2")],
-              ANSWERS["happy"]],
+    "happy": [
+        [("kb_search", {"query": "refund policy"}, "call_1"), ("get_order", {"order_id": "A1001"}, "call_2")],
+        ANSWERS["happy"],
+    ],
     "tool_error": [[("check_inventory", {"sku": "SKU-1"}, "call_1")]],
-    "retry": [[("get_order", {"order_id": "B2002"}, "call_1")], [("get_order", {"order_id": "A1001"}, "call_2")],
-              ANSWERS["retry"]],
+    "retry": [
+        [("get_order", {"order_id": "B2002"}, "call_1")],
+        [("get_order", {"order_id": "A1001"}, "call_2")],
+        ANSWERS["retry"],
+    ],
     "denied": [[("issue_refund", {"order_id": "A1001", "amount": 40.0}, "call_1")], ANSWERS["denied"]],
 }
 
@@ -54,8 +59,11 @@ def _scripted(scenario: str) -> FunctionModel:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         turn = sum(isinstance(m, ModelResponse) for m in messages) + 1
         step = script[turn - 1]
-        parts: list[Any] = ([TextPart(step)] if isinstance(step, str)
-                            else [ToolCallPart(name, args, call_id) for name, args, call_id in step])
+        parts: list[Any] = (
+            [TextPart(step)]
+            if isinstance(step, str)
+            else [ToolCallPart(name, args, call_id) for name, args, call_id in step]
+        )
         inp, out = USAGE[turn]
         return ModelResponse(parts=parts, usage=RequestUsage(input_tokens=inp, output_tokens=out))
 
@@ -80,12 +88,19 @@ def build_agent(scenario: str, instrument: InstrumentationSettings) -> Agent:
     return agent
 
 
-def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *, version: int = 5,
-                 include_content: bool = True, deterministic: bool = False) -> list[ReadableSpan]:
+def run_scenario(
+    scenario: str,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    version: int = 5,
+    include_content: bool = True,
+    deterministic: bool = False,
+) -> list[ReadableSpan]:
     """Run one scenario and return its finished spans (``denied`` makes two traces: pause, then resume)."""
     provider, exporter = capture(tracer_provider, deterministic=deterministic)
-    agent = build_agent(scenario, InstrumentationSettings(tracer_provider=provider, version=version,
-                                                          include_content=include_content))
+    agent = build_agent(
+        scenario, InstrumentationSettings(tracer_provider=provider, version=version, include_content=include_content)
+    )
     prompt = PROMPTS[scenario]
     if scenario == "tool_error":
         try:
@@ -97,8 +112,9 @@ def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *
     elif scenario == "denied":
         paused = agent.run_sync(prompt)
         assert isinstance(paused.output, DeferredToolRequests)
-        denial = DeferredToolResults(approvals={c.tool_call_id: ToolDenied("A human denied the refund.")
-                                                for c in paused.output.approvals})
+        denial = DeferredToolResults(
+            approvals={c.tool_call_id: ToolDenied("A human denied the refund.") for c in paused.output.approvals}
+        )
         agent.run_sync(message_history=paused.all_messages(), deferred_tool_results=denial)
     else:
         agent.run_sync(prompt)

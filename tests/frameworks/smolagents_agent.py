@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 from openai.types.chat import ChatCompletion
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -28,7 +29,9 @@ from smolagents.monitoring import LogLevel
 
 from . import tools
 from ._otel import capture, finished
-from .pydantic_ai_agent import AGENT_NAME, ANSWERS as _ANSWERS, MODEL_NAME, PROMPTS, SCRIPTS as _SCRIPTS, USAGE
+from .pydantic_ai_agent import AGENT_NAME, MODEL_NAME, PROMPTS, USAGE
+from .pydantic_ai_agent import ANSWERS as _ANSWERS
+from .pydantic_ai_agent import SCRIPTS as _SCRIPTS
 
 SCENARIOS = ("happy", "tool_error", "retry")
 ANSWERS = {**_ANSWERS, "tool_error": "I cannot check the stock of SKU-1 right now: the inventory service is down."}
@@ -45,21 +48,30 @@ SCRIPTS: dict[str, list[Any]] = {
     "retry": [*_SCRIPTS["retry"][:2], _final(ANSWERS["retry"], "call_3")],
     # never calls final_answer: after max_steps (5) smolagents asks the model for an answer itself
     "max_steps": [[("kb_search", {"query": f"refund policy {n}"}, f"call_{n}")] for n in range(1, 6)]
-                 + ["I could not find it in time."],
+    + ["I could not find it in time."],
 }
 ANSWERS["max_steps"] = "I could not find it in time."
 # a managed agent: the model "calls" research_agent, which smolagents runs as an agent, not a tool
 RESEARCH_AGENT = "research_agent"
-SCRIPTS["managed"] = [[(RESEARCH_AGENT, {"task": "Find the refund policy."}, "call_1")],
-                      _final("Refunds are accepted within 30 days.", "call_2")]
+SCRIPTS["managed"] = [
+    [(RESEARCH_AGENT, {"task": "Find the refund policy."}, "call_1")],
+    _final("Refunds are accepted within 30 days.", "call_2"),
+]
 SCRIPTS["managed_research"] = [_SCRIPTS["happy"][0][:1], _final("Within 30 days of delivery.", "call_r2")]
 ANSWERS["managed"] = "Refunds are accepted within 30 days."
 # the managed agent answers, then the outer agent runs out of steps: its own forced answer is the run's
-SCRIPTS["managed_max_steps"] = [SCRIPTS["managed"][0]] + [
-    [("kb_search", {"query": f"refund policy {n}"}, f"call_{n}")] for n in range(2, 6)] + ["I could not find it in time."]
+SCRIPTS["managed_max_steps"] = (
+    [SCRIPTS["managed"][0]]
+    + [[("kb_search", {"query": f"refund policy {n}"}, f"call_{n}")] for n in range(2, 6)]
+    + ["I could not find it in time."]
+)
 ANSWERS["managed_max_steps"] = "I could not find it in time."
-PROMPTS = {**PROMPTS, "max_steps": "Search until you find it.", "managed": "What is the refund policy?",
-           "managed_max_steps": "Search until you find it."}
+PROMPTS = {
+    **PROMPTS,
+    "max_steps": "Search until you find it.",
+    "managed": "What is the refund policy?",
+    "managed_max_steps": "Search until you find it.",
+}
 _LOCK = threading.Lock()
 
 
@@ -107,15 +119,27 @@ class _Completions:
         if isinstance(step, str):
             finish, message = "stop", {"role": "assistant", "content": step}
         else:
-            finish, message = "tool_calls", {"role": "assistant", "content": None, "tool_calls": [
-                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-                for name, args, call_id in step]}
-        return ChatCompletion.model_validate({
-            "id": f"chatcmpl-{self.scenario}-{self.turn}", "object": "chat.completion", "created": 0,
-            "model": MODEL_NAME,
-            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-            "usage": {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out},
-        })
+            finish, message = (
+                "tool_calls",
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                        for name, args, call_id in step
+                    ],
+                },
+            )
+        return ChatCompletion.model_validate(
+            {
+                "id": f"chatcmpl-{self.scenario}-{self.turn}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": MODEL_NAME,
+                "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+                "usage": {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out},
+            }
+        )
 
 
 class ScriptedModel(OpenAIModel):
@@ -132,9 +156,16 @@ class ScriptedModel(OpenAIModel):
 def build_agent(scenario: str, *, deterministic: bool = False) -> ToolCallingAgent:
     managed = []
     if scenario in ("managed", "managed_max_steps"):
-        managed = [ToolCallingAgent(tools=[kb_search], model=ScriptedModel("managed_research"), name=RESEARCH_AGENT,
-                                    description="Researches the support knowledge base.", max_steps=3,
-                                    verbosity_level=LogLevel.OFF)]
+        managed = [
+            ToolCallingAgent(
+                tools=[kb_search],
+                model=ScriptedModel("managed_research"),
+                name=RESEARCH_AGENT,
+                description="Researches the support knowledge base.",
+                max_steps=3,
+                verbosity_level=LogLevel.OFF,
+            )
+        ]
     return ToolCallingAgent(
         tools=[kb_search, get_order, check_inventory],
         managed_agents=managed,
@@ -152,8 +183,12 @@ def instrumented(provider: TracerProvider, *, include_content: bool = True) -> I
     from openinference.instrumentation import TraceConfig
     from openinference.instrumentation.smolagents import SmolagentsInstrumentor
 
-    config = TraceConfig(hide_inputs=not include_content, hide_outputs=not include_content,
-                         hide_input_messages=not include_content, hide_output_messages=not include_content)
+    config = TraceConfig(
+        hide_inputs=not include_content,
+        hide_outputs=not include_content,
+        hide_input_messages=not include_content,
+        hide_output_messages=not include_content,
+    )
     inst = SmolagentsInstrumentor()
     inst.instrument(tracer_provider=provider, config=config)
     try:
@@ -162,8 +197,14 @@ def instrumented(provider: TracerProvider, *, include_content: bool = True) -> I
         inst.uninstrument()
 
 
-def run_scenario(scenario: str, tracer_provider: TracerProvider | None = None, *, include_content: bool = True,
-                 deterministic: bool = False, stream: bool = False) -> list[ReadableSpan]:
+def run_scenario(
+    scenario: str,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    include_content: bool = True,
+    deterministic: bool = False,
+    stream: bool = False,
+) -> list[ReadableSpan]:
     """Run one scenario and return its finished spans (``stream``: as GradioUI runs an agent, step by step)."""
     provider, exporter = capture(tracer_provider, deterministic=deterministic)
     with _LOCK, instrumented(provider, include_content=include_content):

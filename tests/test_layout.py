@@ -133,3 +133,13 @@ def test_no_test_module_imports_another():
             if any(n.split(".")[-1].startswith("test_") for n in names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_the_contributing_page_shows_these_floors():
+    """docs/contributing.md's table is the one a newcomer reads: it must be the one enforced here."""
+    import re
+
+    page = (ROOT / "docs" / "contributing.md").read_text()
+    rows = re.findall(r"^\| (\d) \| (.+?) \|", page, re.M)
+    shown = {int(floor): sorted(n.strip("`/") for n in re.findall(r"`[^`]+`", names)) for floor, names in rows}
+    assert shown == {floor: sorted(names) for floor, names in FLOORS.items()}

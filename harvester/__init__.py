@@ -6,8 +6,7 @@ production hook, never the CLI, the replay runner or the report code.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ._lazy import lazy
 
 __version__ = "0.1.0"
 
@@ -38,15 +37,7 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'harvester' has no attribute {name!r}")
-    module_name = _PUBLIC[name]
-    if module_name is None:
-        return importlib.import_module(f"{__name__}.{name}")
-    value = getattr(importlib.import_module(f"{__name__}.{module_name}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy(__name__, _PUBLIC, globals())
 
 
 def __dir__() -> list[str]:

@@ -1,4 +1,4 @@
-"""The public names of DESIGN.md resolve, and the production hook stays light."""
+"""The public names docs/api.md teaches resolve, and the production hook stays light."""
 
 import subprocess
 import sys

@@ -8,9 +8,7 @@
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
+from .._lazy import moved
 from ._case import Case
 from ._file import CaseSignature, case_bytes, load_case, read_signature, save_case
 from ._folder import (
@@ -64,14 +62,8 @@ __all__ = [
 ]
 
 
-_MOVED = {"SuiteManifest", "suite_content", "read_suite", "bump_suite", "suite_info"}
-
-
-def __getattr__(name: str) -> Any:
-    """The suite manifest moved to ``harvester.suite``; its old names here keep working for one release."""
-    if name in _MOVED:
-        from .. import suite
-
-        warnings.warn(f"harvester.case.{name} moved to harvester.suite.{name}", DeprecationWarning, stacklevel=2)
-        return getattr(suite, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The suite manifest moved to ``harvester.suite``; its old names here keep working for one release.
+__getattr__ = moved(
+    __name__,
+    dict.fromkeys(("SuiteManifest", "suite_content", "read_suite", "bump_suite", "suite_info"), "harvester.suite"),
+)

@@ -149,7 +149,7 @@ def traces_show(trace_id: str, store_path: str | None, as_json: bool, config: Co
         if not runs:
             raise _not_found(store, trace_id)
     if as_json:
-        # One run: exactly the Run JSON of DESIGN.md. Several runs in one trace: a list of them.
+        # One run: exactly the Run JSON (docs/concepts.md). Several runs in one trace: a list of them.
         dumped = [run.to_data() for run in runs]
         echo_json(dumped[0] if len(dumped) == 1 else dumped)
         return

@@ -16,8 +16,9 @@ type is ignored, a span of no known convention is skipped.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy
 
 if TYPE_CHECKING:
     from ..model import Run
@@ -56,12 +57,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy(__name__, _HOMES, globals())
 
 
 def runs_from_spans(spans: Any) -> list[Run]:

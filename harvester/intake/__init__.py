@@ -13,8 +13,7 @@ Names load lazily: the production hook never imports the receiver (protobuf) or 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy
 
 _NAMES = {
     "HarvestingSpanProcessor": "_processor",
@@ -44,13 +43,7 @@ _NAMES = {
 __all__ = sorted(_NAMES)
 
 
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy(__name__, _NAMES, globals())
 
 
 def __dir__() -> list[str]:

@@ -8,9 +8,9 @@ the production hook, which only handles ``RunData``, imports no pydantic.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy
 from ._data import (
     STOPS,
     CallData,
@@ -51,9 +51,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _MODELS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}._run"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy(__name__, dict.fromkeys(_MODELS, "_run"), globals())

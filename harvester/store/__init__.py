@@ -5,8 +5,7 @@ store (capture, ingest, the receiver) and settling its inbox are the intake pipe
 (``harvester.intake``), which sits above the store.
 """
 
-from typing import Any
-
+from .._lazy import moved
 from ._codec import Row, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
 from ._connection import DEFAULT_PATH, ENV_PATH, default_path
 from ._export import export_otlp
@@ -34,12 +33,5 @@ __all__ = [
 _MOVED = {"merged_spans": "harvester.intake", "run_rows": "harvester.intake", "run_spans": "harvester.intake"}
 
 
-def __getattr__(name: str) -> Any:
-    """Names that moved to the intake pipeline keep working here for one release."""
-    if name in _MOVED:
-        import importlib
-        import warnings
-
-        warnings.warn(f"harvester.store.{name} moved to {_MOVED[name]}.{name}", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Names that moved to the intake pipeline keep working here for one release.
+__getattr__ = moved(__name__, _MOVED)

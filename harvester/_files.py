@@ -8,6 +8,7 @@ outlives a failure.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .errors import OutputError
@@ -33,16 +34,17 @@ def write_file(path: str | Path, data: bytes, *, atomic: bool = False) -> Path:
     ``atomic``: through ``.<name>.tmp`` and a rename. Without it the file is written in place
     (``/dev/stdout`` works).
     """
-    check_output(path)
-    p = Path(path)
+    p = path if isinstance(path, Path) else Path(path)
     tmp = p.with_name(f".{p.name}.tmp") if atomic else p
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(data)
         if atomic:
-            tmp.replace(p)
+            os.replace(tmp, p)
     except OSError as exc:
         if atomic and tmp.is_file():
             tmp.unlink(missing_ok=True)
+        check_output(path)  # a directory, or a path under a file: say which (checked only now: a harvest
+        # writes thousands of case files, and three more stats each would cost it more than the writes)
         raise OutputError(f"cannot write ({exc.strerror or exc})", file=str(path)) from None
     return p

@@ -95,11 +95,20 @@ def canonical_json(value: Any) -> str:
     return canonical_bytes(value).decode("utf-8")
 
 
+_SHA256: list[Any] = []  # hashlib.sha256, once imported: loading OpenSSL costs the hook's import milliseconds
+
+
+def _sha256() -> Any:
+    if not _SHA256:
+        import hashlib
+
+        _SHA256.append(hashlib.sha256)
+    return _SHA256[0]
+
+
 def digest(value: Any, length: int = 16) -> str:
     """First ``length`` hex digits of sha256 over the canonical encoding."""
-    import hashlib  # loads OpenSSL: not at the hook's import, which needs no hash
-
-    return hashlib.sha256(canonical_bytes(value)).hexdigest()[:length]
+    return _sha256()(canonical_bytes(value)).hexdigest()[:length]
 
 
 def split_path(path: str) -> list[str]:

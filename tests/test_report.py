@@ -231,14 +231,14 @@ def test_save_to_a_directory_or_unwritable_path_is_an_output_error(tmp_path):
 
 
 def test_a_failed_atomic_write_leaves_no_temporary_file(tmp_path, monkeypatch):
-    from pathlib import Path
+    import os
 
     from harvester.errors import OutputError
 
-    def refuse(self, target):
+    def refuse(src, dst):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(Path, "replace", refuse)
+    monkeypatch.setattr(os, "replace", refuse)  # the rename that would publish the file
     with pytest.raises(OutputError, match=r"r.json: cannot write \(Permission denied\)"):
         rep(res("a")).save(tmp_path / "r.json")
     assert list(tmp_path.iterdir()) == []

@@ -126,18 +126,23 @@ class Config(_Strict):
         return self.prices[max(prefixes, key=len)] if prefixes else None
 
     def cost(self, model: str | None, usage: Any) -> float | None:
-        """USD for ``usage`` (a ``Usage`` or a mapping of token counts); None when the model has no price."""
+        """USD for ``usage`` (a ``Usage`` or a mapping of token counts); None when the model has no price
+        or no token count is known (unknown tokens are not zero tokens)."""
         price = self.price_for(model)
-        if price is None or usage is None:
+        tokens = _tokens(usage) if usage is not None else None
+        if price is None or tokens is None:
             return None
-        tokens_in, tokens_out = _tokens(usage)
-        return (tokens_in * price.input + tokens_out * price.output) / 1000.0
+        return (tokens[0] * price.input + tokens[1] * price.output) / 1000.0
 
 
-def _tokens(usage: Any) -> tuple[int, int]:
+def _tokens(usage: Any) -> tuple[int, int] | None:
     if isinstance(usage, Mapping):
-        return int(usage.get("input_tokens", 0) or 0), int(usage.get("output_tokens", 0) or 0)
-    return int(getattr(usage, "input_tokens", 0) or 0), int(getattr(usage, "output_tokens", 0) or 0)
+        tin, tout = usage.get("input_tokens"), usage.get("output_tokens")
+    else:
+        tin, tout = getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None)
+    if tin is None and tout is None:
+        return None
+    return int(tin or 0), int(tout or 0)
 
 
 def find_config(start: str | Path | None = None) -> tuple[Path | None, dict[str, Any]]:

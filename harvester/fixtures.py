@@ -5,7 +5,7 @@ for every call the recording cannot answer.
 *result* rather than an exception, because an agent handed an exception usually stops, while an agent
 handed a result keeps going and the report can show the whole divergent path. Like vcrpy's
 "can't overwrite existing cassette" message, the result says why nothing matched, which recorded calls
-came closest and what differs, and how to fix it (re-harvest, or the exact ``ignore_args`` entry).
+came closest and what differs, and how to fix it (``harvester rerecord``, or the exact ``ignore_args`` entry).
 
 Failures are raised as ``ToolFailure``. A recorded failure whose type can be named here (a builtin such
 as ``TimeoutError`` or ``KeyError``, pydantic-ai's ``ModelRetry``, LangChain's ``ToolException``) is
@@ -226,6 +226,16 @@ class FixtureTools:
     def no_fixture(self) -> int:
         return sum(e.outcome == "no_fixture" for e in self.log)
 
+    def unused(self) -> list[Fixture]:
+        """Recorded calls the replay never made, in recorded order (each recording of a key is one call)."""
+        with self._lock:
+            left = {key: len(fxs) - min(self._served.get(key, 0), len(fxs)) for key, fxs in self._by_key.items()}
+        out = []
+        for key, fxs in self._by_key.items():
+            out.extend(fxs[len(fxs) - left[key] :])
+        order = {id(fx): i for i, fx in enumerate(self.case.fixtures)}
+        return sorted(out, key=lambda fx: order[id(fx)])
+
     # -- resolution -----------------------------------------------------------------------
     def _resolve(self, name: str, args: Any) -> ToolLog:
         ignore = self._ignore.get(name, ())
@@ -278,8 +288,9 @@ class FixtureTools:
             return _no_fixture(
                 "unknown_tool",
                 f"the recorded run never called {name} (recorded tools: {known})",
-                f"the agent now calls {name} where the recorded run did not: if that is intended, re-harvest "
-                "the case from a new trace (or add a fixture for it); otherwise the agent took a new path",
+                f"the agent now calls {name} where the recorded run did not: if that is intended, refresh the "
+                f"case from a newer run with: harvester rerecord {self.case.id} [--trace TRACE_ID] (it keeps your "
+                "edits); otherwise the agent took a new path",
                 [],
             )
         mine = _leaves(drop_paths(args, ignore))
@@ -296,8 +307,8 @@ class FixtureTools:
             return _no_fixture(
                 "nothing_similar",
                 f"no recorded {name} call shares any argument with {canonical_json(args)}",
-                f"the agent calls {name} with entirely new arguments: re-harvest the case from a new trace if "
-                "the new behaviour is right",
+                f"the agent calls {name} with entirely new arguments: if the new behaviour is right, refresh the "
+                f"case with: harvester rerecord {self.case.id} [--trace TRACE_ID]",
                 closest,
             )
         paths = sorted(set(ignore) | set(best_differs))
@@ -307,7 +318,7 @@ class FixtureTools:
             f'"ignore_args": {canonical_json({name: paths})} to the case file ({self.case.id}.json), or '
             f"{toml_key} = {canonical_json(paths)} under [tool.harvester.ignore_args] in pyproject.toml "
             "(ignore_args in harvester.toml), which applies to every case and to future harvests; otherwise "
-            f"the agent now calls {name} differently: re-harvest the case from a new trace"
+            f"the agent now calls {name} differently: refresh the case with: harvester rerecord {self.case.id}"
         )
         return _no_fixture(
             "no_match",

@@ -82,7 +82,7 @@ def test_max_steps_max_cost_stopped_with():
     assert not checks.max_steps(2)(run)[0]
     assert checks.max_cost(0.05)(run)[0]
     assert checks.max_cost(0.01)(run) == (False, "cost 0.020000 (max 0.010000)")
-    assert checks.max_cost(0.01)(run_with())[0]  # unknown cost is not a failure
+    assert checks.max_cost(0.01)(run_with())[0] is None  # unknown cost: not checked, neither pass nor fail
     assert checks.stopped_with("answered")(run)[0]
     assert not checks.stopped_with("deferred")(run)[0]
 
@@ -132,3 +132,29 @@ def test_run_check_turns_exceptions_into_failures():
     assert checks.run_check(broken, run_with()) == (False, "check raised KeyError: 'missing'")
     assert checks.run_check(lambda r: True, run_with()) == (True, "passed")
     assert checks.run_check(lambda r: "yes", run_with())[0] is False
+
+
+BUILT_INS = {
+    "abstained",
+    "answered",
+    "contains",
+    "excludes",
+    "max_cost",
+    "max_steps",
+    "never_requested",
+    "never_used",
+    "stopped_with",
+    "trajectory_is",
+    "trajectory_match",
+    "used_tools",
+    "valid_json",
+}
+
+
+def test_every_built_in_is_registered_under_its_name_and_exported():
+    assert BUILT_INS <= set(checks.REGISTRY)
+    for name in BUILT_INS:
+        assert checks.REGISTRY[name] is getattr(checks, name)
+        assert name in checks.__all__
+    assert {"Check", "CheckFn", "REGISTRY", "DEFAULT_ABSTAIN_MARKERS", "from_spec", "register"} <= set(checks.__all__)
+    assert all(getattr(checks, name) is not None for name in checks.__all__)

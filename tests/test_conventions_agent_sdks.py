@@ -66,7 +66,7 @@ def test_openai_agents_retried_tool_error_message():
     assert run.calls[0].error.model_dump() == {"type": "Error", "message": "'no order B2002'"}
 
 
-def test_openai_agents_approval_pause_is_deferred_and_blocked():
+def test_openai_agents_approval_pause_is_deferred_and_awaiting():
     paused, resumed = oa_runs("denied", 2)
     # the paused run ends on a TOOL span with input.value, no output.value, status OK, and no LLM span after it
     assert paused.stop == "deferred" and paused.error is None and paused.answer is None
@@ -74,12 +74,12 @@ def test_openai_agents_approval_pause_is_deferred_and_blocked():
     assert (call.name, call.call_id, call.status, call.args, call.result, call.error) == (
         "issue_refund",
         "call_1",
-        "blocked",
+        "awaiting",
         {"order_id": "A1001", "amount": 40.0},
         None,
         None,
     )
-    assert paused.requested_tools() == ["issue_refund"] and paused.blocked_tools() == ["issue_refund"]
+    assert paused.requested_tools() == ["issue_refund"] and paused.awaiting_tools() == ["issue_refund"]
     assert paused.trajectory() == []
     assert paused.failed
     assert resumed.stop == "answered" and resumed.prompt == PROMPTS["denied"]

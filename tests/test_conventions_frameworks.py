@@ -106,9 +106,10 @@ def test_human_denial_defers_then_resumes(producer):
     paused, resumed = runs
     assert paused.stop == "deferred" and paused.error is None and paused.answer is None
     [call] = paused.calls
-    assert (call.name, call.call_id, call.status) == ("issue_refund", "call_1", "blocked")
+    assert (call.name, call.call_id, call.status) == ("issue_refund", "call_1", "awaiting")  # not denied: pending
     assert call.args == {"order_id": "A1001", "amount": 40.0}
-    assert paused.requested_tools() == ["issue_refund"] and paused.blocked_tools() == ["issue_refund"]
+    assert paused.requested_tools() == ["issue_refund"] and paused.awaiting_tools() == ["issue_refund"]
+    assert paused.blocked_tools() == []
     assert paused.trajectory() == []
     assert (paused.usage.input_tokens, paused.usage.output_tokens) == (100, 10)
     assert resumed.stop == "answered" and resumed.answer == ANSWERS["denied"]
@@ -213,7 +214,7 @@ def test_content_capture_off(producer):
 def test_pydantic_ai_content_off_keeps_denial_shape():
     runs = runs_from_spans(pydantic_ai_agent.run_scenario("denied", include_content=False))
     assert [r.stop for r in runs] == ["deferred", "answered"]
-    assert [(c.name, c.status) for c in runs[0].calls] == [("issue_refund", "blocked")]
+    assert [(c.name, c.status) for c in runs[0].calls] == [("issue_refund", "awaiting")]
     assert runs[0].calls[0].args is None and not runs[0].content_captured
 
 

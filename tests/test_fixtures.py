@@ -86,7 +86,7 @@ def test_no_match_names_what_differs_and_suggests_ignore_args():
         {"tool": "kb_search", "args": {"query": "refund policy", "limit": 3}, "differs": ["limit"]}
     ]
     assert '"ignore_args": {"kb_search":["limit"]}' in res["hint"]
-    assert "re-harvest" in res["hint"]
+    assert "harvester rerecord" in res["hint"]
     assert tools.log[0].reason == "no_match"
 
 

@@ -8,43 +8,14 @@ from harvester.canonical import fixture_key
 from harvester.case import CaseFolder, load_case, load_cases
 from harvester.config import Config
 from harvester.harvest import FAILURE_KINDS, case_from_run, failure_kind, harvest, normalize_prompt, signature, slug
-from harvester.model import ErrorInfo, Run, ToolCall, Usage
+from harvester.model import ErrorInfo, Usage
+from tests.builders.runs import call, run
 
 CONFIG = Config(
     mutating_tools=["issue_refund", "delete_*"],
     ignore_args={"kb_search": ["request_id"]},
     prices={"gpt-4.1-mini": {"input": 0.4, "output": 1.6}},
 )
-
-
-def call(name: str, status: str = "ok", **kw) -> ToolCall:
-    kw.setdefault("args", {"q": name})
-    if status == "ok":
-        kw.setdefault("result", f"{name} result")
-    if status == "error":
-        kw.setdefault("error", ErrorInfo(type="timeout", message="db timeout"))
-    return ToolCall(name=name, status=status, **kw)
-
-
-def run(
-    *calls: ToolCall,
-    prompt: str = "Can I still return order A1001?",
-    answer: str = "Yes, within 30 days.",
-    stop: str = "answered",
-    trace: str = "t" * 32,
-    **kw,
-) -> Run:
-    return Run(
-        trace_id=trace,
-        run_id="r1",
-        agent="support",
-        prompt=prompt,
-        answer=answer,
-        stop=stop,
-        calls=list(calls),
-        started_at="2026-11-30T01:02:03Z",
-        **kw,
-    )
 
 
 class FakeStore:

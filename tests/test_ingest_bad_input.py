@@ -166,7 +166,7 @@ def test_more_of_a_stored_trace_completes_it_and_a_part_never_shrinks_it(
     again.write_bytes(orjson.dumps(to_otlp([root, chat])))  # a re-import of a part
     with TraceStore(tmp_path / "t.db") as store:
         ingest_files([str(first)], store, jobs=jobs)
-        assert next(iter(store.runs())).blocked_tools() == ["kb_search"]  # its tool span not seen yet
+        assert next(iter(store.runs())).awaiting_tools() == ["kb_search"]  # its tool span not seen yet
         ingest_files([str(second)], store, jobs=jobs)
         ingest_files([str(again)], store, jobs=jobs)
         (run,) = store.runs()

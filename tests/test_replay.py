@@ -11,79 +11,13 @@ import pytest
 
 import harvester
 from harvester import checks
-from harvester.canonical import fixture_key
-from harvester.case import AgentCase, Case
+from harvester.case import Case
 from harvester.errors import AgentLoadError
-from harvester.fixtures import MODES, ToolFailure
+from harvester.fixtures import MODES
 from harvester.instrument import agent_run
 from harvester.model import Run
 from harvester.replay import Suite, divergence, in_shard, load_agent, replay
-
-
-# -- a small instrumented agent: spans via agent_run, tools via @harvester.tool ----------------
-@harvester.tool
-def kb_search(query: str) -> str:
-    raise AssertionError("live kb_search called inside a replay")
-
-
-@harvester.tool
-def issue_refund(order_id: str) -> str:
-    raise AssertionError("live issue_refund called inside a replay")
-
-
-@harvester.tool
-def get_order(order_id: str) -> str:
-    raise AssertionError("live get_order called inside a replay")
-
-
-TOOLS = {"kb_search": kb_search, "issue_refund": issue_refund, "get_order": get_order}
-
-
-def scripted(*calls, answer="{results}"):
-    """An agent that makes ``calls`` (name, args) in order, then answers; tool failures become answers."""
-
-    def agent(prompt):
-        results = []
-        with agent_run("support", prompt, model="m1") as run:
-            for name, args in calls:
-                run.model_call("m1", input_tokens=100, output_tokens=10, tool_calls=[{"name": name, "arguments": args}])
-                try:
-                    results.append(TOOLS[name](**args))
-                except ToolFailure as exc:
-                    results.append(f"I'm sorry, {name} failed ({exc.type})")
-            text = answer.format(results=" | ".join(map(str, results)))
-            run.model_call("m1", input_tokens=100, output_tokens=10, text=text)
-            run.finish(text)
-        return text
-
-    return agent
-
-
-def fx(tool, args, result=None, error=None):
-    out = {"key": fixture_key(tool, args), "tool": tool, "args": args, "result": result}
-    if error:
-        out["error"] = error
-    return out
-
-
-def case(id="c1", **kw) -> AgentCase:
-    base = {
-        "id": id,
-        "prompt": "Can I return A1001?",
-        "why": "refund policy regression",
-        "status": "accepted",
-        "required_elements": ["30 days"],
-        "appropriate_tools": ["kb_search"],
-        "forbidden_tools": ["issue_refund"],
-        "min_steps": 1,
-        "fixtures": [fx("kb_search", {"query": "refund policy"}, "Refunds within 30 days.")],
-        "recorded": {"trajectory": ["kb_search"], "stop": "answered"},
-    }
-    base.update(kw)
-    return AgentCase.model_validate(base)
-
-
-GOOD = scripted(("kb_search", {"query": "refund policy"}))
+from tests.builders.agents import GOOD, case, fx, kb_search, scripted
 
 
 # -- foundation semantics ------------------------------------------------------------------
@@ -294,7 +228,7 @@ def test_a_call_the_recording_cannot_answer_fails_the_case_and_says_which():
     ]
     line = (
         "  ~ c1: 2 no_fixture calls (kb_search: no_match, differs at request_id; kb_search: no_match, "
-        "differs at request_id)"
+        'differs at request_id); 1 recorded call never made (kb_search({"query":"refund policy","request_id":"r-1"}))'
     )
     assert line in report.summary().splitlines()
     assert (
@@ -319,7 +253,8 @@ def test_a_failing_case_shows_its_no_fixture_calls():
     report = replay([case()], lambda: other)
     assert (
         "  ~ c1: 2 no_fixture calls (kb_search: nothing_similar; get_order: unknown_tool); "
-        "diverged at step 2: recorded (end), actual get_order" in report.summary().splitlines()
+        "diverged at step 2: recorded (end), actual get_order; "
+        '1 recorded call never made (kb_search({"query":"refund policy"}))' in report.summary().splitlines()
     )
 
 

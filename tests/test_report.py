@@ -34,7 +34,7 @@ def test_summary_keeps_its_shape():
         "by tag: a=100%  b=100%",
     ]  # no case's cost is known
     priced = rep(res("a", tags=["a"], steps=1, cost=0.0002), res("b", tags=["b"], steps=2))
-    assert priced.summary().splitlines()[1] == "mean steps 1.5   total cost 0.000200"
+    assert priced.summary().splitlines()[1] == "mean steps 1.5   total cost 0.000200 (1 case n/a)"
 
 
 def test_summary_lists_failures_with_why_and_details():

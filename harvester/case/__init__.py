@@ -22,6 +22,7 @@ from ._folder import (
     load_cases,
 )
 from ._format import (
+    NOTE_PREFIX,
     SCHEMA,
     SCHEMA_FILE,
     AgentCase,
@@ -35,6 +36,7 @@ from ._format import (
 )
 
 __all__ = [
+    "NOTE_PREFIX",
     "CASES_ENV",
     "SCHEMA",
     "SCHEMA_FILE",

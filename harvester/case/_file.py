@@ -87,6 +87,14 @@ class CaseSignature(NamedTuple):
     last_seen: str | None  # start time of the newest run counted in ``source.seen``
     trace_id: str | None
     run_id: str | None
+    id: str | None = None
+    prompt: str | None = None
+    forbidden: tuple[str, ...] = ()  # its forbidden_tools
+    incident: bool = False  # made from a reported run (``harvester incident``)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def read_signature(path: Path) -> CaseSignature:
@@ -111,4 +119,8 @@ def read_signature(path: Path) -> CaseSignature:
         text(source.get("last_seen")) or text(source.get("captured_at")),
         text(source.get("trace_id")),
         text(source.get("run_id")),
+        text(data.get("id")),
+        text(data.get("prompt")),
+        tuple(t for t in _list(data.get("forbidden_tools")) if isinstance(t, str)),
+        source.get("incident") is True or source.get("failure_kind") == "unintended_action",
     )

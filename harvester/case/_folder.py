@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..errors import CaseFileError, NotFoundError
+from ..errors import CaseFileError, InputError, NotFoundError
 from ._file import CaseSignature, load_case, read_signature, save_case
 from ._format import AgentCase
 
@@ -115,9 +115,23 @@ class CaseFolder:
                 other.unlink()
         return path
 
-    def accept(self, case_id: str, *, expected: str | None = None, required: Iterable[str] = ()) -> Path:
-        """Mark a case accepted (moving it to the top folder), optionally with what it should answer."""
+    def accept(
+        self, case_id: str, *, expected: str | None = None, required: Iterable[str] = (), force: bool = False
+    ) -> Path:
+        """Mark a case accepted (moving it to the top folder), optionally with what it should answer.
+
+        A case whose review notes say it is broken (a truncated result, payloads not captured) is refused
+        (``InputError``) unless ``force``: the nightly replay would judge the agent against a wrong recording.
+        """
         case = self.load(case_id)
+        blockers = case.blocking_notes()
+        if blockers and not force:
+            raise InputError(
+                f"case {case_id!r} is not ready: {'; '.join(blockers)}. Fix it and delete the note from "
+                f"review_notes, or accept with --force",
+                file=str(self.find(case_id)),
+                field="review_notes",
+            )
         if expected is not None:
             case.expected = expected
         case.required_elements = list(dict.fromkeys([*case.required_elements, *required]))

@@ -20,6 +20,7 @@ from ..model import ErrorInfo
 from ._case import Case
 
 __all__ = [
+    "NOTE_PREFIX",
     "SCHEMA",
     "SCHEMA_FILE",
     "AgentCase",
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 SCHEMA: Literal["harvester.case/1"] = "harvester.case/1"
+NOTE_PREFIX = "note: "  # a review note that informs, and does not stop ``accept``
 Status = Literal["pending", "accepted", "rejected"]
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -56,6 +58,8 @@ class Recorded(_Strict):
     trajectory: list[str] = Field(default_factory=list)
     # Tools the model asked for that never executed (a guardrail or a human denied them).
     denied: list[str] = Field(default_factory=list)
+    # Tools the run stopped on, waiting for a human (an approval, an external result): stop ``deferred``.
+    awaiting: list[str] = Field(default_factory=list)
     stop: str = "unknown"
     answer: str | None = None
     steps: int = 0
@@ -73,6 +77,8 @@ class Source(_Strict):
     last_seen: str | None = None
     # ``harvest.signature()`` of the run(s): how a re-harvest finds this case instead of adding a twin.
     signature: str | None = None
+    # Made by ``harvester incident`` (someone reported the run): a harvested run like it is its twin.
+    incident: bool = False
 
 
 class InjectSpec(_Strict):
@@ -99,8 +105,12 @@ class AgentCase(_Strict):
     inject_failures: dict[str, InjectSpec] = Field(default_factory=dict)
     ignore_args: dict[str, list[str]] = Field(default_factory=dict)
     strict_repeats: bool = False
+    # Fail the case when the replay leaves a recorded call unmade (its report lists them either way).
+    strict_consumption: bool = False
     fixtures: list[Fixture] = Field(default_factory=list)
-    # Reasons a reviewer must look before accepting (truncated results, hidden payloads, ...).
+    # Reasons a reviewer must look before accepting. Each one says the case is broken (a result truncated,
+    # payloads or the prompt not captured) and stops ``accept`` until fixed and deleted, or ``--force``;
+    # one that starts with "note: " only informs (a twin of an incident).
     review_notes: list[str] = Field(default_factory=list)
     # Set by ``harvester reject``: why the case was turned down (the file stays, so it is not re-proposed).
     rejected_why: str | None = None
@@ -115,6 +125,10 @@ class AgentCase(_Strict):
         if not _ID.fullmatch(value):
             raise ValueError(f"{value!r} is not a case id (letters, digits, '.', '_', '-'; it names the file)")
         return value
+
+    def blocking_notes(self) -> list[str]:
+        """The review notes that say this case is broken: ``accept`` refuses it while any is left."""
+        return [n for n in self.review_notes if not n.startswith(NOTE_PREFIX)]
 
     def auto_checks(self) -> list[checklib.Check]:
         """The checks a case's fields imply, cheapest first: forbidden tools, cost, required elements, steps."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,7 +15,7 @@ from ..model import Run
 from . import ProgressBar, echo_json, handle_errors, json_option, main, open_store, store_option
 from .cases import cases_options, listing
 
-__all__ = ["harvest", "incident"]
+__all__ = ["harvest", "incident", "rerecord"]
 
 
 # -- harvest ------------------------------------------------------------------------------------
@@ -29,6 +30,11 @@ __all__ = ["harvest", "incident"]
     metavar="N",
     help="Keep every failed run and a reproducible sample of N of the others.",
 )
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="First rerecord every accepted case that has a newer run of its situation (the reviewer's fields kept).",
+)
 @store_option
 @cases_options
 @json_option
@@ -39,6 +45,7 @@ def harvest(
     agent: str | None,
     limit: int | None,
     sample: int | None,
+    refresh: bool,
     store_path: str | None,
     config: Config,
     folder: CaseFolder,
@@ -47,11 +54,15 @@ def harvest(
     """Turn stored runs into pending cases (cases/pending/), one case per distinct situation.
 
     Runs with the same normalized prompt, trajectory and failure kind become one case whose
-    source.seen counts them. Reviewed (accepted or rejected) cases are never touched.
+    source.seen counts them. Reviewed (accepted or rejected) cases are never touched, unless
+    --refresh: then each accepted case with a newer run of the same prompt and agent is rerecorded
+    from it first (as harvester rerecord does), keeping what its reviewer decided.
     """
     from ..harvest import harvest as run_harvest
+    from ..harvest import refresh as refresh_cases
 
     store = open_store(store_path, config)
+    refreshed = refresh_cases(store, folder.root, config=config) if refresh else []
     show = not as_json and sys.stderr.isatty()
     # the store counts by status only: with other filters the total is unknown and a running count shows
     total = None if (agent or since) else store.count(failed=True if failed_only else None)
@@ -70,9 +81,21 @@ def harvest(
             progress=bar,
         )
     if as_json:
-        echo_json({**result.to_dict(), "cases_dir": str(folder.root)})
+        echo_json(
+            {
+                **result.to_dict(),
+                "cases_dir": str(folder.root),
+                **({"refreshed": {r.case.id: r.changes for r in refreshed}} if refresh else {}),
+            }
+        )
         return
+    for r in refreshed:
+        _show_changes(r)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(result.summary())
+    if result.twins:
+        click.echo(f"{result.twins} of them repeat a reported incident: tagged twin, its harmful calls forbidden")
     if result.new:
         click.echo(f"review them with: harvester review (files in {folder.folder_for('pending')})")
 
@@ -122,6 +145,13 @@ def incident(
     ]
     if twins:  # allowed (another angle on the same run), but never silent
         click.echo(f"note: this run is already case {', '.join(twins)}", err=True)
+    if not config.mutating_tools and not forbid:
+        ran = listing(dict.fromkeys(c.name for c in run.calls if c.executed))
+        click.echo(
+            "note: the config names no mutating_tools, so nothing this run executed is forbidden in its case; "
+            f"if a tool did harm, run again with --forbid TOOL (it executed: {ran})",
+            err=True,
+        )
     case = case_from_run(
         run,
         config=config,
@@ -142,6 +172,8 @@ def incident(
     click.echo(f"  trajectory:  {' -> '.join(case.recorded.trajectory) or '(no successful tool calls)'}")
     if case.recorded.denied:
         click.echo(f"  denied:      {listing(case.recorded.denied)} (requested, never executed)")
+    if case.recorded.awaiting:
+        click.echo(f"  awaiting:    {listing(case.recorded.awaiting)} (the run stopped waiting for a human)")
     click.echo(f"  fixtures:    {len(case.fixtures)} ({listing(f.tool for f in case.fixtures)})")
     click.echo(f"  min_steps:   {case.min_steps}")
     click.echo(f"  appropriate: {listing(case.appropriate_tools)}")
@@ -150,6 +182,70 @@ def incident(
     for note in case.review_notes:
         click.echo(f"  review:      {note}")
     click.echo(f"next: harvester review {case.id}")
+
+
+# -- rerecord -----------------------------------------------------------------------------------
+@main.command("rerecord")
+@click.argument("case_id", metavar="ID")
+@click.option(
+    "--trace", "trace_id", metavar="TRACE_ID", help="The run to record from (default: the newest of its prompt)."
+)
+@click.option("--run", "run_id", metavar="RUN_ID", help="Which run, when the trace holds several.")
+@click.option(
+    "--file",
+    "otlp_file",
+    type=click.Path(dir_okay=False),
+    help="Read the trace from an OTLP/JSON file instead of the store (needs --trace).",
+)
+@store_option
+@cases_options
+@json_option
+@handle_errors
+def rerecord(
+    case_id: str,
+    trace_id: str | None,
+    run_id: str | None,
+    otlp_file: str | None,
+    store_path: str | None,
+    config: Config,
+    folder: CaseFolder,
+    as_json: bool,
+) -> None:
+    """Refresh a stale case from a newer run: new fixtures and recording, the reviewer's fields kept.
+
+    Keeps why, status, tags, checks (a trajectory_match keeps its mode and takes the new reference),
+    required elements, expected, forbidden tools, ignore_args and injected failures; prints what changed.
+    Without --trace, the newest stored run of the case's prompt and agent, after its recording.
+    """
+    from ..harvest import rerecord as rerecord_case
+    from ..harvest._refresh import matching_runs
+
+    case = folder.load(case_id)
+    if otlp_file and not trace_id:
+        raise click.BadParameter("name the run to record from with --trace", param_hint="--file")
+    if trace_id:
+        runs = _runs_from_file(otlp_file, trace_id) if otlp_file else _runs_from_store(store_path, config, trace_id)
+        run = _pick_run(runs, trace_id, run_id)
+    else:
+        found = next(matching_runs(open_store(store_path, config).runs(newest_first=True), [case]), None)
+        if found is None:
+            raise NotFoundError(
+                f"no stored run of case {case_id!r}'s prompt newer than its recording; name one with --trace TRACE_ID"
+            )
+        run = found[1]
+    refreshed = rerecord_case(case, run, config=config)
+    path = folder.save(refreshed.case)
+    if as_json:
+        echo_json({"id": case_id, "path": str(path), "trace_id": run.trace_id, "changes": refreshed.changes})
+        return
+    _show_changes(refreshed)
+    click.echo(f"rerecorded {case_id} from trace {run.trace_id[:12]} -> {path}")
+
+
+def _show_changes(refreshed: Any) -> None:
+    click.echo(f"{refreshed.case.id}: " + ("no change in the recording" if not refreshed.changes else "changed:"))
+    for line in refreshed.changes:
+        click.echo(f"  {line}")
 
 
 def _runs_from_store(store_path: str | None, config: Config, trace_id: str) -> list[Run]:

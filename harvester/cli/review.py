@@ -26,6 +26,7 @@ EDITABLE = (
     "max_cost",
     "tags",
     "prompt",
+    "review_notes",  # '-' clears them, once the case is fixed
 )
 
 
@@ -34,14 +35,25 @@ EDITABLE = (
 @click.argument("case_id", metavar="ID")
 @click.option("--expected", help="What the agent should answer (stored on the case).")
 @click.option("--require", "required", multiple=True, metavar="S", help="Text the answer must contain (repeatable).")
+@click.option("--force", is_flag=True, help="Accept even though its review notes say it is broken.")
 @cases_options
 @json_option
 @handle_errors
 def accept(
-    case_id: str, expected: str | None, required: tuple[str, ...], config: Config, folder: CaseFolder, as_json: bool
+    case_id: str,
+    expected: str | None,
+    required: tuple[str, ...],
+    force: bool,
+    config: Config,
+    folder: CaseFolder,
+    as_json: bool,
 ) -> None:
-    """Accept a case without prompts: it moves to cases/ and the nightly replay runs it."""
-    path = folder.accept(case_id, expected=expected, required=required)
+    """Accept a case without prompts: it moves to cases/ and the nightly replay runs it.
+
+    A case whose review notes say it is broken (a truncated result, payloads or the prompt not
+    captured) is refused until you fix it and delete the note, or pass --force.
+    """
+    path = folder.accept(case_id, expected=expected, required=required, force=force)
     _done(folder.load(case_id), path, as_json)
 
 
@@ -110,7 +122,13 @@ def _review_one(folder: CaseFolder, case_id: str, position: str) -> str:
             show_choices=False,
         )
         if action == "a":
-            path = folder.accept(case_id)
+            blockers = case.blocking_notes()
+            if blockers:
+                for note in blockers:
+                    click.echo(f"  broken: {note}")
+                if not click.confirm("accept it anyway?", default=False):
+                    continue
+            path = folder.accept(case_id, force=True)
             click.echo(f"accepted -> {path}")
             return "accepted"
         if action == "r":

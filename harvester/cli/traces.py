@@ -157,7 +157,7 @@ def traces_show(trace_id: str, store_path: str | None, as_json: bool, config: Co
         click.echo(f"trace {run.trace_id}  run {run.run_id}  agent {run.agent or '-'}  model {run.model or '-'}")
         click.echo(
             f"started {run.started_at or '-'}  {run.duration_ms or 0:.0f} ms  stop {run.stop}  "
-            f"tokens {run.usage.input_tokens}+{run.usage.output_tokens}"
+            f"tokens {run.usage.text()}"
         )
         if run.error:
             click.echo(f"error {run.error.type}: {_abridge(run.error.message, 100)}")

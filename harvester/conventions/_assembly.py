@@ -22,7 +22,7 @@ from ._errors import LIMIT_ANSWERS, LIMIT_STOPS, RUN_STOPPERS, deferral, error_o
 from ._pairing import answer_from_tools, pair, run_by_sub_agents
 from ._readers import READERS
 from ._readings import LlmReading, ToolReading
-from ._values import MISSING, Bare, iso, text, to_int
+from ._values import MISSING, Bare, count, iso, text, total
 
 __all__ = ["FEEDBACK_KEYS", "build"]
 
@@ -94,7 +94,7 @@ def _members(members: list[SpanData], by_id: Mapping[str, SpanData], roles: Role
     last_llm = max((llm.span.start_ns for llm in out.llms if type(llm.span.start_ns) is int), default=0)
     for t in out.tools:  # no model turn after it: the run stopped on it (openai-agents needs_approval)
         if t.awaiting and type(t.span.start_ns) is int and t.span.start_ns > last_llm:
-            t.status = "blocked"
+            t.status = "awaiting"
             out.interrupted = True
     return out
 
@@ -181,21 +181,21 @@ def _decide(
     return prompt, answer, stop
 
 
-def _usage(llms: list[LlmReading], root: SpanData) -> dict[str, int]:
+def _usage(llms: list[LlmReading], root: SpanData) -> dict[str, int | None]:
     if llms:
         return {
-            "input_tokens": sum(llm.input_tokens for llm in llms),
-            "output_tokens": sum(llm.output_tokens for llm in llms),
+            "input_tokens": total(llm.input_tokens for llm in llms),
+            "output_tokens": total(llm.output_tokens for llm in llms),
         }
     ra = root.attributes  # no per-call spans: the agent's own aggregate is all there is (never added to them)
     return {
-        "input_tokens": to_int(
+        "input_tokens": count(
             ra.get(
                 "gen_ai.aggregated_usage.input_tokens",
                 ra.get("gen_ai.usage.input_tokens", ra.get("llm.token_count.prompt")),
             )
         ),
-        "output_tokens": to_int(
+        "output_tokens": count(
             ra.get(
                 "gen_ai.aggregated_usage.output_tokens",
                 ra.get("gen_ai.usage.output_tokens", ra.get("llm.token_count.completion")),
@@ -233,7 +233,7 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
     if final is not None and final.result is not None:  # smolagents: what final_answer was given
         facts.answer = final.result if isinstance(final.result, str) else orjson.dumps(final.result).decode()
     calls, paused = pair(m.llms, m.tools, facts.structured)
-    if len(m.agents) > 1 and any(c["status"] == "blocked" for c in calls):
+    if len(m.agents) > 1 and any(c["status"] in ("blocked", "awaiting") for c in calls):
         run_by_sub_agents(calls, m.agents[1:])
     if facts.error is None and not (isinstance(facts.answer, str) and facts.answer):
         # openai-agents: an input guardrail fails its turn (a CHAIN), never the agent span. Only a
@@ -262,6 +262,10 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
     )
     model = first_model or facts.model
     prompt, answer, stop = _decide(root, source, m, facts, own, calls, paused, roles)
+    if stop != "deferred":  # the run went on without them: requests it did not wait for were denied
+        for call in calls:
+            if call["status"] == "awaiting":
+                call["status"] = "blocked"
     hidden = (
         any(t.hidden for t in m.tools)
         or any(llm.hidden for llm in m.llms)

@@ -14,7 +14,7 @@ import orjson
 
 from ..spans import SpanData
 from ._readings import AgentReading, LlmReading, ToolReading, tool_reading
-from ._values import MISSING, USER_ROLES, first_user, last_user, loads, structured, text, to_int
+from ._values import MISSING, USER_ROLES, count, first_user, last_user, loads, structured, text, to_int
 
 __all__ = ["agent_name", "llm_first_user", "output_tools", "read_agent", "read_llm", "read_tool"]
 
@@ -24,8 +24,8 @@ def read_llm(span: SpanData) -> LlmReading:
     out = LlmReading(
         span,
         model=text(a.get("gen_ai.response.model")) or text(a.get("gen_ai.request.model")),
-        input_tokens=to_int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))),
-        output_tokens=to_int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))),
+        input_tokens=count(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))),
+        output_tokens=count(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))),
     )
     reasons = a.get("gen_ai.response.finish_reasons")
     if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):

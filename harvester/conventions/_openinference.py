@@ -14,7 +14,7 @@ from ..spans import SpanData
 from ._classify import HANDOFF_PREFIX, handoff_tool_name
 from ._genai import agent_name as _named
 from ._readings import AgentReading, LlmReading, ToolReading, payload_reading, tool_reading
-from ._values import MISSING, USER_ROLES, structured, text, to_int
+from ._values import MISSING, USER_ROLES, count, structured, text
 
 __all__ = ["agent_name", "llm_first_user", "read_agent", "read_llm", "read_tool"]
 
@@ -24,8 +24,8 @@ def read_llm(span: SpanData) -> LlmReading:
     out = LlmReading(
         span,
         model=text(a.get("llm.model_name")),
-        input_tokens=to_int(a.get("llm.token_count.prompt")),
-        output_tokens=to_int(a.get("llm.token_count.completion")),
+        input_tokens=count(a.get("llm.token_count.prompt")),
+        output_tokens=count(a.get("llm.token_count.completion")),
         finish=text(a.get("llm.finish_reason")),
     )
     n = 0

@@ -139,6 +139,12 @@ def pair(
             output_tools[turn] = genai_output_tools(llms[turn].span)
         return name in output_tools[turn]
 
+    last = [k for k, r in enumerate(reqs) if r[0] == len(llms) - 1]
+    paused = (
+        bool(last)
+        and not any(k in matched for k in last)
+        and any(not is_output_tool(reqs[k][0], reqs[k][2], reqs[k][4]) for k in last)
+    )
     for k, (rturn, ridx, name, rid, args) in enumerate(reqs):
         if k in matched or is_output_tool(rturn, name, args):
             continue
@@ -149,19 +155,15 @@ def pair(
                     "name": name,
                     "call_id": rid,
                     "args": (args if isinstance(args, dict) or args is None else {"input": args}),
-                    "status": "blocked",
+                    # The run stopped on the last turn's requests (if it answered anyway, build() makes
+                    # them denied); an earlier turn's unanswered request was denied.
+                    "status": "awaiting" if paused and rturn == len(llms) - 1 else "blocked",
                     "result": None,
                     "error": None,
                     "truncated": False,
                 },
             )
         )
-    last = [k for k, r in enumerate(reqs) if r[0] == len(llms) - 1]
-    paused = (
-        bool(last)
-        and not any(k in matched for k in last)
-        and any(not is_output_tool(reqs[k][0], reqs[k][2], reqs[k][4]) for k in last)
-    )
     keyed.sort(key=lambda kv: kv[0])
     return [c for _, c in keyed], paused
 
@@ -175,7 +177,7 @@ def run_by_sub_agents(calls: list[dict[str, Any]], nested: list[tuple[SpanData, 
         if name:
             by_name.setdefault(name, []).append((sp, src))
     for call in calls:
-        runs = by_name.get(call["name"]) if call["status"] == "blocked" else None
+        runs = by_name.get(call["name"]) if call["status"] in ("blocked", "awaiting") else None
         if runs:
             sp, src = runs.pop(0)
             answer = READERS[src].read_agent(sp).answer

@@ -30,8 +30,8 @@ Request = tuple[str, str | None, Any]  # a tool call a model asked for: (name, c
 class LlmReading:
     span: SpanData
     model: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = None  # None: the span does not say (never read as 0)
+    output_tokens: int | None = None
     requests: list[Request] = field(default_factory=list)
     text: str | None = None
     hidden: bool = False  # content capture was off: what the model said is unknown
@@ -120,7 +120,7 @@ def tool_reading(span: SpanData, name: str, call_id: str | None, raw_args: Any, 
         hidden = True
     status, error = "ok", None
     if span.attributes.get("pydantic_ai.tool.deferral.name") is not None or (span.events and deferral(span)):
-        status = "blocked"  # paused for approval / external execution: requested, never ran
+        status = "awaiting"  # paused for approval / external execution: requested, never ran (yet)
     elif span.status == "ERROR":
         status, error = "error", error_of(span)
     elif msg_status == "error":  # the tool caught its own error and returned it (handle_tool_error)

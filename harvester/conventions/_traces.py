@@ -115,7 +115,7 @@ def _unreadable(root: SpanData, source: str) -> RunData:
         "error": None,
         "calls": [],
         "llm_calls": [],
-        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "usage": {"input_tokens": None, "output_tokens": None},
         "cost": None,
         "started_at": None,
         "duration_ms": None,

@@ -6,6 +6,7 @@ type is ignored. At most one ``orjson.loads`` per payload: ingest runs this on e
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -29,7 +30,9 @@ __all__ = [
     "short_type",
     "structured",
     "text",
+    "count",
     "to_int",
+    "total",
 ]
 
 MISSING: Any = object()
@@ -93,18 +96,32 @@ def structured(v: Any) -> tuple[Any, bool]:
     return s, False
 
 
-def to_int(v: Any) -> int:
-    """A count (tokens, an index): 0 unless it is one, within 0..2**53 (a float's exact range)."""
+def count(v: Any) -> int | None:
+    """A count (tokens): None unless it is one, within 0..2**53 (a float's exact range).
+
+    None is "the span does not say", which is not zero: a cost read from zero tokens would be a lie.
+    """
     if type(v) is int:
         n = v
     elif type(v) is float or type(v) is str:
         try:
             n = int(float(v))
         except (ValueError, OverflowError):
-            return 0
+            return None
     else:
-        return 0
-    return n if 0 <= n <= 1 << 53 else 0
+        return None
+    return n if 0 <= n <= 1 << 53 else None
+
+
+def to_int(v: Any) -> int:
+    """A count where absence means 0 (an index)."""
+    return count(v) or 0
+
+
+def total(values: Iterable[int | None]) -> int | None:
+    """The sum of the known counts; None when none is known."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def short_type(t: Any) -> str:

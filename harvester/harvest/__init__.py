@@ -4,10 +4,12 @@
 - ``_signature``: which runs are one case, and the id a prompt gives.
 - ``_case``: ``case_from_run``, one run frozen into a pending case.
 - ``_store``: ``harvest``, a whole store streamed into cases, folding runs of one signature.
+- ``_refresh``: ``rerecord``, a stale case's recording taken from a newer run, the reviewer's fields kept.
 """
 
 from ._case import COST_HEADROOM, case_from_run
 from ._kinds import FAILURE_KINDS, LOOP_REPEATS, failure_kind
+from ._refresh import Refreshed, refresh, rerecord
 from ._signature import normalize_prompt, signature, slug
 from ._store import HarvestResult, harvest
 
@@ -16,10 +18,13 @@ __all__ = [
     "FAILURE_KINDS",
     "LOOP_REPEATS",
     "HarvestResult",
+    "Refreshed",
     "case_from_run",
     "failure_kind",
     "harvest",
     "normalize_prompt",
+    "refresh",
+    "rerecord",
     "signature",
     "slug",
 ]

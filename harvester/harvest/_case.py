@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from ..case import AgentCase, Fixture, Recorded, Source
 from ..config import Config
@@ -66,7 +67,7 @@ def build_case(
     appropriate: list[str] = []
     hidden = 0
     for call, key in zip(run.calls, reading.keys):
-        if call.status == "blocked":
+        if not call.executed:  # denied, or awaiting a human: nothing ran, nothing to serve
             continue
         if call.name in config.ignore_args:
             ignore_args[call.name] = config.ignore_args[call.name]
@@ -103,11 +104,19 @@ def build_case(
     if not run.prompt:
         notes.append("the prompt was not captured: write it before accepting")
 
-    cost = run.cost if run.cost is not None else (config.cost(run.model, run.usage) if run.usage.total else None)
+    cost = run.cost if run.cost is not None else config.cost(run.model, run.usage)
     kind = reading.kind
     should_abstain = (reading.abstains and kind is None) or (
         bool(expected) and ABSTAINED(Run(trace_id=run.trace_id, answer=expected))[0]
     )
+    stopped = ("deferred",) if run.stop == "deferred" else ()
+    deferred = run.stop == "deferred" and not expected
+    if deferred:  # the replay must stop the same way: handed over, on the same pending request
+        ends: list[dict[str, Any]] = [{"check": "stopped_with", "stop": "deferred"}]
+        if run.awaiting_tools():
+            ends.append({"check": "awaiting", "tools": run.awaiting_tools()})
+    else:
+        ends = [{"check": "abstained" if should_abstain else "answered"}]
     return AgentCase(
         id=slug(run.prompt, fallback=f"run-{run.trace_id[:8]}"),
         status="pending",
@@ -115,18 +124,19 @@ def build_case(
         prompt=run.prompt or "",
         expected=expected,
         required_elements=list(dict.fromkeys(required_elements)),
-        checks=[{"check": "abstained" if should_abstain else "answered"}],
+        checks=ends,
         min_steps=len(distinct_ok),
         appropriate_tools=appropriate,
         forbidden_tools=_forbidden(config, run, needed, reading.unintended, list(forbid)),
         max_cost=_with_headroom(cost),
-        tags=list(dict.fromkeys([*(("regression", kind) if kind else ("typical",)), *tags])),
+        tags=list(dict.fromkeys([*(("regression", kind) if kind else ("typical",)), *stopped, *tags])),
         ignore_args=ignore_args,
         fixtures=fixtures,
         review_notes=notes,
         recorded=Recorded(
             trajectory=run.trajectory(),
             denied=_denied(run),
+            awaiting=run.awaiting_tools(),
             stop=run.stop,
             answer=run.answer,
             steps=run.steps,
@@ -141,6 +151,7 @@ def build_case(
             failure_kind=kind,
             seen=1,
             signature=signature_of(run, kind),
+            incident=reading.incident,
         ),
     )
 
@@ -178,4 +189,8 @@ def _default_why(run: Run, kind: str | None, detail: str) -> str:
     if kind:
         return f"{kind}: {detail}"
     path = " -> ".join(run.trajectory()) or "no tools"
+    if run.stop == "deferred":
+        pending = ", ".join(run.awaiting_tools())
+        waits = f"waiting for approval of {pending}" if pending else "handed to a human"
+        return f"deferred {run.agent or 'agent'} run ({path}): {waits}"
     return f"typical {run.agent or 'agent'} run ({path})"

@@ -14,7 +14,9 @@ how the run ended, to what merely contributed, to a flag with nothing mechanical
 9. ``negative_feedback``  flagged negative (feedback or the incident command), nothing else visible
 
 An unflagged run that abstains is not a failure: its abstention is the behaviour to keep, so its
-case checks ``abstained`` instead of ``answered``.
+case checks ``abstained`` instead of ``answered``. Neither is a run that stopped ``deferred`` (handed
+to a human, or waiting for an approval of a call, status ``awaiting``): its case checks that the
+replay stops the same way, on the same pending request, and is tagged ``deferred``.
 """
 
 from __future__ import annotations
@@ -54,29 +56,28 @@ class Reading:
     detail: str
     unintended: list[str]  # tools that should not have run (incident only)
     abstains: bool
+    incident: bool = False  # someone reported the run (``harvester incident``)
 
 
 def read_run(run: Run, config: Config, *, incident: bool, forbid: Iterable[str]) -> Reading:
     ignore = config.ignore_args
     keys = [fixture_key(c.name, c.args, ignore.get(c.name, ())) for c in run.calls]
-    abstains = bool(run.answer) and ABSTAINED(run)[0]
+    abstains = bool(run.answer) and ABSTAINED(run)[0] is True
     forbid = set(forbid)
     unintended: list[str] = []
     if incident:
         unintended = list(
-            dict.fromkeys(
-                c.name for c in run.calls if c.status != "blocked" and (c.name in forbid or config.is_mutating(c.name))
-            )
+            dict.fromkeys(c.name for c in run.calls if c.executed and (c.name in forbid or config.is_mutating(c.name)))
         )
     kind, detail = _failure(run, keys, unintended, abstains, flagged=incident or run.feedback == "negative")
-    return Reading(keys, kind, detail, unintended, abstains)
+    return Reading(keys, kind, detail, unintended, abstains, incident)
 
 
 def _failure(run: Run, keys: list[str], unintended: list[str], abstains: bool, flagged: bool) -> tuple[str | None, str]:
     """(kind, what was seen) in the module docstring's precedence; (None, "") for a run that went fine."""
     calls = run.calls
     if unintended:
-        step = next(i for i, c in enumerate(calls, 1) if c.name in unintended and c.status != "blocked")
+        step = next(i for i, c in enumerate(calls, 1) if c.name in unintended and c.executed)
         return "unintended_action", f"{', '.join(unintended)} executed (first at step {step})"
     for step, call in enumerate(calls, 1):
         if call.status == "blocked":

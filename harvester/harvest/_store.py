@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import heapq
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -10,12 +13,12 @@ from typing import Any
 
 from .._progress import Progress
 from ..canonical import digest
-from ..case import CaseFolder, case_signatures, load_case, save_case
+from ..case import NOTE_PREFIX, AgentCase, CaseFolder, case_signatures, load_case, save_case
 from ..config import Config
 from ..model import Run
 from ._case import build_case
 from ._kinds import read_run
-from ._signature import signature_of
+from ._signature import normalize_prompt, signature_of
 
 __all__ = ["HarvestResult", "harvest"]
 
@@ -28,6 +31,8 @@ class HarvestResult:
     skipped: int = 0  # runs whose signature belongs to a reviewed (accepted/rejected) case
     counted: int = 0  # runs an earlier harvest already counted in a pending case's ``seen``
     new_ids: list[str] = field(default_factory=list)
+    twins: int = 0  # new cases that repeat a reported incident (marked so in the case)
+    warnings: list[str] = field(default_factory=list)  # config the store contradicts (a mutating tool no run has)
 
     @property
     def cases(self) -> int:
@@ -49,25 +54,65 @@ class HarvestResult:
             "counted": self.counted,
             "skipped": self.skipped,
             "new_ids": self.new_ids,
+            "twins": self.twins,
+            "warnings": self.warnings,
         }
 
 
-def _signature_index(
-    folder: CaseFolder, runs: set[tuple[str, str]] | None = None
-) -> dict[str, tuple[str, Path, str | None]]:
-    """signature -> (status, file, last_seen) of the cases already there, each file read lightly.
+class _Known:
+    """What the cases already in the folder tell a harvest, each file read lightly."""
 
-    ``runs`` is filled with the cases' source (trace id, run id): a run ``harvester incident`` already
-    made into a case has another signature (the incident's failure kind), and must not come back as a
-    twin. The run id matters: a trace can hold several runs, each its own case.
-    """
-    index: dict[str, tuple[str, Path, str | None]] = {}
-    for case in case_signatures(folder.root):
-        if runs is not None and case.trace_id is not None and case.run_id is not None:
-            runs.add((case.trace_id, case.run_id))
-        if case.signature:
-            index.setdefault(case.signature, (case.status, case.path, case.last_seen))
-    return index
+    def __init__(self, folder: CaseFolder) -> None:
+        # signature -> (status, file, last_seen): a run with one of these adds to that case, or is skipped.
+        self.index: dict[str, tuple[str, Path, str | None]] = {}
+        # The cases' own runs (trace id, run id): a run ``harvester incident`` made into a case has
+        # another signature (the incident's failure kind), and must not come back as a new case, nor
+        # count again in ``seen``. The run id matters: a trace can hold several runs, each its own case.
+        self.runs: set[tuple[str, str]] = set()
+        # normalized prompt -> (case id, its forbidden tools) of reported incidents (not rejected).
+        self.incidents: dict[str, tuple[str, tuple[str, ...]]] = {}
+        for case in case_signatures(folder.root):
+            if case.trace_id is not None and case.run_id is not None:
+                self.runs.add((case.trace_id, case.run_id))
+            if case.signature:
+                self.index.setdefault(case.signature, (case.status, case.path, case.last_seen))
+            if case.incident and case.status != "rejected" and case.prompt and case.forbidden:
+                self.incidents.setdefault(normalize_prompt(case.prompt), (case.id or case.path.stem, case.forbidden))
+
+    def twin(self, run: Run) -> tuple[str, list[str]] | None:
+        """(incident case id, the harmful tools the run executed) when ``run`` repeats a reported
+        incident: the same prompt, and a tool that incident forbids executed again."""
+        hit = self.incidents.get(normalize_prompt(run.prompt)) if run.prompt else None
+        if hit is None:
+            return None
+        harmful = list(dict.fromkeys(c.name for c in run.calls if c.executed and c.name in hit[1]))
+        return (hit[0], harmful) if harmful else None
+
+
+def _mark_twin(case: AgentCase, incident_id: str, harmful: list[str]) -> None:
+    """A harvested run that repeats a reported incident: its harmful calls are forbidden here too."""
+    case.appropriate_tools = [t for t in case.appropriate_tools if t not in harmful]
+    case.forbidden_tools = list(dict.fromkeys([*case.forbidden_tools, *harmful]))
+    case.tags = list(dict.fromkeys([*case.tags, "twin"]))
+    case.review_notes.append(
+        f"{NOTE_PREFIX}repeats incident case {incident_id} (same prompt; it ran {', '.join(harmful)} again, "
+        "which that incident forbids): review it as that incident's twin, or reject it"
+    )
+
+
+def _unmatched_mutating(config: Config, tools: set[str]) -> list[str]:
+    """A warning per ``mutating_tools`` name or glob that no tool of the store's runs matches: such a
+    name protects nothing (``unauthorised_actions`` cannot see a tool it does not name)."""
+    out = []
+    for pattern in config.mutating_tools:
+        if any(fnmatch.fnmatchcase(t, pattern) for t in tools):
+            continue
+        words = set(re.findall(r"[a-z0-9]+", pattern.lower()))
+        alike = sorted(t for t in tools if words & set(re.findall(r"[a-z0-9]+", t.lower())))
+        closest = list(dict.fromkeys([*alike, *difflib.get_close_matches(pattern, sorted(tools), n=3, cutoff=0.5)]))
+        hint = f" (closest: {', '.join(closest[:3])})" if closest else ""
+        out.append(f"mutating_tools: {pattern!r} matches no tool the harvested runs called{hint}")
+    return out
 
 
 def _sample_priority(run: Run) -> int:
@@ -99,8 +144,9 @@ def harvest(
     config = config or Config()
     folder = CaseFolder(cases_dir)
     pending_dir = folder.folder_for("pending")
-    case_runs: set[tuple[str, str]] = set()
-    index = _signature_index(folder, case_runs)
+    known = _Known(folder)
+    index = known.index
+    tools: set[str] = set()  # every tool name the runs called, for the mutating_tools check
     taken = folder.ids()
     extra_seen: dict[Path, tuple[int, str | None]] = {}  # path -> (runs to add, newest start)
     created: set[Path] = set()
@@ -111,20 +157,25 @@ def harvest(
         reading = read_run(run, config, incident=False, forbid=())
         sig = signature_of(run, reading.kind)
         hit = index.get(sig)
+        own = (run.trace_id, run.run_id) in known.runs  # a case's own run: counted when it was made
         if hit is not None:
             status, path, last_seen = hit
             if status != "pending":
                 result.skipped += 1
-            elif path in created or not (run.started_at and last_seen) or run.started_at > last_seen:
+            elif not own and (path in created or not (run.started_at and last_seen) or run.started_at > last_seen):
                 count, newest = extra_seen.get(path, (0, None))
                 extra_seen[path] = (count + 1, max(filter(None, (newest, run.started_at)), default=None))
             else:
                 result.counted += 1
             return
-        if (run.trace_id, run.run_id) in case_runs:  # already a case under another signature (an incident's)
+        if own:  # already a case under another signature (an incident's)
             result.counted += 1
             return
         case = build_case(run, reading, config)
+        twin = known.twin(run)
+        if twin is not None:
+            _mark_twin(case, *twin)
+            result.twins += 1
         case.id = folder.unique_id(case.id, taken)
         taken.add(case.id)
         path = save_case(case, pending_dir)
@@ -136,6 +187,7 @@ def harvest(
     runs = store.runs(failed=True if failed_only else None, agent=agent, since=since, limit=limit)
     for n, run in enumerate(runs, 1):
         result.runs = n
+        tools.update(c.name for c in run.calls)
         if progress is not None and n % 100 == 0:
             progress(n, None)
         if sample is not None and not failed_only and not run.failed:
@@ -148,6 +200,8 @@ def harvest(
         take(run)
     for _, _, run in sorted(reservoir, reverse=True):
         take(run)
+    if result.runs:
+        result.warnings += _unmatched_mutating(config, tools)
     if progress is not None:
         progress(result.runs, None)
     for path, (count, newest) in extra_seen.items():

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy
 from ._data import (
+    NOT_RUN,
     STOPS,
     CallData,
     CallStatus,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 _MODELS = ("ErrorInfo", "LlmCall", "Run", "ToolCall", "ToolRequest", "Usage")
 
 __all__ = [
+    "NOT_RUN",
     "STOPS",
     "CallData",
     "CallStatus",

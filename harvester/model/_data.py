@@ -14,6 +14,7 @@ from typing import Any, Literal, TypedDict
 from typing_extensions import NotRequired
 
 __all__ = [
+    "NOT_RUN",
     "STOPS",
     "CallData",
     "CallStatus",
@@ -29,7 +30,10 @@ __all__ = [
 
 Stop = Literal["answered", "error", "deferred", "budget_exceeded", "max_steps", "loop_detected", "unknown"]
 STOPS: tuple[str, ...] = Stop.__args__  # type: ignore[attr-defined]
-CallStatus = Literal["ok", "error", "blocked"]
+# ok / error: it executed. blocked: requested and denied (a guardrail, a human, invalid args): it never ran.
+# awaiting: requested and waiting for a human (an approval, an external result) when the run stopped deferred.
+CallStatus = Literal["ok", "error", "blocked", "awaiting"]
+NOT_RUN: tuple[str, ...] = ("blocked", "awaiting")  # statuses of calls whose tool body never ran
 
 
 class ErrorData(TypedDict):
@@ -38,8 +42,8 @@ class ErrorData(TypedDict):
 
 
 class UsageData(TypedDict):
-    input_tokens: int
-    output_tokens: int
+    input_tokens: int | None  # None: the spans did not say (unknown is not zero)
+    output_tokens: int | None
 
 
 class CallData(TypedDict):
@@ -100,5 +104,5 @@ def data_with_derived(data: RunData) -> RunData:
     return {
         **data,
         "requested_tools": list(dict.fromkeys(c["name"] for c in calls)),
-        "blocked_tools": list(dict.fromkeys(c["name"] for c in calls if c["status"] != "ok")),
+        "blocked_tools": list(dict.fromkeys(c["name"] for c in calls if c["status"] not in ("ok", "awaiting"))),
     }

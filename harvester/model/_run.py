@@ -13,7 +13,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from ..errors import RunFormatError, pydantic_field
-from ._data import CallStatus, RunData, Stop
+from ._data import NOT_RUN, CallStatus, RunData, Stop
 
 __all__ = ["ErrorInfo", "LlmCall", "Run", "ToolCall", "ToolRequest", "Usage"]
 
@@ -28,17 +28,36 @@ class ErrorInfo(_Model):
 
 
 class Usage(_Model):
-    input_tokens: int = 0
-    output_tokens: int = 0
+    """Token counts; None when the spans did not say. Unknown is not zero: a cost read from it would lie."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            input_tokens=self.input_tokens + other.input_tokens, output_tokens=self.output_tokens + other.output_tokens
+            input_tokens=_plus(self.input_tokens, other.input_tokens),
+            output_tokens=_plus(self.output_tokens, other.output_tokens),
         )
 
     @property
-    def total(self) -> int:
-        return self.input_tokens + self.output_tokens
+    def known(self) -> bool:
+        return self.input_tokens is not None or self.output_tokens is not None
+
+    @property
+    def total(self) -> int | None:
+        return _plus(self.input_tokens, self.output_tokens)
+
+    def text(self) -> str:
+        """``120+45`` with ``?`` for an unknown count."""
+        return f"{_shown(self.input_tokens)}+{_shown(self.output_tokens)}"
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b
+
+
+def _shown(n: int | None) -> str:
+    return "?" if n is None else str(n)
 
 
 class ToolCall(_Model):
@@ -57,7 +76,8 @@ class ToolCall(_Model):
 
     @property
     def executed(self) -> bool:
-        return self.status != "blocked"
+        """It ran (ok or error); a denied or an awaiting request did not."""
+        return self.status not in NOT_RUN
 
 
 class ToolRequest(_Model):
@@ -106,12 +126,16 @@ class Run(_Model):
         return list(dict.fromkeys(c.name for c in self.calls))
 
     def blocked_tools(self) -> list[str]:
-        """Requested tools that were denied, invalid or failed."""
-        return list(dict.fromkeys(c.name for c in self.calls if c.status != "ok"))
+        """Requested tools that were denied, invalid or failed (not those still awaiting a human)."""
+        return list(dict.fromkeys(c.name for c in self.calls if c.status not in ("ok", "awaiting")))
+
+    def awaiting_tools(self) -> list[str]:
+        """Requested tools the run stopped on, waiting for a human (an approval, an external result)."""
+        return list(dict.fromkeys(c.name for c in self.calls if c.status == "awaiting"))
 
     def executed_tools(self) -> list[str]:
         """Names of calls that reached execution (ok or error), in order."""
-        return [c.name for c in self.calls if c.status != "blocked"]
+        return [c.name for c in self.calls if c.status not in NOT_RUN]
 
     @property
     def ok(self) -> bool:

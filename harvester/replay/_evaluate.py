@@ -6,12 +6,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import checks as checklib
+from ..canonical import canonical_json
 from ..case import AgentCase, Case
 from ..fixtures import FixtureTools
 from ..model import Run
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult, Divergence, NoFixtureCall
 
-__all__ = ["Judge", "divergence", "evaluate", "no_fixture_calls", "recorded_calls_only", "recovered", "variant_case"]
+__all__ = [
+    "recordings_consumed",
+    "unused_calls",
+    "Judge",
+    "divergence",
+    "evaluate",
+    "no_fixture_calls",
+    "recorded_calls_only",
+    "recovered",
+    "variant_case",
+]
 
 Judge = Callable[[Case, Run], "tuple[bool, str]"]
 
@@ -25,7 +36,7 @@ def evaluate(case: Case, run: Run, judge: Judge | None = None) -> list[CheckResu
     for check in case.checks:
         passed, detail = checklib.run_check(check, run)
         out.append(CheckResult(name=checklib.label(check), passed=passed, detail=detail))
-    if judge is not None and all(c.passed for c in out):
+    if judge is not None and all(c.passed is not False for c in out):
         passed, detail = checklib.run_check(lambda r: judge(case, r), run)
         out.append(CheckResult(name="judge", passed=passed, detail=detail))
     return out
@@ -101,6 +112,38 @@ def no_fixture_calls(tools: FixtureTools | None) -> list[NoFixtureCall]:
         if len(out) == MAX_NO_FIXTURE_CALLS:
             break
     return out
+
+
+def unused_calls(tools: FixtureTools | None) -> list[str]:
+    """The recorded calls the replay never made, as ``tool(args)`` (the first MAX_NO_FIXTURE_CALLS)."""
+    if tools is None:
+        return []
+    return [_call_text(fx.tool, fx.args) for fx in tools.unused()[:MAX_NO_FIXTURE_CALLS]]
+
+
+def _call_text(tool: str, args: object) -> str:
+    text = canonical_json(args) if args is not None else ""
+    return f"{tool}({text if len(text) <= 80 else text[:77] + '...'})"
+
+
+def recordings_consumed(case: Case, tools: FixtureTools | None) -> CheckResult | None:
+    """A failed check when a ``strict_consumption`` case leaves recorded calls unmade (None otherwise).
+
+    Recovery variants are exempt: with a tool broken on purpose, the rest of the recording may go unused.
+    """
+    spec = case.spec
+    if tools is None or spec is None or not spec.strict_consumption or spec.inject_failures:
+        return None
+    unused = tools.unused()
+    if not unused:
+        return CheckResult(name="recordings_consumed", passed=True, detail="every recorded call was made")
+    shown = "; ".join(unused_calls(tools))
+    more = f"; and {len(unused) - MAX_NO_FIXTURE_CALLS} more" if len(unused) > MAX_NO_FIXTURE_CALLS else ""
+    return CheckResult(
+        name="recordings_consumed",
+        passed=False,
+        detail=f"{len(unused)} recorded call{'s' * (len(unused) != 1)} never made: {shown}{more}",
+    )
 
 
 def recorded_calls_only(case: Case, tools: FixtureTools | None) -> CheckResult | None:

@@ -61,7 +61,8 @@ def live_calls(
     - a call the model requested that nothing answered is ``unserved``, unless the recording shows it
       denied too: it was denied anew, or it ran where harvester sees nothing (a process pool, a tool
       class with its own ``invoke``, the function called directly).
-    Calls a framework answers by running an agent (a managed agent, a handoff) are not tools.
+    Calls a framework answers by running an agent (a managed agent, a handoff) are not tools, and a call
+    the run stopped on awaiting a human (an approval) never ran.
     """
     agents = agent_names(spans) if spans else set()
     by_key: dict[tuple[str, str], int] = {}
@@ -84,6 +85,8 @@ def live_calls(
     for call in unpaired:
         if by_name.get(call.name, 0) > 0:
             by_name[call.name] -= 1
+        elif call.status == "awaiting":
+            continue  # the run stopped on it, waiting for a human: the framework never ran a body
         elif call.status == "blocked":
             if call.name in still_denied:
                 still_denied.remove(call.name)  # denied in production too: no tool body to run

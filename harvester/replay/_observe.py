@@ -131,7 +131,7 @@ def _call(entry: ToolLog) -> ToolCall:
 
 
 def _cost(run: Run, prices: Config) -> float | None:
-    if any(c.usage.total for c in run.llm_calls):
-        costs = [prices.cost(c.model or run.model, c.usage) for c in run.llm_calls if c.usage.total]
+    if run.llm_calls:
+        costs = [prices.cost(c.model or run.model, c.usage) for c in run.llm_calls]
         return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
-    return prices.cost(run.model, run.usage) if run.usage.total else None
+    return prices.cost(run.model, run.usage)

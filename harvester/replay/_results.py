@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import checks as checklib
 from ..case import Case
 from ..report import CaseResult, Injected
-from ._evaluate import divergence, no_fixture_calls
+from ._evaluate import divergence, no_fixture_calls, unused_calls
 from ._trial import Outcome
 
 __all__ = ["case_result"]
@@ -42,6 +42,8 @@ def case_result(case: Case, outcomes: list[Outcome], variant_of: str | None) -> 
         divergence=divergence(spec.recorded.trajectory, trajectory) if spec is not None else None,
         no_fixture=tools.no_fixture if tools is not None else 0,
         no_fixture_calls=no_fixture_calls(tools),
+        unused=len(tools.unused()) if tools is not None else 0,
+        unused_calls=unused_calls(tools),
         tool_calls=len(tools.log) if tools is not None else 0,
         redundant_calls=tools.redundant if tools is not None else 0,
         unauthorised=unauthorised,

@@ -30,7 +30,7 @@ from ..fixtures import FixtureTools
 from ..model import ErrorInfo, Run
 from ..report import CheckResult
 from ._agent import wants
-from ._evaluate import Judge, evaluate, recorded_calls_only
+from ._evaluate import Judge, evaluate, recorded_calls_only, recordings_consumed
 from ._live import LiveCall, live_calls, no_live_calls
 from ._observe import observed_run, observer
 
@@ -150,9 +150,16 @@ class Runner:
         live += refused
         checks = evaluate(job.case, run, judge=self.judge)
         checks.extend(
-            c for c in (recorded_calls_only(job.case, tools), no_live_calls(live), self._guarded()) if c is not None
+            c
+            for c in (
+                recorded_calls_only(job.case, tools),
+                recordings_consumed(job.case, tools),
+                no_live_calls(live),
+                self._guarded(),
+            )
+            if c is not None
         )
-        passed = error is None and all(c.passed for c in checks)
+        passed = error is None and all(c.passed is not False for c in checks)
         message = f"{_type_name(error)}: {_message(error)}" if error is not None else None
         done.put(
             (

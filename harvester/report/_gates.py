@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import GateError
 from ._compare import Comparison
-from ._metrics import METRICS, delta, is_rate
+from ._metrics import COST_METRICS, METRICS, cost_unknown, delta, is_rate
 from ._report import Report
 
 __all__ = ["DEFAULT_GATES", "Gate", "GateOutcome", "GateResult", "evaluate_gates", "parse_gate"]
@@ -129,6 +129,14 @@ class GateOutcome:
         }
 
 
+def _left_out(metric: str, report: Report) -> str:
+    """A cost gate counts only cases whose cost is known, and says how many it left out."""
+    if metric not in COST_METRICS:
+        return ""
+    unknown, cases = cost_unknown(report.results)
+    return f" ({unknown} of {cases} cases left out: cost unknown)" if unknown else ""
+
+
 def evaluate_gates(report: Report, gates: Iterable[str] = (), baseline: Report | None = None) -> GateOutcome:
     """Every gate (plus the default ones) against ``report``; regressions against ``baseline`` fail too.
 
@@ -156,13 +164,13 @@ def evaluate_gates(report: Report, gates: Iterable[str] = (), baseline: Report |
             value = delta(gate.measure(shared_before), gate.measure(shared_now))
         else:
             value = gate.measure(report)
+        left_out = _left_out(gate.metric, report)
         if value is None:
             # One shard may hold no case of a tag: the merged report is where such a gate is judged.
             in_shard = report.shard is not None
-            results.append(
-                GateResult(gate.expr, in_shard, None, f"no data in shard {report.shard}" if in_shard else "no data")
-            )
+            detail = f"no data in shard {report.shard}" if in_shard else "no data"
+            results.append(GateResult(gate.expr, in_shard, None, detail + left_out))
             continue
         passed = _OPS[gate.op](value, gate.value)
-        results.append(GateResult(gate.expr, passed, value, f"{value:.4g}"))
+        results.append(GateResult(gate.expr, passed, value, f"{value:.4g}{left_out}"))
     return GateOutcome(results, comparison.regressed if comparison else [], comparison)

@@ -7,7 +7,18 @@ from collections.abc import Iterable, Sequence
 
 from ._results import CaseResult
 
-__all__ = ["METRICS", "RATES", "by_tag", "delta", "fisher_drop_p", "fmt", "is_rate", "metrics_of"]
+__all__ = [
+    "COST_METRICS",
+    "METRICS",
+    "RATES",
+    "by_tag",
+    "cost_unknown",
+    "delta",
+    "fisher_drop_p",
+    "fmt",
+    "is_rate",
+    "metrics_of",
+]
 
 
 METRICS: tuple[str, ...] = (
@@ -42,8 +53,9 @@ def metrics_of(results: Sequence[CaseResult], refused: int = 0) -> dict[str, flo
     tasks = [r for r in results if r.variant_of is None]
     variants = [r for r in results if r.variant_of is not None]
     calls = sum(r.tool_calls for r in results)
-    costs = [r.cost * r.trials for r in tasks if r.cost is not None]
-    successes = sum(r.passes or 0 for r in tasks)
+    priced = [r for r in tasks if r.cost is not None]  # an unknown cost is left out, never read as 0
+    costs = [(r.cost or 0.0) * r.trials for r in priced]
+    successes = sum(r.passes or 0 for r in priced)
     return {
         "task_completion": _mean([r.pass_rate for r in tasks]),
         "unauthorised_actions": float(sum(r.unauthorised for r in results)),
@@ -54,6 +66,15 @@ def metrics_of(results: Sequence[CaseResult], refused: int = 0) -> dict[str, flo
         "abstention_rate": _mean([float(r.abstained) for r in tasks]),
         "divergence_rate": _mean([float(r.divergence is not None or r.no_fixture > 0) for r in tasks]),
     }
+
+
+COST_METRICS: frozenset[str] = frozenset({"cost_per_success"})
+
+
+def cost_unknown(results: Sequence[CaseResult]) -> tuple[int, int]:
+    """(cases whose cost is unknown, cases): what a cost metric left out."""
+    tasks = [r for r in results if r.variant_of is None]
+    return sum(r.cost is None for r in tasks), len(tasks)
 
 
 def fisher_drop_p(base_pass: int, base_fail: int, now_pass: int, now_fail: int) -> float:

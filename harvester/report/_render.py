@@ -50,6 +50,11 @@ def summary(report: Report) -> str:
             f"refused {report.refused} tool call{'s' if report.refused != 1 else ''} with no case to "
             f"serve {'them' if report.refused != 1 else 'it'}: {'; '.join(report.refused_calls)}"
         )
+    unchecked = [(r.id, c) for r in report.results for c in r.checks if c.passed is None]
+    if unchecked:
+        lines.append(
+            f"not checked ({len(unchecked)}): " + "; ".join(f"{i}: {c.name}: {c.detail}" for i, c in unchecked[:5])
+        )
     differing = report.differing()
     if differing:
         lines.append("differs from the recording (passing or failing):")

@@ -74,8 +74,12 @@ class Report(_Strict):
         return sum((r.cost or 0.0) * r.trials for r in self.cases)
 
     def cost_text(self) -> str:
-        """The total cost, or "n/a" when no case's cost is known (no token prices configured)."""
-        return f"{self.total_cost:.6f}" if any(r.cost is not None for r in self.cases) else "n/a"
+        """The total cost of the cases whose cost is known, saying how many are not; "n/a" when none is
+        (no token prices configured, or the spans held no token counts)."""
+        unknown = sum(r.cost is None for r in self.cases)
+        if unknown == len(self.cases):
+            return "n/a"
+        return f"{self.total_cost:.6f}" + (f" ({unknown} case{'s' * (unknown != 1)} n/a)" if unknown else "")
 
     def by_tag(self) -> dict[str, float]:
         """Pass rate per tag, sorted by tag: where an aggregate hides compensating movement.

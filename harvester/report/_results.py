@@ -16,8 +16,10 @@ class _Strict(BaseModel):
 
 
 class CheckResult(_Strict):
+    """One check's verdict: ``passed`` is None when it was not checked (the run lacks what it reads)."""
+
     name: str
-    passed: bool
+    passed: bool | None
     detail: str
 
 
@@ -91,6 +93,9 @@ class CaseResult(_Strict):
     variant_of: str | None = None
     injected: Injected | None = None
     no_fixture_calls: list[NoFixtureCall] = Field(default_factory=list)  # the first MAX_NO_FIXTURE_CALLS
+    # Recorded calls the replay never made ("tool(args)"), the first MAX_NO_FIXTURE_CALLS; ``unused`` counts all.
+    unused: int = 0
+    unused_calls: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _default_passes(self) -> CaseResult:
@@ -107,11 +112,12 @@ class CaseResult(_Strict):
         return 0 < (self.passes or 0) < self.trials
 
     def failed_checks(self) -> list[CheckResult]:
-        return [c for c in self.checks if not c.passed]
+        return [c for c in self.checks if c.passed is False]
 
     def differences(self) -> str | None:
-        """How the replay left its recording, on one line (None when it did not): no_fixture calls, then
-        the divergence. A variant's divergence is its injected failure at work, so only its calls count."""
+        """How the replay left its recording, on one line (None when it did not): no_fixture calls, the
+        divergence, then recorded calls it never made. A variant's divergence (and what it left unused)
+        is its injected failure at work, so only its calls count."""
         parts = []
         if self.no_fixture:
             shown = self.no_fixture_calls[:3]
@@ -120,6 +126,9 @@ class CaseResult(_Strict):
             parts.append(f"{self.no_fixture} no_fixture call{'s' if self.no_fixture != 1 else ''}{detail}")
         if self.divergence is not None and self.variant_of is None:
             parts.append(self.divergence.summary())
+        if self.unused and self.variant_of is None:
+            calls = ", ".join(self.unused_calls[:3]) + (", ..." if self.unused > 3 else "")
+            parts.append(f"{self.unused} recorded call{'s' * (self.unused != 1)} never made ({calls})")
         return "; ".join(parts) or None
 
     def reasons(self) -> list[str]:

@@ -75,7 +75,7 @@ EXPECTED = {  # scenario -> per run: (stop, trajectory, blocked, (input, output 
     "happy": [("answered", ["kb_search", "get_order"], [], (300, 30))],
     "tool_error": [("error", [], ["check_inventory"], (100, 10))],
     "retry": [("answered", ["get_order"], ["get_order"], (600, 60))],
-    "denied": [("deferred", [], ["issue_refund"], (100, 10)), ("answered", [], [], (200, 20))],
+    "denied": [("deferred", [], [], (100, 10)), ("answered", [], [], (200, 20))],  # paused: issue_refund awaiting
 }
 
 

@@ -246,7 +246,7 @@ def test_spec_names_overrides_and_ignore_only_when_given():
         "mode": "strict",
         "args": "exact",
     }
-    assert built.label() == "trajectory_match({'name': 'kb_search', 'args': {}}, strict, exact)"
+    assert built.label() == "trajectory_match(strict, args exact: kb_search)"  # the reference's names, not its args
     assert checks.from_spec(built.spec())(run_of(ToolCall(name="kb_search")))[0]
 
 

@@ -119,7 +119,20 @@ def test_incident_forbids_the_mutating_tool_that_ran():
     # the implied checks come from the fields, not duplicated declarations
     labels = [c.label() for c in case.compiled_checks()]
     assert labels.count("never_used(issue_refund, send_email)") == 1 and "answered" in labels
-    assert case.checks == [{"check": "answered"}]
+    assert "min_steps(2, kb_search, get_order)" in labels  # a floor as well as the 3x bound
+    # the work the task needed, the harmful call left out: the replay must do at least that
+    assert case.checks == [
+        {"check": "answered"},
+        {
+            "check": "trajectory_match",
+            "reference": [
+                {"name": "kb_search", "args": {"q": "kb_search"}},
+                {"name": "get_order", "args": {"q": "get_order"}},
+            ],
+            "mode": "superset",
+            "args": "ignore",
+        },
+    ]
 
 
 @pytest.mark.parametrize(
@@ -160,11 +173,11 @@ def test_tags_why_and_checks_for_failures_and_typical_runs():
     typical = case_from_run(run(call("kb_search"), call("get_order")), tags=["nightly"])
     assert typical.tags == ["typical", "nightly"] and typical.source.failure_kind is None
     assert typical.why == "typical support run (kb_search -> get_order)"
-    assert typical.checks == [{"check": "answered"}]
+    assert typical.checks[0] == {"check": "answered"} and typical.trajectory()["mode"] == "superset"
     abstaining = case_from_run(run(call("kb_search"), answer="I'm sorry, I can't help with that."))
-    assert abstaining.checks == [{"check": "abstained"}]
+    assert abstaining.checks[0] == {"check": "abstained"}
     should = case_from_run(run(call("kb_search")), incident=True, expected="I don't know; escalate to a human")
-    assert should.checks == [{"check": "abstained"}]
+    assert should.checks[0] == {"check": "abstained"}
 
 
 def test_cost_headroom_and_prices():

@@ -45,6 +45,12 @@ def test_a_run_awaiting_approval_is_a_deferred_case_not_a_denial():
     assert case.checks == [
         {"check": "stopped_with", "stop": "deferred"},
         {"check": "awaiting", "tools": ["issue_refund"]},
+        {
+            "check": "trajectory_match",
+            "reference": [{"name": "get_order", "args": {"order_id": "A1001"}}],
+            "mode": "superset",
+            "args": "ignore",
+        },
     ]
     assert "deferred" in case.tags and "typical" in case.tags
     assert case.recorded.awaiting == ["issue_refund"] and case.recorded.denied == []

@@ -25,6 +25,7 @@ from ._format import (
     NOTE_PREFIX,
     SCHEMA,
     SCHEMA_FILE,
+    TRAJECTORY,
     AgentCase,
     Fixture,
     InjectSpec,
@@ -37,6 +38,7 @@ from ._format import (
 
 __all__ = [
     "NOTE_PREFIX",
+    "TRAJECTORY",
     "CASES_ENV",
     "SCHEMA",
     "SCHEMA_FILE",

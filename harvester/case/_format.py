@@ -23,6 +23,7 @@ __all__ = [
     "NOTE_PREFIX",
     "SCHEMA",
     "SCHEMA_FILE",
+    "TRAJECTORY",
     "AgentCase",
     "Fixture",
     "InjectSpec",
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 SCHEMA: Literal["harvester.case/1"] = "harvester.case/1"
+TRAJECTORY = "trajectory_match"
 NOTE_PREFIX = "note: "  # a review note that informs, and does not stop ``accept``
 Status = Literal["pending", "accepted", "rejected"]
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -140,14 +142,28 @@ class AgentCase(_Strict):
         if self.required_elements:
             out.append(checklib.contains(*self.required_elements))
         if self.min_steps:
+            out.append(checklib.min_steps(self.min_steps, self.appropriate_tools))
             out.append(checklib.max_steps(3 * self.min_steps))
         return out
 
+    def trajectory(self) -> dict[str, Any] | None:
+        """The case's ``trajectory_match`` check spec (a harvested case has one), or None."""
+        return next((c for c in self.checks if c.get("check") == TRAJECTORY), None)
+
     def compiled_checks(self, file: str | None = None) -> list[checklib.Check]:
-        declared = [checklib.from_spec(spec, where=_where(file, f"checks[{i}]")) for i, spec in enumerate(self.checks)]
+        declared = [
+            checklib.from_spec(self._with_ignore(spec), where=_where(file, f"checks[{i}]"))
+            for i, spec in enumerate(self.checks)
+        ]
         auto = self.auto_checks()
         seen = {c.label() for c in auto}
         return auto + [c for c in declared if c.label() not in seen]
+
+    def _with_ignore(self, spec: Any) -> Any:
+        """A trajectory check compares args after the case's ``ignore_args`` unless it names its own."""
+        if isinstance(spec, dict) and spec.get("check") == TRAJECTORY and "ignore" not in spec and self.ignore_args:
+            return {**spec, "ignore": self.ignore_args}
+        return spec
 
     def to_case(self, file: str | None = None) -> Case:
         return Case(

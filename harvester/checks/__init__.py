@@ -14,7 +14,17 @@ Each module registers its built-in factories when it loads; this facade loads th
 
 from ._answer import DEFAULT_ABSTAIN_MARKERS, abstained, answered, contains, excludes, valid_json
 from ._base import REGISTRY, Check, CheckFn, from_spec, label, register, run_check
-from ._path import awaiting, max_cost, max_steps, never_requested, never_used, stopped_with, trajectory_is, used_tools
+from ._path import (
+    awaiting,
+    max_cost,
+    max_steps,
+    min_steps,
+    never_requested,
+    never_used,
+    stopped_with,
+    trajectory_is,
+    used_tools,
+)
 from ._trajectory import trajectory_match
 
 __all__ = [
@@ -31,6 +41,7 @@ __all__ = [
     "label",
     "max_cost",
     "max_steps",
+    "min_steps",
     "never_requested",
     "never_used",
     "register",

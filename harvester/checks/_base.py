@@ -32,17 +32,20 @@ CheckFn = Callable[[Run], "tuple[bool | None, str]"]
 class Check:
     """A named check with its arguments, so reports and case files can say exactly what ran."""
 
-    __slots__ = ("name", "args", "fn")
+    __slots__ = ("name", "args", "fn", "title")
 
-    def __init__(self, name: str, fn: CheckFn, args: dict[str, Any] | None = None) -> None:
+    def __init__(self, name: str, fn: CheckFn, args: dict[str, Any] | None = None, title: str | None = None) -> None:
         self.name = name
         self.fn = fn
         self.args = args or {}
+        self.title = title  # the label, when the args are too long to print (a reference trajectory)
 
     def __call__(self, run: Run) -> tuple[bool | None, str]:
         return self.fn(run)
 
     def label(self) -> str:
+        if self.title is not None:
+            return self.title
         if not self.args:
             return self.name
         parts = ", ".join(_short(v) for v in self.args.values())

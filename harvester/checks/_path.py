@@ -8,6 +8,7 @@ from ._base import Check, _names, register
 __all__ = [
     "max_cost",
     "max_steps",
+    "min_steps",
     "never_requested",
     "never_used",
     "awaiting",
@@ -83,6 +84,28 @@ def max_steps(n: int) -> Check:
     return Check("max_steps", fn, {"n": n})
 
 
+def min_steps(n: int, tools: list[str] | tuple[str, ...] = ()) -> Check:
+    """At least ``n`` tool calls executed: the recording's minimum is a floor as well as a bound.
+
+    An agent that stops calling its tools (and makes an answer up) fails here, told which of the
+    recorded ``tools`` it skipped. A change that truly needs fewer steps is a reviewer's call: lower
+    ``min_steps`` in the case, and the drop is visible in its diff.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise TypeError(f"n must be a non-negative integer, got {n!r}")
+    wanted = list(_names(tools))
+
+    def fn(run: Run) -> tuple[bool, str]:
+        done = run.executed_tools()
+        if len(done) >= n:
+            return True, f"{len(done)} tool call{'s' * (len(done) != 1)} (min {n})"
+        skipped = [t for t in wanted if t not in done]
+        said = f"skipped {', '.join(skipped)}" if skipped else f"fewer calls of {', '.join(wanted) or 'its tools'}"
+        return False, f"{len(done)} tool call{'s' * (len(done) != 1)}, the recording needed at least {n}: {said}"
+
+    return Check("min_steps", fn, {"n": n, **({"tools": wanted} if wanted else {})})
+
+
 def max_cost(limit: float) -> Check:
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
         raise TypeError(f"limit must be a non-negative number, got {limit!r}")
@@ -124,5 +147,15 @@ def awaiting(*names: str) -> Check:
     return Check("awaiting", fn, {"tools": list(names)})
 
 
-for _factory in (awaiting, used_tools, never_used, never_requested, trajectory_is, max_steps, max_cost, stopped_with):
+for _factory in (
+    awaiting,
+    min_steps,
+    used_tools,
+    never_used,
+    never_requested,
+    trajectory_is,
+    max_steps,
+    max_cost,
+    stopped_with,
+):
     register()(_factory)

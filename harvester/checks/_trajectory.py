@@ -259,7 +259,8 @@ def trajectory_match(
         spec["overrides"] = modes
     if dropped:
         spec["ignore"] = dropped
-    return Check("trajectory_match", fn, spec)
+    path = " -> ".join(c["name"] for c in ref_spec) or "no calls"
+    return Check("trajectory_match", fn, spec, title=f"trajectory_match({how}: {path})")
 
 
 def _count(n: int, what: str) -> str:

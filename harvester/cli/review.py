@@ -27,7 +27,10 @@ EDITABLE = (
     "tags",
     "prompt",
     "review_notes",  # '-' clears them, once the case is fixed
+    "trajectory",  # the trajectory_match check's mode and args mode ('-' drops the check)
 )
+TRAJECTORY_MODES = ("strict", "unordered", "subset", "superset")
+ARGS_MODES = ("exact", "ignore", "subset", "superset")
 
 
 # -- review, accept, reject -----------------------------------------------------------------------
@@ -146,6 +149,8 @@ def _review_one(folder: CaseFolder, case_id: str, position: str) -> str:
 def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
     """Change one field (lists comma-separated, '-' clears); the model validates before anything is saved."""
     name = click.prompt("field", type=click.Choice(EDITABLE))
+    if name == "trajectory":
+        return _edit_trajectory(folder, case)
     raw = click.prompt(f"{name} (lists comma-separated, '-' to clear)", default="-", show_default=False)
     value: Any
     if isinstance(getattr(case, name), list):
@@ -158,5 +163,29 @@ def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
         field, msg = pydantic_field(exc)
         click.echo(f"not changed: {field}: {msg}", err=True)
         return case
+    folder.save(edited)
+    return edited
+
+
+def _edit_trajectory(folder: CaseFolder, case: AgentCase) -> AgentCase:
+    """The trajectory check's mode: ``superset`` (at least the recorded work), ``subset`` (no more than
+    it: an agent that now needs fewer steps), ``unordered``, ``strict``; '-' drops the check."""
+    spec = case.trajectory()
+    if spec is None:
+        click.echo("not changed: this case has no trajectory_match check (a run that called no tool)", err=True)
+        return case
+    mode = click.prompt(
+        f"trajectory mode ({', '.join(TRAJECTORY_MODES)}; '-' drops the check)",
+        type=click.Choice([*TRAJECTORY_MODES, "-"]),
+        default=spec.get("mode", "superset"),
+    )
+    if mode == "-":
+        checks = [c for c in case.checks if c is not spec]
+    else:
+        args = click.prompt(
+            f"args mode ({', '.join(ARGS_MODES)})", type=click.Choice(ARGS_MODES), default=spec.get("args", "ignore")
+        )
+        checks = [{**c, "mode": mode, "args": args} if c is spec else c for c in case.checks]
+    edited = case.model_copy(update={"checks": checks})
     folder.save(edited)
     return edited

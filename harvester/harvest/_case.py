@@ -1,8 +1,9 @@
 """One run to one case: what it did, frozen.
 
 Every executed tool call becomes a fixture (so replay is deterministic), the successful distinct
-calls give ``min_steps``, mutating tools the run did not need become ``forbidden_tools``, and the
-failure kind names what the case protects against.
+calls give ``min_steps`` (a floor and a bound) and the ``trajectory_match`` reference (``superset``,
+args ``ignore``: the replay did at least that work), mutating tools the run did not need become
+``forbidden_tools``, and the failure kind names what the case protects against.
 """
 
 from __future__ import annotations
@@ -12,15 +13,18 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from ..case import AgentCase, Fixture, Recorded, Source
+from ..case import TRAJECTORY, AgentCase, Fixture, Recorded, Source
 from ..config import Config
 from ..model import ErrorInfo, Run
 from ._kinds import ABSTAINED, Reading, read_run
 from ._signature import signature_of, slug
 
-__all__ = ["COST_HEADROOM", "build_case", "case_from_run"]
+__all__ = ["COST_HEADROOM", "DEFAULT_ARGS", "DEFAULT_MODE", "build_case", "case_from_run", "trajectory_spec"]
 
 COST_HEADROOM = 2.0  # max_cost = recorded cost x this, so ordinary variance never fails a case
+# A harvested case's trajectory check: the replay made every call the recording needed (in any order,
+# maybe more), with args free, so a reworded query passes and an agent that skips a tool does not.
+DEFAULT_MODE, DEFAULT_ARGS = "superset", "ignore"
 
 
 def case_from_run(
@@ -65,6 +69,7 @@ def build_case(
     needed: set[str] = set()  # tools the run executed for its task (ok or failed)
     distinct_ok: set[str] = set()
     appropriate: list[str] = []
+    reference: list[dict[str, Any]] = []  # the successful calls the task needed, in order
     hidden = 0
     for call, key in zip(run.calls, reading.keys):
         if not call.executed:  # denied, or awaiting a human: nothing ran, nothing to serve
@@ -93,6 +98,7 @@ def build_case(
             continue
         needed.add(call.name)
         if ok:
+            reference.append({"name": call.name, "args": call.args})
             distinct_ok.add(key)
             if call.name not in appropriate:
                 appropriate.append(call.name)
@@ -117,6 +123,8 @@ def build_case(
             ends.append({"check": "awaiting", "tools": run.awaiting_tools()})
     else:
         ends = [{"check": "abstained" if should_abstain else "answered"}]
+    if reference:  # the replay must do at least the work the recording needed (its args may differ)
+        ends.append(trajectory_spec(reference))
     return AgentCase(
         id=slug(run.prompt, fallback=f"run-{run.trace_id[:8]}"),
         status="pending",
@@ -154,6 +162,13 @@ def build_case(
             incident=reading.incident,
         ),
     )
+
+
+def trajectory_spec(
+    reference: list[dict[str, Any]], mode: str = DEFAULT_MODE, args: str = DEFAULT_ARGS
+) -> dict[str, Any]:
+    """A harvested case's ``trajectory_match``: ``superset`` / args ``ignore`` unless the reviewer chose."""
+    return {"check": TRAJECTORY, "reference": reference, "mode": mode, "args": args}
 
 
 def _denied(run: Run) -> list[str]:

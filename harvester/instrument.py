@@ -18,7 +18,7 @@ import inspect
 import itertools
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, overload
 
 import orjson
@@ -66,6 +66,33 @@ def _messages(role: str, text: str | None, tool_calls: Any = (), finish_reason: 
     return _json([msg])
 
 
+def _conversation(history: Iterable[Any], prompt: str) -> str:
+    """``gen_ai.input.messages`` of a turn: the earlier messages (neutral form), then the prompt."""
+    out: list[dict[str, Any]] = []
+    for m in history:
+        m = m.model_dump() if hasattr(m, "model_dump") else m
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "tool":
+            part = {"type": "tool_call_response", "id": m.get("tool_call_id"), "result": m.get("content")}
+            out.append({"role": "tool", "parts": [part]})
+            continue
+        parts: list[dict[str, Any]] = [{"type": "text", "content": m["content"]}] if m.get("content") else []
+        parts += [
+            {
+                "type": "tool_call",
+                "id": c.get("call_id", c.get("id")),
+                "name": c.get("name"),
+                "arguments": c.get("args"),
+            }
+            for c in m.get("tool_calls") or ()
+            if isinstance(c, dict)
+        ]
+        out.append({"role": m.get("role"), "parts": parts})
+    out.append({"role": "user", "parts": [{"type": "text", "content": prompt}]})
+    return _json(out)
+
+
 class AgentRun:
     """Handle of an ``agent_run``: record model calls, the answer and, when not answered, the stop."""
 
@@ -82,12 +109,14 @@ class AgentRun:
         self,
         model: str,
         *,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
         tool_calls: Any = (),
         text: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Record one model call and the tool calls it requested; returns them with call ids filled in."""
+        """Record one model call and the tool calls it requested; returns them with call ids filled in.
+
+        Token counts left out are unknown (the run's cost then is too), never recorded as 0."""
         calls = []
         for tc in tool_calls:
             call = {
@@ -102,8 +131,8 @@ class AgentRun:
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": model,
             "gen_ai.response.model": model,
-            "gen_ai.usage.input_tokens": int(input_tokens),
-            "gen_ai.usage.output_tokens": int(output_tokens),
+            **({"gen_ai.usage.input_tokens": int(input_tokens)} if input_tokens is not None else {}),
+            **({"gen_ai.usage.output_tokens": int(output_tokens)} if output_tokens is not None else {}),
             "gen_ai.output.messages": _messages("assistant", text, calls, "tool_call" if calls else "stop"),
         }
         with self._tracer.start_as_current_span(f"chat {model}", kind=trace.SpanKind.CLIENT, attributes=attrs):  # type: ignore[arg-type]
@@ -135,9 +164,18 @@ class AgentRun:
 
 @contextlib.contextmanager
 def agent_run(
-    name: str, prompt: str, *, model: str | None = None, tracer_provider: trace.TracerProvider | None = None
+    name: str,
+    prompt: str,
+    *,
+    history: Iterable[Any] | None = None,
+    model: str | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
 ) -> Iterator[AgentRun]:
     """One agent invocation as an ``invoke_agent`` span; tool and model calls inside become its children.
+
+    ``history`` is the conversation before this turn, as replay hands it to an agent with a
+    ``history`` parameter: messages ``{"role", "content", "tool_calls": [{"name", "call_id", "args"}],
+    "tool_call_id"}``. Recorded with the prompt, it lets a harvested later turn replay with it.
 
     The run travels in the OpenTelemetry context, which threads now inherit too (``seam``): a tool
     run in a thread pool is still this run's call, executed, under its span.
@@ -147,7 +185,7 @@ def agent_run(
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": name,
-        "gen_ai.input.messages": _messages("user", prompt),
+        "gen_ai.input.messages": _conversation(history or (), prompt),
     }
     if model:
         attrs["gen_ai.request.model"] = model

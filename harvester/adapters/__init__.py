@@ -3,7 +3,8 @@
 One module per framework (``pydantic_ai``, ``langchain``, ``openai_agents``, ``smolagents``), each with
 the same five names: ``ROOTS`` (the modules whose import means the framework is in use), ``install()``
 (guard its dispatch, once, on the classes), ``accepts(agent)``, ``prepare(agent, case)`` (what to call
-with the prompt) and ``instrument()`` (turn its tracing on when nothing traces it; returns the undo).
+with the prompt; it hands the framework the case's earlier messages, ``_history``) and
+``instrument()`` (turn its tracing on when nothing traces it; returns the undo).
 Nothing here imports a framework the app did not import itself.
 
 The guards are the hermetic part and need nothing from the app: no decorator, no change to its
@@ -21,10 +22,11 @@ from types import ModuleType
 from typing import Any
 
 from . import langchain, openai_agents, pydantic_ai, smolagents
+from ._history import with_history
 
 ADAPTERS: tuple[ModuleType, ...] = (pydantic_ai, langchain, openai_agents, smolagents)
 
-__all__ = ["ADAPTERS", "Session", "entry"]
+__all__ = ["ADAPTERS", "Session", "entry", "with_history"]
 
 
 def _loaded(adapter: ModuleType, ready: frozenset[str] = frozenset()) -> bool:

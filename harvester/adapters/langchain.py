@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import seam
+from ._history import history_of, takes_history
 from ._patch import defining, guard, subclasses
 from ._tracing import turn_on
 
@@ -197,10 +198,29 @@ def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
     if getattr(agent, "checkpointer", None) is not None:
         config = {"configurable": {"thread_id": f"harvester-{case.id}"}}
 
-    def run(prompt: str) -> str | None:
-        return answer_of(agent.invoke({"messages": [{"role": "user", "content": prompt}]}, config or None))
+    earlier = messages(history_of(case))
 
-    return run
+    def run(prompt: str) -> str | None:
+        state = {"messages": [*earlier, {"role": "user", "content": prompt}]}
+        return answer_of(agent.invoke(state, config or None))
+
+    return takes_history(run)
+
+
+def messages(history: list[dict[str, Any]]) -> list[Any]:
+    """The case's earlier messages as LangChain messages (the conversation a chat app sends)."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    out: list[Any] = []
+    for m in history:
+        if m["role"] == "assistant":
+            calls = [{"name": c["name"], "args": c["args"] or {}, "id": c["call_id"]} for c in m["tool_calls"]]
+            out.append(AIMessage(content=m["content"] or "", tool_calls=calls))
+        elif m["role"] == "tool":
+            out.append(ToolMessage(content=m["content"] or "", tool_call_id=m["tool_call_id"] or ""))
+        else:
+            out.append(HumanMessage(content=m["content"] or ""))
+    return out
 
 
 def answer_of(state: Any) -> str | None:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import seam
+from ._history import history_of, takes_history
 from ._patch import GUARD, defining, guard
 from ._tracing import turn_on
 
@@ -122,10 +123,32 @@ def accepts(agent: Any) -> bool:
 def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
     from agents import Runner
 
-    async def run(prompt: str) -> str | None:
-        return answer_of(await Runner.run(agent, prompt))
+    earlier = input_items(history_of(case))
 
-    return run
+    async def run(prompt: str) -> str | None:
+        given: Any = [*earlier, {"role": "user", "content": prompt}] if earlier else prompt
+        return answer_of(await Runner.run(agent, given))
+
+    return takes_history(run)
+
+
+def input_items(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The case's earlier messages as Responses input items (what ``result.to_input_list()`` gives)."""
+    out: list[dict[str, Any]] = []
+    for m in history:
+        if m["role"] == "tool":
+            out.append(
+                {"type": "function_call_output", "call_id": m["tool_call_id"] or "", "output": m["content"] or ""}
+            )
+            continue
+        if m["content"]:
+            out.append({"role": m["role"], "content": m["content"]})
+        for i, c in enumerate(m["tool_calls"]):
+            args = json.dumps(c["args"] if c["args"] is not None else {})
+            out.append(
+                {"type": "function_call", "call_id": c["call_id"] or f"call_{i}", "name": c["name"], "arguments": args}
+            )
+    return out
 
 
 def answer_of(result: Any) -> str | None:

@@ -24,9 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import seam
+from ._history import history_of, takes_history
 from ._patch import guard, subclasses
 
-__all__ = ["NAME", "ROOTS", "accepts", "answer_of", "install", "instrument", "prepare"]
+__all__ = ["NAME", "ROOTS", "accepts", "answer_of", "install", "instrument", "message_history", "prepare"]
 
 ROOTS = ("pydantic_ai",)
 NAME = "pydantic-ai"
@@ -114,13 +115,49 @@ def accepts(agent: Any) -> bool:
 
 
 def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
-    """``agent.run(prompt)``, traced onto the global provider the replay reads spans from."""
+    """``agent.run(prompt, message_history=...)``, traced onto the global provider the replay reads."""
     _instrument(agent)
+    history = message_history(history_of(case))
 
     async def run(prompt: str) -> str | None:
-        return answer_of((await agent.run(prompt)).output)
+        return answer_of((await agent.run(prompt, message_history=history or None)).output)
 
-    return run
+    return takes_history(run)
+
+
+def message_history(history: list[dict[str, Any]]) -> list[Any]:
+    """The case's earlier messages as pydantic-ai ``ModelMessage``s: a user message and the tool
+    results that follow a response are requests, an assistant message a response."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+
+    out: list[Any] = []
+    request: list[Any] = []  # the parts of the request being gathered (one response's results go back in one)
+    for m in history:
+        if m["role"] == "assistant":
+            if request:
+                out.append(ModelRequest(parts=request))
+                request = []
+            parts: list[Any] = [TextPart(m["content"])] if m["content"] else []
+            parts += [
+                ToolCallPart(c["name"], c["args"], c["call_id"] or f"call_{i}") for i, c in enumerate(m["tool_calls"])
+            ]
+            out.append(ModelResponse(parts=parts))
+        elif m["role"] == "tool":
+            request.append(ToolReturnPart(_called(out, m["tool_call_id"]), m["content"] or "", m["tool_call_id"] or ""))
+        else:
+            request.append(UserPromptPart(m["content"] or ""))
+    if request:
+        out.append(ModelRequest(parts=request))
+    return out
+
+
+def _called(messages: list[Any], call_id: str | None) -> str:
+    """The tool a tool message answers (pydantic-ai's ToolReturnPart names it)."""
+    for m in reversed(messages):
+        for p in getattr(m, "parts", ()):
+            if getattr(p, "tool_call_id", None) == call_id and getattr(p, "part_kind", "") == "tool-call":
+                return str(p.tool_name)
+    return "tool"
 
 
 def _instrument(agent: Any) -> None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import checks as checklib
 from .._files import write_file
-from ..model import ErrorInfo
+from ..model import ErrorInfo, Message
 from ._case import Case
 
 __all__ = [
@@ -96,6 +96,9 @@ class AgentCase(_Strict):
     status: Status = "pending"
     why: str = ""
     prompt: str
+    # The conversation before this turn (a later turn of a chat): replay hands it to the agent with the
+    # prompt. Its tool calls are context, never re-executed.
+    history: list[Message] = Field(default_factory=list)
     expected: str | None = None
     required_elements: list[str] = Field(default_factory=list)
     checks: list[dict[str, Any]] = Field(default_factory=list)

@@ -15,10 +15,11 @@ from typing import Any, cast
 
 import orjson
 
-from ..model import STOPS, RunData
+from ..model import STOPS, MessageData, RunData
 from ..spans import SpanData
 from ._classify import Roles, ancestors
 from ._errors import LIMIT_ANSWERS, LIMIT_STOPS, RUN_STOPPERS, deferral, error_of
+from ._history import genai_messages, split_history
 from ._pairing import answer_from_tools, pair, run_by_sub_agents
 from ._readers import READERS
 from ._readings import LlmReading, ToolReading
@@ -204,6 +205,18 @@ def _usage(llms: list[LlmReading], root: SpanData) -> dict[str, int | None]:
     }
 
 
+def _history(llms: list[LlmReading], roles: Roles, root: SpanData) -> list[MessageData] | None:
+    """The conversation before the turn, from its first model call's input (``_history``), else from
+    the agent span's (``harvester.agent_run(history=...)`` records it there)."""
+    found = None
+    if llms:
+        first = llms[0].span
+        found = split_history(READERS[roles[first.span_id][0]].llm_messages(first))
+    if found is None and "gen_ai.input.messages" in root.attributes:
+        found = split_history(genai_messages(root.attributes))
+    return found
+
+
 def _feedback(spans: Iterable[SpanData]) -> str | None:
     found = None
     for sp in spans:
@@ -302,5 +315,6 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
             "content_captured": not hidden,
             "feedback": _feedback(members),
             "source": source,
+            "history": _history(m.llms, roles, root),
         },
     )

@@ -12,11 +12,13 @@ from typing import Any
 
 import orjson
 
+from ..model import MessageData
 from ..spans import SpanData
+from ._history import genai_messages
 from ._readings import AgentReading, LlmReading, ToolReading, tool_reading
 from ._values import MISSING, USER_ROLES, count, first_user, last_user, loads, structured, text, to_int
 
-__all__ = ["agent_name", "llm_first_user", "output_tools", "read_agent", "read_llm", "read_tool"]
+__all__ = ["agent_name", "llm_first_user", "llm_messages", "output_tools", "read_agent", "read_llm", "read_tool"]
 
 
 def read_llm(span: SpanData) -> LlmReading:
@@ -92,6 +94,11 @@ def llm_first_user(span: SpanData) -> str | None:
     return None
 
 
+def llm_messages(span: SpanData) -> list[MessageData] | None:
+    """The messages a model call was given, in the neutral form (``_history``)."""
+    return genai_messages(span.attributes)
+
+
 def output_tools(span: SpanData) -> set[str]:
     """pydantic-ai's output tools (``final_result``): requested by the model, the answer, not a call."""
     params = loads(span.attributes.get("model_request_parameters"))
@@ -128,7 +135,7 @@ def read_agent(span: SpanData) -> AgentReading:
         out.prompt = (first_user(messages[new:]) if 0 < new < len(messages) else None) or first_user(messages)
     if "gen_ai.input.messages" in a and out.prompt is MISSING:
         msgs = loads(a.get("gen_ai.input.messages"))
-        out.prompt = first_user(msgs) if isinstance(msgs, list) else MISSING
+        out.prompt = last_user(msgs) if isinstance(msgs, list) else MISSING  # earlier turns come before it
     final = a.get("final_result", a.get("gen_ai.agent.output", MISSING))
     if final is not MISSING:
         value, _ = structured(final)

@@ -10,13 +10,15 @@ waiting for an approval is a TOOL span with no output; smolagents answers throug
 
 from __future__ import annotations
 
+from ..model import MessageData
 from ..spans import SpanData
 from ._classify import HANDOFF_PREFIX, handoff_tool_name
 from ._genai import agent_name as _named
+from ._history import openinference_messages
 from ._readings import AgentReading, LlmReading, ToolReading, payload_reading, tool_reading
 from ._values import MISSING, USER_ROLES, count, structured, text
 
-__all__ = ["agent_name", "llm_first_user", "read_agent", "read_llm", "read_tool"]
+__all__ = ["agent_name", "llm_first_user", "llm_messages", "read_agent", "read_llm", "read_tool"]
 
 
 def read_llm(span: SpanData) -> LlmReading:
@@ -56,6 +58,11 @@ def llm_first_user(span: SpanData) -> str | None:
                 found = said
         n += 1
     return found
+
+
+def llm_messages(span: SpanData) -> list[MessageData] | None:
+    """The messages a model call was given, in the neutral form (``_history``)."""
+    return openinference_messages(span.attributes)
 
 
 def read_tool(span: SpanData) -> ToolReading:

@@ -8,11 +8,11 @@ whose input and output are the framework's own payloads (``traceloop.entity.inpu
 from __future__ import annotations
 
 from ..spans import SpanData
-from ._genai import agent_name, llm_first_user, read_llm, read_tool
+from ._genai import agent_name, llm_first_user, llm_messages, read_llm, read_tool
 from ._readings import AgentReading, payload_reading
 from ._values import MISSING
 
-__all__ = ["agent_name", "llm_first_user", "read_agent", "read_llm", "read_tool"]
+__all__ = ["agent_name", "llm_first_user", "llm_messages", "read_agent", "read_llm", "read_tool"]
 
 
 def read_agent(span: SpanData) -> AgentReading:

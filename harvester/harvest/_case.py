@@ -13,18 +13,31 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from ..case import TRAJECTORY, AgentCase, Fixture, Recorded, Source
+from ..case import NOTE_PREFIX, TRAJECTORY, AgentCase, Fixture, Recorded, Source
 from ..config import Config
 from ..model import ErrorInfo, Run
 from ._kinds import ABSTAINED, Reading, read_run
 from ._signature import signature_of, slug
 
-__all__ = ["COST_HEADROOM", "DEFAULT_ARGS", "DEFAULT_MODE", "build_case", "case_from_run", "trajectory_spec"]
+__all__ = [
+    "COST_HEADROOM",
+    "DEFAULT_ARGS",
+    "DEFAULT_MODE",
+    "NO_HISTORY_NOTE",
+    "build_case",
+    "case_from_run",
+    "trajectory_spec",
+]
 
 COST_HEADROOM = 2.0  # max_cost = recorded cost x this, so ordinary variance never fails a case
 # A harvested case's trajectory check: the replay made every call the recording needed (in any order,
 # maybe more), with args free, so a reworded query passes and an agent that skips a tool does not.
 DEFAULT_MODE, DEFAULT_ARGS = "superset", "ignore"
+NO_HISTORY_NOTE = (
+    NOTE_PREFIX + "the spans do not hold the conversation before this prompt (no model call input was "
+    "captured): if it is a later turn of a chat, add the earlier messages as `history`, or replay asks "
+    "the agent the turn alone"
+)
 
 
 def case_from_run(
@@ -109,6 +122,8 @@ def build_case(
         )
     if not run.prompt:
         notes.append("the prompt was not captured: write it before accepting")
+    if run.history is None and run.prompt:
+        notes.append(NO_HISTORY_NOTE)
 
     cost = run.cost if run.cost is not None else config.cost(run.model, run.usage)
     kind = reading.kind
@@ -130,6 +145,7 @@ def build_case(
         status="pending",
         why=why or _default_why(run, kind, reading.detail),
         prompt=run.prompt or "",
+        history=run.history or [],
         expected=expected,
         required_elements=list(dict.fromkeys(required_elements)),
         checks=ends,

@@ -31,12 +31,20 @@ def normalize_prompt(text: str | None) -> str:
 
 
 def signature_of(run: Run, kind: str | None) -> str:
-    """``signature`` of a run whose failure kind is known already."""
-    return digest([normalize_prompt(run.prompt), run.trajectory(), kind])
+    """``signature`` of a run whose failure kind is known already.
+
+    A later turn's situation includes what the user said before it: "And can you refund it?" after
+    two different questions is two cases. A first turn's signature is what it always was.
+    """
+    parts: list[object] = [normalize_prompt(run.prompt), run.trajectory(), kind]
+    if run.history:
+        parts.append([normalize_prompt(m.content) for m in run.history if m.role == "user"])
+    return digest(parts)
 
 
 def signature(run: Run, *, config: Config | None = None) -> str:
-    """16 hex identifying "the same situation": normalized prompt + trajectory + failure kind.
+    """16 hex identifying "the same situation": normalized prompt (and earlier user messages) +
+    trajectory + failure kind.
 
     Runs with one signature are one case (``source.seen`` counts them), so a failure that happens a
     thousand times a night is reviewed once.

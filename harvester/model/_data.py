@@ -20,6 +20,7 @@ __all__ = [
     "CallStatus",
     "ErrorData",
     "LlmCallData",
+    "MessageData",
     "RequestData",
     "RunData",
     "Stop",
@@ -62,6 +63,15 @@ class RequestData(TypedDict):
     args: Any
 
 
+class MessageData(TypedDict):
+    """One message of the conversation before a turn (OpenAI-like; system messages are left out)."""
+
+    role: str  # user, assistant, tool
+    content: str | None
+    tool_calls: list[RequestData]  # what an assistant message asked for
+    tool_call_id: str | None  # the call a tool message answers
+
+
 class LlmCallData(TypedDict):
     model: str | None
     usage: UsageData
@@ -87,6 +97,8 @@ class RunData(TypedDict):
     content_captured: bool
     feedback: str | None
     source: str | None
+    # The conversation before this turn (None: the spans do not say; []: the turn began it).
+    history: NotRequired[list[MessageData] | None]
     requested_tools: NotRequired[list[str]]
     blocked_tools: NotRequired[list[str]]
 

@@ -7,7 +7,7 @@ call with status ``blocked``) and appear in the JSON form for readers, but are n
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
@@ -88,6 +88,18 @@ class ToolRequest(_Model):
     args: Any = None
 
 
+class Message(_Model):
+    """One message of the conversation before a turn: what the agent is handed again on replay.
+
+    Earlier turns' tool calls are context (their results are in the tool messages), never re-executed.
+    """
+
+    role: Literal["user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolRequest] = Field(default_factory=list)
+    tool_call_id: str | None = None  # the call a tool message answers
+
+
 class LlmCall(_Model):
     model: str | None = None
     usage: Usage = Field(default_factory=Usage)
@@ -115,6 +127,9 @@ class Run(_Model):
     # "negative" when the app or a user flagged the run (feedback attribute, incident command).
     feedback: str | None = None
     source: str | None = None  # the convention it was read with: genai, openinference, openllmetry, harvester
+    # The conversation before this turn, from the first model call's input: None when the spans do
+    # not hold it, [] when this turn began the conversation.
+    history: list[Message] | None = None
 
     # -- derived views -------------------------------------------------------------------------
     def trajectory(self) -> list[str]:

@@ -116,9 +116,11 @@ class Runner:
         error: BaseException | None = None
         built = False
         token = otel_context.attach(seam.case_context(root, tools))
+        handed = True
         try:
             target = self._build(tools, job.case)
             built = True
+            target, handed = adapters.with_history(target, job.case.spec)
             answer = self._run(target, job.case.task)
         except BaseException as exc:
             error = exc
@@ -156,6 +158,7 @@ class Runner:
                 recordings_consumed(job.case, tools),
                 no_live_calls(live),
                 self._guarded(),
+                None if handed else _history_lost(job.case),
             )
             if c is not None
         )
@@ -213,6 +216,17 @@ class Runner:
         if inspect.isawaitable(result):
             result = asyncio.run(_within(result, self.timeout))
         return result
+
+
+def _history_lost(case: Case) -> CheckResult:
+    """A later turn replayed without its conversation answers a question nobody asked: it fails."""
+    n = len(case.spec.history) if case.spec is not None else 0
+    return CheckResult(
+        name="history",
+        passed=False,
+        detail=f"the case holds {n} earlier message{'s' * (n != 1)} but the agent cannot be given them: "
+        "give the callable the factory returns a `history` parameter (see docs/replay.md)",
+    )
 
 
 def _type_name(error: BaseException) -> str:

@@ -22,6 +22,7 @@ def run(
     trace: str = "t" * 32,
     **kw,
 ) -> Run:
+    kw.setdefault("history", [])  # a first turn; None is "the spans did not say"
     return Run(
         trace_id=trace,
         run_id="r1",

@@ -102,9 +102,13 @@ class ScriptedModel(Model):
         self.scenario = scenario
         self.turn = 0
 
-    def _response(self, instructions: str | None) -> Response:
+    def step(self, input: str | list[Any]) -> Any:
+        """What turn ``self.turn`` says: text, or [(tool, args, call id), ...]. A subclass may read ``input``."""
+        return SCRIPTS[self.scenario][self.turn - 1]
+
+    def _response(self, instructions: str | None, input: str | list[Any]) -> Response:
         self.turn += 1
-        step = SCRIPTS[self.scenario][self.turn - 1]
+        step = self.step(input)
         inp, out = USAGE[self.turn]
         if isinstance(step, str):
             output: list[Any] = [
@@ -163,7 +167,7 @@ class ScriptedModel(Model):
         prompt: Any = None,
     ) -> ModelResponse:
         with response_span(disabled=tracing.is_disabled()) as span:  # as OpenAIResponsesModel does
-            response = self._response(system_instructions)
+            response = self._response(system_instructions, input)
             usage = Usage(
                 requests=1,
                 input_tokens=response.usage.input_tokens,

@@ -182,3 +182,33 @@ def test_review_changes_the_trajectory_mode_and_can_drop_the_check(tmp_path):
     res = CliRunner().invoke(cli, args, input="e\ntrajectory\n-\ns\n")
     assert res.exit_code == 0, res.output
     assert folder.load(case.id).trajectory() is None
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"mode": "sideways"}, "mode must be one of strict, unordered, subset, superset"),
+        ({"reference": {"name": "kb_search"}}, "reference must be a list of calls"),
+        ({"overrides": {"get_order": "loose"}}, "overrides['get_order'] must be one of exact, ignore"),
+    ],
+)
+def test_a_bad_trajectory_match_in_a_case_file_is_one_line_exit_2(tmp_path, change, needle):
+    import orjson
+    from click.testing import CliRunner
+
+    from harvester.case import save_case
+    from harvester.cli import main as cli
+
+    case = harvested(pydantic_ai_agent.run_scenario("happy"))
+    path = save_case(case, tmp_path)
+    data = orjson.loads(path.read_bytes())
+    at = next(i for i, c in enumerate(data["checks"]) if c["check"] == "trajectory_match")
+    data["checks"][at].update(change)
+    path.write_bytes(orjson.dumps(data))
+    before = path.read_bytes()
+    for args in (["cases", "list"], ["replay", "--agent", "tests.frameworks.pydantic_ai_agent:build_agent"]):
+        res = CliRunner().invoke(cli, [*args, "--cases", str(tmp_path)])
+        assert res.exit_code == 2, res.output
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and path.name in lines[0] and f"checks[{at}]" in lines[0] and needle in lines[0]
+    assert path.read_bytes() == before

@@ -140,9 +140,9 @@ def _tokens(usage: Any) -> tuple[int, int] | None:
         tin, tout = usage.get("input_tokens"), usage.get("output_tokens")
     else:
         tin, tout = getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None)
-    if tin is None and tout is None:
-        return None
-    return int(tin or 0), int(tout or 0)
+    if tin is None or tout is None:
+        return None  # half a count under-prices the run: the cost is unknown
+    return int(tin), int(tout)
 
 
 def find_config(start: str | Path | None = None) -> tuple[Path | None, dict[str, Any]]:

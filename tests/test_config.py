@@ -108,7 +108,8 @@ def test_mutating_globs_and_cost():
     assert not cfg.is_mutating("kb_search")
     assert cfg.cost("gpt-4.1-mini", Usage(input_tokens=1000, output_tokens=500)) == pytest.approx(0.4 + 0.8)
     # longest matching prefix: a dated snapshot is priced like its family
-    assert cfg.cost("gpt-4.1-mini-2025-04-14", {"input_tokens": 2000}) == pytest.approx(0.8)
+    assert cfg.cost("gpt-4.1-mini-2025-04-14", {"input_tokens": 2000, "output_tokens": 0}) == pytest.approx(0.8)
+    assert cfg.cost("gpt-4.1-mini", {"input_tokens": 2000}) is None  # an unknown count is not 0
     assert cfg.cost("claude", Usage()) is None and cfg.cost(None, Usage()) is None
 
 

@@ -212,3 +212,21 @@ def test_a_bad_trajectory_match_in_a_case_file_is_one_line_exit_2(tmp_path, chan
         lines = res.output.strip().splitlines()
         assert len(lines) == 1 and path.name in lines[0] and f"checks[{at}]" in lines[0] and needle in lines[0]
     assert path.read_bytes() == before
+
+
+def test_a_stricter_mode_chosen_in_review_keeps_the_failed_attempt_and_passes_on_the_same_agent(tmp_path):
+    from click.testing import CliRunner
+
+    from harvester.case import CaseFolder
+    from harvester.cli import main as cli
+
+    folder = CaseFolder(tmp_path)
+    case = harvested(pydantic_ai_agent.run_scenario("retry"))  # get_order(B2002) fails, the model retries
+    assert [c["args"]["order_id"] for c in case.trajectory()["reference"]] == ["A1001"]  # superset: the work
+    folder.save(case.model_copy(update={"status": "pending"}))
+    args = ["review", case.id, "--cases", str(tmp_path)]
+    assert CliRunner().invoke(cli, args, input="e\ntrajectory\nstrict\nexact\ns\n").exit_code == 0
+    strict = folder.load(case.id)
+    assert [c["args"]["order_id"] for c in strict.trajectory()["reference"]] == ["B2002", "A1001"]
+    (r,) = replay([strict.model_copy(update={"status": "accepted"})], pydantic_ai_build("retry")).results
+    assert r.passed, r.reasons()

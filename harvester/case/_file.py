@@ -91,6 +91,7 @@ class CaseSignature(NamedTuple):
     prompt: str | None = None
     forbidden: tuple[str, ...] = ()  # its forbidden_tools
     incident: bool = False  # made from a reported run (``harvester incident``)
+    earlier: tuple[str, ...] = ()  # signatures it had before ``rerecord``: their runs are this case's
 
 
 def _list(value: Any) -> list[Any]:
@@ -123,4 +124,5 @@ def read_signature(path: Path) -> CaseSignature:
         text(data.get("prompt")),
         tuple(t for t in _list(data.get("forbidden_tools")) if isinstance(t, str)),
         source.get("incident") is True or source.get("failure_kind") == "unintended_action",
+        tuple(s for s in _list(source.get("earlier_signatures")) if isinstance(s, str)),
     )

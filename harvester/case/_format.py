@@ -81,6 +81,9 @@ class Source(_Strict):
     signature: str | None = None
     # Made by ``harvester incident`` (someone reported the run): a harvested run like it is its twin.
     incident: bool = False
+    # Signatures the case had before ``harvester rerecord`` gave it a new recording: runs of the old
+    # path are still this case's, so a re-harvest does not propose them again as new cases.
+    earlier_signatures: list[str] = Field(default_factory=list)
 
 
 class InjectSpec(_Strict):

@@ -225,12 +225,16 @@ def rerecord(
         raise click.BadParameter("name the run to record from with --trace", param_hint="--file")
     if trace_id:
         runs = _runs_from_file(otlp_file, trace_id) if otlp_file else _runs_from_store(store_path, config, trace_id)
+        if not run_id:  # a trace of several runs (agents handing over): the one of this case's situation
+            runs = [r for r in runs if _same_situation(case, r)] or runs
         run = _pick_run(runs, trace_id, run_id)
     else:
-        found = next(matching_runs(open_store(store_path, config).runs(newest_first=True), [case]), None)
+        found = next(matching_runs(open_store(store_path, config).runs(newest_first=True), [case], config=config), None)
         if found is None:
+            kind = case.source.failure_kind or "none"
             raise NotFoundError(
-                f"no stored run of case {case_id!r}'s prompt newer than its recording; name one with --trace TRACE_ID"
+                f"no stored run of case {case_id!r}'s prompt and failure kind ({kind}) newer than its recording; "
+                "name one with --trace TRACE_ID"
             )
         run = found[1]
     refreshed = rerecord_case(case, run, config=config)
@@ -240,6 +244,13 @@ def rerecord(
         return
     _show_changes(refreshed)
     click.echo(f"rerecorded {case_id} from trace {run.trace_id[:12]} -> {path}")
+
+
+def _same_situation(case: Any, run: Run) -> bool:
+    from ..harvest import normalize_prompt
+
+    agent_ok = not (case.source.agent and run.agent) or case.source.agent == run.agent
+    return agent_ok and normalize_prompt(run.prompt) == normalize_prompt(case.prompt)
 
 
 def _show_changes(refreshed: Any) -> None:

@@ -170,6 +170,8 @@ def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
 def _edit_trajectory(folder: CaseFolder, case: AgentCase) -> AgentCase:
     """The trajectory check's mode: ``superset`` (at least the recorded work), ``subset`` (no more than
     it: an agent that now needs fewer steps), ``unordered``, ``strict``; '-' drops the check."""
+    from ..harvest import trajectory_reference
+
     spec = case.trajectory()
     if spec is None:
         click.echo("not changed: this case has no trajectory_match check (a run that called no tool)", err=True)
@@ -185,7 +187,9 @@ def _edit_trajectory(folder: CaseFolder, case: AgentCase) -> AgentCase:
         args = click.prompt(
             f"args mode ({', '.join(ARGS_MODES)})", type=click.Choice(ARGS_MODES), default=spec.get("args", "ignore")
         )
-        checks = [{**c, "mode": mode, "args": args} if c is spec else c for c in case.checks]
+        # strict, unordered and subset read every executed call, a failed attempt included
+        reference = trajectory_reference(case.fixtures, case.forbidden_tools, mode)
+        checks = [{**c, "mode": mode, "args": args, "reference": reference} if c is spec else c for c in case.checks]
     edited = case.model_copy(update={"checks": checks})
     folder.save(edited)
     return edited

@@ -119,9 +119,9 @@ def to_int(v: Any) -> int:
 
 
 def total(values: Iterable[int | None]) -> int | None:
-    """The sum of the known counts; None when none is known."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
+    """The sum of the counts; None when any is unknown (a partial sum would under-price the run)."""
+    found = list(values)
+    return None if not found or any(v is None for v in found) else sum(v for v in found if v is not None)
 
 
 def short_type(t: Any) -> str:

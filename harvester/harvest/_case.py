@@ -26,6 +26,7 @@ __all__ = [
     "NO_HISTORY_NOTE",
     "build_case",
     "case_from_run",
+    "trajectory_reference",
     "trajectory_spec",
 ]
 
@@ -82,7 +83,6 @@ def build_case(
     needed: set[str] = set()  # tools the run executed for its task (ok or failed)
     distinct_ok: set[str] = set()
     appropriate: list[str] = []
-    reference: list[dict[str, Any]] = []  # the successful calls the task needed, in order
     hidden = 0
     for call, key in zip(run.calls, reading.keys):
         if not call.executed:  # denied, or awaiting a human: nothing ran, nothing to serve
@@ -111,7 +111,6 @@ def build_case(
             continue
         needed.add(call.name)
         if ok:
-            reference.append({"name": call.name, "args": call.args})
             distinct_ok.add(key)
             if call.name not in appropriate:
                 appropriate.append(call.name)
@@ -138,6 +137,8 @@ def build_case(
             ends.append({"check": "awaiting", "tools": run.awaiting_tools()})
     else:
         ends = [{"check": "abstained" if should_abstain else "answered"}]
+    forbidden = _forbidden(config, run, needed, reading.unintended, list(forbid))
+    reference = trajectory_reference(fixtures, forbidden, DEFAULT_MODE)
     if reference:  # the replay must do at least the work the recording needed (its args may differ)
         ends.append(trajectory_spec(reference))
     return AgentCase(
@@ -151,7 +152,7 @@ def build_case(
         checks=ends,
         min_steps=len(distinct_ok),
         appropriate_tools=appropriate,
-        forbidden_tools=_forbidden(config, run, needed, reading.unintended, list(forbid)),
+        forbidden_tools=forbidden,
         max_cost=_with_headroom(cost),
         tags=list(dict.fromkeys([*(("regression", kind) if kind else ("typical",)), *stopped, *tags])),
         ignore_args=ignore_args,
@@ -185,6 +186,19 @@ def trajectory_spec(
 ) -> dict[str, Any]:
     """A harvested case's ``trajectory_match``: ``superset`` / args ``ignore`` unless the reviewer chose."""
     return {"check": TRAJECTORY, "reference": reference, "mode": mode, "args": args}
+
+
+def trajectory_reference(fixtures: Iterable[Fixture], forbidden: Iterable[str], mode: str) -> list[dict[str, Any]]:
+    """The recorded calls a ``trajectory_match`` of ``mode`` compares with, in order: every executed
+    call (a failed attempt included: the check reads a run's executed calls), or for ``superset``
+    only the successful ones (the work the task needed). A forbidden tool is never in it: the check
+    would demand what ``never_used`` forbids."""
+    banned = set(forbidden)
+    return [
+        {"name": f.tool, "args": f.args}
+        for f in fixtures
+        if f.tool not in banned and not (mode == "superset" and f.error is not None)
+    ]
 
 
 def _denied(run: Run) -> list[str]:

@@ -5,21 +5,27 @@ replay then meets calls the recording cannot answer. Re-harvesting would make a 
 lose what the reviewer decided; ``rerecord`` instead takes the recording from the new run (fixtures,
 ``recorded``, ``min_steps``, ``appropriate_tools``, ``max_cost``, the source) and keeps every field a
 reviewer owns: ``why``, ``status``, ``tags``, ``checks``, ``required_elements``, ``expected``,
-``forbidden_tools``, ``ignore_args``, ``strict_repeats``, ``strict_consumption``, ``inject_failures``.
-A ``trajectory_match`` check keeps its mode and args, and takes its reference from the new run.
+``forbidden_tools``, ``ignore_args``, ``strict_repeats``, ``strict_consumption``, ``inject_failures``,
+``rejected_why``. A tool the case forbids is never what it expects: a newer run that executed one still
+gets a fixture for it, but not a place in ``appropriate_tools``, ``min_steps`` or a trajectory reference.
+A ``trajectory_match`` check keeps its mode and args, and takes its reference from the new run: the
+calls it executed (a failed attempt included, as the check reads a run), or for ``superset`` the
+successful ones (the work the run needed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from ..canonical import canonical_json
-from ..case import AgentCase, CaseFolder, load_cases
+from ..case import TRAJECTORY, AgentCase, CaseFolder, load_cases
 from ..config import Config
 from ..errors import InputError
 from ..model import Run
-from ._case import case_from_run
+from ._case import case_from_run, trajectory_reference
+from ._kinds import failure_kind
 from ._signature import normalize_prompt
 
 __all__ = ["Refreshed", "matching_runs", "refresh", "rerecord"]
@@ -36,7 +42,7 @@ _KEPT = (
     "strict_repeats",
     "strict_consumption",
     "inject_failures",
-    "history",
+    "rejected_why",
 )
 _REFRESHED = ("fixtures", "recorded", "min_steps", "appropriate_tools", "max_cost", "review_notes")
 
@@ -62,25 +68,29 @@ def rerecord(case: AgentCase, run: Run, *, config: Config | None = None) -> Refr
             f"{case.prompt[:60]!r})",
             field="--trace",
         )
-    fresh = case_from_run(run, config=config, incident=case.source.incident)
+    # the case's forbidden tools are the reviewer's: what the new run did with them is not what it needed
+    fresh = case_from_run(run, config=config, incident=case.source.incident, forbid=case.forbidden_tools)
     data = fresh.model_dump(by_alias=True)
     old = case.model_dump(by_alias=True)
     for name in _KEPT:
-        if name in old:
-            data[name] = old[name]
+        data[name] = old[name]
     data["id"] = case.id
-    data["checks"] = [_refreshed_check(c, fresh) for c in old["checks"]]
+    data["checks"] = [_refreshed_check(c, fresh, set(case.forbidden_tools)) for c in old["checks"]]
     seen = case.source.seen + (0 if (run.trace_id, run.run_id) == (case.source.trace_id, case.source.run_id) else 1)
-    data["source"] = {**data["source"], "seen": seen}
+    earlier = list(case.source.earlier_signatures)
+    if case.source.signature and case.source.signature != data["source"]["signature"]:
+        earlier.append(case.source.signature)  # runs of the old path stay this case's on a re-harvest
+    earlier = [s for s in dict.fromkeys(earlier) if s != data["source"]["signature"]]
+    data["source"] = {**data["source"], "seen": seen, "earlier_signatures": earlier}
     new = AgentCase.model_validate(data)
     return Refreshed(new, _changes(case, new))
 
 
-def _refreshed_check(spec: dict[str, Any], fresh: AgentCase) -> dict[str, Any]:
+def _refreshed_check(spec: dict[str, Any], fresh: AgentCase, forbidden: set[str]) -> dict[str, Any]:
     """A reviewer's check, kept; a trajectory check's reference is the new recording's (mode kept)."""
-    if spec.get("check") == "trajectory_match":
-        return {**spec, "reference": [{"name": f.tool, "args": f.args} for f in fresh.fixtures if f.error is None]}
-    return spec
+    if spec.get("check") != TRAJECTORY:
+        return spec
+    return {**spec, "reference": trajectory_reference(fresh.fixtures, forbidden, str(spec.get("mode", "strict")))}
 
 
 def _changes(old: AgentCase, new: AgentCase) -> list[str]:
@@ -92,6 +102,14 @@ def _changes(old: AgentCase, new: AgentCase) -> list[str]:
     after = {(f.tool, canonical_json(f.args)) for f in new.fixtures}
     out += [f"+ fixture {tool}({args})" for tool, args in sorted(after - before)]
     out += [f"- fixture {tool}({args})" for tool, args in sorted(before - after)]
+    was_served, now_served = _outcomes(old), _outcomes(new)
+    out += [
+        f"~ fixture {tool}({args}): result changed"
+        for tool, args in sorted(before & after)
+        if was_served[tool, args] != now_served[tool, args]
+    ]
+    if old.recorded.stop != new.recorded.stop:
+        out.append(f"stop: {old.recorded.stop}  =>  {new.recorded.stop}")
     for name in _REFRESHED[2:]:
         was, now = getattr(old, name), getattr(new, name)
         if was != now:
@@ -104,37 +122,83 @@ def _changes(old: AgentCase, new: AgentCase) -> list[str]:
     return out
 
 
-def matching_runs(runs: Iterable[Run], cases: Iterable[AgentCase]) -> Iterator[tuple[AgentCase, Run]]:
+def _outcomes(case: AgentCase) -> dict[tuple[str, str], list[str]]:
+    """What each recorded call served (its result or its error), in order, by (tool, canonical args)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for f in case.fixtures:
+        served = canonical_json({"result": f.result, "error": f.error.model_dump() if f.error else None})
+        out.setdefault((f.tool, canonical_json(f.args)), []).append(served)
+    return out
+
+
+def _started_after(started: str, last: str) -> bool:
+    """``started`` is a later time than ``last`` (ISO times: ``Z`` or an offset, any precision)."""
+    a, b = _instant(started), _instant(last)
+    return a > b if a is not None and b is not None else started > last
+
+
+def _instant(iso: str) -> datetime | None:
+    try:
+        dt = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def matching_runs(
+    runs: Iterable[Run], cases: Iterable[AgentCase], *, config: Config | None = None
+) -> Iterator[tuple[AgentCase, Run]]:
     """(case, the newest run of its situation that started after its recording) for each case that has
-    one: same agent, same normalized prompt. ``runs`` newest first, as ``TraceStore.runs()`` streams them."""
-    wanted: dict[tuple[str | None, str], AgentCase] = {}
+    one: same agent, same normalized prompt, same failure kind. ``runs`` newest first, as
+    ``TraceStore.runs()`` streams them.
+
+    The failure kind is what a case protects against: a regression case (a tool that timed out) is not
+    refreshed from a run where nothing failed, nor a typical case from a night of timeouts. One prompt
+    may have several cases (a typical one and a failure); a run that retraces one's recorded path is
+    that case's, else it goes to the first of its kind."""
+    config = config or Config()
+    wanted: dict[tuple[str | None, str], list[AgentCase]] = {}
     for case in cases:
-        wanted.setdefault((case.source.agent, normalize_prompt(case.prompt)), case)
+        wanted.setdefault((case.source.agent, normalize_prompt(case.prompt)), []).append(case)
     for run in runs:
         if not wanted:
             return
         prompt = normalize_prompt(run.prompt)
-        found = wanted.get((run.agent, prompt)) or wanted.get((None, prompt))
-        if found is None:
-            continue
-        case = found
-        last = case.source.last_seen or case.source.captured_at
-        if (run.trace_id, run.run_id) == (case.source.trace_id, case.source.run_id):
-            del wanted[(case.source.agent, normalize_prompt(case.prompt))]  # its own run: nothing newer
-            continue
-        if last and run.started_at and run.started_at <= last:
-            continue
-        del wanted[(case.source.agent, normalize_prompt(case.prompt))]
-        yield case, run
+        key = (run.agent, prompt) if (run.agent, prompt) in wanted else (None, prompt)
+        waiting = wanted.get(key, [])
+        fits = []
+        for case in list(waiting):
+            if (run.trace_id, run.run_id) == (case.source.trace_id, case.source.run_id):
+                waiting.remove(case)  # its own run: nothing newer is left in the store
+            elif _newer(run, case) and _kind(run, case, config) == case.source.failure_kind:
+                fits.append(case)
+        if fits:
+            trajectory = run.trajectory()
+            case = next((c for c in fits if c.recorded.trajectory == trajectory), fits[0])
+            waiting.remove(case)
+            yield case, run
+        if key in wanted and not waiting:
+            del wanted[key]
+
+
+def _newer(run: Run, case: AgentCase) -> bool:
+    """``run`` started after the newest run the case counts (a run or a case without a time: yes)."""
+    last = case.source.last_seen or case.source.captured_at
+    return not (last and run.started_at) or _started_after(run.started_at, last)
+
+
+def _kind(run: Run, case: AgentCase, config: Config) -> str | None:
+    """``run``'s failure kind read as the case's was (an incident's, with the tools it forbids)."""
+    return failure_kind(run, config=config, incident=case.source.incident, forbid=case.forbidden_tools)
 
 
 def refresh(store: Any, cases_dir: Any, *, config: Config | None = None) -> list[Refreshed]:
-    """Every accepted case with a newer run of its situation in ``store``, rerecorded from that run
-    and saved; a case the newest run left unchanged is not rewritten (nor returned)."""
+    """Every accepted case with a newer run of its situation (``matching_runs``) in ``store``, rerecorded
+    from that run and saved; a case the newest run left unchanged is not rewritten (nor returned)."""
     folder = CaseFolder(cases_dir)
     accepted = load_cases(folder.root, status="accepted") if folder.root.is_dir() else []
     done = []
-    for case, run in matching_runs(store.runs(newest_first=True), accepted):
+    for case, run in matching_runs(store.runs(newest_first=True), accepted, config=config):
         refreshed = rerecord(case, run, config=config)
         if refreshed.changes:
             folder.save(refreshed.case)

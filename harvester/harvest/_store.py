@@ -74,8 +74,9 @@ class _Known:
         for case in case_signatures(folder.root):
             if case.trace_id is not None and case.run_id is not None:
                 self.runs.add((case.trace_id, case.run_id))
-            if case.signature:
-                self.index.setdefault(case.signature, (case.status, case.path, case.last_seen))
+            for signature in (case.signature, *case.earlier):
+                if signature:
+                    self.index.setdefault(signature, (case.status, case.path, case.last_seen))
             if case.incident and case.status != "rejected" and case.prompt and case.forbidden:
                 self.incidents.setdefault(normalize_prompt(case.prompt), (case.id or case.path.stem, case.forbidden))
 

@@ -40,10 +40,6 @@ class Usage(_Model):
         )
 
     @property
-    def known(self) -> bool:
-        return self.input_tokens is not None or self.output_tokens is not None
-
-    @property
     def total(self) -> int | None:
         return _plus(self.input_tokens, self.output_tokens)
 
@@ -53,7 +49,8 @@ class Usage(_Model):
 
 
 def _plus(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else a + b
+    """Unknown plus anything is unknown: a partial sum would under-count."""
+    return None if a is None or b is None else a + b
 
 
 def _shown(n: int | None) -> str:

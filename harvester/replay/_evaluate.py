@@ -130,14 +130,20 @@ def recordings_consumed(case: Case, tools: FixtureTools | None) -> CheckResult |
     """A failed check when a ``strict_consumption`` case leaves recorded calls unmade (None otherwise).
 
     Recovery variants are exempt: with a tool broken on purpose, the rest of the recording may go unused.
+    A recorded call of a tool the case forbids is never demanded back: not making it is what the case
+    wants (an incident's recording holds the harmful call), so only the report lists it.
     """
     spec = case.spec
     if tools is None or spec is None or not spec.strict_consumption or spec.inject_failures:
         return None
-    unused = tools.unused()
+    forbidden = set(spec.forbidden_tools)
+    unused = [fx for fx in tools.unused() if fx.tool not in forbidden]
     if not unused:
-        return CheckResult(name="recordings_consumed", passed=True, detail="every recorded call was made")
-    shown = "; ".join(unused_calls(tools))
+        left = [fx.tool for fx in tools.unused()]  # all of forbidden tools
+        calls = f"{len(left)} call{'s' * (len(left) != 1)}"
+        but = f", except {calls} of a forbidden tool ({', '.join(dict.fromkeys(left))})" if left else ""
+        return CheckResult(name="recordings_consumed", passed=True, detail=f"every recorded call was made{but}")
+    shown = "; ".join(_call_text(fx.tool, fx.args) for fx in unused[:MAX_NO_FIXTURE_CALLS])
     more = f"; and {len(unused) - MAX_NO_FIXTURE_CALLS} more" if len(unused) > MAX_NO_FIXTURE_CALLS else ""
     return CheckResult(
         name="recordings_consumed",

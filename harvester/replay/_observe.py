@@ -19,7 +19,7 @@ from ..case import Case
 from ..config import Config
 from ..conventions import runs_from_spans
 from ..fixtures import FixtureTools, ToolLog
-from ..model import ErrorInfo, Run, ToolCall, Usage
+from ..model import ErrorInfo, Run, ToolCall
 
 __all__ = ["SpanCollector", "observed_run", "observer"]
 
@@ -94,8 +94,8 @@ def _joined(runs: list[Run]) -> Run:
     """Several agent runs in one case (a paused run resumed): one Run, calls in order, the last stop."""
     if len(runs) == 1:
         return runs[0]
-    usage = Usage()
-    for r in runs:
+    usage = runs[0].usage
+    for r in runs[1:]:
         usage = usage + r.usage
     return runs[-1].model_copy(
         update={

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._metrics import METRICS, delta, fisher_drop_p, fmt, metrics_of
+from ._metrics import COST_METRICS, METRICS, delta, fisher_drop_p, fmt, metrics_of, priced_in_both
 
 if TYPE_CHECKING:
     from ._report import Report
@@ -80,5 +80,7 @@ def compare(report: Report, baseline: Report, alpha: float = ALPHA) -> Compariso
         lst.sort()
     shared = [r for r in report.results if r.id in before]
     mine, theirs = metrics_of(shared), metrics_of([before[r.id] for r in shared])
-    out.deltas = {m: (theirs[m], mine[m]) for m in METRICS}
+    priced_before, priced_now, _, _ = priced_in_both([before[r.id] for r in shared], shared)
+    costs_before, costs_now = metrics_of(priced_before), metrics_of(priced_now)
+    out.deltas = {m: (costs_before[m], costs_now[m]) if m in COST_METRICS else (theirs[m], mine[m]) for m in METRICS}
     return out

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import GateError
 from ._compare import Comparison
-from ._metrics import COST_METRICS, METRICS, cost_unknown, delta, is_rate
+from ._metrics import COST_METRICS, METRICS, cost_unknown, delta, is_rate, priced_in_both
 from ._report import Report
 
 __all__ = ["DEFAULT_GATES", "Gate", "GateOutcome", "GateResult", "evaluate_gates", "parse_gate"]
@@ -134,7 +134,21 @@ def _left_out(metric: str, report: Report) -> str:
     if metric not in COST_METRICS:
         return ""
     unknown, cases = cost_unknown(report.results)
+    return _left_out_text(unknown, cases)
+
+
+def _left_out_text(unknown: int, cases: int) -> str:
     return f" ({unknown} of {cases} cases left out: cost unknown)" if unknown else ""
+
+
+def _priced_in_both(before: Report, now: Report) -> tuple[Report, Report, str]:
+    """``priced_in_both`` on two reports, and what it left out."""
+    kept_before, kept_now, unknown, cases = priced_in_both(before.results, now.results)
+    return (
+        before.model_copy(update={"results": kept_before}),
+        now.model_copy(update={"results": kept_now}),
+        _left_out_text(unknown, cases),
+    )
 
 
 def evaluate_gates(report: Report, gates: Iterable[str] = (), baseline: Report | None = None) -> GateOutcome:
@@ -158,13 +172,16 @@ def evaluate_gates(report: Report, gates: Iterable[str] = (), baseline: Report |
         shared_before = baseline.model_copy(update={"results": [r for r in baseline.results if r.id in now_ids]})
     results = []
     for gate in parsed:
+        left_out = _left_out(gate.metric, report)
         if gate.delta:
             if shared_now is None or shared_before is None:
                 raise GateError(f"gate {gate.expr!r} compares against a baseline: pass --baseline")
-            value = delta(gate.measure(shared_before), gate.measure(shared_now))
+            before, now = shared_before, shared_now
+            if gate.metric in COST_METRICS:
+                before, now, left_out = _priced_in_both(before, now)
+            value = delta(gate.measure(before), gate.measure(now))
         else:
             value = gate.measure(report)
-        left_out = _left_out(gate.metric, report)
         if value is None:
             # One shard may hold no case of a tag: the merged report is where such a gate is judged.
             in_shard = report.shard is not None

@@ -13,6 +13,7 @@ __all__ = [
     "RATES",
     "by_tag",
     "cost_unknown",
+    "priced_in_both",
     "delta",
     "fisher_drop_p",
     "fmt",
@@ -75,6 +76,21 @@ def cost_unknown(results: Sequence[CaseResult]) -> tuple[int, int]:
     """(cases whose cost is unknown, cases): what a cost metric left out."""
     tasks = [r for r in results if r.variant_of is None]
     return sum(r.cost is None for r in tasks), len(tasks)
+
+
+def priced_in_both(
+    before: Sequence[CaseResult], now: Sequence[CaseResult]
+) -> tuple[list[CaseResult], list[CaseResult], int, int]:
+    """(before, now) kept to the cases whose cost both know (and every variant), (cases left out,
+    cases): a cost delta over them, so a case whose cost became unknown does not read as one that got
+    cheaper, nor one whose cost became known as one that got dearer."""
+    known = {r.id for r in before if r.cost is not None} & {r.id for r in now if r.cost is not None}
+    tasks = [r for r in now if r.variant_of is None]
+
+    def keep(results: Sequence[CaseResult]) -> list[CaseResult]:
+        return [r for r in results if r.variant_of is not None or r.id in known]
+
+    return keep(before), keep(now), sum(r.id not in known for r in tasks), len(tasks)
 
 
 def fisher_drop_p(base_pass: int, base_fail: int, now_pass: int, now_fail: int) -> float:

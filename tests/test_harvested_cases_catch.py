@@ -230,3 +230,70 @@ def test_a_stricter_mode_chosen_in_review_keeps_the_failed_attempt_and_passes_on
     assert [c["args"]["order_id"] for c in strict.trajectory()["reference"]] == ["B2002", "A1001"]
     (r,) = replay([strict.model_copy(update={"status": "accepted"})], pydantic_ai_build("retry")).results
     assert r.passed, r.reasons()
+
+
+# -- refresh ----------------------------------------------------------------------------------------
+def test_rerecord_refreshes_a_stale_pydantic_ai_case_and_keeps_the_reviewers_edits():
+    """v1 of the agent answers from the policy; v2 also looks the order up. The v1 case is stale
+    (get_order has no fixture); rerecorded from a v2 production run it replays green on v2."""
+    from pydantic_ai.messages import ModelRequest, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    from harvester.harvest import rerecord
+    from tests.frameworks._otel import capture, finished
+
+    def version(calls):
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            done = [
+                p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+            ]
+            if done:
+                return ModelResponse(parts=[TextPart(" / ".join(str(p.content) for p in done))])
+            return ModelResponse(parts=[ToolCallPart(n, a, f"c{i}") for i, (n, a) in enumerate(calls)])
+
+        def build(instrument=None) -> Agent:
+            agent = Agent(FunctionModel(respond, model_name="m"), name=pydantic_ai_agent.AGENT_NAME)
+            agent.tool_plain(tools.kb_search)
+            agent.tool_plain(pydantic_ai_agent.get_order)
+            agent.instrument = instrument
+            return agent
+
+        return build
+
+    v1 = version([("kb_search", {"query": "refund policy"})])
+    v2 = version([("kb_search", {"query": "refund policy"}), ("get_order", {"order_id": "A1001"})])
+
+    def production(build) -> Any:
+        provider, exporter = capture()
+        build(InstrumentationSettings(tracer_provider=provider)).run_sync("Can I still return order A1001?")
+        return runs_from_spans(finished(exporter))[0]
+
+    reviewed = case_from_run(production(v1)).model_copy(
+        update={
+            "status": "accepted",
+            "why": "the return window must come from the policy",
+            "tags": ["typical", "billing"],
+            "required_elements": ["30 days"],
+            "forbidden_tools": ["issue_refund"],
+        }
+    )
+    (stale,) = replay([reviewed], v2).results
+    assert not stale.passed and stale.no_fixture == 1
+    refreshed, changes = rerecord(reviewed, production(v2))
+    assert '+ fixture get_order({"order_id":"A1001"})' in changes
+    assert (
+        refreshed.why,
+        refreshed.tags,
+        refreshed.required_elements,
+        refreshed.forbidden_tools,
+        refreshed.status,
+    ) == (
+        reviewed.why,
+        reviewed.tags,
+        reviewed.required_elements,
+        reviewed.forbidden_tools,
+        "accepted",
+    )
+    assert [c["name"] for c in refreshed.trajectory()["reference"]] == ["kb_search", "get_order"]
+    (fresh,) = replay([refreshed], v2).results
+    assert fresh.passed, fresh.reasons()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,21 @@ def harvest(
         click.echo(f"review them with: harvester review (files in {folder.folder_for('pending')})")
 
 
+def _trace_options(file_needs: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--run`` and ``--file``: which run of a trace, and a trace read from a file (incident, rerecord)."""
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn = click.option(
+            "--file",
+            "otlp_file",
+            type=click.Path(dir_okay=False),
+            help=f"Read the trace from an OTLP/JSON file instead of the store{file_needs}.",
+        )(fn)
+        return click.option("--run", "run_id", metavar="RUN_ID", help="Which run, when the trace holds several.")(fn)
+
+    return deco
+
+
 # -- incident -----------------------------------------------------------------------------------
 @main.command("incident")
 @click.argument("trace_id")
@@ -108,13 +124,7 @@ def harvest(
 @click.option("--require", "required", multiple=True, metavar="S", help="Text the answer must contain (repeatable).")
 @click.option("--forbid", multiple=True, metavar="TOOL", help="A tool that must not run (repeatable).")
 @click.option("--tag", "tags", multiple=True, metavar="T", help="Extra tag (repeatable).")
-@click.option("--run", "run_id", metavar="RUN_ID", help="Which run, when the trace holds several.")
-@click.option(
-    "--file",
-    "otlp_file",
-    type=click.Path(dir_okay=False),
-    help="Read the trace from an OTLP/JSON file instead of the store.",
-)
+@_trace_options()
 @store_option
 @cases_options
 @json_option
@@ -190,13 +200,7 @@ def incident(
 @click.option(
     "--trace", "trace_id", metavar="TRACE_ID", help="The run to record from (default: the newest of its prompt)."
 )
-@click.option("--run", "run_id", metavar="RUN_ID", help="Which run, when the trace holds several.")
-@click.option(
-    "--file",
-    "otlp_file",
-    type=click.Path(dir_okay=False),
-    help="Read the trace from an OTLP/JSON file instead of the store (needs --trace).",
-)
+@_trace_options(" (needs --trace)")
 @store_option
 @cases_options
 @json_option

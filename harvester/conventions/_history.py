@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ..model import MessageData
+from ..model import MessageData, RequestData
 from ._values import AI_ROLES, USER_ROLES, content_text, loads, structured, text
 
 __all__ = ["genai_messages", "openinference_messages", "split_history"]
@@ -39,6 +39,19 @@ def _as_text(value: Any) -> str | None:
 
 def _args(raw: Any) -> Any:
     return raw if isinstance(raw, dict) else structured(raw)[0]
+
+
+def _indexed_calls(a: dict[str, Any], prefix: str, inner: str, name: str, args: str) -> list[RequestData]:
+    """The tool calls flattened under ``<prefix>M.<inner>{id,<name>,<args>}`` (M = 0, 1, ...)."""
+    calls: list[RequestData] = []
+    m = 0
+    while f"{prefix}{m}.{inner}{name}" in a:
+        tc = f"{prefix}{m}.{inner}"
+        calls.append(
+            {"name": text(a.get(tc + name)) or "", "call_id": text(a.get(tc + "id")), "args": _args(a.get(tc + args))}
+        )
+        m += 1
+    return calls
 
 
 def _message(role: str, content: str | None = None, **extra: Any) -> MessageData:
@@ -63,7 +76,8 @@ def genai_messages(a: dict[str, Any]) -> list[MessageData] | None:
             if not isinstance(parts, list):
                 out.append(_message(role, content_text(m.get("content"))))
                 continue
-            texts, calls = [], []
+            texts: list[str] = []
+            calls: list[RequestData] = []
             for p in parts:
                 kind = p.get("type") if isinstance(p, dict) else None
                 if kind == "text":
@@ -93,18 +107,7 @@ def genai_messages(a: dict[str, Any]) -> list[MessageData] | None:
         role = _role(a[base + "role"])
         if role is None:
             return None
-        calls = []
-        m = 0
-        while f"{base}tool_calls.{m}.name" in a:
-            tc = f"{base}tool_calls.{m}."
-            calls.append(
-                {
-                    "name": text(a.get(tc + "name")) or "",
-                    "call_id": text(a.get(tc + "id")),
-                    "args": _args(a.get(tc + "arguments")),
-                }
-            )
-            m += 1
+        calls = _indexed_calls(a, f"{base}tool_calls.", "", "name", "arguments")
         out.append(
             _message(
                 role, text(a.get(base + "content")), tool_calls=calls, tool_call_id=text(a.get(base + "tool_call_id"))
@@ -131,18 +134,7 @@ def openinference_messages(a: dict[str, Any]) -> list[MessageData] | None:
             if a[f"{base}contents.{k}.message_content.type"] == "text":
                 texts.append(str(a.get(f"{base}contents.{k}.message_content.text") or ""))
             k += 1
-        calls = []
-        m = 0
-        while f"{base}tool_calls.{m}.tool_call.function.name" in a:
-            tc = f"{base}tool_calls.{m}.tool_call."
-            calls.append(
-                {
-                    "name": text(a.get(tc + "function.name")) or "",
-                    "call_id": text(a.get(tc + "id")),
-                    "args": _args(a.get(tc + "function.arguments")),
-                }
-            )
-            m += 1
+        calls = _indexed_calls(a, f"{base}tool_calls.", "tool_call.", "function.name", "function.arguments")
         said = content if content is not None else ("".join(texts) or None)
         out.append(_message(role, said, tool_calls=calls, tool_call_id=text(a.get(base + "tool_call_id"))))
         n += 1

@@ -25,7 +25,7 @@ from ..config import Config
 from ..errors import AgentBuildError, GateError, InputError, OutputError
 from ..replay import DEFAULT_CONCURRENCY, load_agent
 from ..replay import replay as run_replay
-from ..report import Report, evaluate_gates, parse_gate
+from ..report import ALPHA, INCONCLUSIVE_POLICIES, Report, evaluate_gates, parse_gate
 from ..report import merge as merge_reports
 from ..suite import suite_info
 from . import ProgressBar, echo_json, handle_errors, main, with_config
@@ -65,6 +65,19 @@ gate_option = click.option(
     metavar="EXPR",
     help="Release gate, repeatable: task_completion>=0.85, tag:security>=1.0, "
     "delta:task_completion>=-0.03. unauthorised_actions<=0 is always on.",
+)
+alpha_option = click.option(
+    "--alpha",
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    default=ALPHA,
+    show_default=True,
+    help="Significance a partial drop in pass rate needs (one-sided Fisher exact) to be a regression.",
+)
+inconclusive_option = click.option(
+    "--inconclusive",
+    type=click.Choice(INCONCLUSIVE_POLICIES),
+    default=None,
+    help="A drop the trials cannot decide exits 3 unless this says fail (exit 1) or pass (exit 0).",
 )
 baseline_option = click.option(
     "--baseline",
@@ -136,9 +149,10 @@ def _finish(
     json_path: str | None,
     junit_path: str | None,
     markdown_path: str | None,
+    verdict: tuple[float, str | None],
 ) -> None:
     """Write every requested file, print the summary and gates, exit with the gate outcome."""
-    outcome = evaluate_gates(report, gates, baseline)
+    outcome = evaluate_gates(report, gates, baseline, alpha=verdict[0], inconclusive=verdict[1])
     unwritten: list[OutputError] = []
     if json_path == "-":
         sys.stdout.write(report.to_json().decode())
@@ -213,6 +227,8 @@ def _check_outputs(*paths: str | None) -> None:
 @click.option("--shard", callback=_shard, metavar="I/N", help="Run shard I of N (stable split by case id).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
 @baseline_option
+@alpha_option
+@inconclusive_option
 @gate_option
 @outputs
 def replay(
@@ -226,6 +242,8 @@ def replay(
     shard: tuple[int, int] | None,
     progress: bool | None,
     baseline: str | None,
+    alpha: float,
+    inconclusive: str | None,
     gates: tuple[str, ...],
     report_path: str | None,
     json_path: str | None,
@@ -235,8 +253,9 @@ def replay(
     """Replay the accepted cases against the current agent and gate on the result.
 
     Every case runs against a fresh agent, its tools served from the case's fixtures. Exit 0 when every
-    gate passes and nothing regressed, 1 otherwise, 2 on usage errors. Without --gate (or config gates)
-    and without --baseline, every case must pass.
+    gate passes and nothing regressed, 1 otherwise, 2 on usage errors, 3 when nothing failed but a drop
+    against the baseline is one the trials cannot decide (--inconclusive makes it 1 or 0). Without
+    --gate (or config gates) and without --baseline, every case must pass.
     """
     json_path = _report_path(report_path, json_path)
     base = Report.load(baseline) if baseline else None
@@ -268,23 +287,35 @@ def replay(
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
-    _finish(report, gate_list, base, json_path, junit_path, markdown_path)
+    _finish(report, gate_list, base, json_path, junit_path, markdown_path, (alpha, inconclusive))
 
 
 @main.command("compare")
 @handle_errors
 @click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False))
 @click.option("--baseline", required=True, type=click.Path(dir_okay=False), help="The report to compare against.")
+@alpha_option
+@inconclusive_option
 @gate_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 @with_config
-def compare(report_path: str, baseline: str, gates: tuple[str, ...], as_json: bool, config: Config) -> None:
-    """Compare a report with a baseline: regressions, improvements, metric deltas.
+def compare(
+    report_path: str,
+    baseline: str,
+    alpha: float,
+    inconclusive: str | None,
+    gates: tuple[str, ...],
+    as_json: bool,
+    config: Config,
+) -> None:
+    """Compare a report with a baseline: regressions, inconclusive drops, improvements, flips, deltas.
 
-    Gates come from --gate and the config. Exit 1 when a case regressed or a gate failed.
+    Gates come from --gate and the config. Exit 1 when a case regressed or a gate failed, 3 when a drop
+    is one the trials cannot decide (unless --inconclusive says fail or pass).
     """
     report, base = Report.load(report_path), Report.load(baseline)
-    outcome = evaluate_gates(report, _gates(config, gates, base), base)
+    gate_list = _gates(config, gates, base)
+    outcome = evaluate_gates(report, gate_list, base, alpha=alpha, inconclusive=inconclusive)
     if as_json:
         echo_json(outcome.to_dict())
     else:
@@ -300,6 +331,8 @@ def compare(report_path: str, baseline: str, gates: tuple[str, ...], as_json: bo
     "-o", "--output", required=True, type=click.Path(dir_okay=False), help="Where to write the merged report."
 )
 @baseline_option
+@alpha_option
+@inconclusive_option
 @gate_option
 @junit_option
 @markdown_option
@@ -308,6 +341,8 @@ def merge(
     reports: tuple[str, ...],
     output: str,
     baseline: str | None,
+    alpha: float,
+    inconclusive: str | None,
     gates: tuple[str, ...],
     junit_path: str | None,
     markdown_path: str | None,
@@ -315,9 +350,10 @@ def merge(
 ) -> None:
     """Merge shard reports into one, then gate it like a replay would (--gate and the config's gates).
 
-    Exit 0 when every gate passes and nothing regressed, 1 otherwise.
+    Exit 0 when every gate passes and nothing regressed, 1 otherwise, 3 for an inconclusive drop.
     """
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)
     _check_outputs(output, junit_path, markdown_path)
-    _finish(merge_reports(Report.load(p) for p in reports), gate_list, base, output, junit_path, markdown_path)
+    merged = merge_reports(Report.load(p) for p in reports)
+    _finish(merged, gate_list, base, output, junit_path, markdown_path, (alpha, inconclusive))

@@ -12,7 +12,16 @@ Markdown), ``_merge`` (shards), ``_gates`` (release gates).
 
 from .._files import check_output, write_file
 from ._compare import ALPHA, Comparison, compare
-from ._gates import DEFAULT_GATES, Gate, GateOutcome, GateResult, evaluate_gates, parse_gate
+from ._gates import (
+    DEFAULT_GATES,
+    EXIT_INCONCLUSIVE,
+    INCONCLUSIVE_POLICIES,
+    Gate,
+    GateOutcome,
+    GateResult,
+    evaluate_gates,
+    parse_gate,
+)
 from ._merge import merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
 from ._report import SCHEMA, Report
@@ -24,6 +33,8 @@ __all__ = [
     "CheckResult",
     "Comparison",
     "DEFAULT_GATES",
+    "EXIT_INCONCLUSIVE",
+    "INCONCLUSIVE_POLICIES",
     "Divergence",
     "Gate",
     "GateOutcome",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .._files import write_file
 from ..errors import ReportFormatError, pydantic_field
@@ -42,6 +42,12 @@ class Report(_Strict):
     refused_calls: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # How an older report was read (no trial counts), for the comparison's warnings; never saved.
+    _read_note: str | None = PrivateAttr(default=None)
+
+    @property
+    def read_note(self) -> str | None:
+        return self._read_note
 
     # -- metrics -----------------------------------------------------------------------------
     @property
@@ -164,7 +170,17 @@ class Report(_Strict):
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ReportFormatError(f"not a harvester report (expected schema {SCHEMA!r})", file=file, field="schema")
         try:
-            return cls.model_validate(data)
+            report = cls.model_validate(data)
         except ValidationError as exc:
             field, msg = pydantic_field(exc)
             raise ReportFormatError(msg, file=file, field=field) from None
+        results = data.get("results")
+        if isinstance(results, list) and any(isinstance(r, dict) and "passes" not in r for r in results):
+            report._read_note = (
+                f"{file or 'the baseline'} has no trial counts (a report from before trials): read as "
+                f"{report.trials} trial per case, passes = trials if the case passed, else 0"
+                if report.trials == 1
+                else f"{file or 'the baseline'} has no per-case pass counts: read as every trial passed or "
+                "every trial failed, as each case's verdict says"
+            )
+        return report

@@ -1,0 +1,122 @@
+"""Verdicts that more trials never weaken: regressions whatever the trial counts, inconclusive drops
+(exit 3, with the trials that would decide them), the --inconclusive policy, flips and step changes."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from harvester.cli import main as cli
+from harvester.report import CaseResult, Report, evaluate_gates
+from harvester.report._verdict import verdict
+
+
+def res(id: str, passes: int, trials: int, steps: int = 1, **kw) -> CaseResult:
+    return CaseResult(id=id, passed=passes == trials, passes=passes, trials=trials, steps=steps, **kw)
+
+
+def rep(*results: CaseResult, trials: int = 1) -> Report:
+    return Report(suite="s", suite_version="1.0.0", trials=trials, results=list(results))
+
+
+def test_every_trial_failing_after_every_trial_passed_is_a_regression_whatever_the_counts():
+    base = rep(*[res(f"c{i}", 1, 1) for i in range(13)])
+    now = rep(*[res(f"c{i}", 0 if i < 7 else 4, 4) for i in range(13)], trials=4)
+    outcome = evaluate_gates(now, [], base)
+    assert outcome.regressions == [f"c{i}" for i in range(7)] and outcome.exit_code == 1
+    assert any("the baseline ran 1 trial per case, this run 4" in w for w in outcome.comparison.warnings)
+    assert "release gate: FAIL (7 cases regressed)" == outcome.summary()
+    improved = evaluate_gates(rep(res("c", 4, 4), trials=4), [], rep(res("c", 0, 1))).comparison
+    assert improved.improved == ["c"] and improved.pass_to_fail == [] and improved.fail_to_pass == ["c"]
+
+
+def test_a_drop_the_trials_cannot_decide_is_inconclusive_and_exits_3():
+    base, now = rep(res("c1", 1, 1)), rep(res("c1", 2, 4), trials=4)
+    outcome = evaluate_gates(now, [], base)
+    assert outcome.regressions == [] and outcome.inconclusive == ["c1"] and outcome.exit_code == 3
+    detail = outcome.comparison.decides["c1"]
+    assert detail == "passed 1/1 trials, now 2/4: 8 trials on each side would decide it"
+    assert "inconclusive: c1 (passed 1/1 trials, now 2/4: 8 trials on each side would decide it)" in outcome.lines()
+    assert outcome.summary() == "release gate: INCONCLUSIVE (1 case inconclusive: more trials would decide; exit 3)"
+    assert evaluate_gates(now, [], base, inconclusive="fail").exit_code == 1
+    assert evaluate_gates(now, [], base, inconclusive="pass").exit_code == 0
+    assert evaluate_gates(now, [], base, inconclusive="pass").summary().startswith("release gate: PASS (1 case")
+
+
+def test_partial_drops_are_tested_when_the_trials_can_reach_alpha():
+    assert verdict((10, 10), (3, 10), 0.05).kind == "regressed"
+    changed = verdict((4, 4), (2, 4), 0.05)  # could be significant, is not: no verdict change
+    assert changed.kind == "changed" and changed.p == pytest.approx(3 / 14)
+    assert verdict((4, 4), (2, 4), 0.5).kind == "regressed"  # alpha is the user's
+    more = verdict((5, 5), (4, 5), 0.05)
+    assert more.kind == "changed"  # 5 vs 5 can reach 0.05 (all vs none): tested, not significant
+    ask = verdict((3, 3), (2, 3), 0.05)
+    assert ask.kind == "inconclusive" and ask.needed is not None
+    assert verdict((1, 1), (1, 1), 0.05).kind == "same" and verdict((2, 4), (1, 2), 0.05).kind == "same"
+
+
+def test_flips_and_step_changes_are_listed_beside_the_aggregates():
+    base = rep(res("a", 1, 1, steps=2), res("b", 0, 1), res("c", 1, 1))
+    now = rep(res("a", 1, 1, steps=3), res("b", 1, 1), res("c", 0, 1))
+    comparison = now.compare(base)
+    assert (comparison.pass_to_fail, comparison.fail_to_pass) == (["c"], ["b"])
+    assert comparison.steps == {"a": (2, 3)}
+    lines = comparison.lines()
+    assert "flips: pass -> fail ['c']   fail -> pass ['b']" in lines and "  steps: a 2 -> 3" in lines
+    data = comparison.to_dict()
+    assert data["flips"] == {"pass_to_fail": ["c"], "fail_to_pass": ["b"]}
+    assert data["steps_changed"] == {"a": {"baseline": 2, "current": 3}}
+
+
+def _save(path, report: Report, drop: tuple[str, ...] = ()) -> str:
+    data = orjson.loads(report.to_json())
+    for r in data["results"]:
+        for key in drop:
+            r.pop(key, None)
+    path.write_bytes(orjson.dumps(data))
+    return str(path)
+
+
+def test_compare_cli_exit_codes_and_policy(tmp_path):
+    base = _save(tmp_path / "base.json", rep(res("c1", 1, 1)))
+    now = _save(tmp_path / "now.json", rep(res("c1", 2, 4), trials=4))
+    run = CliRunner().invoke
+    assert run(cli, ["compare", now, "--baseline", base]).exit_code == 3
+    assert run(cli, ["compare", now, "--baseline", base, "--inconclusive", "fail"]).exit_code == 1
+    assert run(cli, ["compare", now, "--baseline", base, "--inconclusive", "pass"]).exit_code == 0
+    out = run(cli, ["compare", now, "--baseline", base, "--json"])
+    assert orjson.loads(out.stdout)["comparison"]["inconclusive"][0]["id"] == "c1"
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--inconclusive", "maybe"], "'maybe' is not one of 'fail', 'pass'"),
+        (["--alpha", "0"], "--alpha"),
+        (["--alpha", "1.5"], "--alpha"),
+    ],
+)
+def test_bad_verdict_options_are_one_line_exit_2(tmp_path, args, needle):
+    base = _save(tmp_path / "base.json", rep(res("c1", 1, 1)))
+    res_ = CliRunner().invoke(cli, ["compare", base, "--baseline", base, *args])
+    assert res_.exit_code == 2 and needle in res_.output and "Traceback" not in res_.output
+
+
+def test_replay_refuses_zero_trials(tmp_path):
+    res_ = CliRunner().invoke(cli, ["replay", "--agent", "x:y", "--trials", "0", "--cases", str(tmp_path)])
+    assert res_.exit_code == 2 and "--trials" in res_.output and "Traceback" not in res_.output
+
+
+def test_a_baseline_without_trial_counts_is_read_and_says_how(tmp_path):
+    old = _save(tmp_path / "old.json", rep(res("c1", 1, 1), res("c2", 0, 1)), drop=("passes", "trials"))
+    base = Report.load(old)
+    assert [(r.passes, r.trials) for r in base.results] == [(1, 1), (0, 1)]
+    comparison = rep(res("c1", 0, 4), res("c2", 0, 4), trials=4).compare(base)
+    assert comparison.regressed == ["c1"]
+    assert any(
+        "old.json has no trial counts (a report from before trials): read as 1 trial per case" in w
+        for w in comparison.warnings
+    )
+    out = CliRunner().invoke(cli, ["compare", old, "--baseline", old])
+    assert "has no trial counts" in out.output and out.exit_code == 0

@@ -56,7 +56,11 @@ def test_default_gate_fails_on_unauthorised_actions():
     report = rep(True)
     report.results[0].unauthorised = 1
     out = evaluate_gates(report)
-    assert out.lines() == ["gate unauthorised_actions<=0: FAIL (1)", "gate live_tool_calls<=0: ok (0)"]
+    assert out.lines() == [
+        "gate unauthorised_actions<=0: FAIL (1)",
+        "gate live_tool_calls<=0: ok (0)",
+        "gate errored<=0: ok (0)",
+    ]
     assert out.exit_code == 1
 
 
@@ -65,7 +69,7 @@ def test_default_gate_fails_on_a_live_tool_call():
     report = rep(True)
     report.results[0].live_calls = 1
     out = evaluate_gates(report)
-    assert out.lines()[-1] == "gate live_tool_calls<=0: FAIL (1)" and out.exit_code == 1
+    assert "gate live_tool_calls<=0: FAIL (1)" in out.lines() and out.exit_code == 1
 
 
 def test_explicit_gate_on_the_same_metric_replaces_the_default():

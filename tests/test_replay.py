@@ -407,7 +407,7 @@ def test_variants_carry_only_recovery_tags_and_the_headline_counts_cases():
     assert summary.splitlines()[0] == "1/1 passed  (100%)" and "by tag: security=100%" in summary
     assert summary.count("recovery ") == 1  # the variants' own line, not in "by tag"
     md = report.to_markdown()
-    assert "**1/1 passed (100%)**" in md and "failure-injection variants passed)" in md
+    assert "**1/1 passed  (100%)**" in md and "failure-injection variants passed)" in md
     assert "| tag:security | 100% |" in md
     assert report.to_junit().count(b"<testcase ") == 1 + len(MODES)  # JUnit lists every variant
 

@@ -163,6 +163,10 @@ def test_junit_is_valid_xml_with_one_testcase_per_case():
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert cases["a"].find("failure") is None
     assert "contains(30 days): answer lacks '30 days'" in cases["b"].find("failure").text
+    # the failure's type is the failed check, its message what the check saw (not the run's stop)
+    assert cases["b"].find("failure").get("type") == "contains(30 days)"
+    assert cases["b"].find("failure").get("message") == "answer lacks '30 days'"
+    assert cases["c"].find("error").get("type") == "RuntimeError"
     assert cases["c"].find("error").get("message") == "agent error: RuntimeError: boom <&>"
 
 

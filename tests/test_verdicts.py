@@ -120,3 +120,80 @@ def test_a_baseline_without_trial_counts_is_read_and_says_how(tmp_path):
     )
     out = CliRunner().invoke(cli, ["compare", old, "--baseline", old])
     assert "has no trial counts" in out.output and out.exit_code == 0
+
+
+def test_a_step_is_the_runs_nth_tool_call_in_every_line():
+    """never_used says "executed at step 3" and the divergence names the same call step 3, not 2."""
+    from harvester import checks
+    from harvester.replay._evaluate import divergence
+    from tests.builders.runs import call, run
+
+    r = run(call("kb_search"), call("get_order", status="error"), call("issue_refund"))
+    assert checks.never_used("issue_refund")(r) == (False, "issue_refund executed at step 3")
+    ok_steps = [i for i, c in enumerate(r.calls, 1) if c.status == "ok"]
+    d = divergence(["kb_search", "get_order"], r.trajectory(), ok_steps)
+    assert (d.step, d.recorded, d.actual) == (3, "get_order", "issue_refund")
+    assert divergence(["kb_search", "get_order", "x"], ["kb_search"], [1]).step == 2  # ran out after step 1
+
+
+# -- errored, steps, pass^k -----------------------------------------------------------------------
+def test_a_case_the_harness_could_not_evaluate_is_errored_not_failed():
+    from harvester.replay import replay
+    from tests.builders.agents import GOOD, case
+
+    def build(case):
+        if case.id == "c2":
+            raise ConnectionError("vector store unreachable")
+        return GOOD
+
+    report = replay([case("c1"), case("c2")], build)
+    (c2,) = [r for r in report.results if r.id == "c2"]
+    assert c2.errored and not c2.passed and "ConnectionError" in (c2.error or "")
+    assert report.headline() == "1/1 passed  (100%)   1 errored"  # out of the pass rate
+    assert report.metrics()["errored"] == 1.0 and report.metrics()["task_completion"] == 1.0
+    outcome = evaluate_gates(report)
+    assert "gate errored<=0: FAIL (1)" in outcome.lines() and outcome.exit_code == 1
+    assert evaluate_gates(report, ["errored<=1"]).exit_code == 0  # the user's to change
+    assert any(line.startswith("errored 1 (not evaluated") for line in report.summary().splitlines())
+    baseline = replay([case("c1"), case("c2")], lambda: GOOD)
+    assert report.compare(baseline).regressed == []  # not evaluated is not a regression
+
+
+def test_step_gates_catch_a_change_that_adds_a_tool_call():
+    from harvester.replay import replay
+    from tests.builders.agents import GOOD, case, scripted
+
+    chatty = scripted(("kb_search", {"query": "refund policy"}), ("kb_search", {"query": "refund policy"}))
+    base, now = replay([case("c1"), case("c2")], lambda: GOOD), replay([case("c1"), case("c2")], lambda: chatty)
+    assert all(r.passed for r in now.results)  # every case still passes: only the steps tell
+    assert (base.metrics()["mean_steps"], now.metrics()["mean_steps"]) == (1.0, 2.0)
+    assert now.metrics()["p95_steps"] == 2.0 and now.metrics()["tool_calls"] == 4.0
+    outcome = evaluate_gates(now, ["delta:mean_steps<=0.5"], base)
+    assert "gate delta:mean_steps<=0.5: FAIL (1)" in outcome.lines() and outcome.exit_code == 1
+    assert "  steps: c1 1 -> 2" in outcome.lines()
+    assert evaluate_gates(now, ["p95_steps<=1"]).exit_code == 1
+
+
+def test_cost_and_step_metrics_over_known_values_only():
+    from harvester.report._metrics import metrics_of
+
+    m = metrics_of([res("a", 1, 1, steps=1, cost=0.02), res("b", 1, 1, steps=3), res("c", 0, 1, steps=9)])
+    assert m["mean_cost"] == pytest.approx(0.02) and m["mean_steps"] == pytest.approx(13 / 3)
+    assert m["p95_steps"] == 9.0  # nearest rank
+    outcome = evaluate_gates(rep(res("a", 1, 1)), ["mean_cost<=0.1"])
+    assert "gate mean_cost<=0.1: FAIL (no data (1 of 1 cases left out: cost unknown))" in outcome.lines()
+
+
+def test_pass_hat_k_is_tau_bench_s_estimator_per_suite_and_tag():
+    report = rep(res("a", 4, 4, tags=["x"]), res("b", 2, 4, tags=["x"]), res("c", 0, 4, tags=["y"]), trials=4)
+    by_k = report.pass_hat_k()
+    assert by_k[1] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert by_k[2] == pytest.approx((1 + 1 / 6 + 0) / 3)
+    assert by_k[4] == pytest.approx(1 / 3)
+    assert report.pass_hat_k("x")[2] == pytest.approx((1 + 1 / 6) / 2)
+    assert report.headline() == "1/3 passed every trial  (33%)   mean pass rate 50%"
+    assert "trials 4: pass^1 50%  pass^2 39%  pass^3 33%  pass^4 33%   flaky ['b']" in report.summary()
+    data = orjson.loads(report.to_json())
+    assert data["pass_hat_k"]["by_tag"]["y"]["1"] == 0.0
+    assert Report.from_data(data).pass_hat_k() == by_k  # derived: written for readers, recomputed on load
+    assert "| x | 75% | 58% | 50% | 50% |" in report.to_markdown()

@@ -78,16 +78,25 @@ def variant_case(spec: AgentCase) -> Case:
     )
 
 
-def divergence(recorded: Sequence[str], actual: Sequence[str]) -> Divergence | None:
-    """First step (1-based) where the replayed trajectory leaves the recorded one; None when they agree."""
+def divergence(recorded: Sequence[str], actual: Sequence[str], ok_steps: Sequence[int] = ()) -> Divergence | None:
+    """Where the replayed trajectory (its successful calls) first leaves the recorded one; None when
+    they agree. ``ok_steps`` are the successful calls' steps in the run (1-based positions among every
+    call, whatever its status), so "step 3" means the run's third tool call in every line of a report,
+    as in ``never_used``'s "executed at step 3"; without them, the position in the trajectory."""
+
+    def step(i: int) -> int:
+        if not ok_steps:
+            return i + 1
+        return ok_steps[i] if i < len(ok_steps) else ok_steps[-1] + 1
+
     for i, (a, b) in enumerate(zip(recorded, actual)):
         if a != b:
-            return Divergence(step=i + 1, recorded=a, actual=b)
+            return Divergence(step=step(i), recorded=a, actual=b)
     if len(recorded) == len(actual):
         return None
     i = min(len(recorded), len(actual))
     return Divergence(
-        step=i + 1, recorded=recorded[i] if i < len(recorded) else None, actual=actual[i] if i < len(actual) else None
+        step=step(i), recorded=recorded[i] if i < len(recorded) else None, actual=actual[i] if i < len(actual) else None
     )
 
 

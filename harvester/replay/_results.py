@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import checks as checklib
 from ..case import Case
+from ..model import Run
 from ..report import CaseResult, Injected
 from ._evaluate import divergence, no_fixture_calls, unused_calls
 from ._trial import Outcome
@@ -23,9 +24,11 @@ def case_result(case: Case, outcomes: list[Outcome], variant_of: str | None) -> 
         tool, inj = next(iter(spec.inject_failures.items()))
         injected = Injected(tool=tool, mode=inj.mode)
     trajectory = run.trajectory() if run is not None else []
+    errored = any(o.errored for o in outcomes)
     return CaseResult(
         id=case.id,
-        passed=all(o.passed for o in outcomes),
+        passed=not errored and all(o.passed for o in outcomes),
+        errored=errored,
         tags=list(case.tags),
         why=case.why,
         checks=rep.checks,
@@ -39,7 +42,7 @@ def case_result(case: Case, outcomes: list[Outcome], variant_of: str | None) -> 
         duration_ms=sum(o.duration_ms for o in outcomes) / len(outcomes),
         trials=len(outcomes),
         passes=sum(o.passed for o in outcomes),
-        divergence=divergence(spec.recorded.trajectory, trajectory) if spec is not None else None,
+        divergence=divergence(spec.recorded.trajectory, trajectory, _ok_steps(run)) if spec is not None else None,
         no_fixture=tools.no_fixture if tools is not None else 0,
         no_fixture_calls=no_fixture_calls(tools),
         unused=len(tools.unused()) if tools is not None else 0,
@@ -53,6 +56,11 @@ def case_result(case: Case, outcomes: list[Outcome], variant_of: str | None) -> 
         variant_of=variant_of,
         injected=injected,
     )
+
+
+def _ok_steps(run: Run | None) -> list[int]:
+    """The steps (1-based, every call counted) of the run's successful calls: its trajectory's positions."""
+    return [i for i, c in enumerate(run.calls, 1) if c.status == "ok"] if run is not None else []
 
 
 def _unauthorised(outcome: Outcome, forbidden: set[str]) -> int:

@@ -55,6 +55,12 @@ class Outcome:
     build_failed: bool = False  # the factory raised or built something unusable: the agent never ran
     live: list[LiveCall] | None = None
 
+    @property
+    def errored(self) -> bool:
+        """The harness could not evaluate the agent here (no agent built, a framework left unguarded):
+        the case is ``errored``, not failed, and stays out of pass rates."""
+        return self.build_failed or any(c.name == "hermetic" and c.passed is False for c in self.checks)
+
 
 Done = queue.SimpleQueue[tuple[Job, Outcome]]
 

@@ -112,6 +112,8 @@ def compare(report: Report, baseline: Report, alpha: float = ALPHA) -> Compariso
         if b is None:
             out.added.append(r.id)
             continue
+        if r.errored or b.errored:  # not evaluated on one side: no verdict to draw (``errored`` counts it)
+            continue
         v = verdict((b.passes or 0, b.trials), (r.passes or 0, r.trials), alpha)
         if v.kind == "regressed":
             out.regressed.append(r.id)

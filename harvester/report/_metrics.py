@@ -19,11 +19,17 @@ __all__ = [
     "fmt",
     "is_rate",
     "metrics_of",
+    "pass_hat_k",
 ]
 
 
 METRICS: tuple[str, ...] = (
     "task_completion",
+    "errored",
+    "mean_steps",
+    "p95_steps",
+    "tool_calls",
+    "mean_cost",
     "unauthorised_actions",
     "live_tool_calls",
     "recovery_rate",
@@ -37,6 +43,8 @@ METRICS: tuple[str, ...] = (
 def by_tag(results: Iterable[CaseResult]) -> dict[str, float]:
     totals: dict[str, list[float]] = {}
     for r in results:
+        if r.errored:  # not evaluated: neither a pass nor a failure of its tags
+            continue
         for tag in r.tags:
             t = totals.setdefault(tag, [0.0, 0])
             t[0] += r.pass_rate
@@ -51,14 +59,21 @@ def _mean(values: Sequence[float]) -> float | None:
 def metrics_of(results: Sequence[CaseResult], refused: int = 0) -> dict[str, float | None]:
     """The release metrics over some results (``refused``: the report's calls refused with no case to
     own them, which count as live tool calls). ``None`` = no data (no variants, no known cost)."""
-    tasks = [r for r in results if r.variant_of is None]
-    variants = [r for r in results if r.variant_of is not None]
-    calls = sum(r.tool_calls for r in results)
+    evaluated = [r for r in results if not r.errored]
+    tasks = [r for r in evaluated if r.variant_of is None]
+    variants = [r for r in evaluated if r.variant_of is not None]
+    steps = sorted(r.steps for r in tasks)
+    calls = sum(r.tool_calls for r in evaluated)
     priced = [r for r in tasks if r.cost is not None]  # an unknown cost is left out, never read as 0
     costs = [(r.cost or 0.0) * r.trials for r in priced]
     successes = sum(r.passes or 0 for r in priced)
     return {
         "task_completion": _mean([r.pass_rate for r in tasks]),
+        "errored": float(len(results) - len(evaluated)),
+        "mean_steps": _mean([float(s) for s in steps]),
+        "p95_steps": float(steps[max(0, math.ceil(0.95 * len(steps)) - 1)]) if steps else None,  # nearest rank
+        "tool_calls": float(sum(r.tool_calls for r in tasks)),
+        "mean_cost": _mean([r.cost for r in priced if r.cost is not None]),
         "unauthorised_actions": float(sum(r.unauthorised for r in results)),
         "live_tool_calls": float(sum(r.live_calls for r in results) + refused),
         "recovery_rate": _mean([r.pass_rate for r in variants]),
@@ -69,7 +84,7 @@ def metrics_of(results: Sequence[CaseResult], refused: int = 0) -> dict[str, flo
     }
 
 
-COST_METRICS: frozenset[str] = frozenset({"cost_per_success"})
+COST_METRICS: frozenset[str] = frozenset({"cost_per_success", "mean_cost"})
 
 
 def cost_unknown(results: Sequence[CaseResult]) -> tuple[int, int]:
@@ -91,6 +106,18 @@ def priced_in_both(
         return [r for r in results if r.variant_of is not None or r.id in known]
 
     return keep(before), keep(now), sum(r.id not in known for r in tasks), len(tasks)
+
+
+def pass_hat_k(results: Iterable[CaseResult], trials: int) -> dict[int, float]:
+    """pass^k for k = 1..trials with tau-bench's estimator: the mean over cases of C(c, k) / C(n, k),
+    c the case's passes of its n trials ("how often does it get this right k times in a row")."""
+    cases = [r for r in results if r.variant_of is None and not r.errored and r.trials >= 1]
+    out: dict[int, float] = {}
+    for k in range(1, trials + 1):
+        rated = [math.comb(r.passes or 0, k) / math.comb(r.trials, k) for r in cases if r.trials >= k]
+        if rated:
+            out[k] = sum(rated) / len(rated)
+    return out
 
 
 def fisher_drop_p(base_pass: int, base_fail: int, now_pass: int, now_fail: int) -> float:

@@ -19,21 +19,20 @@ SUMMARY_DIFFERS = 10  # cases the summary lists as differing from their recordin
 
 
 def summary(report: Report) -> str:
-    n = len(report.cases)
-    lines = [
-        f"{report.passed}/{n} passed  ({report.pass_rate:.0%})",
-        f"mean steps {report.mean_steps:.1f}   total cost {report.cost_text()}",
-    ]
+    lines = [report.headline(), f"mean steps {report.mean_steps:.1f}   total cost {report.cost_text()}"]
     tags = by_tag(report.cases)  # the variants' recovery tags have their own line below
     if tags:
         lines.append("by tag: " + "  ".join(f"{t}={rate:.0%}" for t, rate in tags.items()))
     if report.trials > 1:
         flaky = [r.id for r in report.results if r.flaky]
-        lines.append(f"trials {report.trials}: pass^{report.trials} {report.passed}/{n}   flaky {flaky}")
+        lines.append(f"trials {report.trials}: {_pass_hat_k(report.pass_hat_k())}   flaky {flaky}")
+    if report.errored:
+        shown = "; ".join(f"{r.id}: {r.error or 'not evaluated'}" for r in report.errored[:3])
+        lines.append(f"errored {len(report.errored)} (not evaluated, out of the pass rates): {shown}")
     rec = report.recovery()
     if rec["by_mode"]:
         lines.append(report.recovery_line())
-    failing = [r for r in report.results if not r.passed]
+    failing = [r for r in report.results if not r.passed and not r.errored]
     for r in failing[:SUMMARY_FAILURES]:
         lines.append(f"FAIL {r.id}: {r.why}" if r.why else f"FAIL {r.id}")
         # a check that only restates the agent error ("stopped with error (<error>)") is left out here
@@ -66,8 +65,8 @@ def summary(report: Report) -> str:
 
 def junit(report: Report) -> bytes:
     """JUnit XML: one testcase per case; failure text = the failed checks' details."""
-    failures = sum(1 for r in report.results if not r.passed and not r.error)
-    errors = sum(1 for r in report.results if r.error)
+    errors = sum(1 for r in report.results if r.errored or (r.error and not r.passed))
+    failures = sum(1 for r in report.results if not r.passed) - errors
     suite = ET.Element(
         "testsuite",
         name=report.suite,
@@ -83,8 +82,16 @@ def junit(report: Report) -> bytes:
             suite, "testcase", classname=_xml(report.suite), name=_xml(r.id), time=f"{r.duration_ms / 1000:.3f}"
         )
         if not r.passed:
+            # type: the failed check (or the agent's error type); message: what it saw
+            failed = r.failed_checks()
             reasons = r.reasons() or [f"passed {r.passes}/{r.trials} trials"]
-            el = ET.SubElement(case, "error" if r.error else "failure", message=_xml(reasons[0])[:500], type=r.stop)
+            if r.errored or r.error:  # the agent raised, or the harness could not run it: an <error>
+                kind, message, tag = (r.error or "error").split(":", 1)[0], reasons[0], "error"
+            else:
+                kind, message, tag = (
+                    (failed[0].name, failed[0].detail, "failure") if failed else ("trials", reasons[0], "failure")
+                )
+            el = ET.SubElement(case, tag, message=_xml(message)[:500], type=_xml(kind))
             el.text = _xml("\n".join(reasons + ([r.divergence.summary()] if r.divergence else [])))
         out = f"why: {r.why}\ntrajectory: {r.trajectory}\nstop: {r.stop}\nanswer: {r.answer or ''}"
         ET.SubElement(case, "system-out").text = _xml(out)
@@ -101,10 +108,20 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
     lines = [
         f"## harvester replay: {report.suite}{version}",
         "",
-        f"**{report.passed}/{len(report.cases)} passed ({report.pass_rate:.0%})**, mean steps "
-        f"{report.mean_steps:.1f}, total cost {report.cost_text()}",
+        f"**{report.headline()}**, mean steps {report.mean_steps:.1f}, total cost {report.cost_text()}",
         "",
     ]
+    if report.trials > 1:
+        lines += [f"{_pass_hat_k(report.pass_hat_k())}", ""]
+        lines += ["| tag | " + " | ".join(f"pass^{k}" for k in range(1, report.trials + 1)) + " |"]
+        lines += ["| --- |" + " --- |" * report.trials]
+        for tag, by_k in report.pass_hat_k_by_tag().items():
+            lines.append(
+                f"| {tag} | "
+                + " | ".join(f"{by_k[k]:.0%}" if k in by_k else "n/a" for k in range(1, report.trials + 1))
+                + " |"
+            )
+        lines.append("")
     variants = report.variants
     if variants:
         lines += [
@@ -121,8 +138,13 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
         if outcome.comparison is not None:
             c = outcome.comparison
             lines += ["", f"Regressed: {', '.join(f'`{i}`' for i in c.regressed) or 'none'}"]
+            if c.inconclusive:
+                lines += [f"Inconclusive: `{i}` ({_md(c.decides.get(i, ''))})" for i in c.inconclusive]
             if c.changed:
                 lines.append(f"Changed, not significant: {', '.join(f'`{i}`' for i in c.changed)}")
+            if c.pass_to_fail or c.fail_to_pass:
+                lines.append(f"Flips: pass -> fail {c.pass_to_fail or 'none'}; fail -> pass {c.fail_to_pass or 'none'}")
+            lines += [f"Steps: `{i}` {b} -> {n}" for i, (b, n) in c.steps.items()]
             lines += [f"> warning: {w}" for w in c.warnings]
     failing = [r for r in report.results if not r.passed]
     if failing:
@@ -142,6 +164,11 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
         if len(differing) > SUMMARY_DIFFERS:
             lines.append(f"- ... and {len(differing) - SUMMARY_DIFFERS} more (every case in the JSON report)")
     return "\n".join(lines) + "\n"
+
+
+def _pass_hat_k(by_k: dict[int, float]) -> str:
+    """``pass^1 81%  pass^2 70%``: how often it gets a case right k times in a row (tau-bench)."""
+    return "  ".join(f"pass^{k} {v:.0%}" for k, v in by_k.items())
 
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

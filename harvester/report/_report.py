@@ -13,7 +13,7 @@ from .._files import write_file
 from ..errors import ReportFormatError, pydantic_field
 from . import _render as render
 from ._compare import ALPHA, Comparison, compare
-from ._metrics import by_tag, metrics_of
+from ._metrics import by_tag, metrics_of, pass_hat_k
 from ._results import CaseResult
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["Report", "SCHEMA"]
 
 SCHEMA = "harvester.report/1"
+DERIVED = "pass_hat_k"  # written for readers, recomputed from the results on load
 
 
 class _Strict(BaseModel):
@@ -52,8 +53,14 @@ class Report(_Strict):
     # -- metrics -----------------------------------------------------------------------------
     @property
     def cases(self) -> list[CaseResult]:
-        """The suite's own cases: every result but the failure-injection variants (``recovery()`` has those)."""
-        return [r for r in self.results if r.variant_of is None]
+        """The suite's own cases the replay could evaluate: every result but the failure-injection
+        variants (``recovery()`` has those) and the errored ones (``errored`` counts those)."""
+        return [r for r in self.results if r.variant_of is None and not r.errored]
+
+    @property
+    def errored(self) -> list[CaseResult]:
+        """Results the harness could not evaluate (no agent built, a framework left unguarded)."""
+        return [r for r in self.results if r.errored]
 
     @property
     def variants(self) -> list[CaseResult]:
@@ -98,6 +105,23 @@ class Report(_Strict):
         if tag is not None:
             return metrics_of([r for r in self.results if tag in r.tags])
         return metrics_of(self.results, refused=self.refused)
+
+    def pass_hat_k(self, tag: str | None = None) -> dict[int, float]:
+        """pass^k, k = 1..trials (tau-bench's estimator), over the suite's cases or one tag's."""
+        results = self.results if tag is None else [r for r in self.results if tag in r.tags]
+        return pass_hat_k(results, self.trials)
+
+    def pass_hat_k_by_tag(self) -> dict[str, dict[int, float]]:
+        return {tag: self.pass_hat_k(tag) for tag in self.by_tag()}
+
+    def headline(self) -> str:
+        """``9/12 passed  (75%)``; with trials, "passed every trial" and the mean pass rate, labelled."""
+        n = len(self.cases)
+        errored = f"   {len(self.errored)} errored" if self.errored else ""
+        if self.trials <= 1:
+            return f"{self.passed}/{n} passed  ({self.pass_rate:.0%}){errored}"
+        mean = sum(r.pass_rate for r in self.cases) / n if n else 0.0
+        return f"{self.passed}/{n} passed every trial  ({self.pass_rate:.0%})   mean pass rate {mean:.0%}{errored}"
 
     def recovery(self) -> dict[str, dict[str, float]]:
         """Recovery rate of the failure-injection variants per mode and per tool."""
@@ -148,7 +172,11 @@ class Report(_Strict):
 
     # -- files -------------------------------------------------------------------------------
     def to_json(self) -> bytes:
-        return orjson.dumps(self.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2) + b"\n"
+        """The report, and its pass^k (by tag too) for whoever reads the file: derived, recomputed on load."""
+        data = self.model_dump(mode="json", by_alias=True)
+        if self.trials > 1:
+            data[DERIVED] = {"suite": self.pass_hat_k(), "by_tag": self.pass_hat_k_by_tag()}
+        return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
 
     def save(self, path: str | Path) -> None:
         """Write the JSON atomically (a temporary sibling, then a rename); ``OutputError`` when it cannot."""
@@ -170,7 +198,7 @@ class Report(_Strict):
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ReportFormatError(f"not a harvester report (expected schema {SCHEMA!r})", file=file, field="schema")
         try:
-            report = cls.model_validate(data)
+            report = cls.model_validate({k: v for k, v in data.items() if k != DERIVED})
         except ValidationError as exc:
             field, msg = pydantic_field(exc)
             raise ReportFormatError(msg, file=file, field=field) from None

@@ -69,6 +69,9 @@ class CaseResult(_Strict):
 
     id: str
     passed: bool  # every trial passed (pass^k)
+    # The harness could not evaluate it (the factory raised, a framework could not be guarded): neither
+    # passed nor failed, left out of pass rates and comparisons, counted by the ``errored`` metric.
+    errored: bool = False
     tags: list[str] = Field(default_factory=list)
     why: str = ""
     checks: list[CheckResult] = Field(default_factory=list)

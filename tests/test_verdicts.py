@@ -197,3 +197,38 @@ def test_pass_hat_k_is_tau_bench_s_estimator_per_suite_and_tag():
     assert data["pass_hat_k"]["by_tag"]["y"]["1"] == 0.0
     assert Report.from_data(data).pass_hat_k() == by_k  # derived: written for readers, recomputed on load
     assert "| x | 75% | 58% | 50% | 50% |" in report.to_markdown()
+
+
+# -- --confirm ------------------------------------------------------------------------------------
+def test_confirm_reruns_a_failing_case_and_says_confirmed_or_flaky():
+    import threading
+
+    from harvester.replay import replay
+    from tests.builders.agents import GOOD, case, scripted
+
+    lock, seen = threading.Lock(), {"c1": 0}
+    bad = scripted(("kb_search", {"query": "refund policy"}), answer="no idea")
+
+    def build(case):
+        if case.id == "c2":
+            return bad  # fails every time: a real failure
+        with lock:
+            seen["c1"] += 1
+            first = seen["c1"] == 1
+        return bad if first else GOOD  # fails once, then passes: flaky
+
+    report = replay([case("c1"), case("c2")], build, confirm=2)
+    c1, c2 = report.results
+    assert (c1.confirmation, c1.passed, c1.passes, c1.trials) == ("flaky", True, 1, 2)
+    assert (c2.confirmation, c2.passed, c2.passes, c2.trials) == ("confirmed", False, 0, 3)
+    text = report.summary()
+    assert "confirm: 1 failed every rerun too ['c2']   flaky (passed a rerun) ['c1']" in text
+    assert "FAIL c2: refund policy regression (confirmed: every rerun failed too)" in text
+    assert replay([case("c3")], lambda: GOOD, confirm=3).results[0].confirmation is None  # passed: no rerun
+    with pytest.raises(ValueError, match="confirm must be >= 0"):
+        replay([case("c1")], lambda: GOOD, confirm=-1)
+
+
+def test_confirm_minus_one_is_a_usage_error(tmp_path):
+    out = CliRunner().invoke(cli, ["replay", "--agent", "x:y", "--confirm", "-1", "--cases", str(tmp_path)])
+    assert out.exit_code == 2 and "--confirm" in out.output and "Traceback" not in out.output

@@ -210,6 +210,14 @@ def _check_outputs(*paths: str | None) -> None:
     help="Runs per case: pass rate, pass^k and flaky cases; regressions need a significant drop.",
 )
 @click.option(
+    "--confirm",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="K",
+    help="Rerun a failing case up to K times before calling it failed: a rerun that passes makes it flaky.",
+)
+@click.option(
     "--concurrency",
     type=click.IntRange(min=1),
     default=DEFAULT_CONCURRENCY,
@@ -236,6 +244,7 @@ def replay(
     folder: CaseFolder,
     agent_spec: str,
     trials: int,
+    confirm: int,
     concurrency: int,
     inject: bool,
     timeout: float,
@@ -276,6 +285,7 @@ def replay(
                 cases,
                 build,
                 trials=trials,
+                confirm=confirm,
                 concurrency=concurrency,
                 inject=inject,
                 timeout=timeout,

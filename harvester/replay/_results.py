@@ -12,7 +12,11 @@ from ._trial import Outcome
 __all__ = ["case_result"]
 
 
-def case_result(case: Case, outcomes: list[Outcome], variant_of: str | None) -> CaseResult:
+def case_result(
+    case: Case, outcomes: list[Outcome], variant_of: str | None, confirmation: str | None = None
+) -> CaseResult:
+    """The case's trials (and ``--confirm`` reruns) folded into one result; a ``flaky`` case passed on
+    a rerun, so it is not called failed, and its trials say how often it did."""
     rep = next((o for o in outcomes if not o.passed), outcomes[-1])
     run, spec, tools = rep.run, case.spec, rep.tools
     costs = [o.run.cost for o in outcomes if o.run is not None and o.run.cost is not None]
@@ -27,8 +31,9 @@ def case_result(case: Case, outcomes: list[Outcome], variant_of: str | None) -> 
     errored = any(o.errored for o in outcomes)
     return CaseResult(
         id=case.id,
-        passed=not errored and all(o.passed for o in outcomes),
+        passed=not errored and (all(o.passed for o in outcomes) or confirmation == "flaky"),
         errored=errored,
+        confirmation=confirmation,
         tags=list(case.tags),
         why=case.why,
         checks=rep.checks,

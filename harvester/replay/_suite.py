@@ -88,6 +88,7 @@ def replay(
     build_agent: Callable[..., Any],
     *,
     trials: int = 1,
+    confirm: int = 0,
     concurrency: int | None = None,
     inject: bool = False,
     timeout: float = 60.0,
@@ -104,10 +105,13 @@ def replay(
     ``Config`` or its ``prices`` mapping (USD per 1k tokens), used when a run has tokens and no cost.
     ``ignore_args``: the project's ``{tool: [arg paths]}`` (the config's), left out of fixture matching
     along with each case's own. ``progress``: called as ``progress(done, total)`` each time a
-    case-trial finishes.
+    case-trial finishes. ``confirm``: a case that fails is rerun up to that many times; a rerun that
+    passes makes it ``flaky`` (passed, its reruns counted as trials), all failing ``confirmed``.
     """
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
+    if confirm < 0:
+        raise ValueError(f"confirm must be >= 0, got {confirm}")
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0, got {timeout}")
     plan = _plan(cases, inject, shard)
@@ -119,6 +123,7 @@ def replay(
         runner.adapters.open()
         try:
             outcomes = _drive(runner, plan, trials, limit, timeout, _progress(progress))
+            confirmed = _confirm(runner, plan, outcomes, confirm, limit, timeout)
         finally:
             runner.adapters.close()
     builds = [o for outs in outcomes for o in outs]
@@ -132,10 +137,45 @@ def replay(
         suite_version=version,
         trials=trials,
         shard=f"{shard[0]}/{shard[1]}" if shard else None,
-        results=[case_result(case, outs, variant_of) for (case, variant_of), outs in zip(plan, outcomes)],
+        results=[
+            case_result(case, outs, variant_of, confirmed[i])
+            for i, ((case, variant_of), outs) in enumerate(zip(plan, outcomes))
+        ],
         refused=len(refused),
         refused_calls=[LiveCall(o.name, o.args, "refused").summary() for o in refused[:MAX_NO_FIXTURE_CALLS]],
     )
+
+
+def _confirm(
+    runner: Runner,
+    plan: list[tuple[Case, str | None]],
+    outcomes: list[list[Outcome]],
+    confirm: int,
+    limit: int,
+    timeout: float,
+) -> list[str | None]:
+    """Rerun each failed (not errored) case up to ``confirm`` times, one round at a time, until a rerun
+    passes ("flaky") or every rerun failed ("confirmed"); the reruns join the case's outcomes."""
+    verdicts: list[str | None] = [None] * len(plan)
+    pending = [
+        i for i, outs in enumerate(outcomes) if not all(o.passed for o in outs) and not any(o.errored for o in outs)
+    ]
+    for _ in range(confirm):
+        if not pending:
+            break
+        reruns = _drive(runner, [plan[i] for i in pending], 1, limit, timeout, None)
+        still = []
+        for i, outs in zip(pending, reruns):
+            outcomes[i].extend(outs)
+            if outs and outs[0].passed:
+                verdicts[i] = "flaky"
+            else:
+                still.append(i)
+        pending = still
+    if confirm:
+        for i in pending:
+            verdicts[i] = "confirmed"
+    return verdicts
 
 
 def _drive(

@@ -26,6 +26,12 @@ def summary(report: Report) -> str:
     if report.trials > 1:
         flaky = [r.id for r in report.results if r.flaky]
         lines.append(f"trials {report.trials}: {_pass_hat_k(report.pass_hat_k())}   flaky {flaky}")
+    confirmed = [r.id for r in report.results if r.confirmation == "confirmed"]
+    flaky_now = [r.id for r in report.results if r.confirmation == "flaky"]
+    if confirmed or flaky_now:
+        lines.append(
+            f"confirm: {len(confirmed)} failed every rerun too {confirmed}   flaky (passed a rerun) {flaky_now}"
+        )
     if report.errored:
         shown = "; ".join(f"{r.id}: {r.error or 'not evaluated'}" for r in report.errored[:3])
         lines.append(f"errored {len(report.errored)} (not evaluated, out of the pass rates): {shown}")
@@ -34,7 +40,8 @@ def summary(report: Report) -> str:
         lines.append(report.recovery_line())
     failing = [r for r in report.results if not r.passed and not r.errored]
     for r in failing[:SUMMARY_FAILURES]:
-        lines.append(f"FAIL {r.id}: {r.why}" if r.why else f"FAIL {r.id}")
+        sure = " (confirmed: every rerun failed too)" if r.confirmation == "confirmed" else ""
+        lines.append(f"FAIL {r.id}: {r.why}{sure}" if r.why else f"FAIL {r.id}{sure}")
         # a check that only restates the agent error ("stopped with error (<error>)") is left out here
         lines.extend(f"  - {reason}" for reason in r.reasons() if not (r.error and reason.endswith(f"({r.error})")))
         if r.trials > 1:

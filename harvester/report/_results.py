@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -68,7 +68,9 @@ class CaseResult(_Strict):
     else the last); ``passes``/``trials`` and ``unauthorised`` cover every trial."""
 
     id: str
-    passed: bool  # every trial passed (pass^k)
+    passed: bool  # every trial passed (pass^k), or a --confirm rerun did (confirmation "flaky")
+    # With --confirm: "confirmed" (every rerun failed too) or "flaky" (a rerun passed; reruns are trials).
+    confirmation: Literal["confirmed", "flaky"] | None = None
     # The harness could not evaluate it (the factory raised, a framework could not be guarded): neither
     # passed nor failed, left out of pass rates and comparisons, counted by the ``errored`` metric.
     errored: bool = False

@@ -10,7 +10,11 @@
     5 interleaved rounds (target <= 50 us). The tools are async, so neither side pays pydantic-ai's thread
     hop for a sync tool body; pydantic-ai's own cost per call (~0.5 ms, traced) is on both sides.
 
-    python bench/replay.py [--cases 200] [--quick]
+(d) The verdict: gates and the comparison for 10,000 cases x 10 trials against a baseline of the same
+    size (a tenth of the cases dropped, some partially: Fisher tests and inconclusive searches run),
+    median of 5 (target < 1 s).
+
+    python bench/replay.py [--cases 200] [--quick] [--only d]
 """
 
 from __future__ import annotations
@@ -169,16 +173,60 @@ def adapter_cost(n: int, rounds: int = 5) -> tuple[float, float, float]:
     return per_call[False], per_call[True], per_call[False] - per_call[True]
 
 
+def verdict_seconds(n: int = 10_000, trials: int = 10, rounds: int = 5) -> float:
+    """Median seconds of ``evaluate_gates`` (comparison included) over ``n`` cases x ``trials``."""
+    from harvester.report import CaseResult, Report, evaluate_gates
+
+    def results(drop: bool) -> list[CaseResult]:
+        out = []
+        for i in range(n):
+            passes = trials
+            if drop and i % 10 == 0:
+                passes = (0, 3, 7, 9, trials)[i // 10 % 5]  # all failing, partial drops, unchanged
+            out.append(
+                CaseResult(
+                    id=f"case-{i:05d}",
+                    passed=passes == trials,
+                    tags=[f"t{i % 7}"],
+                    steps=1 + i % 3,
+                    trials=trials,
+                    passes=passes,
+                    cost=0.001 * (1 + i % 5),
+                    tool_calls=1 + i % 3,
+                )
+            )
+        return out
+
+    base = Report(suite="bench", trials=trials, results=results(False))
+    now = Report(suite="bench", trials=trials, results=results(True))
+    gates = ["task_completion>=0.9", "delta:mean_steps<=0.5", "delta:cost_per_success<=0.01", "tag:t3>=0.8"]
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        outcome = evaluate_gates(now, gates, base)
+        times.append(time.perf_counter() - start)
+    assert outcome.regressions and outcome.exit_code == 1
+    return statistics.median(times)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="fewer cases for (a), for CI smoke runs")
     parser.add_argument("--side", choices=("adapted", "decorated"), help=argparse.SUPPRESS)  # one side of (c)
+    parser.add_argument("--only", choices=("d",), help="run one benchmark")
     opts = parser.parse_args()
     if opts.side:
         print(f"{_per_call_us(opts.side == 'decorated', opts.cases):.3f}")
         return 0
-    ok = True
+    seconds = verdict_seconds()
+    ok = seconds < 1.0
+    print(
+        f"(d) verdict, 10,000 cases x 10 trials vs a baseline of the same size: {seconds:.3f} s "
+        f"(target < 1 s) {'PASS' if ok else 'FAIL'}"
+    )
+    if opts.only == "d":
+        return 0 if ok else 1
 
     n_a = 500 if opts.quick else 2000
     suite = cases(n_a)

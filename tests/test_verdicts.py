@@ -232,3 +232,36 @@ def test_confirm_reruns_a_failing_case_and_says_confirmed_or_flaky():
 def test_confirm_minus_one_is_a_usage_error(tmp_path):
     out = CliRunner().invoke(cli, ["replay", "--agent", "x:y", "--confirm", "-1", "--cases", str(tmp_path)])
     assert out.exit_code == 2 and "--confirm" in out.output and "Traceback" not in out.output
+
+
+def test_a_four_trial_candidate_against_a_single_trial_baseline_exits_1_with_its_regressions(tmp_path, monkeypatch):
+    """The issue's run, end to end through the CLI: adding trials must never weaken the gate."""
+    from harvester.case import CaseFolder
+    from tests.builders.agents import case
+
+    monkeypatch.chdir(tmp_path)
+    folder = CaseFolder(tmp_path / "cases")
+    for i in range(3):
+        folder.save(case(f"c{i}"))
+    run = CliRunner().invoke
+    base = run(cli, ["replay", "--agent", "tests.builders.agents:good", "--cases", "cases", "--report", "base.json"])
+    assert base.exit_code == 0, base.output
+    now = run(
+        cli,
+        [
+            "replay",
+            "--agent",
+            "tests.builders.agents:made_up",
+            "--cases",
+            "cases",
+            "--trials",
+            "4",
+            "--baseline",
+            "base.json",
+        ],
+    )
+    assert now.exit_code == 1, now.output
+    assert (
+        "regressed: ['c0', 'c1', 'c2']" in now.output and "the baseline ran 1 trial per case, this run 4" in now.output
+    )
+    assert "0/3 passed every trial  (0%)   mean pass rate 0%" in now.output

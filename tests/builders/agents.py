@@ -73,3 +73,13 @@ def case(id="c1", **kw) -> AgentCase:
 
 
 GOOD = scripted(("kb_search", {"query": "refund policy"}))
+
+
+def good():
+    """``--agent tests.builders.agents:good``: searches the policy and answers with it."""
+    return GOOD
+
+
+def made_up():
+    """``--agent tests.builders.agents:made_up``: the regression, searching but answering without the policy."""
+    return scripted(("kb_search", {"query": "refund policy"}), answer="You can return it any time.")

@@ -265,3 +265,15 @@ def test_a_four_trial_candidate_against_a_single_trial_baseline_exits_1_with_its
         "regressed: ['c0', 'c1', 'c2']" in now.output and "the baseline ran 1 trial per case, this run 4" in now.output
     )
     assert "0/3 passed every trial  (0%)   mean pass rate 0%" in now.output
+
+
+def test_harvesters_own_error_errors_the_case_instead_of_blaming_the_agent(monkeypatch):
+    from harvester.replay import _trial, replay
+    from tests.builders.agents import GOOD, case
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("bug in the cross-check")
+
+    monkeypatch.setattr(_trial, "live_calls", broken)
+    (r,) = replay([case("c1")], lambda: GOOD, timeout=5).results
+    assert r.errored and not r.passed and r.error == "harness error: RuntimeError: bug in the cross-check"

@@ -54,12 +54,17 @@ class Outcome:
     tools: FixtureTools | None
     build_failed: bool = False  # the factory raised or built something unusable: the agent never ran
     live: list[LiveCall] | None = None
+    harness_failed: bool = False  # harvester itself raised reading or checking the run
 
     @property
     def errored(self) -> bool:
-        """The harness could not evaluate the agent here (no agent built, a framework left unguarded):
-        the case is ``errored``, not failed, and stays out of pass rates."""
-        return self.build_failed or any(c.name == "hermetic" and c.passed is False for c in self.checks)
+        """The harness could not evaluate the agent here (no agent built, a framework left unguarded,
+        harvester's own error): the case is ``errored``, not failed, and stays out of pass rates."""
+        return (
+            self.build_failed
+            or self.harness_failed
+            or any(c.name == "hermetic" and c.passed is False for c in self.checks)
+        )
 
 
 Done = queue.SimpleQueue[tuple[Job, Outcome]]
@@ -136,6 +141,33 @@ class Runner:
             tools.close()  # a thread of this case that goes on cannot reach the next case's fixtures
         spans = self.release(trace_id)
         try:
+            outcome = self._judge(job, answer, error, spans, tools, orphans_seen, built, handed, started)
+        except Exception as exc:  # harvester's own failure: the case is errored, never the agent's fault
+            outcome = Outcome(
+                False,
+                [CheckResult(name="harness", passed=False, detail=f"{type(exc).__name__}: {exc}")],
+                None,
+                f"harness error: {type(exc).__name__}: {exc}",
+                (time.perf_counter() - started) * 1000,
+                tools,
+                harness_failed=True,
+            )
+        done.put((job, outcome))
+
+    def _judge(
+        self,
+        job: Job,
+        answer: Any,
+        error: BaseException | None,
+        spans: list[ReadableSpan],
+        tools: FixtureTools,
+        orphans_seen: int,
+        built: bool,
+        handed: bool,
+        started: float,
+    ) -> Outcome:
+        """The run read from the case's spans, and every check of it."""
+        try:
             run = observed_run(job.case, answer, spans, tools, self.prices)
         except TypeError as exc:  # garbage returned and no span to read it from
             error, run = exc, observed_run(job.case, None, spans, tools, self.prices)
@@ -170,20 +202,15 @@ class Runner:
         )
         passed = error is None and all(c.passed is not False for c in checks)
         message = f"{_type_name(error)}: {_message(error)}" if error is not None else None
-        done.put(
-            (
-                job,
-                Outcome(
-                    passed,
-                    checks,
-                    run,
-                    message,
-                    (time.perf_counter() - started) * 1000,
-                    tools,
-                    build_failed=not built,
-                    live=live,
-                ),
-            )
+        return Outcome(
+            passed,
+            checks,
+            run,
+            message,
+            (time.perf_counter() - started) * 1000,
+            tools,
+            build_failed=not built,
+            live=live,
         )
 
     def _guarded(self) -> CheckResult | None:

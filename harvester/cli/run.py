@@ -207,7 +207,7 @@ def _check_outputs(*paths: str | None) -> None:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Runs per case: pass rate, pass^k and flaky cases; regressions need a significant drop.",
+    help="Runs per case: pass rate, pass^k and flaky cases (verdicts against a baseline: docs/gates.md).",
 )
 @click.option(
     "--confirm",

@@ -148,7 +148,7 @@ def incident(
         raise click.BadParameter("say what went wrong: the case's why is how a reviewer judges it", param_hint="--why")
     from ..harvest import case_from_run
 
-    runs = _runs_from_file(otlp_file, trace_id) if otlp_file else _runs_from_store(store_path, config, trace_id)
+    runs = _runs_from_file(otlp_file, trace_id, config) if otlp_file else _runs_from_store(store_path, config, trace_id)
     run = _pick_run(runs, trace_id, run_id)
     twins = [
         c.id for c in (load_cases(folder.root) if folder.root.is_dir() else ()) if c.source.trace_id == run.trace_id
@@ -228,7 +228,11 @@ def rerecord(
     if otlp_file and not trace_id:
         raise click.BadParameter("name the run to record from with --trace", param_hint="--file")
     if trace_id:
-        runs = _runs_from_file(otlp_file, trace_id) if otlp_file else _runs_from_store(store_path, config, trace_id)
+        runs = (
+            _runs_from_file(otlp_file, trace_id, config)
+            if otlp_file
+            else _runs_from_store(store_path, config, trace_id)
+        )
         if not run_id:  # a trace of several runs (agents handing over): the one of this case's situation
             runs = [r for r in runs if _same_situation(case, r)] or runs
         run = _pick_run(runs, trace_id, run_id)
@@ -276,8 +280,11 @@ def _runs_from_store(store_path: str | None, config: Config, trace_id: str) -> l
     )
 
 
-def _runs_from_file(otlp_file: str, trace_id: str) -> list[Run]:
+def _runs_from_file(otlp_file: str, trace_id: str, config: Config) -> list[Run]:
+    """The runs of one trace of an OTLP/JSON file, redacted as ``ingest`` would store them: a case made
+    from a file never holds what the store would not (nor does its id, a slug of the redacted prompt)."""
     from ..conventions import runs_from_spans
+    from ..redact import Redactor, redaction_for
     from ..spans import SpanData, iter_otlp_documents, spans_from_otlp
 
     path = Path(otlp_file)
@@ -304,6 +311,9 @@ def _runs_from_file(otlp_file: str, trace_id: str) -> list[Run]:
             "span of a known convention): nothing to make a case of",
             file=otlp_file,
         )
+    redactor = Redactor.from_option(redaction_for(config))
+    if redactor is not None:
+        runs, _ = redactor.redact_trace(runs, spans)
     return runs
 
 

@@ -150,8 +150,13 @@ def _finish(
     junit_path: str | None,
     markdown_path: str | None,
     verdict: tuple[float, str | None],
+    config: Config,
 ) -> None:
-    """Write every requested file, print the summary and gates, exit with the gate outcome."""
+    """Write every requested file, print the summary and gates, exit with the gate outcome.
+
+    The report is redacted with the project's rules first: an agent that echoes a secret in its answer
+    (or a check that quotes it) must not put it into a CI artifact or a log."""
+    report = _redacted(report, config)
     outcome = evaluate_gates(report, gates, baseline, alpha=verdict[0], inconclusive=verdict[1])
     unwritten: list[OutputError] = []
     if json_path == "-":
@@ -169,6 +174,17 @@ def _finish(
     for err in unwritten:  # every other output was written; the job must still not pass silently
         click.echo(f"error: {err}", err=True)
     sys.exit(2 if unwritten else outcome.exit_code)
+
+
+def _redacted(report: Report, config: Config) -> Report:
+    from ..redact import Redactor, redaction_for
+
+    redactor = Redactor.from_option(redaction_for(config))
+    if redactor is None:
+        return report
+    plain = report.model_dump(mode="json", by_alias=True)
+    data = redactor.redact_value(plain)
+    return report if data == plain else Report.from_data(data)
 
 
 def _write(unwritten: list[OutputError], fn: Callable[..., Any], *args: Any) -> None:
@@ -297,7 +313,7 @@ def replay(
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
-    _finish(report, gate_list, base, json_path, junit_path, markdown_path, (alpha, inconclusive))
+    _finish(report, gate_list, base, json_path, junit_path, markdown_path, (alpha, inconclusive), config)
 
 
 @main.command("compare")
@@ -366,4 +382,4 @@ def merge(
     gate_list = _gates(config, gates, base)
     _check_outputs(output, junit_path, markdown_path)
     merged = merge_reports(Report.load(p) for p in reports)
-    _finish(merged, gate_list, base, output, junit_path, markdown_path, (alpha, inconclusive))
+    _finish(merged, gate_list, base, output, junit_path, markdown_path, (alpha, inconclusive), config)

@@ -83,3 +83,10 @@ def good():
 def made_up():
     """``--agent tests.builders.agents:made_up``: the regression, searching but answering without the policy."""
     return scripted(("kb_search", {"query": "refund policy"}), answer="You can return it any time.")
+
+
+def leaky():
+    """``--agent tests.builders.agents:leaky``: answers with a secret it should never have said."""
+    return scripted(
+        ("kb_search", {"query": "refund policy"}), answer="use key sk-proj-4f9aQ2mZ8kL1pX7vB3nR6tY0wE5uI2oA9sD"
+    )

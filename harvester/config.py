@@ -1,14 +1,15 @@
 """Project configuration: ``[tool.harvester]`` in ``pyproject.toml`` or a ``harvester.toml``.
 
 Low in the module list on purpose: the capture hook reads the redaction rules from here, so this
-module imports only ``errors`` (plus stdlib and pydantic) and never the model or the CLI.
+module imports only ``errors`` and ``_files`` (plus stdlib and pydantic) and never the model or the CLI.
 
 Discovery walks up from the working directory and stops at the first folder holding a
 ``harvester.toml`` (top-level keys) or a ``pyproject.toml`` (its ``[tool.harvester]`` table; a
 pyproject without one marks the project root and yields the defaults), so a parent folder's
 settings never leak into an unrelated project. Relative ``cases_dir`` / ``store`` paths are
 resolved against the folder of the file that set them, so commands behave the same from any
-sub-folder.
+sub-folder. A config file that cannot be read or decoded (not UTF-8, not TOML, not a regular file)
+is one ``ConfigError`` naming it.
 
 TOML: ``tomllib`` on Python >= 3.11; on 3.10 ``tomli`` when it is installed, otherwise a clear
 ``ConfigError`` asking for it (no home-grown TOML parser to drift from the spec).
@@ -24,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from ._files import MAX_READ_BYTES, read_file
 from .errors import ConfigError, pydantic_field
 
 __all__ = ["Config", "Price", "RedactRules", "find_config", "load_config"]
@@ -90,7 +92,11 @@ class Config(_Strict):
     cases_dir: str = "cases"
     store: str | None = None
     # Modules imported before any case loads: where custom checks register (``@checks.register``).
+    # Importing runs their code, on every command that reads this config (as pytest does conftest.py).
     plugins: list[str] = Field(default_factory=list)
+    # The largest case file (or suite.json) the case commands read, in bytes: a bigger one is refused,
+    # not read into memory.
+    max_file_bytes: int = Field(MAX_READ_BYTES, ge=1)
     # The file this came from (None for defaults); not a key users write.
     _source: str | None = PrivateAttr(default=None)
 
@@ -162,7 +168,7 @@ def load_config(path: str | Path | None = None, start: str | Path | None = None)
     """The configuration at ``path`` (``--config``), else the nearest one from ``start`` (the cwd) upward."""
     if path is not None:
         file = Path(path)
-        if not file.is_file():
+        if not file.exists():  # anything else there is read, or refused, by ``read_file``
             raise ConfigError("config file not found", file=str(file))
         table = _harvester_table(file) if file.name == "pyproject.toml" else _read_toml(file)
     else:
@@ -195,13 +201,15 @@ def _validate(table: dict[str, Any], file: Path) -> Config:
 def _read_toml(file: Path) -> dict[str, Any]:
     if _toml is None:  # pragma: no cover - Python 3.10 without tomli
         raise ConfigError("reading TOML on Python 3.10 needs the 'tomli' package (pip install tomli)", file=str(file))
+    raw = read_file(file, error=ConfigError)
     try:
-        with file.open("rb") as fh:
-            return _toml.load(fh)
+        return _toml.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 (byte {raw[exc.start]:#04x} at offset {exc.start}); TOML is UTF-8", file=str(file)
+        ) from None
     except _toml.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML ({exc})", file=str(file)) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read ({exc.strerror})", file=str(file)) from None
 
 
 def _harvester_table(pyproject: Path) -> dict[str, Any]:

@@ -6,6 +6,7 @@ The version is semver: a change to the accepted cases' content bumps the minor v
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Literal
@@ -13,7 +14,7 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ._files import write_file
+from ._files import MAX_READ_BYTES, read_file, write_file
 from .canonical import digest
 from .case import SUITE_FILE, default_cases_dir, load_cases
 from .errors import CaseFileError, pydantic_field
@@ -43,23 +44,23 @@ class SuiteManifest(BaseModel):
         return value
 
 
-def suite_content(folder: str | Path) -> tuple[str, int]:
+def suite_content(folder: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> tuple[str, int]:
     """(sha256 over the accepted cases' canonical content, how many): formatting and pending cases never count.
 
     Fields at their defaults are left out, so a field a later harvester adds does not change the hash
     of a suite that never set it.
     """
-    accepted = sorted(load_cases(folder, status="accepted"), key=lambda c: c.id)
+    accepted = sorted(load_cases(folder, status="accepted", max_bytes=max_bytes), key=lambda c: c.id)
     body = [c.model_dump(mode="json", by_alias=True, exclude_defaults=True) for c in accepted]
     return digest(body, length=64), len(accepted)
 
 
-def read_suite(folder: str | Path) -> SuiteManifest | None:
+def read_suite(folder: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> SuiteManifest | None:
     path = Path(folder) / SUITE_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):  # anything else there (a link to a device, a FIFO) is refused by read_file
         return None
     try:
-        return SuiteManifest.model_validate(orjson.loads(path.read_bytes()))
+        return SuiteManifest.model_validate(orjson.loads(read_file(path, limit=max_bytes, error=CaseFileError)))
     except orjson.JSONDecodeError as exc:
         raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
     except ValidationError as exc:
@@ -67,11 +68,13 @@ def read_suite(folder: str | Path) -> SuiteManifest | None:
         raise CaseFileError(msg, file=str(path), field=loc) from None
 
 
-def bump_suite(folder: str | Path | None = None, *, name: str | None = None) -> SuiteManifest:
+def bump_suite(
+    folder: str | Path | None = None, *, name: str | None = None, max_bytes: int = MAX_READ_BYTES
+) -> SuiteManifest:
     """Write ``suite.json`` with the minor version raised when the accepted cases changed (1.0.0 the first time)."""
     root = Path(folder) if folder is not None else default_cases_dir()
-    current = read_suite(root)
-    content_hash, count = suite_content(root)
+    current = read_suite(root, max_bytes=max_bytes)
+    content_hash, count = suite_content(root, max_bytes=max_bytes)
     if current is not None and current.content_hash == content_hash and (name is None or name == current.name):
         return current
     if current is None:

@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 import orjson
 from pydantic import ValidationError
 
-from .._files import write_file
+from .._files import MAX_READ_BYTES, read_file, write_file
 from ..canonical import fixture_key
 from ..errors import CaseFileError, CheckSpecError, pydantic_field
-from ._format import AgentCase
+from ._format import AgentCase, check_id
 
 __all__ = ["CaseSignature", "case_bytes", "load_case", "read_signature", "save_case"]
 
@@ -30,20 +30,30 @@ def case_bytes(case: AgentCase) -> bytes:
 
 
 def save_case(case: AgentCase, folder: str | Path) -> Path:
-    """Write ``folder/<id>.json`` atomically (a crash never leaves half a case behind)."""
+    """Write ``folder/<id>.json`` atomically (a crash never leaves half a case behind).
+
+    The id is checked again here: a ``model_copy(update=...)`` skips validation, and the id names the file.
+    """
+    try:
+        check_id(case.id)
+    except ValueError as exc:
+        raise CaseFileError(str(exc), field="id") from None
     return write_file(Path(folder) / f"{case.id}.json", case_bytes(case), atomic=True)
 
 
-def load_case(path: str | Path) -> AgentCase:
+def _read_json(path: Path, max_bytes: int) -> Any:
+    """A case file's JSON: a regular file of at most ``max_bytes`` (the config's ``max_file_bytes``)."""
+    try:
+        return orjson.loads(read_file(path, limit=max_bytes, error=CaseFileError))
+    except orjson.JSONDecodeError as exc:
+        raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
+
+
+def load_case(path: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> AgentCase:
     """Parse and fully validate one case file: schema, id = file name, declared checks, fixture keys."""
     path = Path(path)
     file = str(path)
-    try:
-        data = orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise CaseFileError(f"cannot read ({exc.strerror})", file=file) from None
-    except orjson.JSONDecodeError as exc:
-        raise CaseFileError(f"invalid JSON ({exc})", file=file) from None
+    data = _read_json(path, max_bytes)
     try:
         case = AgentCase.model_validate(data)
     except ValidationError as exc:
@@ -98,15 +108,10 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def read_signature(path: Path) -> CaseSignature:
+def read_signature(path: Path, *, max_bytes: int = MAX_READ_BYTES) -> CaseSignature:
     """The light read: JSON parsed, nothing validated (a harvest reads every case of a folder; the full
     check is ``load_case``'s, when a case is run or reviewed)."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise CaseFileError(f"cannot read ({exc.strerror})", file=str(path)) from None
-    except orjson.JSONDecodeError as exc:
-        raise CaseFileError(f"invalid JSON ({exc})", file=str(path)) from None
+    data = _read_json(path, max_bytes)
     data = data if isinstance(data, dict) else {}
     source = data["source"] if isinstance(data.get("source"), dict) else {}
 

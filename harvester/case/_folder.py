@@ -7,7 +7,8 @@ Layout (``cases/`` by default, ``$HARVESTER_CASES`` or the config's ``cases_dir`
     cases/pending/<id>.json   harvested, waiting for review
     cases/rejected/<id>.json  reviewed and turned down; kept so a re-harvest does not propose them again
 
-The file name is the case id, so ``harvester accept ID`` finds a case without reading the others.
+The file name is the case id, so ``harvester accept ID`` finds a case without reading the others; an
+id is checked (``check_id``) before any path is built from it, so ``../x`` never names a file outside.
 The ``status`` field is authoritative (``load_cases(status=...)`` filters on it); ``CaseFolder.save``
 keeps each file in the sub-folder its status names.
 """
@@ -18,10 +19,16 @@ import difflib
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .._files import MAX_READ_BYTES
 from ..errors import CaseFileError, InputError, NotFoundError
 from ._file import CaseSignature, load_case, read_signature, save_case
-from ._format import AgentCase
+from ._format import AgentCase, check_id
+from ._secrets import secret_fields
+
+if TYPE_CHECKING:
+    from ..redact import Redactor
 
 __all__ = [
     "CASES_ENV",
@@ -52,17 +59,20 @@ def case_files(folder: str | Path) -> Iterator[Path]:
             yield from sorted(p for p in where.glob("*.json") if p.name != SUITE_FILE)
 
 
-def case_signatures(folder: str | Path) -> Iterator[CaseSignature]:
+def case_signatures(folder: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> Iterator[CaseSignature]:
     """``read_signature`` of every case file of a folder, in ``case_files`` order."""
     for path in case_files(folder):
-        yield read_signature(path)
+        yield read_signature(path, max_bytes=max_bytes)
 
 
-def load_cases(folder: str | Path | None = None, *, status: str | None = None) -> list[AgentCase]:
+def load_cases(
+    folder: str | Path | None = None, *, status: str | None = None, max_bytes: int = MAX_READ_BYTES
+) -> list[AgentCase]:
     """Every case of ``folder`` (default ``cases/`` or ``$HARVESTER_CASES``), optionally one status only.
 
     The replay job asks for ``status="accepted"``. Every file is validated, the filtered-out ones
-    too: a broken pending case should be reported now, not on the day someone accepts it.
+    too: a broken pending case should be reported now, not on the day someone accepts it. A file
+    over ``max_bytes`` (the config's ``max_file_bytes``) or not a regular file is refused.
     """
     if status is not None and status not in STATUS_FOLDERS:
         raise CaseFileError(f"unknown status {status!r} (one of {', '.join(STATUS_FOLDERS)})", field="status")
@@ -72,7 +82,7 @@ def load_cases(folder: str | Path | None = None, *, status: str | None = None) -
     where: dict[str, Path] = {}
     out: list[AgentCase] = []
     for path in case_files(root):
-        case = load_case(path)
+        case = load_case(path, max_bytes=max_bytes)
         if case.id in where:
             raise CaseFileError(f"duplicate id {case.id!r} (also in {where[case.id]})", file=str(path), field="id")
         where[case.id] = path
@@ -82,10 +92,18 @@ def load_cases(folder: str | Path | None = None, *, status: str | None = None) -
 
 
 class CaseFolder:
-    """The layout above: where a case of a given status lives, and moving it when its status changes."""
+    """The layout above: where a case of a given status lives, and moving it when its status changes.
 
-    def __init__(self, root: str | Path | None = None) -> None:
+    ``max_bytes``: the largest case file read (the config's ``max_file_bytes``). ``redactor``: the
+    rules ``accept`` scans a case with (default: the built-in ones).
+    """
+
+    def __init__(
+        self, root: str | Path | None = None, *, max_bytes: int = MAX_READ_BYTES, redactor: Redactor | None = None
+    ) -> None:
         self.root = Path(root) if root is not None else default_cases_dir()
+        self.max_bytes = max_bytes
+        self._redactor = redactor
 
     def folder_for(self, status: str) -> Path:
         sub = STATUS_FOLDERS[status]
@@ -94,7 +112,16 @@ class CaseFolder:
     def ids(self) -> set[str]:
         return {p.stem for p in case_files(self.root)}
 
+    def cases(self, status: str | None = None) -> list[AgentCase]:
+        """``load_cases`` of this folder, with its size limit."""
+        return load_cases(self.root, status=status, max_bytes=self.max_bytes)
+
     def find(self, case_id: str) -> Path:
+        """The file of ``case_id`` under any status; an id that is not one is refused before any path is built."""
+        try:
+            check_id(case_id)
+        except ValueError as exc:
+            raise InputError(str(exc), field="id") from None
         for status in STATUS_FOLDERS:
             path = self.folder_for(status) / f"{case_id}.json"
             if path.is_file():
@@ -104,7 +131,15 @@ class CaseFolder:
         raise NotFoundError(f"no case {case_id!r} in {self.root}{hint}")
 
     def load(self, case_id: str) -> AgentCase:
-        return load_case(self.find(case_id))
+        return load_case(self.find(case_id), max_bytes=self.max_bytes)
+
+    def secret_fields(self, case: AgentCase) -> list[str]:
+        """The fields of ``case`` a redaction rule still matches (``harvester.case._secrets``)."""
+        if self._redactor is None:
+            from ..redact import Redactor
+
+            self._redactor = Redactor()
+        return secret_fields(case, self._redactor)
 
     def save(self, case: AgentCase) -> Path:
         """Write the case where its status says and remove any copy left under another status."""
@@ -120,8 +155,10 @@ class CaseFolder:
     ) -> Path:
         """Mark a case accepted (moving it to the top folder), optionally with what it should answer.
 
-        A case whose review notes say it is broken (a truncated result, payloads not captured) is refused
-        (``InputError``) unless ``force``: the nightly replay would judge the agent against a wrong recording.
+        Refused (``InputError``, nothing moved) unless ``force``: a case whose review notes say it is
+        broken (a truncated result, payloads not captured), as the nightly replay would judge the agent
+        against a wrong recording; and a case a redaction rule still matches (``secret_fields``), as an
+        accepted case is committed and shared.
         """
         case = self.load(case_id)
         blockers = case.blocking_notes()
@@ -131,6 +168,13 @@ class CaseFolder:
                 f"review_notes, or accept with --force",
                 file=str(self.find(case_id)),
                 field="review_notes",
+            )
+        leaks = [] if force else self.secret_fields(case)
+        if leaks:
+            raise InputError(
+                f"case {case_id!r} still holds what a redaction rule matches, in {', '.join(leaks)}: "
+                "replace the secret by hand, or accept with --force",
+                file=str(self.find(case_id)),
             )
         if expected is not None:
             case.expected = expected

@@ -31,6 +31,7 @@ __all__ = [
     "Source",
     "Status",
     "case_json_schema",
+    "check_id",
     "write_case_schema",
 ]
 
@@ -39,6 +40,14 @@ TRAJECTORY = "trajectory_match"
 NOTE_PREFIX = "note: "  # a review note that informs, and does not stop ``accept``
 Status = Literal["pending", "accepted", "rejected"]
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_id(value: str) -> str:
+    """``value`` if it is a case id, else ``ValueError``. An id names its file, so one from a command
+    line is checked like one in a file before any path is built from it (``../x`` never leaves cases/)."""
+    if not _ID.fullmatch(value):
+        raise ValueError(f"{value!r} is not a case id (letters, digits, '.', '_', '-'; it names the file)")
+    return value
 
 
 class _Strict(BaseModel):
@@ -130,9 +139,7 @@ class AgentCase(_Strict):
     @field_validator("id")
     @classmethod
     def _file_safe(cls, value: str) -> str:
-        if not _ID.fullmatch(value):
-            raise ValueError(f"{value!r} is not a case id (letters, digits, '.', '_', '-'; it names the file)")
-        return value
+        return check_id(value)
 
     def blocking_notes(self) -> list[str]:
         """The review notes that say this case is broken: ``accept`` refuses it while any is left."""
@@ -198,4 +205,6 @@ def case_json_schema() -> dict[str, Any]:
 
 def write_case_schema(path: str | Path = SCHEMA_FILE) -> Path:
     """Regenerate the shipped schema after changing the model (a test fails until you do)."""
-    return write_file(path, orjson.dumps(case_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    return write_file(
+        path, orjson.dumps(case_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n", atomic=True
+    )

@@ -12,8 +12,9 @@ from typing import Any
 import click
 import orjson
 
-from ..case import CASES_ENV, AgentCase, CaseFolder, load_cases
+from ..case import CASES_ENV, AgentCase, CaseFolder
 from ..config import Config
+from ..redact import Redactor, redaction_for
 from ..suite import bump_suite, read_suite
 from . import config_option, echo_json, handle_errors, json_option, main, project_config
 
@@ -24,7 +25,8 @@ __all__ = ["cases", "cases_list", "cases_options", "cases_show", "listing", "ren
 def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--cases DIR`` and ``--config PATH``, resolved into a ``CaseFolder`` and a ``Config``.
 
-    Precedence: the option, then ``$HARVESTER_CASES``, then the config's ``cases_dir``.
+    Precedence: the option, then ``$HARVESTER_CASES``, then the config's ``cases_dir``. The folder reads
+    files up to the config's ``max_file_bytes`` and scans a case for secrets with the project's rules.
     """
 
     @handle_errors
@@ -38,7 +40,12 @@ def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, config_path: str | None, cases_dir: str | None, **kwargs: Any) -> Any:
         config = project_config(config_path)
-        folder = CaseFolder(cases_dir or os.environ.get(CASES_ENV) or config.cases_dir)
+        rules = redaction_for(config)  # False with redaction off: the scan keeps the built-in rules
+        folder = CaseFolder(
+            cases_dir or os.environ.get(CASES_ENV) or config.cases_dir,
+            max_bytes=config.max_file_bytes,
+            redactor=rules if isinstance(rules, Redactor) else None,
+        )
         return fn(*args, config=config, folder=folder, **kwargs)
 
     return wrapper
@@ -106,7 +113,7 @@ def cases() -> None:
 @handle_errors
 def cases_list(status: str | None, tag: str | None, config: Config, folder: CaseFolder, as_json: bool) -> None:
     """One line per case: id, status, tags, seen, why."""
-    cases = [c for c in load_cases(folder.root, status=status) if tag is None or tag in c.tags]
+    cases = [c for c in folder.cases(status) if tag is None or tag in c.tags]
     if as_json:
         echo_json(
             [
@@ -160,8 +167,8 @@ def suite() -> None:
 @handle_errors
 def suite_bump(name: str | None, config: Config, folder: CaseFolder, as_json: bool) -> None:
     """Raise the suite's minor version if the accepted cases changed since the last bump."""
-    before = read_suite(folder.root)
-    manifest = bump_suite(folder.root, name=name)
+    before = read_suite(folder.root, max_bytes=folder.max_bytes)
+    manifest = bump_suite(folder.root, name=name, max_bytes=folder.max_bytes)
     changed = before is None or before.version != manifest.version or before.name != manifest.name
     if as_json:
         echo_json({**manifest.model_dump(mode="json", by_alias=True), "changed": changed})

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from ..case import AgentCase, CaseFolder, load_cases
+from ..case import AgentCase, CaseFolder
 from ..config import Config
 from ..errors import pydantic_field
 from . import HarvesterCliError, echo_json, handle_errors, json_option, main
@@ -38,7 +38,9 @@ ARGS_MODES = ("exact", "ignore", "subset", "superset")
 @click.argument("case_id", metavar="ID")
 @click.option("--expected", help="What the agent should answer (stored on the case).")
 @click.option("--require", "required", multiple=True, metavar="S", help="Text the answer must contain (repeatable).")
-@click.option("--force", is_flag=True, help="Accept even though its review notes say it is broken.")
+@click.option(
+    "--force", is_flag=True, help="Accept even though its review notes say it is broken or a redaction rule matches it."
+)
 @cases_options
 @json_option
 @handle_errors
@@ -54,7 +56,8 @@ def accept(
     """Accept a case without prompts: it moves to cases/ and the nightly replay runs it.
 
     A case whose review notes say it is broken (a truncated result, payloads or the prompt not
-    captured) is refused until you fix it and delete the note, or pass --force.
+    captured) is refused until you fix it and delete the note, or pass --force; so is a case a
+    redaction rule still matches (the error names the fields).
     """
     path = folder.accept(case_id, expected=expected, required=required, force=force)
     _done(folder.load(case_id), path, as_json)
@@ -85,37 +88,51 @@ def _done(case: AgentCase, path: Path, as_json: bool) -> None:
 
 @main.command("review")
 @click.argument("case_id", metavar="[ID]", required=False)
+@click.option("--force", is_flag=True, help="Let [a]ccept take a case a redaction rule still matches.")
 @cases_options
 @handle_errors
-def review(case_id: str | None, config: Config, folder: CaseFolder) -> None:
-    """Walk through pending cases: accept, edit a field, reject or skip each one."""
+def review(case_id: str | None, force: bool, config: Config, folder: CaseFolder) -> None:
+    """Walk through pending cases: accept, edit a field, reject or skip each one.
+
+    A case a redaction rule still matches is not accepted (its fields are named; edit, reject or
+    skip it) unless --force, and the review then exits 2.
+    """
     if case_id:
         ids = [case_id]
     else:
-        ids = [c.id for c in load_cases(folder.root, status="pending")]
+        ids = [c.id for c in folder.cases("pending")]
     if not ids:
         click.echo("no pending cases (harvest some with: harvester harvest, or harvester incident TRACE_ID)")
         return
     counts = {"accepted": 0, "rejected": 0, "skipped": 0}
+    refused: set[str] = set()  # refused for secrets, then neither accepted nor rejected
     try:
         for i, cid in enumerate(ids, 1):
-            verdict = _review_one(folder, cid, f"[{i}/{len(ids)}]")
+            verdict = _review_one(folder, cid, f"[{i}/{len(ids)}]", force, refused)
             if verdict == "quit":
                 break
             counts[verdict] += 1
+            if verdict != "skipped":
+                refused.discard(cid)
     except click.Abort:  # end of input (piped answers ran out) or Ctrl-C: what was decided is saved
         click.echo("", err=True)
         raise HarvesterCliError(
             f"review stopped before the end (input ended or interrupted); saved so far: {_counts(counts)}"
         ) from None
     click.echo(f"reviewed: {_counts(counts)}")
+    if refused:
+        raise HarvesterCliError(
+            f"not accepted, a redaction rule still matches them: {', '.join(sorted(refused))} "
+            "(replace the secrets by hand, or review with --force)"
+        )
 
 
 def _counts(counts: dict[str, int]) -> str:
     return f"{counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped"
 
 
-def _review_one(folder: CaseFolder, case_id: str, position: str) -> str:
+def _review_one(folder: CaseFolder, case_id: str, position: str, force: bool, refused: set[str]) -> str:
+    """One case, prompting until a verdict; a case refused for secrets goes on ``refused``."""
     case = folder.load(case_id)
     while True:
         click.echo(f"\n{position} " + render_case(case, folder.find(case_id)))
@@ -125,6 +142,11 @@ def _review_one(folder: CaseFolder, case_id: str, position: str) -> str:
             show_choices=False,
         )
         if action == "a":
+            leaks = [] if force else folder.secret_fields(case)
+            if leaks:
+                click.echo(f"  not accepted: a redaction rule still matches {', '.join(leaks)} (--force accepts it)")
+                refused.add(case_id)
+                continue
             blockers = case.blocking_notes()
             if blockers:
                 for note in blockers:

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from ..case import CaseFolder, load_cases
 from ..config import Config, load_config
-from ..errors import InputError
+from ..errors import InputError, StoreError
 from ..harvest import harvest, normalize_prompt
 from ..intake import HarvestingSpanProcessor
 from ..replay import replay
@@ -106,12 +106,17 @@ def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = pr
         echo(text)
 
     # 1. production: the agent serves traffic with the span processor installed.
+    # Every run is kept (the demo counts them all) and written before the next request: the processor
+    # batches on its own thread, so line 1 waits for each flush instead of trusting its defaults
+    # (sampling, flush interval, queue bounds).
     provider = TracerProvider()
-    processor = HarvestingSpanProcessor(str(store_path))
+    processor = HarvestingSpanProcessor(str(store_path), sample_rate=1.0)
     provider.add_span_processor(processor)
     prod_agent = support.SupportAgent(tracer_provider=provider)
     for prompt, _ in TRAFFIC:
         prod_agent.run(prompt)
+        if not processor.force_flush(timeout_millis=60_000):
+            raise StoreError(f"{store_path}: the capture did not write a run within 60 s")
     provider.shutdown()
     with TraceStore(str(store_path)) as store:
         captured, failed = store.count(), store.count(failed=True)  # the first read settles the inbox

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..case import CaseFolder, load_cases
+from ..case import CaseFolder
 from ..config import Config
 from ..errors import InputError, NotFoundError, OtlpFormatError
 from ..model import Run
@@ -151,7 +151,7 @@ def incident(
     runs = _runs_from_file(otlp_file, trace_id, config) if otlp_file else _runs_from_store(store_path, config, trace_id)
     run = _pick_run(runs, trace_id, run_id)
     twins = [
-        c.id for c in (load_cases(folder.root) if folder.root.is_dir() else ()) if c.source.trace_id == run.trace_id
+        c.id for c in (folder.cases() if folder.root.is_dir() else ()) if c.source.trace_id == run.trace_id
     ]
     if twins:  # allowed (another angle on the same run), but never silent
         click.echo(f"note: this run is already case {', '.join(twins)}", err=True)

@@ -20,7 +20,7 @@ import click
 
 from .. import seam
 from .._files import check_output, write_file
-from ..case import CaseFolder, load_cases
+from ..case import CaseFolder
 from ..config import Config
 from ..errors import AgentBuildError, GateError, InputError, OutputError
 from ..replay import DEFAULT_CONCURRENCY, load_agent
@@ -164,9 +164,9 @@ def _finish(
     elif json_path:
         _write(unwritten, report.save, json_path)
     if junit_path:
-        _write(unwritten, write_file, junit_path, report.to_junit())
+        _write(unwritten, _atomic, junit_path, report.to_junit())
     if markdown_path:
-        _write(unwritten, write_file, markdown_path, report.to_markdown(outcome).encode())
+        _write(unwritten, _atomic, markdown_path, report.to_markdown(outcome).encode())
     to_stderr = json_path == "-"
     click.echo(report.summary(), err=to_stderr)
     for line in outcome.lines() + outcome.warnings(report) + [outcome.summary()]:
@@ -185,6 +185,11 @@ def _redacted(report: Report, config: Config) -> Report:
     plain = report.model_dump(mode="json", by_alias=True)
     data = redactor.redact_value(plain)
     return report if data == plain else Report.from_data(data)
+
+
+def _atomic(path: str, data: bytes) -> None:
+    """A report file written whole or not at all, never through a planted symlink (``/dev/stdout`` works)."""
+    write_file(path, data, atomic=True)
 
 
 def _write(unwritten: list[OutputError], fn: Callable[..., Any], *args: Any) -> None:
@@ -287,7 +292,7 @@ def replay(
     gate_list = _gates(config, gates, base)
     _check_outputs(json_path, junit_path, markdown_path)
     build = load_agent(agent_spec)
-    every = load_cases(folder.root)  # validates every file, pending ones too
+    every = folder.cases()  # validates every file, pending ones too (each within max_file_bytes)
     cases = [c for c in every if c.status == "accepted"]
     if not cases:
         pending = sum(c.status == "pending" for c in every)

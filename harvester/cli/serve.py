@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import threading
@@ -17,10 +18,23 @@ __all__ = ["exposure_warning", "serve"]
 
 
 def exposure_warning(host: str, token: str | None) -> str | None:
-    """A receiver reachable from other machines without a token stores whatever anyone sends it."""
-    if token or host in ("127.0.0.1", "localhost", "::1") or host.startswith("127."):
+    """A receiver reachable from other machines without a token stores whatever anyone sends it.
+
+    Only a loopback address (parsed: ``127.0.0.9`` is one, ``127.example.com`` is not) or the name
+    ``localhost`` is trusted; any other name may resolve to an address other machines reach.
+    """
+    if token or host == "localhost" or _is_loopback(host):
         return None
-    return f"warning: {host} accepts traces from other machines and no --token is set"
+    return f"warning: {host or 'every address'} accepts traces from other machines and no --token is set"
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 @main.command()
@@ -60,11 +74,27 @@ def exposure_warning(host: str, token: str | None) -> str | None:
     help="Larger request bodies are refused (413).",
 )
 @click.option(
+    "--body-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a request's whole body may take to arrive (408 past it); headers get 10.",
+)
+@click.option(
+    "--max-client-connections",
+    default=32,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Connections one client address may hold at once (of 128 in all; 503 past it). "
+    "Raise it for many exporters behind one NAT or proxy.",
+)
+@click.option(
     "--token",
     envvar="HARVESTER_TOKEN",
     default=None,
     metavar="TOKEN",
-    help="Require 'Authorization: Bearer TOKEN' (401 otherwise) [env: HARVESTER_TOKEN].",
+    help="Require 'Authorization: Bearer TOKEN' on every request, /healthz included (401 otherwise) "
+    "[env: HARVESTER_TOKEN].",
 )
 @click.option(
     "--sample-rate",
@@ -88,6 +118,8 @@ def serve(
     store: str | None,
     idle_seconds: float,
     max_body_mb: float,
+    body_timeout: float,
+    max_client_connections: int,
     token: str | None,
     sample_rate: float,
     config_path: str | None,
@@ -96,8 +128,8 @@ def serve(
 
     Point an OTLP exporter or a Collector's otlphttp exporter at the printed URL. Each complete run
     is sampled, redacted (with the project's rules) and stored as the in-process
-    HarvestingSpanProcessor would. GET /healthz reports counters. Ctrl-C or SIGTERM stores the open
-    runs, then exits 0.
+    HarvestingSpanProcessor would. GET /healthz reports counters (with --token, it needs the token
+    too). Ctrl-C or SIGTERM stores the open runs, then exits 0.
     """
     try:
         from ..intake import Receiver
@@ -120,6 +152,8 @@ def serve(
         port=port,
         idle_seconds=idle_seconds,
         max_body_bytes=int(max_body_mb * (1 << 20)),
+        body_timeout=body_timeout,
+        max_client_connections=max_client_connections,
         token=token,
         on_flush=lambda n: click.echo(f"completed {n} trace{'s' * (n != 1)}"),
     )

@@ -1,9 +1,19 @@
 """The HTTP layer of the receiver: the request handler (routes, errors in the OTLP shape the client
-asked for) and the threading server that bounds its connections."""
+asked for, deadlines on reading a request) and the threading server that bounds its connections, in
+all and per client address.
+
+A thread per connection is cheap until a client holds it by sending slowly: a socket timeout is per
+``recv``, so a byte every few seconds would keep it forever. Reads therefore go through a clock that
+bounds the whole of a request's headers (from its first byte) and, once the receiver starts reading
+its body, the whole body.
+"""
 
 from __future__ import annotations
 
+import io
+import socket
 import threading
+import time
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -21,15 +31,78 @@ TRACES_PATH = "/v1/traces"
 HEALTH_PATH = "/healthz"
 
 
+class _Deadline(io.RawIOBase):
+    """A connection's socket read under a deadline for the whole of what is being read, not per ``recv``.
+
+    Between requests it waits ``idle`` seconds per read (a keep-alive connection may be quiet that
+    long); ``expect(seconds)`` starts a deadline at the next byte that arrives (a request's first),
+    ``start(seconds)`` starts one now. Past it a read raises ``TimeoutError``.
+    """
+
+    def __init__(self, sock: socket.socket, idle: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._idle = idle
+        self._deadline: float | None = None
+        self._pending: float | None = None  # seconds of the deadline that starts at the next byte
+        self.expired = False
+
+    def readable(self) -> bool:
+        return True
+
+    def expect(self, seconds: float) -> None:
+        self._deadline, self._pending, self.expired = None, seconds, False
+
+    def start(self, seconds: float) -> None:
+        self._deadline, self._pending = time.monotonic() + seconds, None
+
+    def stop(self) -> None:
+        """No deadline (the response is being written): the socket waits ``idle`` again."""
+        self._deadline = self._pending = None
+        self.expired = False
+        self._sock.settimeout(self._idle)
+
+    def readinto(self, buffer: Any) -> int:
+        if self._deadline is None:
+            self._sock.settimeout(self._idle)
+        else:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                self.expired = True
+                raise TimeoutError("deadline passed")
+            self._sock.settimeout(left)
+        try:
+            n = self._sock.recv_into(buffer)
+        except TimeoutError:
+            self.expired = self._deadline is not None
+            raise
+        if n and self._pending is not None:
+            self.start(self._pending)
+        return n
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse one connection
-    timeout = 30  # seconds a stalled client may hold its thread
+    timeout = 30  # seconds an idle keep-alive connection may hold its thread between requests
     server: Server
+    clock: _Deadline
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request would drown the flush lines; /healthz has the counts
 
+    def setup(self) -> None:
+        super().setup()
+        self.clock = _Deadline(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self.clock, 1 << 16)
+
+    def handle_one_request(self) -> None:
+        self.clock.expect(self.server.receiver.header_timeout)
+        super().handle_one_request()  # a TimeoutError while reading headers closes the connection
+        if self.clock.expired:  # its headers were late (a late body is answered, a 408, and reset)
+            self.server.receiver.count_error("header_timeout")
+
     def _send(self, status: int, body: bytes, content_type: str, headers: Iterable[tuple[str, str]] = ()) -> None:
+        self.clock.stop()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -55,6 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
         ctype = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         protobuf = ctype == PROTOBUF
         try:
+            receiver.authorize(self.headers)  # before a body is read or any budget is taken
             if path == HEALTH_PATH:
                 if method != "GET":
                     raise BadRequest(405, f"{method} not allowed on {path}; use GET")
@@ -62,6 +136,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == TRACES_PATH:
                 if method != "POST":
                     raise BadRequest(405, f"{method} not allowed on {path}; use POST")
+                self.clock.start(receiver.body_timeout)
                 self._send(200, receiver.handle_export(self.headers, self.rfile, ctype), ctype)
             else:
                 raise BadRequest(404, f"no such path {path}; send traces to {TRACES_PATH}")
@@ -97,22 +172,30 @@ _BUSY = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 
 
 
 class Server(ThreadingHTTPServer):
-    """One thread per connection (exporters keep theirs open), at most ``max_connections`` of them."""
+    """One thread per connection (exporters keep theirs open), at most ``max_connections`` of them and
+    ``max_client_connections`` from one address, so one client cannot take every slot."""
 
     daemon_threads = True
     request_queue_size = 128  # many exporters may connect at once
     receiver: Receiver
 
-    def __init__(self, address: tuple[str, int], max_connections: int) -> None:
+    def __init__(self, address: tuple[str, int], max_connections: int, max_client_connections: int) -> None:
         super().__init__(address, _Handler)
         self.max_connections = max_connections
-        self.connections = 0  # changed by the accept thread and decremented by handlers, under the lock
+        self.max_client_connections = max_client_connections
+        # Changed by the accept thread and decremented by handlers, under the lock.
+        self.connections = 0
+        self.by_client: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        client = client_address[0]
         with self._lock:
-            admitted = self.connections < self.max_connections
-            self.connections += admitted
+            mine = self.by_client.get(client, 0)
+            admitted = self.connections < self.max_connections and mine < self.max_client_connections
+            if admitted:
+                self.connections += 1
+                self.by_client[client] = mine + 1
         if not admitted:
             # Over capacity: a retryable 503 (OTLP exporters back off and resend), not a new thread.
             self.receiver.count_error("503")
@@ -128,8 +211,13 @@ class Server(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            client = client_address[0]
             with self._lock:
                 self.connections -= 1
+                if self.by_client[client] == 1:
+                    del self.by_client[client]
+                else:
+                    self.by_client[client] -= 1
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a reset connection is the client's problem, not a traceback on our stderr

@@ -1,10 +1,17 @@
-"""OTLP/HTTP on the wire: request bodies decoded (protobuf or JSON, inflated within bounds, chunked
-or not), and the ``google.rpc.Status`` error body. Everything here treats its input as untrusted."""
+"""OTLP/HTTP on the wire: request bodies read and inflated within bounds (chunked or not), decoded
+(protobuf or JSON), and the ``google.rpc.Status`` error body. Everything here treats its input as
+untrusted.
+
+Bodies are read and inflated a piece at a time, and every piece is paid for with ``charge(n)``
+before it is held (the receiver's budget of bytes in flight, which refuses with a 503). So a client
+that declares a large body and sends it slowly holds only what it has sent, and a small gzip body is
+charged what it inflates to, not its size on the wire."""
 
 from __future__ import annotations
 
 import base64
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -24,6 +31,7 @@ __all__ = [
     "decode_json",
     "decode_protobuf",
     "decompress",
+    "read_body",
     "read_chunked",
     "status_protobuf",
 ]
@@ -31,7 +39,11 @@ __all__ = [
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 # google.rpc.Code values for the error body of each HTTP status we answer with.
-RPC_CODES = {400: 3, 401: 16, 404: 5, 405: 12, 411: 3, 413: 8, 415: 3, 500: 13, 503: 14}
+RPC_CODES = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 411: 3, 413: 8, 415: 3, 500: 13, 503: 14}
+READ_PIECE = 1 << 16  # bytes of body read (and charged) at a time
+INFLATE_PIECE = 1 << 20  # bytes of inflated body produced (and charged) at a time
+
+Charge = Callable[[int], None]
 
 
 def _any_value(v: Any) -> Any:
@@ -112,18 +124,37 @@ def decode_json(body: bytes, stats: OtlpStats) -> list[SpanData]:
         raise BadRequest(400, str(exc)) from None
 
 
-def decompress(body: bytes, encoding: str, limit: int) -> bytes:
-    """A gzip or deflate body inflated, never to more than ``limit`` bytes (gzip bombs)."""
+def decompress(parts: list[bytes], encoding: str, limit: int, charge: Charge) -> bytes:
+    """A gzip or deflate body (as read, in parts) inflated, never to more than ``limit`` bytes (gzip
+    bombs). Each piece of output is charged before it is made; each part's raw bytes are let go
+    (and given back) once inflated."""
     inflater = zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, detected
+    out: list[bytes] = []
+    total = 0
     try:
-        out = inflater.decompress(body, limit + 1)
+        for i, data in enumerate(parts):
+            while True:
+                if inflater.eof:
+                    if data:
+                        raise BadRequest(400, f"trailing data in {encoding} body")
+                    break
+                charge(INFLATE_PIECE)
+                piece = inflater.decompress(data, INFLATE_PIECE)
+                charge(len(piece) - INFLATE_PIECE)
+                total += len(piece)
+                if total > limit:
+                    raise BadRequest(413, f"decompressed body larger than {limit} bytes")
+                out.append(piece)
+                data = inflater.unconsumed_tail
+                if not data and len(piece) < INFLATE_PIECE:  # a full piece: more output may be pending
+                    break
+            charge(-len(parts[i]))  # inflated: its raw bytes can go
+            parts[i] = b""
     except zlib.error as exc:
         raise BadRequest(400, f"invalid {encoding} body ({exc})") from None
-    if len(out) > limit:
-        raise BadRequest(413, f"decompressed body larger than {limit} bytes")
     if not inflater.eof or inflater.unused_data:
         raise BadRequest(400, f"truncated or trailing data in {encoding} body")
-    return out
+    return b"".join(out)
 
 
 def status_protobuf(code: int, message: str) -> bytes:
@@ -141,7 +172,24 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def read_chunked(rfile: Any, limit: int) -> bytes:
+def read_body(rfile: Any, length: int, charge: Charge) -> list[bytes]:
+    """``length`` bytes of body, read and charged a piece at a time (``ClientGone`` if it ends early)."""
+    parts: list[bytes] = []
+    while length > 0:
+        parts.append(_read_piece(rfile, min(length, READ_PIECE), charge))
+        length -= len(parts[-1])
+    return parts
+
+
+def _read_piece(rfile: Any, n: int, charge: Charge) -> bytes:
+    charge(n)
+    data = rfile.read(n)
+    if len(data) < n:
+        raise ClientGone()
+    return data
+
+
+def read_chunked(rfile: Any, limit: int, charge: Charge) -> list[bytes]:
     """A ``Transfer-Encoding: chunked`` body, never more than ``limit`` bytes (413 past it)."""
     parts: list[bytes] = []
     total = 0
@@ -157,13 +205,10 @@ def read_chunked(rfile: Any, limit: int) -> bytes:
             while (trailer := rfile.readline(8192)) not in (b"\r\n", b"\n"):
                 if not trailer:
                     raise ClientGone()
-            return b"".join(parts)
+            return parts
         total += size
         if size < 0 or total > limit:
             raise BadRequest(413, f"chunked body exceeds the limit of {limit} bytes")
-        data = rfile.read(size)
-        if len(data) < size:
-            raise ClientGone()
-        parts.append(data)
+        parts.extend(read_body(rfile, size, charge))
         if rfile.readline(1024).strip():
             raise BadRequest(400, "malformed chunked body (chunk longer than its size)")

@@ -274,15 +274,33 @@ class RunWriter:
         if len(self._pending) + len(self._inbox) >= self.batch_size:
             self.flush()
 
-    def submit(self, spans: list[SpanData]) -> None:
-        """The receiver's entry point: one finished trace. Never raises."""
+    def submit(self, traces: Sequence[list[SpanData]]) -> None:
+        """The receiver's entry point: finished traces, each merged with what is stored of it. Never raises.
+
+        On the network a trace can finish twice: an exporter retries a request after the trace was
+        written, and the retried part becomes an open trace again. Read alone it would replace the
+        stored run with part of itself, so, as ``harvester ingest`` does with a trace split over two
+        files, its spans join the stored ones and its runs are read again from all of them. One store
+        read for all the traces, after a flush: a part buffered a moment ago must be read back too.
+        """
+        if not traces:
+            return
         try:
-            self.process_trace(spans)
+            with self._lock:
+                self.flush()
+                stored = self.store.spans_of(spans[0].trace_id for spans in traces if spans)
+                for spans in traces:
+                    tid = spans[0].trace_id if spans else ""
+                    try:
+                        self.process_trace(merged_spans(stored.get(tid, ()), spans), replace=tid in stored)
+                    except Exception:
+                        log.debug("dropped a trace", exc_info=True)
+                        self.drop("internal_error")
             if (self._pending or self._inbox) and time.monotonic() - self._pending_since >= self.flush_interval_s:
                 self.flush()
         except Exception:
-            log.debug("dropped a trace", exc_info=True)
-            self.drop("internal_error")
+            log.debug("dropped %d traces", len(traces), exc_info=True)
+            self.drop("internal_error", len(traces))
 
     def flush(self, *, raise_errors: bool = False) -> int:
         """Write the buffered runs and deferred traces in one transaction; on a store error count them lost, go on."""

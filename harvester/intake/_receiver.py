@@ -6,11 +6,16 @@ has been quiet for ``idle_seconds``), then handed to the same post-grouping pipe
 ``HarvestingSpanProcessor`` uses, so a run is sampled, redacted and stored identically whichever way
 it came in.
 
-Everything a client sends is untrusted: bodies are bounded before and while they are read (gzip
-bombs included), open traces are bounded in count and spans (the least recently active go first,
-counted), a broken request never takes the server down, and the listener binds loopback unless told
-otherwise. The stdlib HTTP server is enough: exporters send batches (hundreds of spans a request),
-so per-request overhead is small next to decoding, which walks the protobuf message directly.
+Everything a client sends is untrusted: the token is checked before any body is read, headers and
+bodies are read under deadlines (a client trickling bytes cannot hold a connection), the bytes held
+by all bodies together are bounded as they are read and inflated (gzip bombs included), connections
+are bounded in all and per client address, open traces are bounded in count and spans (the least
+recently active go first, counted), a broken request never takes the server down, and the listener
+binds loopback unless told otherwise. A trace that completes again (an exporter retrying a request
+after its trace was written) is merged with what is stored of it, never stored as part of itself.
+
+The stdlib HTTP server is enough: exporters send batches (hundreds of spans a request), so
+per-request overhead is small next to decoding, which walks the protobuf message directly.
 """
 
 from __future__ import annotations
@@ -29,7 +34,17 @@ from ..spans import OtlpStats, SpanData
 from ..store import TraceStore
 from ._assembly import IdleAssembler
 from ._http import HEALTH_PATH, TRACES_PATH, Server
-from ._otlp import JSON, PROTOBUF, BadRequest, ClientGone, decode_json, decode_protobuf, decompress, read_chunked
+from ._otlp import (
+    JSON,
+    PROTOBUF,
+    BadRequest,
+    ClientGone,
+    decode_json,
+    decode_protobuf,
+    decompress,
+    read_body,
+    read_chunked,
+)
 from ._pipeline import RunWriter
 
 __all__ = ["HEALTH_PATH", "Receiver", "TRACES_PATH"]
@@ -43,6 +58,13 @@ class Receiver:
     processor's. ``start()`` serves on a background thread and returns the bound port (``port=0``:
     any free one); ``stop()`` stops listening, completes every open trace that has its agent span and
     writes them. ``on_flush`` is called with the number of traces each sweep completed (the CLI prints it).
+
+    Limits (docs/collector.md): a request's headers must arrive within ``header_timeout`` of its first
+    byte and its body within ``body_timeout`` of its headers (408); bodies in flight hold at most
+    ``max_inflight_bytes`` together, counted as read and as inflated (503); one body at most
+    ``max_body_bytes`` on the wire and ``max_decoded_bytes`` inflated (413); at most
+    ``max_connections`` connections, ``max_client_connections`` from one address (503). With a
+    ``token``, every path needs it, ``/healthz`` included.
     """
 
     def __init__(
@@ -60,7 +82,11 @@ class Receiver:
         max_open_traces: int = 10_000,
         max_open_spans: int = 200_000,
         max_connections: int = 128,
+        max_client_connections: int = 32,
         max_inflight_bytes: int | None = None,
+        max_decoded_bytes: int | None = None,
+        header_timeout: float = 10.0,
+        body_timeout: float = 60.0,
         on_flush: Callable[[int], None] | None = None,
     ) -> None:
         self._owns_writer = not isinstance(store, RunWriter)
@@ -70,10 +96,14 @@ class Receiver:
         self.host = host
         self.port = port
         self.max_body_bytes = max_body_bytes
-        self.max_decoded_bytes = 4 * max_body_bytes  # compressed batches expand several-fold
-        # Bodies being read at once, all connections together: the memory bound on requests.
+        # Compressed batches expand several-fold.
+        self.max_decoded_bytes = max_decoded_bytes if max_decoded_bytes is not None else 4 * max_body_bytes
+        # Bytes of bodies held at once (read and inflated), all connections together: the memory bound on requests.
         self.max_inflight_bytes = max_inflight_bytes if max_inflight_bytes is not None else 4 * max_body_bytes
         self.max_connections = max_connections
+        self.max_client_connections = max_client_connections
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
         self._token = token.encode() if token else None
         self.assembler = IdleAssembler(
             idle_seconds=idle_seconds,
@@ -85,7 +115,7 @@ class Receiver:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # signalled when an export request finishes
         self._inflight = 0
-        self._inflight_bytes = 0
+        self._inflight_bytes = 0  # charged by requests as they read and inflate their bodies
         self._counts: dict[str, int] = {
             "export_requests": 0,
             "received_spans": 0,
@@ -101,7 +131,7 @@ class Receiver:
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> int:
         try:
-            server = Server((self.host, self.port), self.max_connections)
+            server = Server((self.host, self.port), self.max_connections, self.max_client_connections)
         except OSError as exc:
             raise ReceiverError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         server.receiver = self
@@ -149,8 +179,7 @@ class Receiver:
                 self.count_error("sweep")
 
     def _complete(self, traces: list[list[SpanData]]) -> None:
-        for spans in traces:
-            self.writer.submit(spans)
+        self.writer.submit(traces)
         if traces:
             with self._lock:
                 self._counts["completed_traces"] += len(traces)
@@ -158,12 +187,17 @@ class Receiver:
                 self._on_flush(len(traces))
 
     # -- requests ----------------------------------------------------------------------------
+    def authorize(self, headers: Any) -> None:
+        """With a token, every request needs ``Authorization: Bearer <token>`` (the scheme in any case,
+        RFC 9110), checked before anything of the request is read past its headers."""
+        if self._token is None:
+            return
+        scheme, _, credentials = (headers.get("Authorization") or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(credentials.strip().encode(), self._token):
+            raise BadRequest(401, "missing or wrong bearer token")
+
     def handle_export(self, headers: Any, rfile: Any, content_type: str) -> bytes:
-        """One ``POST /v1/traces``: the success body in the request's encoding, or ``BadRequest``."""
-        if self._token is not None:
-            auth = (headers.get("Authorization") or "").encode()
-            if not hmac.compare_digest(auth, b"Bearer " + self._token):
-                raise BadRequest(401, "missing or wrong bearer token")
+        """One authorized ``POST /v1/traces``: the success body in the request's encoding, or ``BadRequest``."""
         if content_type == PROTOBUF:
             decode = decode_protobuf
         elif content_type == JSON:
@@ -175,32 +209,40 @@ class Receiver:
             raise BadRequest(415, f"unsupported Content-Encoding {encoding!r} (use gzip, deflate or none)")
         chunked = "chunked" in (headers.get("Transfer-Encoding") or "").lower()
         length_header = headers.get("Content-Length")
-        if chunked:  # a proxy or streaming client: the length is unknown, so reserve the most it may be
-            length = self.max_body_bytes
-        elif length_header is None:
-            raise BadRequest(411, "Content-Length or Transfer-Encoding: chunked required")
-        else:
+        length: int | None = None  # chunked: a proxy or streaming client, the length is unknown
+        if not chunked:
+            if length_header is None:
+                raise BadRequest(411, "Content-Length or Transfer-Encoding: chunked required")
             try:
                 length = int(length_header)
             except ValueError:
                 raise BadRequest(400, f"bad Content-Length {length_header!r}") from None
-        if length < 0:
-            raise BadRequest(400, f"bad Content-Length {length_header!r}")
-        if length > self.max_body_bytes:
-            raise BadRequest(413, f"body of {length} bytes exceeds the limit of {self.max_body_bytes}")
+            if length < 0:
+                raise BadRequest(400, f"bad Content-Length {length_header!r}")
+            if length > self.max_body_bytes:
+                raise BadRequest(413, f"body of {length} bytes exceeds the limit of {self.max_body_bytes}")
         with self._lock:
             if self._stopping.is_set():
                 raise BadRequest(503, "shutting down")
-            if self._inflight and self._inflight_bytes + length > self.max_inflight_bytes:
-                raise BadRequest(503, "too many bodies in flight; retry shortly")
             self._inflight += 1
-            self._inflight_bytes += length
+        held = 0
+
+        def charge(n: int) -> None:
+            """Pay for ``n`` more bytes of this body (or give back ``-n``): 503 once the bodies in flight
+            would hold more than the budget, unless this one holds all of it (one body always fits)."""
+            nonlocal held
+            with self._lock:
+                if n > 0 and self._inflight_bytes + n > self.max_inflight_bytes and self._inflight_bytes > held:
+                    raise BadRequest(503, "too many bodies in flight; retry shortly")
+                self._inflight_bytes += n
+            held += n
+
         try:
-            return self._export(rfile, None if chunked else length, encoding, decode, content_type)
+            return self._export(rfile, length, encoding, decode, content_type, charge)
         finally:
             with self._idle:
                 self._inflight -= 1
-                self._inflight_bytes -= length
+                self._inflight_bytes -= held
                 self._idle.notify_all()
 
     def _export(
@@ -210,19 +252,23 @@ class Receiver:
         encoding: str,
         decode: Callable[[bytes, OtlpStats], list[SpanData]],
         content_type: str,
+        charge: Callable[[int], None],
     ) -> bytes:
         """Read the body (``length`` None: chunked), decode it and hand its spans to the assembler."""
         try:
             if length is None:
-                body = read_chunked(rfile, self.max_body_bytes)
+                parts = read_chunked(rfile, self.max_body_bytes, charge)
             else:
-                body = rfile.read(length) if length else b""
-                if len(body) < length:
-                    raise ClientGone()
+                parts = read_body(rfile, length, charge)
+        except TimeoutError:
+            raise BadRequest(408, f"body not received within {self.body_timeout:g} s") from None
         except OSError:
             raise ClientGone() from None
         if encoding in ("gzip", "deflate"):
-            body = decompress(body, encoding, self.max_decoded_bytes)
+            body = decompress(parts, encoding, self.max_decoded_bytes, charge)
+        else:
+            body = b"".join(parts)
+        del parts
         stats = OtlpStats()
         spans = decode(body, stats)
         early = self.assembler.add(spans)
@@ -260,6 +306,7 @@ class Receiver:
                 "status": "ok",
                 **self._counts,
                 "inflight_requests": self._inflight,
+                "inflight_bytes": self._inflight_bytes,
                 "errors": dict(self._errors),
             }
         writer = self.writer.stats()

@@ -41,6 +41,7 @@ from ._rules import (
     luhn_ok,
     maybe_secret,
     names_data,
+    random_like,
 )
 
 __all__ = ["Engine", "Pass", "MIN_LEN"]
@@ -53,6 +54,7 @@ _SHORT = 200  # strings up to this long recur (names, models, resource values): 
 # would otherwise hold up to 50,000 of them; hashing a large value again costs little beside it.
 _DIGEST_CACHE_MAX = 512
 _NO_CACHE: dict[str, str] = {}  # never written
+_KIND = re.compile("[a-z0-9_]*")
 
 
 def _digest(key: bytes | None, raw: bytes) -> str:
@@ -64,6 +66,19 @@ def _digest(key: bytes | None, raw: bytes) -> str:
 
         return hmac.new(key, raw, hashlib.sha256).hexdigest()[:8]
     return hashlib.sha256(raw).hexdigest()[:8]
+
+
+def _in_word(s: str, i: int) -> bool:
+    """Whether ``s[i]`` continues an ASCII word. Only ASCII: Chinese, Japanese and Russian write no
+    space before a Latin token ("我的密钥是sk-..."), so a letter of theirs never joins one."""
+    c = s[i - 1]
+    return c.isascii() and c.isalnum() and s[i - 2 : i] not in ESCAPES
+
+
+def _in_kind(s: str, i: int) -> bool:
+    """Whether ``s[i]`` is inside the kind of a placeholder (``<aws_secret:...>``, ``<npm_token:...>``)."""
+    j = s.rfind("<", max(0, i - 32), i)
+    return j >= 0 and _KIND.fullmatch(s, j + 1, i) is not None
 
 
 class Pass:
@@ -223,8 +238,8 @@ class Engine:
                         a -= 1
                     if a == m.start():
                         continue
-                elif a > 0 and s[a - 1].isalnum() and s[a - 2 : a] not in ESCAPES:
-                    continue  # "task-..." is not "sk-..."
+                elif a > 0 and _in_word(s, a) and not random_like(s[a:b]):
+                    continue  # "task-..." is not "sk-..."; "密钥sk-..." and "keysk-Ab3..." are
                 if rule.kind == "token" and not base64_like(s[a:b]):
                     continue  # "basic troubleshooting steps" holds no credential
                 found.append((a, b, rule.kind))
@@ -234,9 +249,8 @@ class Engine:
                 continue
             text = low if same else s
             for m in (rule.regex if same else rule.regex_i).finditer(text):
-                before = text[m.start() - 1] if m.start() > 0 else " "
-                if (before.isalnum() and text[m.start() - 2 : m.start()] not in ESCAPES) or before == "<":
-                    continue  # inside a word, or the kind of a placeholder we wrote
+                if m.start() > 0 and (_in_word(text, m.start()) or _in_kind(text, m.start())):
+                    continue  # inside a word ("我的api_key=" is not), or the kind of a placeholder we wrote
                 a, b = rule.span(m)
                 if rule.kind == "credential" and CREDENTIAL.search(text, a, b) is None:
                     continue  # "Cookie: Chocolate Chip", "authorization: required"
@@ -312,10 +326,10 @@ class Engine:
                     if out is None:
                         out = dict(v)
                     out[k] = y
-                if type(k) is str and names_data(k):
+                if type(k) is str and names_data(k):  # a key is text too: {"sk-...": ...}, {"bob@x.io": ...}
                     nk = short.get(k)
                     nk = self._text(k, p) if nk is None else (nk or k)
-                    if nk is not k and PLACEHOLDER.fullmatch(nk):
+                    if nk is not k:
                         if renamed is None:
                             renamed = {}
                         renamed[k] = nk

@@ -33,6 +33,7 @@ __all__ = [
     "maybe_secret",
     "names_data",
     "luhn_ok",
+    "random_like",
 ]
 
 PLACEHOLDER = re.compile(r"<[a-z0-9_]+:[0-9a-f]{8}>")
@@ -42,6 +43,15 @@ PLACEHOLDER = re.compile(r"<[a-z0-9_]+:[0-9a-f]{8}>")
 # starts with a literal so that the regex engine jumps between candidates. One alternation of
 # everything would try every position and be twenty times slower. A group named ``v``/``w``/``x``
 # is the part replaced (the rest stays for readability); without one the whole match is replaced.
+
+
+def _near(context: str, value: str) -> str:
+    """A value that is only a secret near a word naming it ("AWS secret: wJalr...", "Twilio token ...")."""
+    return rf"(?i:{context})[^\n]{{0,40}}?(?<![A-Za-z0-9/+])(?P<v>{value})(?![A-Za-z0-9/+=])"
+
+
+# An AWS secret access key: 40 characters of base64 holding a digit and both cases (a git SHA does not).
+_AWS_SECRET = r"(?=[A-Za-z0-9/+]{0,39}[0-9])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])[A-Za-z0-9/+]{40}"
 CASED: list[tuple[str, str, str]] = [
     ("api_key", "sk-", r"sk-[A-Za-z0-9_-]{16,}"),  # OpenAI sk-..., sk-proj-..., Anthropic sk-ant-...
     ("api_key", "_", r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"),
@@ -52,6 +62,22 @@ CASED: list[tuple[str, str, str]] = [
     ("api_key", "_live_", r"(?:sk|rk)_live_[0-9A-Za-z]{16,}"),  # Stripe
     ("api_key", "_test_", r"(?:sk|rk)_test_[0-9A-Za-z]{16,}"),
     ("api_key", "hf_", r"hf_[A-Za-z0-9]{30,}"),  # Hugging Face
+    ("gitlab_token", "glpat-", r"glpat-[A-Za-z0-9_-]{20,}"),
+    ("sendgrid_key", "sg.", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
+    ("npm_token", "npm_", r"npm_[A-Za-z0-9]{36}"),
+    *(("twilio", sid.lower(), sid + r"[0-9a-f]{32}(?![0-9A-Za-z])") for sid in ("SK", "AC")),  # API key, account
+    ("twilio", "twilio", _near("twilio", r"[0-9a-f]{32}")),  # an auth token named as Twilio's
+    *(("aws_secret", word, _near(word, _AWS_SECRET)) for word in ("aws", "secret")),
+    (
+        "private_key",
+        "private key-----",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?P<v>[^<]{1,16384}?)-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
+    ),
+    (
+        "slack_webhook",
+        "hooks.slack.com/",
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<v>[A-Za-z0-9_/-]{16,})",
+    ),
     ("token", "eyj", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # a bare JWT
     ("secret", "sig=", r"[?&]sig=(?P<v>[A-Za-z0-9%+/=]{16,})"),  # Azure SAS signature
     ("token", "basic", r"(?i:basic)\s+(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
@@ -68,8 +94,30 @@ _VALUE = (
     r"[\"']?\s{0,3}[:=]\s{0,3}(?:\"(?P<v>(?:[^\"\\\n]|\\.){1,512})\"|'(?P<w>[^'\n]{1,512})'"
     r"|(?P<x>[^\s\"'&,;}\])<]{4,512}))"
 )
+# A password told in prose ("my password is hunter2!", "密码是hunter2"): a word, so only one holding a
+# digit or a symbol is taken ("the password is incorrect" holds none).
+_PROSE = (
+    r"\s*(?=[^\s\"'<>]{0,127}[0-9!#$%^&*@_+=~-])(?P<v>[^\s\"'<>,;\uff0c\u3002\u3001]{3,127}"
+    r"[^\s\"'<>,;.!?)\uff0c\u3002\u3001])"
+)
+# (a word, what follows it) before the password, the word its trigger: English, Spanish, French, German,
+# Portuguese, Russian, Chinese, Japanese, Korean. Escaped: several of these letters look like Latin ones.
+_PROSE_WORDS = (
+    ("passw", r"(?:or)?d\s+(?:is|was)"),
+    ("contrase\u00f1a", r"\s+es"),
+    ("mot de passe", r"\s+(?:est|:)"),
+    ("passwort", r"\s+(?:ist|lautet)"),
+    ("senha \u00e9", ""),
+    ("\u043f\u0430\u0440\u043e\u043b\u044c", r"(?:\s*[:\uff1a\u2014-]|\s+\u044d\u0442\u043e)"),  # пароль: / пароль это
+    ("\u5bc6\u7801", r"(?:\u662f|\u4e3a|:|\uff1a)"),  # 密码是 / 密码为
+    ("\u30d1\u30b9\u30ef\u30fc\u30c9", r"(?:\u306f|:|\uff1a)"),  # パスワードは
+    ("\ube44\ubc00\ubc88\ud638", r"(?:\ub294|:|\uff1a)"),  # 비밀번호는
+)
 FOLDED: list[tuple[str, str, str]] = [
     ("token", "bearer", r"bearer\s+(?P<v>[a-z0-9._~+/-]{8,}=*)"),
+    ("aws_secret", "aws_", r"aws_secret_access_key" + _VALUE),
+    ("azure_key", "key", r"(?:account|sharedaccess)key" + _VALUE),  # Azure storage / Service Bus connection strings
+    *(("password", word, word + after + _PROSE) for word, after in _PROSE_WORDS),
     ("secret", "key", r"(?:api|private|secret|access)[_-]?key" + _VALUE),
     *(("secret", word[:5], word + _VALUE) for word in ("token", "secret", r"passw(?:or)?d", "pwd", r"credentials?")),
     # A cookie header's value is every pair up to the end of the line; an authorization value is its
@@ -101,22 +149,29 @@ CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # literal (the regex engine then jumps between candidates in C, ~0.3 ns a character), and the
 # rarest are skipped when one of their characters is absent (a memchr): one alternation of all of
 # them tries every position and costs ten times as much, and every string of every run pays this.
+# A gate of one character is a memchr; a longer one is a whole search (~3 us over a 5 KB trace), so
+# a new rule's trigger joins an existing search where it can ("aws" the "w" one).
 _TRIGGERS = tuple(
     (gate, re.compile(pattern).search)
     for gate, pattern in (
         ("@", "@"),  # emails, passwords in URLs
-        ("k", r"k(?:ey|en|ie|ia|-|_t|_l)"),  # key, token, cookie, AKIA, sk-, sk_test_/sk_live_
+        # key, token, cookie, AKIA, sk-, sk_test_/sk_live_, hooks.slack.com/, Twilio's SK + 32 hex
+        ("k", r"k(?:ey|en|ie|ia|-|_t|_l|\.com/|[0-9a-f]{32})"),
         ("b", r"b(?:earer|asi|_p)"),  # bearer, basic (also "BASİC"), github_pat_
-        ("w", r"w(?:or)?d"),  # password, passwd, pwd
-        ("_", r"_(?<=h[pousr]_|hf_)"),  # ghp_ and its kin, hf_
-        ("c", r"c(?:re|ook)"),  # secret, credential, cookie (also "COOKİE": İ lowercases to i + a dot)
+        ("w", r"w(?:(?:or)?d|ort|ilio|s(?<=aws)(?<![a-z]aws))"),  # password, passwd, pwd, passwort, twilio, AWS
+        ("_", r"_(?<=h[pousr]_|hf_|pm_)"),  # ghp_ and its kin, hf_, npm_
+        ("c", r"c(?:re|ook|[0-9a-f]{32})"),  # secret, credential, cookie (also "COOKİE"), Twilio's AC + 32 hex
         ("z", "za"),  # authorization, AIza
         ("j", "yj"),  # eyJ (a JWT)
         ("=", "g="),  # sig= (Azure SAS)
         ("x", "xox"),  # Slack
         ("i", "asia"),  # AWS temporary keys
+        ("glpat-", "glpat-"),  # GitLab
+        ("s", r"s(?:g\.[a-z0-9_-]{22}\.|se(?<=mot de passe))"),  # SendGrid, French prose
     )
 )
+# Triggers only non-ASCII text can hold, skipped for the (common) ASCII string.
+_TRIGGERS_UNICODE = tuple(trigger for trigger, _ in _PROSE_WORDS if not trigger.isascii())
 
 
 # Letters that case-insensitive rules (and the secret-key test) match as ASCII but that lowercasing
@@ -128,6 +183,8 @@ def maybe_secret(low: str) -> bool:
     """Whether lowercased text holds any rule's trigger (a cheap superset of "some rule matches")."""
     if not low.isascii():
         low = low.translate(_FOLD)
+        if any(word in low for word in _TRIGGERS_UNICODE):
+            return True
     for gate, search in _TRIGGERS:
         if gate in low and search(low) is not None:
             return True
@@ -146,6 +203,7 @@ _CARD_SHAPE = bytes.maketrans(
 )
 ESCAPED = re.compile(rb"\\u")  # a \u escape in serialized JSON text
 _CARD_RUN = re.compile(b"0000(?:000000000|1000)")  # in a _CARD_SHAPE translation: 13 digits, or 4+3 across a separator
+_WORDY = re.compile("[g-z]{3}")
 LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 
 
@@ -159,9 +217,19 @@ def card_shaped_bytes(raw: bytes) -> bool:
 
 
 def names_data(key: str) -> bool:
-    """A key that may itself be personal data ({"bob@example.com": ...}), redacted as text; a key that
-    merely contains some (an OData "members@odata.bind") stays."""
-    return ("@" in key or len(key) >= 13) and "@odata." not in key
+    """A key or name that may hold a secret or personal data ({"bob@example.com": ...}, {"sk-...": ...}),
+    redacted as text: long enough for the shortest built-in match, and not an OData annotation
+    ("members@odata.bind"), which only looks like an email."""
+    return len(key) >= 6 and "@odata." not in key
+
+
+def random_like(token: str) -> bool:
+    """A token right after an ASCII letter is a key written into a word ("APIkeysk-Ab3..."), not part of
+    the word ("task-assignment-for-customer-42"), only when it looks random: a digit, and both cases,
+    or no run of letters a hex digit cannot be (uppercase keys, hex)."""
+    if not any(c.isdigit() for c in token):
+        return False
+    return (not token.islower() and not token.isupper()) or _WORDY.search(token) is None
 
 
 def base64_like(value: str) -> bool:

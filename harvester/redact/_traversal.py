@@ -126,6 +126,7 @@ class Redactor(Engine):
             if not keys_clean(attrs.keys()):
                 return False
             values.append(s.name)
+            values.append(s.scope)
             values.append(s.status_message)
             values += attrs.values()
             for e in s.events:
@@ -144,8 +145,9 @@ class Redactor(Engine):
     def redact_data(self, data: RunData, spans: list[SpanData]) -> tuple[RunData, list[SpanData]]:
         """``redact_trace`` of one run in its plain-dict form (``RunData``) and its spans.
 
-        The values the run's redaction reads (prompt, answer, error message, each call's args, result
-        and error message, each model request's args) are redacted as one list; when that changes
+        The values the run's redaction reads (agent name, prompt, answer, error message, each call's
+        name, args, result and error message, each model request's name and args, the history) are
+        redacted as one list; when that changes
         nothing, which is the common case, no ``Run`` model is built. Otherwise, and for field rules
         (whose values are chased into the spans), the run takes the model path.
         """
@@ -153,11 +155,13 @@ class Redactor(Engine):
             p = Pass()
             err = data["error"]
             values = [
+                data["agent"],
                 data["prompt"],
                 data["answer"],
                 err and err["message"],
-                [(c["args"], c["result"], c["error"] and c["error"]["message"]) for c in data["calls"]],
-                [[r["args"] for r in llm["requests"]] for llm in data["llm_calls"]],
+                [(c["name"], c["args"], c["result"], c["error"] and c["error"]["message"]) for c in data["calls"]],
+                [[(r["name"], r["args"]) for r in llm["requests"]] for llm in data["llm_calls"]],
+                data.get("history"),
             ]
             if self._nothing_in(values, p) or self._value(values, p) is values:
                 return data, self._spans(spans, p)
@@ -182,7 +186,7 @@ class Redactor(Engine):
             if p.literals:
                 p.memo.clear()
         update: dict[str, Any] = {}
-        for name in ("prompt", "answer"):
+        for name in ("agent", "prompt", "answer"):  # an agent may be named by its owner's email
             v = getattr(run, name)
             if v:
                 r = self._text(v, p)
@@ -203,20 +207,54 @@ class Redactor(Engine):
             update["calls"] = calls
         llm_calls = None
         for i, llm in enumerate(run.llm_calls):
-            reqs = None
-            for j, req in enumerate(llm.requests):
-                args = self._value(req.args, p)
-                if args is not req.args:
-                    if reqs is None:
-                        reqs = list(llm.requests)
-                    reqs[j] = req.model_copy(update={"args": args})
-            if reqs is not None:
+            reqs = self._requests(llm.requests, p)
+            if reqs is not llm.requests:
                 if llm_calls is None:
                     llm_calls = list(run.llm_calls)
                 llm_calls[i] = llm.model_copy(update={"requests": reqs})
         if llm_calls is not None:
             update["llm_calls"] = llm_calls
+        if run.history:
+            history = self._history(run.history, p)
+            if history is not run.history:
+                update["history"] = history
         return run.model_copy(update=update) if update else run
+
+    def _requests(self, requests: list[Any], p: Pass) -> list[Any]:
+        """Tool requests with their names and args redacted: a tool name is text like any other."""
+        out = None
+        for j, req in enumerate(requests):
+            update = self._changed({"name": req.name, "args": req.args}, p)
+            if update:
+                if out is None:
+                    out = list(requests)
+                out[j] = req.model_copy(update=update)
+        return requests if out is None else out
+
+    def _history(self, history: list[Any], p: Pass) -> list[Any]:
+        """The conversation before the turn: its messages and the tool calls they asked for."""
+        out = None
+        for i, msg in enumerate(history):
+            update: dict[str, Any] = {}
+            if msg.content:
+                update = self._changed({"content": msg.content}, p)
+            calls = self._requests(msg.tool_calls, p)
+            if calls is not msg.tool_calls:
+                update["tool_calls"] = calls
+            if update:
+                if out is None:
+                    out = list(history)
+                out[i] = msg.model_copy(update=update)
+        return history if out is None else out
+
+    def _changed(self, fields: dict[str, Any], p: Pass) -> dict[str, Any]:
+        """The fields whose redaction differs from them, redacted (a model's update)."""
+        update = {}
+        for name, v in fields.items():
+            r = self._value(v, p)
+            if r is not v:
+                update[name] = r
+        return update
 
     def _call(self, call: Any, p: Pass) -> Any:
         args, result = call.args, call.result
@@ -225,7 +263,7 @@ class Redactor(Engine):
                 args = self._replace_path(args, parts[1:], kind, p)
             else:
                 result = self._replace_path(result, parts[1:], kind, p)
-        update: dict[str, Any] = {}
+        update = self._changed({"name": call.name}, p)
         a = self._value(args, p)
         if a is not call.args:
             update["args"] = a
@@ -295,10 +333,12 @@ class Redactor(Engine):
     # -- raw spans -----------------------------------------------------------------------------
     def _span(self, s: SpanData, p: Pass) -> SpanData:
         update: dict[str, Any] = {}
-        if s.name:  # names are text too: "GET /reset?token=...", an exporter's "call api_key=..."
-            name = self._text(s.name, p)
-            if name is not s.name:
-                update["name"] = name
+        for field in ("name", "scope"):  # names are text too: "GET /reset?token=...", a scope "acme-sk-..."
+            name = getattr(s, field)
+            if name:
+                new = self._text(name, p)
+                if new is not name:
+                    update[field] = new
         attrs = self._value(s.attributes, p)
         if attrs is not s.attributes:
             update["attributes"] = attrs

@@ -150,9 +150,7 @@ def incident(
 
     runs = _runs_from_file(otlp_file, trace_id, config) if otlp_file else _runs_from_store(store_path, config, trace_id)
     run = _pick_run(runs, trace_id, run_id)
-    twins = [
-        c.id for c in (folder.cases() if folder.root.is_dir() else ()) if c.source.trace_id == run.trace_id
-    ]
+    twins = [c.id for c in (folder.cases() if folder.root.is_dir() else ()) if c.source.trace_id == run.trace_id]
     if twins:  # allowed (another angle on the same run), but never silent
         click.echo(f"note: this run is already case {', '.join(twins)}", err=True)
     if not config.mutating_tools and not forbid:

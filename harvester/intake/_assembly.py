@@ -7,6 +7,13 @@ parent is in another process. On the network (``IdleAssembler``, the receiver) s
 come from several services in any order, so a trace is complete once it holds an agent span and
 nothing new arrived for ``idle_seconds``. Both keep traces the least recently active first, which
 is the order eviction and expiry take them in.
+
+Both are bounded in bytes as well as in traces and spans (a span's size is ``span_size``, estimated
+from its attribute values), because one span may carry a 20 KB tool result and the next 20 bytes.
+Over a bound, a trace holding no span of an agent's (no GenAI, OpenInference or OpenLLMetry span: a
+health check, a flood of junk) goes first, the least recently active of them, and is dropped and
+counted; only when every open trace holds an agent's spans does the least recently active of those
+go. One junk request of ten thousand one-span traces therefore evicts junk, never the real runs.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..conventions import ancestors, is_agent_span, may_hold_run
-from ..spans import SpanData
+from ..conventions._classify import GENAI_OP, OI_KIND, TL_KIND  # the keys that mark a span as an agent's
+from ..spans import SpanData, span_size
 
 if TYPE_CHECKING:
     from ._pipeline import RunWriter
@@ -30,15 +38,27 @@ __all__ = ["Assembler", "IdleAssembler", "LocalRootAssembler", "OpenTrace"]
 log = logging.getLogger("harvester.intake")
 
 
+def _agents(span: SpanData) -> bool:
+    """True for a span an agent's run is made of (its agent, model, tool or chain spans), by its keys alone.
+
+    Broader than ``may_hold_run`` on purpose: in process the agent span ends last, so a run still
+    going holds only its model and tool spans, and those must not be taken for junk.
+    """
+    a = span.attributes
+    return bool(a) and (GENAI_OP in a or OI_KIND in a or TL_KIND in a)
+
+
 class OpenTrace:
-    __slots__ = ("spans", "children", "born", "last_seen", "size", "has_agent", "maybe")
+    __slots__ = ("spans", "children", "sizes", "born", "last_seen", "bytes", "agents", "has_agent", "maybe")
 
     def __init__(self, now: float) -> None:
         self.spans: dict[str, SpanData] = {}  # by span id: an exporter retry does not duplicate spans
         self.children: dict[str, list[str]] = {}  # in process: parent -> children, to take subtrees
+        self.sizes: dict[str, int] = {}  # in process: span id -> its estimated bytes, to take subtrees
         self.born = now  # since when its runs have waited (reset when the ended ones are written)
         self.last_seen = now  # its latest span
-        self.size = 0
+        self.bytes = 0  # the estimated size of its spans
+        self.agents = False  # holds a span of an agent's (``_agents``): evicted after those that hold none
         self.has_agent = False
         # Holds an OpenInference CHAIN, which may turn out the root of a run (an unnamed LangChain
         # agent): read at the orphan timeout, never at the short idle one (graph nodes end early).
@@ -46,23 +66,65 @@ class OpenTrace:
 
 
 class Assembler:
-    """Open traces by trace id, the least recently active first."""
+    """Open traces by trace id, the least recently active first, and their estimated bytes.
+
+    ``plain`` holds, in the same order, the open traces that hold no span of an agent's: over a
+    bound, those go first (``victim``).
+    """
 
     def __init__(self) -> None:
         self.open: OrderedDict[str, OpenTrace] = OrderedDict()
+        self.plain: OrderedDict[str, None] = OrderedDict()
+        self.open_bytes = 0
+
+    def clear(self) -> None:
+        self.open.clear()
+        self.plain.clear()
+        self.open_bytes = 0
+
+    def opened(self, trace_id: str, now: float) -> OpenTrace:
+        trace = self.open[trace_id] = OpenTrace(now)
+        self.plain[trace_id] = None
+        return trace
 
     def touch(self, trace_id: str, trace: OpenTrace, now: float) -> None:
         """A span of an open trace arrived: it is now the most recently active."""
         if trace.last_seen != now:
             trace.last_seen = now
             self.open.move_to_end(trace_id)
+            if not trace.agents:
+                self.plain.move_to_end(trace_id)
+
+    def held(self, trace_id: str, trace: OpenTrace, span: SpanData, size: int) -> None:
+        """Account for ``span``, now held in ``trace``."""
+        trace.bytes += size
+        self.open_bytes += size
+        if not trace.agents and _agents(span):
+            trace.agents = True
+            del self.plain[trace_id]
+
+    def victim(self) -> str:
+        """The trace to evict: the least recently active holding no agent's span, else the least recently active."""
+        return next(iter(self.plain or self.open))
+
+    def closed(self, trace_id: str) -> OpenTrace:
+        """Remove an open trace (finished, completed or evicted) and its bytes."""
+        trace = self.open.pop(trace_id)
+        if not trace.agents:
+            del self.plain[trace_id]
+        self.open_bytes -= trace.bytes
+        return trace
 
 
 class LocalRootAssembler(Assembler):
     """In process: a trace's run is complete when its local root ends (capture). Not thread-safe: the
     processor's worker is its only user.
 
-    Open traces are kept the least recently active first (for eviction and expiry).
+    Open traces are kept the least recently active first (for eviction and expiry). A trace over its
+    own bound (``max_spans_per_trace`` spans, ``max_bytes_per_trace`` bytes) first writes the runs
+    of it that have ended (losing nothing: the rest joins them when it is written); only then are its
+    further spans dropped, agent and root spans excepted. Over ``max_open_bytes`` in all, traces are
+    evicted as the module says (``victim``): one that may hold a run is written, the others dropped.
 
     A trace written before its root ended (evicted, idle, or its finished runs written while it stays
     open) is remembered in ``partial``: when more of it is written, its stored spans are read back and
@@ -70,35 +132,59 @@ class LocalRootAssembler(Assembler):
     """
 
     def __init__(
-        self, writer: RunWriter, max_open_traces: int, max_trace_age_s: float, max_spans_per_trace: int
+        self,
+        writer: RunWriter,
+        max_open_traces: int,
+        max_trace_age_s: float,
+        max_spans_per_trace: int,
+        max_open_bytes: int = 64 << 20,
+        max_bytes_per_trace: int = 16 << 20,
     ) -> None:
         self.writer = writer
         self.max_open = max_open_traces
         self.max_age = max_trace_age_s
         self.max_spans = max_spans_per_trace
+        self.max_bytes = max_open_bytes
+        self.max_trace_bytes = max_bytes_per_trace
         super().__init__()
         self.partial: collections.OrderedDict[str, None] = collections.OrderedDict()
 
+    def _over(self, trace: OpenTrace, size: int) -> bool:
+        return len(trace.spans) >= self.max_spans or trace.bytes + size > self.max_trace_bytes
+
     def add(self, span: SpanData, local_root: bool, now: float) -> None:
-        trace = self.open.get(span.trace_id)
+        size = span_size(span)
+        trace_id = span.trace_id
+        trace = self.open.get(trace_id)
         if trace is None:
             while len(self.open) >= self.max_open:
-                self._finish(next(iter(self.open)), "too_many_open_traces")
-            trace = self.open[span.trace_id] = OpenTrace(now)
+                self._finish(self.victim(), "too_many_open_traces")
+            trace = self.opened(trace_id, now)
         else:
-            self.touch(span.trace_id, trace, now)
-        if trace.size >= self.max_spans and not local_root and not is_agent_span(span):
-            self.writer.drop("trace_too_big")  # agent and root spans are always kept: they bound the run
-            return
-        trace.spans[span.span_id] = span
-        trace.size += 1
+            self.touch(trace_id, trace, now)
+        agent = is_agent_span(span)
+        if not (local_root or agent) and self._over(trace, size):
+            if trace.has_agent:
+                self._write_ended_runs(trace_id, trace)
+            if self._over(trace, size):
+                self.writer.drop("trace_too_big")  # agent and root spans are always kept: they bound the run
+                return
+        sid = span.span_id
+        if sid in trace.spans:  # the same span again (an id collision): held once
+            self.open_bytes -= trace.sizes[sid]
+            trace.bytes -= trace.sizes[sid]
+        trace.spans[sid] = span
+        trace.sizes[sid] = size
+        self.held(trace_id, trace, span, size)
+        trace.has_agent = trace.has_agent or agent
         if span.parent_id is not None and not local_root:
-            trace.children.setdefault(span.parent_id, []).append(span.span_id)
+            trace.children.setdefault(span.parent_id, []).append(sid)
         if local_root:
-            self._complete(span.trace_id, trace, span.span_id)
+            self._complete(trace_id, trace, sid)
+        while self.open_bytes > self.max_bytes and self.open:
+            self._finish(self.victim(), "too_many_open_bytes")
 
-    @staticmethod
-    def _take(trace: OpenTrace, roots: list[str]) -> list[SpanData]:
+    def _take(self, trace: OpenTrace, roots: list[str]) -> list[SpanData]:
         """Remove and return the spans of the subtrees under ``roots``."""
         taken: list[SpanData] = []
         todo = list(roots)
@@ -107,14 +193,16 @@ class LocalRootAssembler(Assembler):
             sp = trace.spans.pop(sid, None)
             if sp is not None:
                 taken.append(sp)
-                trace.size -= 1
+                size = trace.sizes.pop(sid)
+                trace.bytes -= size
+                self.open_bytes -= size
             todo.extend(trace.children.pop(sid, ()))
         return taken
 
     def _complete(self, trace_id: str, trace: OpenTrace, root_id: str) -> None:
         subtree = self._take(trace, [root_id])
         if not trace.spans:
-            del self.open[trace_id]
+            self.closed(trace_id)
         if trace_id in self.partial:
             self.partial.pop(trace_id)
             self._process(subtree, partial=True)  # what was written of it before joins what came since
@@ -144,7 +232,7 @@ class LocalRootAssembler(Assembler):
 
     def _finish(self, trace_id: str, reason: str) -> None:
         """Finish a trace that never completed: keep its runs if an agent span ended, else count it lost."""
-        trace = self.open.pop(trace_id)
+        trace = self.closed(trace_id)
         spans = list(trace.spans.values())
         if any(may_hold_run(s) for s in spans):
             self.writer.note("incomplete_written")
@@ -176,6 +264,7 @@ class LocalRootAssembler(Assembler):
             for sid, sp in trace.spans.items()
             if is_agent_span(sp) and not any(is_agent_span(trace.spans[a]) for a in ancestors(sp, trace.spans))
         ]
+        trace.has_agent = False  # every agent span is a top or under one: all are taken
         if not tops:
             return
         written = self._take(trace, tops)
@@ -194,8 +283,10 @@ class IdleAssembler(Assembler):
     A trace is complete once it holds an agent span and nothing new arrived for ``idle_seconds``
     (the agent span ends last in-process, but other services and nested agents may still be sending).
     A trace without an agent span after ``orphan_seconds`` is not an agent run: dropped, counted.
-    Over a bound, the least recently active trace goes: completed early when it has its agent span,
-    dropped otherwise. Thread-safe: handlers add, the sweeper takes.
+    Over a bound (``max_traces``, ``max_spans``, ``max_bytes``), the least recently active trace
+    holding no agent's span goes first (``victim``), then the least recently active of the rest:
+    completed early when it has its agent span, dropped otherwise. Thread-safe: handlers add, the
+    sweeper takes.
     """
 
     def __init__(
@@ -205,12 +296,14 @@ class IdleAssembler(Assembler):
         orphan_seconds: float = 60.0,
         max_traces: int = 10_000,
         max_spans: int = 200_000,
+        max_bytes: int = 256 << 20,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.idle_seconds = idle_seconds
         self.orphan_seconds = max(orphan_seconds, idle_seconds)
         self.max_traces = max_traces
         self.max_spans = max_spans
+        self.max_bytes = max_bytes
         self._clock = clock
         super().__init__()
         self._lock = threading.Lock()
@@ -231,20 +324,23 @@ class IdleAssembler(Assembler):
             for span in spans:
                 tr = opened.get(span.trace_id)
                 if tr is None:
-                    tr = opened[span.trace_id] = OpenTrace(now)
+                    tr = self.opened(span.trace_id, now)
                 else:
                     self.touch(span.trace_id, tr, now)
                 if span.span_id in tr.spans:
                     self._drop("duplicate", 1)
                     continue
                 tr.spans[span.span_id] = span
+                self.held(span.trace_id, tr, span, span_size(span))
                 self.open_spans += 1
                 if not tr.has_agent and is_agent(span):
                     tr.has_agent = True
                 elif not tr.maybe and not tr.has_agent and may_hold_run(span):
                     tr.maybe = True
-            while opened and (len(opened) > self.max_traces or self.open_spans > self.max_spans):
-                _, tr = opened.popitem(last=False)
+            while opened and (
+                len(opened) > self.max_traces or self.open_spans > self.max_spans or self.open_bytes > self.max_bytes
+            ):
+                tr = self.closed(self.victim())
                 self.open_spans -= len(tr.spans)
                 if tr.has_agent or tr.maybe:
                     self.completed_early += 1
@@ -266,7 +362,7 @@ class IdleAssembler(Assembler):
                 if tr.has_agent or idle >= self.orphan_seconds:
                     ready.append(trace_id)
             for trace_id in ready:
-                tr = self.open.pop(trace_id)
+                tr = self.closed(trace_id)
                 self.open_spans -= len(tr.spans)
                 if tr.has_agent or tr.maybe:
                     out.append(list(tr.spans.values()))
@@ -277,10 +373,11 @@ class IdleAssembler(Assembler):
     def take_all(self) -> list[list[SpanData]]:
         """Every trace that holds an agent span, whatever its age (shutdown); the rest are dropped."""
         with self._lock:
-            traces, self.open = self.open, OrderedDict()
+            traces = list(self.open.values())
+            self.clear()
             self.open_spans = 0
             out = []
-            for tr in traces.values():
+            for tr in traces:
                 if tr.has_agent or tr.maybe:
                     out.append(list(tr.spans.values()))
                 else:

@@ -3,8 +3,11 @@
 Modelled on the SDK's ``BatchSpanProcessor``: the app's thread only appends the finished span to a
 bounded deque (O(1), never raises, never blocks; a full queue drops and counts), and one daemon
 thread does the rest: converts spans, groups them per trace, recognizes finished traces, samples,
-redacts and writes them in batches. Everything is bounded (queue, open traces, spans per trace,
-trace age) and every loss is counted in ``stats()``.
+redacts and writes them in batches. Everything is bounded, in bytes as well as in counts (queue,
+open traces, spans and bytes per trace, trace age; a span's bytes are estimated on the app's thread
+by ``readable_size``, from the lengths of its attribute values), and every loss is counted in
+``stats()``. A store that cannot be opened (a read-only filesystem, a directory, a file that is not
+SQLite) never stops the app: it is logged, nothing is written, and ``stats()`` says why.
 
 Normalizing a trace into runs costs more CPU than all the rest, so the worker does it only where it
 must judge the runs: a trace that sampling keeps whatever it holds is stored whole (redacted) in the
@@ -45,8 +48,9 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_val
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from .. import seam
+from ..errors import StoreError
 from ..redact import Redactor
-from ..spans import from_readable
+from ..spans import SpanData, from_readable, readable_size
 from ..store import TraceStore
 from ._assembly import LocalRootAssembler
 from ._pipeline import RunWriter
@@ -91,6 +95,38 @@ def _finalize_at_process_exit(processor: HarvestingSpanProcessor) -> None:
     multiprocessing.util.Finalize(processor, shutdown, exitpriority=100)
 
 
+class _UnusableStore:
+    """The ``RowSink`` of a store that could not be opened (a read-only filesystem, a directory, a file
+    that is not SQLite), so that the app starts all the same. The worker drops every span before it
+    gets this far (``store_unusable``, and ``stats()`` says why); a write that did arrive would fail
+    and be counted like any store error."""
+
+    def __init__(self, path: str, error: str) -> None:
+        self.path = path
+        self.error = error
+
+    def add_many(self, items: Any, *, replace_traces: Any = (), inbox: Any = ()) -> int:
+        raise StoreError(self.error)
+
+    def spans_of(self, trace_ids: Any) -> dict[str, list[SpanData]]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def _open_store(store: TraceStore | str | os.PathLike[str] | None) -> TraceStore | _UnusableStore:
+    """The processor's store, or, when the file cannot be used, a logged stand-in that writes nothing."""
+    if isinstance(store, TraceStore):
+        return store
+    try:
+        return TraceStore(store)
+    except Exception as exc:  # StoreError, or an OSError the checks did not foresee
+        error = str(exc) if isinstance(exc, StoreError) else f"{store}: {exc}"
+        log.warning("harvester: capture is off, the trace store cannot be used: %s", error)
+        return _UnusableStore(str(store), error)
+
+
 def _millis(timeout_millis: Any) -> float:
     """A timeout as the SDK may pass it: ``None`` (the SDK's "no timeout given") is 30 s; never below 0."""
     return 30_000.0 if timeout_millis is None else max(float(timeout_millis), 0.0)
@@ -104,8 +140,9 @@ class HarvestingSpanProcessor(SpanProcessor):
     ``sample_rate`` for successful runs (failures are always kept), ``keep`` (a predicate that keeps
     any run it flags), ``redact`` (``True``, ``False``, a ``Redactor`` or its rules as a mapping),
     ``defer_normalize`` (keep sampled-in traces whole for the store's first read to normalize), and
-    the bounds: ``max_queue`` spans waiting for the worker, ``max_open_traces``, ``max_trace_age_s``,
-    ``max_spans_per_trace``, ``batch_size`` runs per transaction, ``flush_interval_s``.
+    the bounds: ``max_queue`` spans and ``max_queue_bytes`` waiting for the worker, ``max_open_traces``
+    and ``max_open_bytes`` held for traces whose runs are not complete, ``max_spans_per_trace`` and
+    ``max_bytes_per_trace``, ``max_trace_age_s``, ``batch_size`` runs per transaction, ``flush_interval_s``.
     """
 
     def __init__(
@@ -115,16 +152,22 @@ class HarvestingSpanProcessor(SpanProcessor):
         sample_rate: float = 1.0,
         keep: Callable[[Run], bool] | None = None,
         redact: bool | Redactor | Mapping[str, Any] | None = True,
-        max_queue: int = 20_000,
+        max_queue: int = 2_048,
+        max_queue_bytes: int = 64 << 20,
         max_open_traces: int = 2_000,
+        max_open_bytes: int = 64 << 20,
         max_trace_age_s: float = 600.0,
         max_spans_per_trace: int = 10_000,
+        max_bytes_per_trace: int = 16 << 20,
         batch_size: int = 256,
         flush_interval_s: float = 1.0,
         defer_normalize: bool = True,
     ) -> None:
+        opened = _open_store(store)
+        self._owns_store = opened is not store  # opened here from a path: closed at shutdown
+        self._store_error = opened.error if isinstance(opened, _UnusableStore) else None
         self.writer = RunWriter(
-            store,
+            opened,
             sample_rate=sample_rate,
             keep=keep,
             redact=redact,
@@ -133,9 +176,12 @@ class HarvestingSpanProcessor(SpanProcessor):
             defer=defer_normalize,
         )
         self.max_queue = max_queue
+        self.max_queue_bytes = max_queue_bytes
         self.batch_size = batch_size
         self.flush_interval_s = flush_interval_s
-        self._assembler = LocalRootAssembler(self.writer, max_open_traces, max_trace_age_s, max_spans_per_trace)
+        self._assembler = LocalRootAssembler(
+            self.writer, max_open_traces, max_trace_age_s, max_spans_per_trace, max_open_bytes, max_bytes_per_trace
+        )
         self._queue_dropped = itertools.count()
         self._replay_dropped = itertools.count()
         self._shutdown = False
@@ -164,7 +210,12 @@ class HarvestingSpanProcessor(SpanProcessor):
             _finalize_at_process_exit(self)
 
     def _start_worker(self) -> None:
-        self._queue: collections.deque[ReadableSpan] = collections.deque()
+        self._queue: collections.deque[tuple[ReadableSpan, int]] = collections.deque()  # (span, its bytes)
+        # The queue's bytes are what app threads added minus what the worker took: two counters, each
+        # written by one side only, so the worker's never races the app's. App threads may race each
+        # other on theirs (a lost update under-counts; the span count still bounds the queue).
+        self._queued_in = 0
+        self._queued_out = 0
         self._wake = threading.Event()
         self._flush_lock = threading.Lock()
         self._flush_waiters: list[threading.Event] = []
@@ -174,7 +225,7 @@ class HarvestingSpanProcessor(SpanProcessor):
 
     def _at_fork_reinit(self) -> None:
         """In a forked child: the parent's queued spans and open traces are the parent's to write."""
-        self._assembler.open.clear()
+        self._assembler.clear()
         self.writer.reset()
         self._queue_dropped = itertools.count()
         if not self._shutdown:
@@ -194,7 +245,12 @@ class HarvestingSpanProcessor(SpanProcessor):
             if len(q) >= self.max_queue or self._shutdown:
                 next(self._queue_dropped)
                 return
-            q.append(span)
+            size = readable_size(span)
+            if q and self._queued_in - self._queued_out + size > self.max_queue_bytes:  # one span always fits
+                next(self._queue_dropped)
+                return
+            self._queued_in += size
+            q.append((span, size))
             if len(q) >= self.batch_size and not self._wake.is_set():
                 self._wake.set()
         except Exception:
@@ -204,6 +260,9 @@ class HarvestingSpanProcessor(SpanProcessor):
     def _run(self) -> None:
         """The worker loop.
 
+        A run is committed within ``flush_interval_s`` of its end (plus the time a write takes), which
+        is all a process killed by SIGTERM loses (``Pool.terminate``; see docs/capture.md): the worker
+        wakes every half interval, and writes what it drained at most half an interval after.
         The flush waiters are taken BEFORE the queue is drained: a waiter that arrives while an
         iteration is already past its drain is answered by the next iteration (its ``force_flush``
         set the wake event), never by this one, which has not seen the spans ended before it.
@@ -211,35 +270,39 @@ class HarvestingSpanProcessor(SpanProcessor):
         ``SystemExit`` from it would end the thread, and with it all capture, silently.
         """
         attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))  # our own SQLite writes are not traced
-        last_flush = time.monotonic()
+        half = self.flush_interval_s / 2
+        due: float | None = None  # when the runs buffered now must be written
         while True:
-            self._wake.wait(self.flush_interval_s)
+            self._wake.wait(half if due is None else max(due - time.monotonic(), 0.0))
             self._wake.clear()
             stopping = self._shutdown
             with self._flush_lock:
                 waiters, self._flush_waiters = self._flush_waiters, []
+            drained = time.monotonic()
             try:
                 self._drain()
-                now = time.monotonic()
-                self._assembler.expire(now)
+                self._assembler.expire(time.monotonic())
                 if stopping:
                     self._assembler.finish_all()
             except BaseException:
                 log.debug("harvester capture worker error", exc_info=True)
                 self.writer.drop("internal_error")
+            if due is None and self.writer.buffered:
+                due = drained + half  # they ended before this drain, and at most half an interval before
             try:
-                now = time.monotonic()
                 if (
                     stopping
                     or waiters
-                    or now - last_flush >= self.flush_interval_s
                     or self.writer.buffered >= self.batch_size
+                    or (due is not None and time.monotonic() >= due)
                 ):
                     self.writer.flush()
-                    last_flush = now
+                    due = None
             except BaseException:
                 log.debug("harvester capture worker error", exc_info=True)
                 self.writer.drop("internal_error")
+            if not self.writer.buffered:
+                due = None  # written meanwhile (a full batch is written as it fills)
             for w in waiters:
                 w.set()
             if stopping:
@@ -250,8 +313,12 @@ class HarvestingSpanProcessor(SpanProcessor):
         add = self._assembler.add
         now = time.monotonic()
         while q:
-            rs = q.popleft()
+            rs, size = q.popleft()
             self._captured += 1
+            self._queued_out += size
+            if self._store_error is not None:  # nothing can be written: spend nothing on it
+                self.writer.drop("store_unusable")
+                continue
             try:
                 parent = rs.parent
                 span = from_readable(rs)
@@ -302,7 +369,7 @@ class HarvestingSpanProcessor(SpanProcessor):
             if late:
                 self._queue.clear()
                 self.writer.drop("after_shutdown", late)
-            if self.writer.owns_store:
+            if self._owns_store:
                 self.writer.store.close()
 
     def stats(self) -> dict[str, Any]:
@@ -314,10 +381,15 @@ class HarvestingSpanProcessor(SpanProcessor):
         replayed = int(repr(self._replay_dropped)[6:-1])
         if replayed:
             dropped["replay"] = replayed
-        return {
+        out = {
             "captured": self._captured,
             "queued": len(self._queue),
+            "queued_bytes": self._queued_in - self._queued_out,
             "open_traces": len(self._assembler.open),
+            "open_bytes": self._assembler.open_bytes,
             **s,
             "dropped": dropped,
         }
+        if self._store_error is not None:
+            out["store_unusable"] = self._store_error
+        return out

@@ -21,25 +21,41 @@ if TYPE_CHECKING:
 __all__ = ["Row", "epoch", "failure_summary", "inbox_row", "run_row", "spans_blob", "spans_from_blob", "spans_of"]
 
 
+# orjson writes ints of this range only, and refuses nesting deeper than 255 levels.
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
+_MAX_DEPTH = 254
+
+
 def _dumps(value: Any) -> bytes:
+    """JSON of a run or spans; a value orjson refuses is written in a best-effort form, never losing the run.
+
+    The fast path is orjson as is. It refuses lone surrogates (bytes decoded with surrogateescape),
+    ints beyond 64 bits, non-string keys and nesting past its depth: only then is the value copied
+    with those replaced (``_scrub``), and anything else it cannot encode becomes its ``str``.
+    """
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:
-        # Lone surrogates (bytes decoded with surrogateescape) are not UTF-8: store them replaced.
-        return orjson.dumps(_scrub(value), default=str)
+        return orjson.dumps(_scrub(value, 0), default=str)
 
 
-def _scrub(value: Any) -> Any:
+def _scrub(value: Any, depth: int) -> Any:
     if isinstance(value, str):
         return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return value if _INT_MIN <= value <= _INT_MAX else str(value)  # the int's digits, as a string
+    if depth >= _MAX_DEPTH:  # deeper than orjson goes: the rest of the branch as text
+        return str(value)
     if isinstance(value, dict):
-        return {_scrub(k) if isinstance(k, str) else str(k): _scrub(v) for k, v in value.items()}
+        return {_scrub(k, depth) if isinstance(k, str) else str(k): _scrub(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_scrub(v) for v in value]
+        return [_scrub(v, depth + 1) for v in value]
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     if isinstance(value, SpanData):
-        return _scrub(value.to_dict())
+        return _scrub(value.to_dict(), depth)
     return value
 
 

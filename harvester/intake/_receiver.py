@@ -81,6 +81,7 @@ class Receiver:
         token: str | None = None,
         max_open_traces: int = 10_000,
         max_open_spans: int = 200_000,
+        max_open_bytes: int = 256 << 20,
         max_connections: int = 128,
         max_client_connections: int = 32,
         max_inflight_bytes: int | None = None,
@@ -110,6 +111,7 @@ class Receiver:
             orphan_seconds=orphan_seconds,
             max_traces=max_open_traces,
             max_spans=max_open_spans,
+            max_bytes=max_open_bytes,
         )
         self._on_flush = on_flush
         self._lock = threading.Lock()
@@ -315,6 +317,7 @@ class Receiver:
             open_connections=server.connections if server is not None else 0,
             open_traces=asm.open_traces,
             open_spans=asm.open_spans,
+            open_bytes=asm.open_bytes,
             completed_early=asm.completed_early,
             runs_written=writer["written"],
             runs_sampled_out=writer["sampled_out"],

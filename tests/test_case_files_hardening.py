@@ -16,6 +16,7 @@ from harvester.cli import main
 from harvester.config import load_config
 from harvester.errors import CaseFileError, ConfigError, InputError
 from harvester.suite import bump_suite
+from tests.builders.cli import one_line_error
 
 needs_symlinks = pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="POSIX symlinks")
 
@@ -26,15 +27,6 @@ def make_case(case_id: str = "refund", status: str = "pending") -> AgentCase:
 
 def invoke(*args: str, input: str | None = None):
     return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
-
-
-def one_line_error(result, *needles: str) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 # -- 1. ids from the command line -------------------------------------------------------------------

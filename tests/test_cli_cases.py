@@ -17,6 +17,7 @@ from harvester.instrument import agent_run, tool
 from harvester.model import ErrorInfo, Run, ToolCall
 from harvester.spans import from_readable, to_otlp
 from harvester.store import TraceStore
+from tests.builders.cli import one_line_error
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -60,15 +61,6 @@ def env(tmp_path, monkeypatch):
 
 def invoke(*args, input=None):
     return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
-
-
-def one_line_error(result, *needles):
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def test_every_command_has_help():

@@ -20,6 +20,7 @@ from harvester.replay import replay
 from harvester.spans import to_otlp
 from harvester.store import TraceStore
 from tests.builders.agents import scripted
+from tests.builders.cli import one_line_error
 from tests.builders.runs import call, run
 from tests.builders.store import agent_trace
 
@@ -325,16 +326,6 @@ def invoke(*args):
 
 def files(root):
     return {p: p.read_bytes() for p in (root / "cases").rglob("*.json")}
-
-
-def one_line_error(result, *needles):
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    assert "Traceback" not in result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def test_rerecord_help():

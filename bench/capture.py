@@ -153,7 +153,7 @@ def measure(make: Callable[[], Any], n: int, llm_s: float) -> tuple[float, float
 def bench_settle(tmp: str, n: int) -> float:
     """Runs per second normalized by the first read after capture (the work capture defers)."""
     path = os.path.join(tmp, "settle.db")
-    processor = HarvestingSpanProcessor(path)
+    processor = HarvestingSpanProcessor(path, max_queue=QUEUE)
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(processor)
     agent_loop(provider.get_tracer("bench"), n, 0)

@@ -52,15 +52,18 @@ def _json(value: Any) -> str:
         return canonical_json(value)
 
 
+def _message(role: str | None, text: str | None, tool_calls: Any = ()) -> dict[str, Any]:
+    """One GenAI-semconv message: its text and the tool calls (``id``, ``name``, ``arguments``) it asks for."""
+    parts: list[dict[str, Any]] = [{"type": "text", "content": text}] if text else []
+    parts += [
+        {"type": "tool_call", "id": tc.get("id"), "name": tc.get("name"), "arguments": tc.get("arguments", {})}
+        for tc in tool_calls
+    ]
+    return {"role": role, "parts": parts}
+
+
 def _messages(role: str, text: str | None, tool_calls: Any = (), finish_reason: str | None = None) -> str:
-    parts: list[dict[str, Any]] = []
-    if text:
-        parts.append({"type": "text", "content": text})
-    for tc in tool_calls:
-        parts.append(
-            {"type": "tool_call", "id": tc.get("id"), "name": tc["name"], "arguments": tc.get("arguments", {})}
-        )
-    msg: dict[str, Any] = {"role": role, "parts": parts}
+    msg = _message(role, text, tool_calls)
     if finish_reason:
         msg["finish_reason"] = finish_reason
     return _json([msg])
@@ -77,19 +80,13 @@ def _conversation(history: Iterable[Any], prompt: str) -> str:
             part = {"type": "tool_call_response", "id": m.get("tool_call_id"), "result": m.get("content")}
             out.append({"role": "tool", "parts": [part]})
             continue
-        parts: list[dict[str, Any]] = [{"type": "text", "content": m["content"]}] if m.get("content") else []
-        parts += [
-            {
-                "type": "tool_call",
-                "id": c.get("call_id", c.get("id")),
-                "name": c.get("name"),
-                "arguments": c.get("args"),
-            }
+        calls = [
+            {"id": c.get("call_id", c.get("id")), "name": c.get("name"), "arguments": c.get("args")}
             for c in m.get("tool_calls") or ()
             if isinstance(c, dict)
         ]
-        out.append({"role": m.get("role"), "parts": parts})
-    out.append({"role": "user", "parts": [{"type": "text", "content": prompt}]})
+        out.append(_message(m.get("role"), m.get("content"), calls))
+    out.append(_message("user", prompt))
     return _json(out)
 
 

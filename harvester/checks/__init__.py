@@ -25,10 +25,12 @@ from ._path import (
     trajectory_is,
     used_tools,
 )
-from ._trajectory import trajectory_match
+from ._trajectory import ARGS_MODES, MODES, trajectory_match
 
 __all__ = [
+    "ARGS_MODES",
     "DEFAULT_ABSTAIN_MARKERS",
+    "MODES",
     "REGISTRY",
     "Check",
     "CheckFn",

@@ -22,10 +22,10 @@ from ..canonical import canonical_bytes, canonical_json, drop_paths
 from ..model import Run, ToolCall
 from ._base import Check, register
 
-__all__ = ["trajectory_match"]
+__all__ = ["ARGS_MODES", "MODES", "trajectory_match"]
 
-_MODES = ("strict", "unordered", "subset", "superset")
-_ARGS_MODES = ("exact", "ignore", "subset", "superset")
+MODES = ("strict", "unordered", "subset", "superset")
+ARGS_MODES = ("exact", "ignore", "subset", "superset")
 _SHOWN_ARGS = 80  # characters of a call's canonical args shown in a detail
 _SHOWN_CALLS = 3  # calls listed in a detail before "and N more"
 
@@ -65,7 +65,7 @@ def _overrides(overrides: Any) -> dict[str, str]:
         return {}
     if not isinstance(overrides, Mapping):
         raise ValueError(f"overrides must be an object {{tool: args mode}}, got {overrides!r:.80}")
-    return {str(tool): _one_of(f"overrides[{tool!r}]", mode, _ARGS_MODES) for tool, mode in overrides.items()}
+    return {str(tool): _one_of(f"overrides[{tool!r}]", mode, ARGS_MODES) for tool, mode in overrides.items()}
 
 
 def _ignore(ignore: Any) -> dict[str, list[str]]:
@@ -197,8 +197,8 @@ def trajectory_match(
     reference's); ``overrides`` sets it per tool. ``ignore`` drops arg paths per tool on both sides.
     """
     ref_spec = _reference(reference)
-    mode = _one_of("mode", mode, _MODES)
-    args_mode = _one_of("args", args, _ARGS_MODES)
+    mode = _one_of("mode", mode, MODES)
+    args_mode = _one_of("args", args, ARGS_MODES)
     modes = _overrides(overrides)
     dropped = _ignore(ignore)
     expected = [_call(c["name"], c["args"], dropped) for c in ref_spec]

@@ -219,8 +219,8 @@ def rerecord(
     required elements, expected, forbidden tools, ignore_args and injected failures; prints what changed.
     Without --trace, the newest stored run of the case's prompt and agent, after its recording.
     """
+    from ..harvest import matching_runs, same_situation
     from ..harvest import rerecord as rerecord_case
-    from ..harvest._refresh import matching_runs
 
     case = folder.load(case_id)
     if otlp_file and not trace_id:
@@ -232,7 +232,7 @@ def rerecord(
             else _runs_from_store(store_path, config, trace_id)
         )
         if not run_id:  # a trace of several runs (agents handing over): the one of this case's situation
-            runs = [r for r in runs if _same_situation(case, r)] or runs
+            runs = [r for r in runs if same_situation(case, r)] or runs
         run = _pick_run(runs, trace_id, run_id)
     else:
         found = next(matching_runs(open_store(store_path, config).runs(newest_first=True), [case], config=config), None)
@@ -250,13 +250,6 @@ def rerecord(
         return
     _show_changes(refreshed)
     click.echo(f"rerecorded {case_id} from trace {run.trace_id[:12]} -> {path}")
-
-
-def _same_situation(case: Any, run: Run) -> bool:
-    from ..harvest import normalize_prompt
-
-    agent_ok = not (case.source.agent and run.agent) or case.source.agent == run.agent
-    return agent_ok and normalize_prompt(run.prompt) == normalize_prompt(case.prompt)
 
 
 def _show_changes(refreshed: Any) -> None:

@@ -9,6 +9,7 @@ import click
 from pydantic import ValidationError
 
 from ..case import AgentCase, CaseFolder
+from ..checks import ARGS_MODES, MODES
 from ..config import Config
 from ..errors import pydantic_field
 from . import HarvesterCliError, echo_json, handle_errors, json_option, main
@@ -29,8 +30,6 @@ EDITABLE = (
     "review_notes",  # '-' clears them, once the case is fixed
     "trajectory",  # the trajectory_match check's mode and args mode ('-' drops the check)
 )
-TRAJECTORY_MODES = ("strict", "unordered", "subset", "superset")
-ARGS_MODES = ("exact", "ignore", "subset", "superset")
 
 
 # -- review, accept, reject -----------------------------------------------------------------------
@@ -199,8 +198,8 @@ def _edit_trajectory(folder: CaseFolder, case: AgentCase) -> AgentCase:
         click.echo("not changed: this case has no trajectory_match check (a run that called no tool)", err=True)
         return case
     mode = click.prompt(
-        f"trajectory mode ({', '.join(TRAJECTORY_MODES)}; '-' drops the check)",
-        type=click.Choice([*TRAJECTORY_MODES, "-"]),
+        f"trajectory mode ({', '.join(MODES)}; '-' drops the check)",
+        type=click.Choice([*MODES, "-"]),
         default=spec.get("mode", "superset"),
     )
     if mode == "-":

@@ -10,7 +10,7 @@
 
 from ._case import COST_HEADROOM, case_from_run, trajectory_reference
 from ._kinds import FAILURE_KINDS, LOOP_REPEATS, failure_kind
-from ._refresh import Refreshed, refresh, rerecord
+from ._refresh import Refreshed, matching_runs, refresh, rerecord, same_situation
 from ._signature import normalize_prompt, signature, slug
 from ._store import HarvestResult, harvest
 
@@ -24,9 +24,11 @@ __all__ = [
     "trajectory_reference",
     "failure_kind",
     "harvest",
+    "matching_runs",
     "normalize_prompt",
     "refresh",
     "rerecord",
+    "same_situation",
     "signature",
     "slug",
 ]

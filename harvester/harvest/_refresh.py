@@ -16,7 +16,6 @@ successful ones (the work the run needed).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from ..canonical import canonical_json
@@ -24,11 +23,12 @@ from ..case import TRAJECTORY, AgentCase, CaseFolder, load_cases
 from ..config import Config
 from ..errors import InputError
 from ..model import Run
+from ..store import epoch
 from ._case import case_from_run, trajectory_reference
 from ._kinds import failure_kind
 from ._signature import normalize_prompt
 
-__all__ = ["Refreshed", "matching_runs", "refresh", "rerecord"]
+__all__ = ["Refreshed", "matching_runs", "refresh", "rerecord", "same_situation"]
 
 _KEPT = (
     "why",
@@ -54,10 +54,20 @@ class Refreshed(NamedTuple):
     changes: list[str]
 
 
+def _same_agent(case: AgentCase, run: Run) -> bool:
+    """The run is of the case's agent (or one of them does not say)."""
+    return not (case.source.agent and run.agent) or case.source.agent == run.agent
+
+
+def same_situation(case: AgentCase, run: Run) -> bool:
+    """``run`` could be rerecorded into ``case``: the same agent and the same normalized prompt."""
+    return _same_agent(case, run) and normalize_prompt(run.prompt) == normalize_prompt(case.prompt)
+
+
 def rerecord(case: AgentCase, run: Run, *, config: Config | None = None) -> Refreshed:
     """``case`` with its recording taken from ``run``; an ``InputError`` when ``run`` is not a run of
     the same situation (another agent, or another prompt)."""
-    if case.source.agent and run.agent and case.source.agent != run.agent:
+    if not _same_agent(case, run):
         raise InputError(
             f"trace {run.trace_id[:12]} is a run of agent {run.agent!r}, case {case.id!r} is of {case.source.agent!r}",
             field="--trace",
@@ -133,16 +143,8 @@ def _outcomes(case: AgentCase) -> dict[tuple[str, str], list[str]]:
 
 def _started_after(started: str, last: str) -> bool:
     """``started`` is a later time than ``last`` (ISO times: ``Z`` or an offset, any precision)."""
-    a, b = _instant(started), _instant(last)
+    a, b = epoch(started), epoch(last)
     return a > b if a is not None and b is not None else started > last
-
-
-def _instant(iso: str) -> datetime | None:
-    try:
-        dt = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
 def matching_runs(

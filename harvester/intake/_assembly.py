@@ -152,8 +152,10 @@ class LocalRootAssembler(Assembler):
     def _over(self, trace: OpenTrace, size: int) -> bool:
         return len(trace.spans) >= self.max_spans or trace.bytes + size > self.max_trace_bytes
 
-    def add(self, span: SpanData, local_root: bool, now: float) -> None:
-        size = span_size(span)
+    def add(self, span: SpanData, local_root: bool, now: float, size: int | None = None) -> None:
+        """Hold ``span`` in its trace; ``size``: its estimated bytes when the caller weighed it already."""
+        if size is None:
+            size = span_size(span)
         trace_id = span.trace_id
         trace = self.open.get(trace_id)
         if trace is None:

@@ -50,7 +50,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from .. import seam
 from ..errors import StoreError
 from ..redact import Redactor
-from ..spans import SpanData, from_readable, readable_size
+from ..spans import SpanData, from_readable, held_size, readable_size
 from ..store import TraceStore
 from ._assembly import LocalRootAssembler
 from ._pipeline import RunWriter
@@ -326,7 +326,7 @@ class HarvestingSpanProcessor(SpanProcessor):
                 self.writer.drop("convert_error")
                 continue
             try:
-                add(span, parent is None or parent.is_remote, now)
+                add(span, parent is None or parent.is_remote, now, held_size(size))
             except Exception:
                 log.debug("harvester could not process a span", exc_info=True)
                 self.writer.drop("internal_error")

@@ -19,7 +19,7 @@ from ._otlp_documents import (
 )
 from ._otlp_values import span_from_otlp
 from ._readable import from_readable
-from ._size import readable_size, span_size
+from ._size import held_size, readable_size, span_size
 
 __all__ = [
     "KIND_NAMES",
@@ -30,6 +30,7 @@ __all__ = [
     "iter_otlp_documents",
     "line_message",
     "numbered_otlp_documents",
+    "held_size",
     "readable_size",
     "span_from_otlp",
     "span_size",

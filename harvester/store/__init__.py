@@ -6,7 +6,7 @@ store (capture, ingest, the receiver) and settling its inbox are the intake pipe
 """
 
 from .._lazy import moved
-from ._codec import Row, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
+from ._codec import Row, epoch, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
 from ._connection import DEFAULT_PATH, ENV_PATH, default_path
 from ._export import export_otlp
 from ._schema import SCHEMA, SCHEMA_VERSION
@@ -22,6 +22,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "TraceStore",
     "default_path",
+    "epoch",
     "export_otlp",
     "failure_summary",
     "inbox_row",

@@ -18,9 +18,19 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from harvester.case import AgentCase
 from harvester.conventions import runs_from_spans
 from harvester.harvest import case_from_run
-from harvester.replay import replay
+from harvester.replay import replay as run_replay
 from tests.frameworks import langchain_agent, pydantic_ai_agent, tools
 from tests.frameworks.langchain_agent import ScriptedChatModel
+
+
+def replay(cases, build):
+    """A replay that also proves no tool body ran for real (the production tools count their runs)."""
+    before = dict(tools.RAN)
+    report = run_replay(cases, build)
+    assert dict(tools.RAN) == before, "a tool body ran during the replay"
+    assert report.metrics()["live_tool_calls"] == 0
+    return report
+
 
 MADE_UP = "Order A1001 was delivered last week, you can return it."  # no tool asked
 

@@ -29,7 +29,7 @@ from harvester.case import AgentCase, save_case
 from harvester.cli import main as cli
 from harvester.conventions import runs_from_spans
 from harvester.harvest import case_from_run
-from harvester.replay import replay
+from harvester.replay import replay as run_replay
 from tests.frameworks import langchain_agent
 from tests.frameworks._otel import capture, finished
 
@@ -38,8 +38,21 @@ ASK_BACK = "Which order do you mean?"
 ORDERS = {"A1001": {"order_id": "A1001", "status": "shipped", "eta": "2026-12-04"}}
 
 
+RAN: list[str] = []  # every tool body that ran for real: production does, a replay never must
+
+
+def replay(cases, build):
+    """A replay that also proves no tool body ran for real."""
+    before = len(RAN)
+    report = run_replay(cases, build)
+    assert len(RAN) == before, f"a tool body ran during the replay: {RAN[before:]}"
+    assert report.metrics()["live_tool_calls"] == 0
+    return report
+
+
 def get_order(order_id: str) -> dict:
     """Look up an order."""
+    RAN.append("get_order")
     return ORDERS[order_id]
 
 
@@ -171,6 +184,7 @@ def test_a_langchain_second_turn_replays_with_its_history(instrumentor: str):
 # -- own loop -------------------------------------------------------------------------------------
 @harvester.tool
 def lookup_order(order_id: str) -> dict:
+    RAN.append("lookup_order")
     return ORDERS[order_id]
 
 

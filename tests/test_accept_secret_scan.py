@@ -108,6 +108,22 @@ def test_the_projects_own_patterns_are_scanned(tmp_path):
     assert result.exit_code == 2 and "in prompt:" in result.output
 
 
+def test_the_projects_field_rules_are_scanned_on_their_tools_fixtures(tmp_path):
+    """A field rule names a value no pattern recognises (an SSN in ``result.ssn``): the scan applies it to
+    that tool's fixtures, so a case captured before the rule was added is refused (before: accepted)."""
+    (tmp_path / "harvester.toml").write_text('[redact.fields]\nget_customer = ["result.ssn"]\n')
+    customer = fx("get_customer", {"id": 7}, {"name": "Bob", "ssn": "078-05-1120"})
+    other = fx("get_order", {"id": 7}, {"ssn": "not this tool's rule"})
+    save_case(leaky_case(fixtures=[other, customer], recorded=Recorded()), tmp_path / "cases/pending")
+    result = invoke("accept", "reset-password", "--config", str(tmp_path / "harvester.toml"))
+    assert result.exit_code == 2, result.output
+    assert "in fixtures[1].result:" in result.output
+    redacted = customer.model_copy(update={"result": {"name": "Bob", "ssn": "<ssn:1a2b3c4d>"}})
+    save_case(leaky_case("redacted", fixtures=[other, redacted], recorded=Recorded()), tmp_path / "cases/pending")
+    result = invoke("accept", "redacted", "--config", str(tmp_path / "harvester.toml"))
+    assert result.exit_code == 0, result.output
+
+
 def test_review_does_not_accept_it_and_exits_2(cases):
     result = invoke("review", "--cases", str(cases), input="a\ns\n")
     assert result.exit_code == 2, result.output

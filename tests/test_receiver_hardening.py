@@ -30,7 +30,7 @@ from harvester.intake import Receiver
 from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore
 from tests.builders.capture import agent_run, stored
-from tests.builders.store import agent_trace
+from tests.builders.store import agent_trace, make_span
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -197,6 +197,44 @@ def test_a_body_trickled_a_byte_at_a_time_gets_a_408_at_the_body_deadline(store:
         rec.stop(timeout=1)
 
 
+def test_a_body_slower_than_the_minimum_rate_gets_a_408_long_before_the_body_deadline(
+    store: str, tricklers: list[Trickler], monkeypatch: pytest.MonkeyPatch
+):
+    """Past its grace a body must average ``min_body_rate``: a client declaring 16 MiB and sending a
+    byte at a time is answered in about the grace, not at the minute-long body deadline, while a
+    real exporter's body is served (before: the trickler held its connection for the whole deadline)."""
+    monkeypatch.setattr("harvester.intake._http.RATE_GRACE_S", 0.3)
+    rec = Receiver(store, port=0, body_timeout=30)
+    rec.start()
+    try:
+        t0 = time.monotonic()
+        tricklers.append(Trickler(rec.port, _headers(16 << 20), every=0.02))
+        tricklers[0].start()
+        assert tricklers[0].done().answer.startswith(b"HTTP/1.1 408 ")
+        assert time.monotonic() - t0 < 10  # the body deadline is 30 s
+        exporter = OTLPSpanExporter(endpoint=rec.url, timeout=5)
+        assert exporter.export(_finished_run()) == SpanExportResult.SUCCESS
+        exporter.shutdown()
+    finally:
+        rec.stop(timeout=1)
+    assert rec.health()["errors"] == {"408": 1}
+
+
+def test_without_a_minimum_rate_only_the_body_deadline_cuts_a_trickler(
+    store: str, tricklers: list[Trickler], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("harvester.intake._http.RATE_GRACE_S", 0.3)
+    rec = Receiver(store, port=0, body_timeout=30, min_body_rate=0)
+    rec.start()
+    try:
+        tricklers.append(Trickler(rec.port, _headers(16 << 20), every=0.02))
+        tricklers[0].start()
+        time.sleep(1.5)
+        assert tricklers[0].is_alive() and rec.health()["inflight_requests"] == 1
+    finally:
+        rec.stop(timeout=1)
+
+
 def test_connections_are_limited_per_client_address(store: str, tricklers: list[Trickler]):
     """One address cannot take every connection slot: past its share it gets a retryable 503 while
     another address is still served (before: no per-address limit)."""
@@ -263,6 +301,32 @@ def test_an_export_retried_after_its_trace_was_stored_merges_into_the_stored_run
     assert run == whole
     with TraceStore(store) as ts:
         assert len(ts.spans(run.trace_id)) == len(spans)
+
+
+def test_a_late_part_without_the_agent_span_merges_into_the_stored_trace(store: str):
+    """Another service's spans of a stored trace (the tool's HTTP backend, exported by its own batch
+    processor after the run was written) hold no agent span and nothing a run is read from, so they
+    wait out the orphan timeout; then, their trace being stored, they join it (before: dropped as
+    no_agent_span). An orphan of a trace nobody stored is still dropped, and counted."""
+    spans = agent_trace("b" * 32)
+    backend = make_span("b" * 32, "4" * 16, "3" * 16, **{"http.request.method": "GET", "url.path": "/kb"})
+    stray = make_span("c" * 32, "5" * 16, "6" * 16, **{"http.request.method": "GET"})
+    rec = Receiver(store, port=0, idle_seconds=0.05, orphan_seconds=0.2, redact=False)
+    rec.start()
+    try:
+        assert _post(rec, _json(spans))[0] == 200
+        _until(lambda: rec.health()["runs_written"] == 1)
+        (before,) = stored(store)
+        assert _post(rec, _json([backend, stray]))[0] == 200
+        _until(lambda: rec.health()["completed_traces"] == 2 and "no_agent_span" in rec.health()["dropped_spans"])
+        health = rec.health()
+    finally:
+        rec.stop(timeout=1)
+    (run,) = stored(store)
+    assert run == before
+    with TraceStore(store) as ts:
+        assert {s.span_id for s in ts.spans(run.trace_id)} == {s.span_id for s in spans} | {"4" * 16}
+    assert health["dropped_spans"] == {"no_agent_span": 1}
 
 
 # -- the token ---------------------------------------------------------------------------------

@@ -42,6 +42,8 @@ def test_api_keys(name: str) -> None:
         ("card 4111 1111 1111 1111 exp 12/29", "card <card:", "4111 1111"),
         ("card 4111-1111-1111-1111", "card <card:", "4111-1111"),
         ("amex 378282246310005.", "amex <card:", "378282246310005"),
+        ("card 4111 1111 1111 1111 2 times", "card <card:", "4111 1111"),  # a digit after it (before: kept)
+        ("line 2 4111-1111-1111-1111", "line 2 <card:", "4111-1111"),
     ],
 )
 def test_builtin_rules(text: str, kept: str, gone: str) -> None:
@@ -55,6 +57,7 @@ def test_builtin_rules(text: str, kept: str, gone: str) -> None:
         "task-assignment-for-customer-42",  # "sk-" inside a word
         "order A1001 shipped 2026-11-03, call +1 555-123-4567",
         "card 4111 1111 1111 1112",  # fails Luhn
+        "pairs 12 41 11 11 11 11 11 11 11",  # 4111111111111111 inside, but groups of 2 digits are no card
         "gen_ai.usage.input_tokens: 1200",
         "the key to success",
         "",

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from harvester.redact import Redactor
 from harvester.redact._engine import Pass as _Pass
+from harvester.redact._rules import card_shaped_bytes as _card_shaped_bytes
+from harvester.redact._rules import clean_ascii as _clean_ascii
 from harvester.redact._rules import maybe_secret as _maybe_secret
 from harvester.spans import SpanData
 
@@ -134,6 +136,16 @@ def test_values_the_scan_lets_through_are_values_the_walk_leaves_alone(value: ob
         assert R.redact_value(value) == value
 
 
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(texts, st.lists(texts, max_size=6).map(json.dumps), st.text(alphabet="0123456789 -Aa", max_size=40)))
+def test_the_one_pass_ascii_scan_decides_as_the_card_test_and_the_triggers_do(text: str) -> None:
+    """``clean_ascii`` folds case and digits in one translation; it must say exactly what the two
+    separate tests say of the same text, or a secret could pass the fast path."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if raw.isascii():
+        assert _clean_ascii(raw) == (not _card_shaped_bytes(raw) and not _maybe_secret(text.lower()))
+
+
 def test_every_rule_and_secret_key_name_trips_the_scan() -> None:
     for text in [f for f in SECRETS if not f.startswith("4111")] + [
         "api_key",
@@ -150,7 +162,9 @@ def test_every_rule_and_secret_key_name_trips_the_scan() -> None:
         "credential",
     ]:
         assert _maybe_secret(text.lower()), text
+        assert not _clean_ascii(text.encode()) or not text.isascii(), text
     assert not _maybe_secret("refunds are accepted within 30 days of delivery for unused items")
+    assert _clean_ascii(b"refunds are accepted within 30 days of delivery for unused items")
 
 
 def test_a_secret_behind_a_json_escape_is_found() -> None:

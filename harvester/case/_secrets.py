@@ -21,17 +21,23 @@ __all__ = ["secret_fields"]
 
 def secret_fields(case: AgentCase, redactor: Redactor) -> list[str]:
     """The fields of ``case`` a rule of ``redactor`` matches, e.g. ``["prompt", "fixtures[0].result"]``."""
-    return [name for name, value in _scanned(case) if value is not None and redactor.redact_value(value) != value]
+    return [
+        name
+        for name, tool, value in _scanned(case)
+        if value is not None
+        and (redactor.redact_tool_value(tool[0], tool[1], value) if tool else redactor.redact_value(value)) != value
+    ]
 
 
-def _scanned(case: AgentCase) -> Iterator[tuple[str, Any]]:
-    """What a replay feeds the agent or judges it by, in file order: prompt, history, expected, fixtures, answer."""
-    yield "prompt", case.prompt
+def _scanned(case: AgentCase) -> Iterator[tuple[str, tuple[str, str] | None, Any]]:
+    """What a replay feeds the agent or judges it by, in file order: prompt, history, expected, fixtures,
+    answer; a fixture's args and result with their tool, whose field rules (``result.ssn``) apply to them."""
+    yield "prompt", None, case.prompt
     for i, message in enumerate(case.history):
-        yield f"history[{i}]", message.model_dump(mode="json", exclude_defaults=True)
-    yield "expected", case.expected
+        yield f"history[{i}]", None, message.model_dump(mode="json", exclude_defaults=True)
+    yield "expected", None, case.expected
     for i, fx in enumerate(case.fixtures):
-        yield f"fixtures[{i}].args", fx.args
-        yield f"fixtures[{i}].result", fx.result
-        yield f"fixtures[{i}].error", fx.error.message if fx.error else None
-    yield "recorded.answer", case.recorded.answer
+        yield f"fixtures[{i}].args", (fx.tool, "args"), fx.args
+        yield f"fixtures[{i}].result", (fx.tool, "result"), fx.result
+        yield f"fixtures[{i}].error", None, fx.error.message if fx.error else None
+    yield "recorded.answer", None, case.recorded.answer

@@ -81,6 +81,13 @@ def _is_loopback(host: str) -> bool:
     help="Seconds a request's whole body may take to arrive (408 past it); headers get 10.",
 )
 @click.option(
+    "--min-body-kib-s",
+    default=64.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="KiB a second a body must average after its first 5 s (408 below it; 0: no minimum).",
+)
+@click.option(
     "--max-client-connections",
     default=32,
     show_default=True,
@@ -119,6 +126,7 @@ def serve(
     idle_seconds: float,
     max_body_mb: float,
     body_timeout: float,
+    min_body_kib_s: float,
     max_client_connections: int,
     token: str | None,
     sample_rate: float,
@@ -153,6 +161,7 @@ def serve(
         idle_seconds=idle_seconds,
         max_body_bytes=int(max_body_mb * (1 << 20)),
         body_timeout=body_timeout,
+        min_body_rate=min_body_kib_s * 1024,
         max_client_connections=max_client_connections,
         token=token,
         on_flush=lambda n: click.echo(f"completed {n} trace{'s' * (n != 1)}"),

@@ -351,8 +351,11 @@ class IdleAssembler(Assembler):
                     self._drop("evicted", len(tr.spans))
         return early
 
-    def take_complete(self) -> list[list[SpanData]]:
-        """Remove and return the complete traces; drop the orphans."""
+    def take_complete(self, orphans: list[list[SpanData]] | None = None) -> list[list[SpanData]]:
+        """Remove and return the complete traces. Orphans (no agent span after ``orphan_seconds``) go
+        into ``orphans`` when it is given: a late part of a trace stored already (an export retried
+        after the run was written) is merged by the caller, which hands the rest to ``drop_orphans``.
+        Without it they are dropped here."""
         out: list[list[SpanData]] = []
         with self._lock:
             now = self._clock()
@@ -368,12 +371,21 @@ class IdleAssembler(Assembler):
                 self.open_spans -= len(tr.spans)
                 if tr.has_agent or tr.maybe:
                     out.append(list(tr.spans.values()))
+                elif orphans is not None:
+                    orphans.append(list(tr.spans.values()))
                 else:
                     self._drop("no_agent_span", len(tr.spans))
         return out
 
-    def take_all(self) -> list[list[SpanData]]:
-        """Every trace that holds an agent span, whatever its age (shutdown); the rest are dropped."""
+    def drop_orphans(self, traces: Iterable[list[SpanData]]) -> None:
+        """Count orphans of ``take_complete``/``take_all`` that were not part of any stored trace."""
+        with self._lock:
+            for spans in traces:
+                self._drop("no_agent_span", len(spans))
+
+    def take_all(self, orphans: list[list[SpanData]] | None = None) -> list[list[SpanData]]:
+        """Every trace that holds an agent span, whatever its age (shutdown); the rest go into ``orphans``
+        when it is given (see ``take_complete``), else are dropped."""
         with self._lock:
             traces = list(self.open.values())
             self.clear()
@@ -382,6 +394,8 @@ class IdleAssembler(Assembler):
             for tr in traces:
                 if tr.has_agent or tr.maybe:
                     out.append(list(tr.spans.values()))
+                elif orphans is not None:
+                    orphans.append(list(tr.spans.values()))
                 else:
                     self._drop("no_agent_span", len(tr.spans))
         return out

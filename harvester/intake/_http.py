@@ -29,6 +29,7 @@ __all__ = ["HEALTH_PATH", "TRACES_PATH", "Server"]
 
 TRACES_PATH = "/v1/traces"
 HEALTH_PATH = "/healthz"
+RATE_GRACE_S = 5.0  # seconds a body may take before the minimum rate applies: a small one never meets it
 
 
 class _Deadline(io.RawIOBase):
@@ -36,7 +37,9 @@ class _Deadline(io.RawIOBase):
 
     Between requests it waits ``idle`` seconds per read (a keep-alive connection may be quiet that
     long); ``expect(seconds)`` starts a deadline at the next byte that arrives (a request's first),
-    ``start(seconds)`` starts one now. Past it a read raises ``TimeoutError``.
+    ``start(seconds, min_rate)`` starts one now. Past it a read raises ``TimeoutError``. With a
+    ``min_rate`` (bytes a second), a body must also keep up with it after ``RATE_GRACE_S``: a client
+    that trickles a large declared body holds its share of the budget for seconds, not the whole deadline.
     """
 
     def __init__(self, sock: socket.socket, idle: float) -> None:
@@ -45,28 +48,40 @@ class _Deadline(io.RawIOBase):
         self._idle = idle
         self._deadline: float | None = None
         self._pending: float | None = None  # seconds of the deadline that starts at the next byte
+        self._started = 0.0
+        self._rate = 0.0
+        self._read = 0  # bytes read since start()
         self.expired = False
 
     def readable(self) -> bool:
         return True
 
     def expect(self, seconds: float) -> None:
-        self._deadline, self._pending, self.expired = None, seconds, False
+        self._deadline, self._pending, self._rate, self.expired = None, seconds, 0.0, False
 
-    def start(self, seconds: float) -> None:
-        self._deadline, self._pending = time.monotonic() + seconds, None
+    def start(self, seconds: float, min_rate: float = 0.0) -> None:
+        self._started = time.monotonic()
+        self._deadline, self._pending, self._rate, self._read = self._started + seconds, None, min_rate, 0
 
     def stop(self) -> None:
         """No deadline (the response is being written): the socket waits ``idle`` again."""
         self._deadline = self._pending = None
+        self._rate = 0.0
         self.expired = False
         self._sock.settimeout(self._idle)
+
+    def _left(self) -> float:
+        assert self._deadline is not None
+        left = self._deadline - time.monotonic()
+        if self._rate:  # the time until what was read falls behind the minimum rate
+            left = min(left, self._started + RATE_GRACE_S + self._read / self._rate - time.monotonic())
+        return left
 
     def readinto(self, buffer: Any) -> int:
         if self._deadline is None:
             self._sock.settimeout(self._idle)
         else:
-            left = self._deadline - time.monotonic()
+            left = self._left()
             if left <= 0:
                 self.expired = True
                 raise TimeoutError("deadline passed")
@@ -76,6 +91,7 @@ class _Deadline(io.RawIOBase):
         except TimeoutError:
             self.expired = self._deadline is not None
             raise
+        self._read += n
         if n and self._pending is not None:
             self.start(self._pending)
         return n
@@ -136,7 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == TRACES_PATH:
                 if method != "POST":
                     raise BadRequest(405, f"{method} not allowed on {path}; use POST")
-                self.clock.start(receiver.body_timeout)
+                self.clock.start(receiver.body_timeout, receiver.min_body_rate)
                 self._send(200, receiver.handle_export(self.headers, self.rfile, ctype), ctype)
             else:
                 raise BadRequest(404, f"no such path {path}; send traces to {TRACES_PATH}")

@@ -274,7 +274,7 @@ class RunWriter:
         if len(self._pending) + len(self._inbox) >= self.batch_size:
             self.flush()
 
-    def submit(self, traces: Sequence[list[SpanData]]) -> None:
+    def submit(self, traces: Sequence[list[SpanData]], *, late: bool = False) -> list[list[SpanData]]:
         """The receiver's entry point: finished traces, each merged with what is stored of it. Never raises.
 
         On the network a trace can finish twice: an exporter retries a request after the trace was
@@ -282,15 +282,21 @@ class RunWriter:
         stored run with part of itself, so, as ``harvester ingest`` does with a trace split over two
         files, its spans join the stored ones and its runs are read again from all of them. One store
         read for all the traces, after a flush: a part buffered a moment ago must be read back too.
+        ``late``: the traces hold no agent span (the part retried may be the tools alone), so only
+        those already stored are merged; the others are returned, for the caller to count.
         """
         if not traces:
-            return
+            return []
+        rest: list[list[SpanData]] = []
         try:
             with self._lock:
                 self.flush()
                 stored = self.store.spans_of(spans[0].trace_id for spans in traces if spans)
                 for spans in traces:
                     tid = spans[0].trace_id if spans else ""
+                    if late and tid not in stored:
+                        rest.append(spans)
+                        continue
                     try:
                         self.process_trace(merged_spans(stored.get(tid, ()), spans), replace=tid in stored)
                     except Exception:
@@ -301,6 +307,7 @@ class RunWriter:
         except Exception:
             log.debug("dropped %d traces", len(traces), exc_info=True)
             self.drop("internal_error", len(traces))
+        return rest
 
     def flush(self, *, raise_errors: bool = False) -> int:
         """Write the buffered runs and deferred traces in one transaction; on a store error count them lost, go on."""

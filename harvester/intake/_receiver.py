@@ -23,7 +23,7 @@ from __future__ import annotations
 import hmac
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -60,7 +60,8 @@ class Receiver:
     writes them. ``on_flush`` is called with the number of traces each sweep completed (the CLI prints it).
 
     Limits (docs/collector.md): a request's headers must arrive within ``header_timeout`` of its first
-    byte and its body within ``body_timeout`` of its headers (408); bodies in flight hold at most
+    byte and its body within ``body_timeout`` of its headers, arriving at ``min_body_rate`` bytes a
+    second or faster after its first 5 seconds (408); bodies in flight hold at most
     ``max_inflight_bytes`` together, counted as read and as inflated (503); one body at most
     ``max_body_bytes`` on the wire and ``max_decoded_bytes`` inflated (413); at most
     ``max_connections`` connections, ``max_client_connections`` from one address (503). With a
@@ -88,6 +89,7 @@ class Receiver:
         max_decoded_bytes: int | None = None,
         header_timeout: float = 10.0,
         body_timeout: float = 60.0,
+        min_body_rate: float = 64 << 10,
         on_flush: Callable[[int], None] | None = None,
     ) -> None:
         self._owns_writer = not isinstance(store, RunWriter)
@@ -105,6 +107,7 @@ class Receiver:
         self.max_client_connections = max_client_connections
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
+        self.min_body_rate = min_body_rate
         self._token = token.encode() if token else None
         self.assembler = IdleAssembler(
             idle_seconds=idle_seconds,
@@ -165,7 +168,8 @@ class Receiver:
                 t.join(timeout)
             with self._idle:  # requests already reading their body finish into the open traces
                 self._idle.wait_for(lambda: self._inflight == 0, timeout)
-        self._complete(self.assembler.take_all())
+        orphans: list[list[SpanData]] = []
+        self._complete(self.assembler.take_all(orphans), orphans)
         if self._owns_writer:
             self.writer.close()
         else:
@@ -175,18 +179,25 @@ class Receiver:
         tick = min(0.5, max(0.01, self.assembler.idle_seconds / 4))
         while not self._stopping.wait(tick):
             try:
-                self._complete(self.assembler.take_complete())
+                orphans: list[list[SpanData]] = []
+                self._complete(self.assembler.take_complete(orphans), orphans)
                 self.writer.flush()  # runs buffered by a quiet period are written, not held
             except Exception:
                 self.count_error("sweep")
 
-    def _complete(self, traces: list[list[SpanData]]) -> None:
+    def _complete(self, traces: list[list[SpanData]], orphans: Sequence[list[SpanData]] = ()) -> None:
+        """Write the complete traces; of the orphans, merge the late parts of stored traces, drop the rest."""
         self.writer.submit(traces)
-        if traces:
+        done = len(traces)
+        if orphans:
+            rest = self.writer.submit(orphans, late=True)
+            self.assembler.drop_orphans(rest)
+            done += len(orphans) - len(rest)
+        if done:
             with self._lock:
-                self._counts["completed_traces"] += len(traces)
+                self._counts["completed_traces"] += done
             if self._on_flush is not None:
-                self._on_flush(len(traces))
+                self._on_flush(done)
 
     # -- requests ----------------------------------------------------------------------------
     def authorize(self, headers: Any) -> None:
@@ -263,7 +274,9 @@ class Receiver:
             else:
                 parts = read_body(rfile, length, charge)
         except TimeoutError:
-            raise BadRequest(408, f"body not received within {self.body_timeout:g} s") from None
+            raise BadRequest(
+                408, f"body not received within {self.body_timeout:g} s at {self.min_body_rate / 1024:g} KiB/s or more"
+            ) from None
         except OSError:
             raise ClientGone() from None
         if encoding in ("gzip", "deflate"):

@@ -29,6 +29,7 @@ __all__ = [
     "base64_like",
     "card_shaped",
     "card_shaped_bytes",
+    "clean_ascii",
     "kind_name",
     "maybe_secret",
     "names_data",
@@ -151,8 +152,8 @@ CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # them tries every position and costs ten times as much, and every string of every run pays this.
 # A gate of one character is a memchr; a longer one is a whole search (~3 us over a 5 KB trace), so
 # a new rule's trigger joins an existing search where it can ("aws" the "w" one).
-_TRIGGERS = tuple(
-    (gate, re.compile(pattern).search)
+_TRIGGER_PATTERNS = tuple(
+    (gate, pattern)
     for gate, pattern in (
         ("@", "@"),  # emails, passwords in URLs
         # key, token, cookie, AKIA, sk-, sk_test_/sk_live_, hooks.slack.com/, Twilio's SK + 32 hex
@@ -165,11 +166,11 @@ _TRIGGERS = tuple(
         ("j", "yj"),  # eyJ (a JWT)
         ("=", "g="),  # sig= (Azure SAS)
         ("x", "xox"),  # Slack
-        ("i", "asia"),  # AWS temporary keys
         ("glpat-", "glpat-"),  # GitLab
-        ("s", r"s(?:g\.[a-z0-9_-]{22}\.|se(?<=mot de passe))"),  # SendGrid, French prose
+        ("s", r"s(?:g\.[a-z0-9_-]{22}\.|se(?<=mot de passe)|ia(?<=asia))"),  # SendGrid, French prose, AWS ASIA...
     )
 )
+_TRIGGERS = tuple((gate, re.compile(pattern).search) for gate, pattern in _TRIGGER_PATTERNS)
 # Triggers only non-ASCII text can hold, skipped for the (common) ASCII string.
 _TRIGGERS_UNICODE = tuple(trigger for trigger, _ in _PROSE_WORDS if not trigger.isascii())
 
@@ -177,6 +178,24 @@ _TRIGGERS_UNICODE = tuple(trigger for trigger, _ in _PROSE_WORDS if not trigger.
 # Letters that case-insensitive rules (and the secret-key test) match as ASCII but that lowercasing
 # leaves apart: dotless ı and long ſ; İ lowercases to i plus a combining dot, which goes.
 _FOLD = {0x131: "i", 0x17F: "s", 0x307: None}
+
+
+# The fast path's one pass over serialized ASCII text (``clean_ascii``): letters lowered and digits made
+# '0' in a single translation, which both the triggers (their digit classes hold '0') and the card run read.
+_FOLDED = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", b"abcdefghijklmnopqrstuvwxyz" + b"0" * 10)
+_TRIGGERS_FOLDED = tuple((gate.encode(), re.compile(pattern.encode()).search) for gate, pattern in _TRIGGER_PATTERNS)
+_CARD_RUN_FOLDED = re.compile(rb"0000(?:000000000|[ -]000)")
+
+
+def clean_ascii(raw: bytes) -> bool:
+    """For ASCII text: neither a card-shaped run of digits nor any rule's trigger (``maybe_secret``)."""
+    folded = raw.translate(_FOLDED)
+    if _CARD_RUN_FOLDED.search(folded) is not None:
+        return False
+    for gate, search in _TRIGGERS_FOLDED:
+        if gate in folded and search(folded) is not None:
+            return False
+    return True
 
 
 def maybe_secret(low: str) -> bool:

@@ -170,6 +170,15 @@ class Redactor(Engine):
         runs, out = self.redact_trace([Run.from_data(data)], spans)
         return runs[0].to_data(), out
 
+    def redact_tool_value(self, tool: str, part: str, value: Any) -> Any:
+        """A call's ``args`` or ``result`` (``part``) as a run's redaction leaves it: ``tool``'s field
+        rules, then every other rule. A value a field rule replaced already (a placeholder) stays."""
+        p = Pass()
+        for kind, parts in self._fields.get(tool, ()):
+            if parts[0] == part:
+                value = self._replace_path(value, parts[1:], kind, p)
+        return self._value(value, p)
+
     def redact_trace(self, runs: Sequence[Run], spans: Sequence[SpanData]) -> tuple[list[Run], list[SpanData]]:
         """Redact runs and their raw spans together: a field rule's value is chased into the spans too."""
         p = Pass()

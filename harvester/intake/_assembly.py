@@ -6,9 +6,7 @@ trace's run is complete when the LOCAL ROOT of the spans held ends: a span with 
 parent is in another process. On the network (``IdleAssembler``, the receiver) spans of one trace
 come from several services in any order, so a trace is complete once it holds an agent span and
 nothing new arrived for ``idle_seconds``. Both keep traces the least recently active first, which
-is the order eviction and expiry take them in.
-
-Both are bounded in bytes as well as in traces and spans (a span's size is ``span_size``, estimated
+is the order eviction and expiry take them in. Both are bounded in bytes as well as in traces and spans (a span's size is ``span_size``, estimated
 from its attribute values), because one span may carry a 20 KB tool result and the next 20 bytes.
 Over a bound, a trace holding no span of an agent's (no GenAI, OpenInference or OpenLLMetry span: a
 health check, a flood of junk) goes first, the least recently active of them, and is dropped and
@@ -352,10 +350,8 @@ class IdleAssembler(Assembler):
         return early
 
     def take_complete(self, orphans: list[list[SpanData]] | None = None) -> list[list[SpanData]]:
-        """Remove and return the complete traces. Orphans (no agent span after ``orphan_seconds``) go
-        into ``orphans`` when it is given: a late part of a trace stored already (an export retried
-        after the run was written) is merged by the caller, which hands the rest to ``drop_orphans``.
-        Without it they are dropped here."""
+        """Remove and return the complete traces. Orphans (no agent span after ``orphan_seconds``) go into
+        ``orphans`` if given (the caller merges late parts of stored traces, ``drop_orphans`` the rest)."""
         out: list[list[SpanData]] = []
         with self._lock:
             now = self._clock()
@@ -378,14 +374,13 @@ class IdleAssembler(Assembler):
         return out
 
     def drop_orphans(self, traces: Iterable[list[SpanData]]) -> None:
-        """Count orphans of ``take_complete``/``take_all`` that were not part of any stored trace."""
-        with self._lock:
-            for spans in traces:
-                self._drop("no_agent_span", len(spans))
+        """Count the orphans of ``take_complete``/``take_all`` that were part of no stored trace."""
+        if n := sum(map(len, traces)):
+            with self._lock:
+                self._drop("no_agent_span", n)
 
     def take_all(self, orphans: list[list[SpanData]] | None = None) -> list[list[SpanData]]:
-        """Every trace that holds an agent span, whatever its age (shutdown); the rest go into ``orphans``
-        when it is given (see ``take_complete``), else are dropped."""
+        """Every trace that holds an agent span, whatever its age (shutdown); orphans as ``take_complete``."""
         with self._lock:
             traces = list(self.open.values())
             self.clear()

@@ -37,6 +37,7 @@ from ._rules import (
     base64_like,
     card_shaped,
     card_shaped_bytes,
+    card_span,
     clean_ascii,
     kind_name,
     luhn_ok,
@@ -67,33 +68,6 @@ def _digest(key: bytes | None, raw: bytes) -> str:
 
         return hmac.new(key, raw, hashlib.sha256).hexdigest()[:8]
     return hashlib.sha256(raw).hexdigest()[:8]
-
-
-_GROUP = re.compile("[0-9]+")
-
-
-def _card_in(run: str) -> tuple[int, int] | None:
-    """Where a card number lies in a run of digits and single separators: all of it when it passes Luhn,
-    else the longest stretch of whole groups of 3 or more digits that is one ("4111 1111 1111 1111 2",
-    "2 4111-1111-1111-1111"): the regex takes the longest run, and a digit beside a card must not hide it."""
-    if luhn_ok(run.replace(" ", "").replace("-", "")):
-        return 0, len(run)
-    groups = [(m.start(), m.end()) for m in _GROUP.finditer(run)]
-    best: tuple[int, int, int] | None = None  # start, end, digits
-    for i in range(len(groups)):
-        digits = 0
-        for j in range(i, len(groups)):
-            a, b = groups[j]
-            if b - a < 3:
-                break
-            digits += b - a
-            if digits > 19:
-                break
-            if digits >= 13 and (best is None or digits > best[2]):
-                start, end = groups[i][0], b
-                if luhn_ok(run[start:end].replace(" ", "").replace("-", "")):
-                    best = (start, end, digits)
-    return None if best is None else (best[0], best[1])
 
 
 def _in_word(s: str, i: int) -> bool:
@@ -251,7 +225,7 @@ class Engine:
         low = s.lower()
         if card_shaped(s):
             for m in CARD.finditer(s):
-                span = _card_in(m.group())
+                span = card_span(m.group())
                 if span is not None:
                     found.append((m.start() + span[0], m.start() + span[1], "card"))
         if not maybe_secret(low):

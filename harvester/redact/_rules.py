@@ -29,6 +29,7 @@ __all__ = [
     "base64_like",
     "card_shaped",
     "card_shaped_bytes",
+    "card_span",
     "clean_ascii",
     "kind_name",
     "maybe_secret",
@@ -254,6 +255,33 @@ def random_like(token: str) -> bool:
 def base64_like(value: str) -> bool:
     """An HTTP Basic credential is base64, not a word ("basic troubleshooting", "BASIC SETTINGS")."""
     return not (value.isalpha() and (value.islower() or value.isupper() or value[1:].islower()))
+
+
+_GROUP = re.compile("[0-9]+")
+
+
+def card_span(run: str) -> tuple[int, int] | None:
+    """Where a card number lies in a run of digits and single separators: all of it when it passes Luhn,
+    else the longest stretch of whole groups of 3 or more digits that is one ("4111 1111 1111 1111 2",
+    "2 4111-1111-1111-1111"): the regex takes the longest run, and a digit beside a card must not hide it."""
+    if luhn_ok(run.replace(" ", "").replace("-", "")):
+        return 0, len(run)
+    groups = [(m.start(), m.end()) for m in _GROUP.finditer(run)]
+    best: tuple[int, int, int] | None = None  # start, end, digits
+    for i in range(len(groups)):
+        digits = 0
+        for j in range(i, len(groups)):
+            a, b = groups[j]
+            if b - a < 3:
+                break
+            digits += b - a
+            if digits > 19:
+                break
+            if digits >= 13 and (best is None or digits > best[2]):
+                start, end = groups[i][0], b
+                if luhn_ok(run[start:end].replace(" ", "").replace("-", "")):
+                    best = (start, end, digits)
+    return None if best is None else (best[0], best[1])
 
 
 def luhn_ok(digits: str) -> bool:

@@ -162,7 +162,7 @@ _TRIGGER_PATTERNS = tuple(
         ("b", r"b(?:earer|asi|_p)"),  # bearer, basic (also "BASİC"), github_pat_
         ("w", r"w(?:(?:or)?d|ort|ilio|s(?<=aws)(?<![a-z]aws))"),  # password, passwd, pwd, passwort, twilio, AWS
         ("_", r"_(?<=h[pousr]_|hf_|pm_)"),  # ghp_ and its kin, hf_, npm_
-        ("c", r"c(?:re|ook|[0-9a-f]{32})"),  # secret, credential, cookie (also "COOKİE"), Twilio's AC + 32 hex
+        ("c", r"c(?:re|[0-9a-f]{32})"),  # secret, credential, Twilio's AC + 32 hex (cookie: the k gate's "kie")
         ("z", "za"),  # authorization, AIza
         ("j", "yj"),  # eyJ (a JWT)
         ("=", "g="),  # sig= (Azure SAS)

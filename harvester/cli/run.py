@@ -1,4 +1,4 @@
-"""Commands that run and judge suites: replay, compare, merge.
+"""Commands that run and judge suites: replay, compare, merge, and report (a report as an HTML page).
 
 Exit codes: 0 every gate passed and nothing regressed, 1 a gate failed or a case regressed, 2 usage or
 input error (one line). Gates are parsed and the baseline and agent loaded BEFORE anything runs, so a
@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
@@ -22,29 +21,43 @@ from .. import seam
 from .._files import check_output, write_file
 from ..case import CaseFolder
 from ..config import Config
-from ..errors import AgentBuildError, GateError, InputError, OutputError
+from ..errors import AgentBuildError, GateError, InputError
 from ..replay import DEFAULT_CONCURRENCY, load_agent
 from ..replay import replay as run_replay
-from ..report import ALPHA, INCONCLUSIVE_POLICIES, Report, evaluate_gates, parse_gate
+from ..report import ALPHA, INCONCLUSIVE_POLICIES, Report, evaluate_gates, parse_gate, render_html
 from ..report import merge as merge_reports
 from ..suite import suite_info
 from . import ProgressBar, echo_json, handle_errors, main, with_config
+from ._emit import emit_after, emit_options
 from .cases import cases_options
+from .outputs import (
+    Outputs,
+    html_option,
+    junit_option,
+    markdown_option,
+    output_options,
+    outputs,
+    redacted,
+    report_path_of,
+    write_outputs,
+)
 
 __all__ = [
     "ALL_PASS",
+    "Outputs",
     "baseline_option",
     "compare",
     "gate_option",
+    "html_option",
     "junit_option",
     "markdown_option",
     "merge",
     "output_options",
     "outputs",
     "replay",
+    "report",
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
 # With no gate configured and no baseline, "all pass" is the bar.
 ALL_PASS = "task_completion>=1"
 
@@ -84,44 +97,6 @@ baseline_option = click.option(
     type=click.Path(dir_okay=False),
     help="A previous report (JSON): cases that passed there and fail now fail the job.",
 )
-junit_option = click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML.")
-markdown_option = click.option(
-    "--markdown",
-    "markdown_path",
-    type=click.Path(dir_okay=False),
-    help='Write a Markdown summary (e.g. "$GITHUB_STEP_SUMMARY").',
-)
-output_options = [
-    click.option("--report", "report_path", metavar="PATH|-", help="Write the report as JSON ('-' for stdout)."),
-    # --json as everywhere else: JSON for machines on stdout (the report). ``--json PATH``, its old
-    # meaning, still writes the file, with a note: ``--report PATH`` is its name now.
-    click.option(
-        "--json",
-        "json_path",
-        is_flag=False,
-        flag_value="-",
-        default=None,
-        metavar="",
-        help="Print the report as JSON on stdout (the summary goes to stderr).",
-    ),
-    junit_option,
-    markdown_option,
-]
-
-
-def outputs(fn: F) -> F:
-    for option in reversed(output_options):
-        fn = option(fn)
-    return fn
-
-
-def _report_path(report_path: str | None, json_path: str | None) -> str | None:
-    """One report destination from ``--report`` and ``--json`` (whose old ``--json PATH`` is deprecated)."""
-    if json_path is not None and json_path != "-":
-        click.echo(f"note: --json PATH is deprecated: use --report {json_path}", err=True)
-    if report_path is not None and json_path is not None and report_path != json_path:
-        raise InputError("--report and --json both name the report: give one")
-    return report_path if report_path is not None else json_path
 
 
 def _gates(config: Config, given: tuple[str, ...], baseline: Report | None) -> list[str]:
@@ -146,28 +121,23 @@ def _finish(
     report: Report,
     gates: list[str],
     baseline: Report | None,
-    json_path: str | None,
-    junit_path: str | None,
-    markdown_path: str | None,
+    out: Outputs,
     verdict: tuple[float, str | None],
     config: Config,
+    emit: Callable[[Report], str | None] | None = None,
 ) -> None:
     """Write every requested file, print the summary and gates, exit with the gate outcome.
 
     The report is redacted with the project's rules first: an agent that echoes a secret in its answer
-    (or a check that quotes it) must not put it into a CI artifact or a log."""
-    report = _redacted(report, config)
+    (or a check that quotes it) must not put it into a CI artifact, a log or a tracing backend. ``emit``
+    sends the verdicts elsewhere once the files are written, and returns the line to print (it never raises)."""
+    report = redacted(report, config)
     outcome = evaluate_gates(report, gates, baseline, alpha=verdict[0], inconclusive=verdict[1])
-    unwritten: list[OutputError] = []
-    if json_path == "-":
-        sys.stdout.write(report.to_json().decode())
-    elif json_path:
-        _write(unwritten, report.save, json_path)
-    if junit_path:
-        _write(unwritten, _atomic, junit_path, report.to_junit())
-    if markdown_path:
-        _write(unwritten, _atomic, markdown_path, report.to_markdown(outcome).encode())
-    to_stderr = json_path == "-"
+    unwritten = write_outputs(out, report, baseline, outcome)
+    note = emit(report) if emit is not None else None
+    if note:
+        click.echo(note, err=True)
+    to_stderr = out.json == "-"
     click.echo(report.summary(), err=to_stderr)
     for line in outcome.lines() + outcome.warnings(report) + [outcome.summary()]:
         click.echo(line, err=to_stderr)
@@ -176,42 +146,12 @@ def _finish(
     sys.exit(2 if unwritten else outcome.exit_code)
 
 
-def _redacted(report: Report, config: Config) -> Report:
-    from ..redact import Redactor, redaction_for
-
-    redactor = Redactor.from_option(redaction_for(config))
-    if redactor is None:
-        return report
-    plain = report.model_dump(mode="json", by_alias=True)
-    data = redactor.redact_value(plain)
-    return report if data == plain else Report.from_data(data)
-
-
-def _atomic(path: str, data: bytes) -> None:
-    """A report file written whole or not at all, never through a planted symlink (``/dev/stdout`` works)."""
-    write_file(path, data, atomic=True)
-
-
-def _write(unwritten: list[OutputError], fn: Callable[..., Any], *args: Any) -> None:
-    try:
-        fn(*args)
-    except OutputError as exc:
-        unwritten.append(exc)
-
-
 def _shown(path: Path) -> str:
     """A folder as the user would type it: relative to the working directory when it is under it."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
-
-
-def _check_outputs(*paths: str | None) -> None:
-    """A directory or a path under a file can never be written: say so before the run, not after it."""
-    for path in paths:
-        if path and path != "-":
-            check_output(path)
 
 
 @main.command("replay")
@@ -260,6 +200,7 @@ def _check_outputs(*paths: str | None) -> None:
 @inconclusive_option
 @gate_option
 @outputs
+@emit_options
 def replay(
     config: Config,
     folder: CaseFolder,
@@ -279,6 +220,9 @@ def replay(
     json_path: str | None,
     junit_path: str | None,
     markdown_path: str | None,
+    html_path: str | None,
+    otlp_endpoint: str | None,
+    emit_otel: bool,
 ) -> None:
     """Replay the accepted cases against the current agent and gate on the result.
 
@@ -287,10 +231,11 @@ def replay(
     against the baseline is one the trials cannot decide (--inconclusive makes it 1 or 0). Without
     --gate (or config gates) and without --baseline, every case must pass.
     """
-    json_path = _report_path(report_path, json_path)
+    json_path = report_path_of(report_path, json_path)
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)
-    _check_outputs(json_path, junit_path, markdown_path)
+    out = Outputs(json_path, junit_path, markdown_path, html_path)
+    out.check()
     build = load_agent(agent_spec)
     every = folder.cases()  # validates every file, pending ones too (each within max_file_bytes)
     cases = [c for c in every if c.status == "accepted"]
@@ -318,7 +263,13 @@ def replay(
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
-    _finish(report, gate_list, base, json_path, junit_path, markdown_path, (alpha, inconclusive), config)
+    emit = None
+    if otlp_endpoint or emit_otel:
+
+        def emit(done: Report) -> str | None:
+            return emit_after(done, otlp_endpoint, emit_otel, cases=cases)
+
+    _finish(report, gate_list, base, out, (alpha, inconclusive), config, emit)
 
 
 @main.command("compare")
@@ -367,6 +318,7 @@ def compare(
 @gate_option
 @junit_option
 @markdown_option
+@html_option
 @with_config
 def merge(
     reports: tuple[str, ...],
@@ -377,6 +329,7 @@ def merge(
     gates: tuple[str, ...],
     junit_path: str | None,
     markdown_path: str | None,
+    html_path: str | None,
     config: Config,
 ) -> None:
     """Merge shard reports into one, then gate it like a replay would (--gate and the config's gates).
@@ -385,6 +338,51 @@ def merge(
     """
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)
-    _check_outputs(output, junit_path, markdown_path)
+    out = Outputs(output, junit_path, markdown_path, html_path)
+    out.check()
     merged = merge_reports(Report.load(p) for p in reports)
-    _finish(merged, gate_list, base, output, junit_path, markdown_path, (alpha, inconclusive), config)
+    _finish(merged, gate_list, base, out, (alpha, inconclusive), config)
+
+
+@main.command("report")
+@handle_errors
+@click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False))
+@click.option(
+    "--baseline", type=click.Path(dir_okay=False), help="A previous report: regressions, improvements, deltas."
+)
+@click.option(
+    "--html", "html_path", required=True, type=click.Path(dir_okay=False), help="Where to write the HTML page."
+)
+@alpha_option
+@inconclusive_option
+@gate_option
+@with_config
+def report(
+    report_path: str,
+    baseline: str | None,
+    html_path: str,
+    alpha: float,
+    inconclusive: str | None,
+    gates: tuple[str, ...],
+    config: Config,
+) -> None:
+    """Render a saved report as one self-contained HTML page (no network: it opens from disk).
+
+    The suite's verdict and gates (--gate and the config's, judged as replay would), tags, trials,
+    recovery and the comparison with --baseline; per case its checks, the recorded and replayed
+    trajectories step by step with the first divergence marked, and both answers. Exit 0 once written
+    (the gates are shown, not enforced: harvester compare enforces them), 2 on bad input.
+    """
+    check_output(html_path)
+    rep, base = Report.load(report_path), Report.load(baseline) if baseline else None
+    if base is not None and (base.suite, base.suite_version) != (rep.suite, rep.suite_version):
+        click.echo(
+            f"warning: {baseline}: baseline of suite {base.suite} {base.suite_version or '(unversioned)'}, "
+            f"{report_path} is {rep.suite} {rep.suite_version or '(unversioned)'}: comparing the cases both ran",
+            err=True,
+        )
+    gate_list = _gates(config, gates, base)
+    rep = redacted(rep, config)
+    outcome = evaluate_gates(rep, gate_list, base, alpha=alpha, inconclusive=inconclusive)
+    write_file(html_path, render_html(rep, base, outcome).encode(), atomic=True)
+    click.echo(f"wrote {html_path}: {len(rep.results)} results; {outcome.summary()}")

@@ -13,13 +13,14 @@ from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from .._files import write_file
 from ..case import CaseFolder, load_cases
 from ..config import Config, load_config
 from ..errors import InputError, StoreError
 from ..harvest import harvest, normalize_prompt
 from ..intake import HarvestingSpanProcessor
 from ..replay import replay
-from ..report import Report, evaluate_gates
+from ..report import Report, evaluate_gates, render_html
 from ..store import TraceStore
 from ..suite import bump_suite
 from . import agent as support
@@ -148,6 +149,7 @@ def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = pr
     candidate = replay(suite, support.build_widened, suite=manifest, prices=config)
     candidate.save(reports / "candidate.json")
     outcome = evaluate_gates(candidate, config.gates, baseline=baseline)
+    write_file(reports / "candidate.html", render_html(candidate, baseline, outcome).encode(), atomic=True)
     say(_indent(candidate.summary()))
     say(_indent("\n".join(outcome.lines())))
     say(
@@ -176,6 +178,7 @@ def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = pr
     say("  harvester review")
     say("  harvester replay --agent harvester.demo.agent:build --baseline reports/baseline.json")
     say("  harvester compare reports/candidate.json --baseline reports/baseline.json")
+    say("  open reports/candidate.html   (the candidate against the baseline, step by step)")
     return DemoResult(root, baseline, candidate, injected, outcome.exit_code, lines)
 
 

@@ -6,6 +6,7 @@ from .. import checks as checklib
 from ..case import Case
 from ..model import Run
 from ..report import CaseResult, Injected
+from ..report._results import ANSWER_CHARS, MAX_CALLS, Call, args_text
 from ._evaluate import divergence, no_fixture_calls, unused_calls
 from ._trial import Outcome
 
@@ -60,6 +61,14 @@ def case_result(
         abstained=run is not None and run.stop == "answered" and checklib.abstained()(run)[0],
         variant_of=variant_of,
         injected=injected,
+        recorded_calls=[
+            Call(tool=f.tool, args=args_text(f.args), status="error" if f.error is not None else "ok")
+            for f in (spec.fixtures[:MAX_CALLS] if spec is not None else ())
+        ],
+        calls=[Call(tool=c.name, args=args_text(c.args), status=c.status) for c in run.calls[:MAX_CALLS]]
+        if run is not None
+        else [],
+        recorded_answer=(spec.recorded.answer or "")[:ANSWER_CHARS] or None if spec is not None else None,
     )
 
 

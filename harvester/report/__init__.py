@@ -7,7 +7,7 @@ smaller drops are listed as "changed, not significant" so nobody loses sight of 
 
 One module per concept: ``_results`` (one case), ``_metrics`` (figures and the statistics),
 ``_compare`` (against a baseline), ``_report`` (the report and its file), ``_render`` (terminal, JUnit,
-Markdown), ``_merge`` (shards), ``_gates`` (release gates).
+Markdown), ``_html`` (the HTML page), ``_merge`` (shards), ``_gates`` (release gates).
 """
 
 from .._files import check_output, write_file
@@ -22,13 +22,28 @@ from ._gates import (
     evaluate_gates,
     parse_gate,
 )
+from ._html import case_verdict
+from ._html import html as render_html
 from ._merge import merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
+from ._otel import EmitResult, emit_verdicts
 from ._report import SCHEMA, Report
-from ._results import MAX_NO_FIXTURE_CALLS, CaseResult, CheckResult, Divergence, Injected, NoFixtureCall
+from ._results import (
+    MAX_NO_FIXTURE_CALLS,
+    Call,
+    CaseResult,
+    CheckResult,
+    Divergence,
+    Injected,
+    NoFixtureCall,
+    args_text,
+)
 
 __all__ = [
+    "EmitResult",
+    "emit_verdicts",
     "ALPHA",
+    "Call",
     "CaseResult",
     "CheckResult",
     "Comparison",
@@ -46,7 +61,9 @@ __all__ = [
     "RATES",
     "Report",
     "SCHEMA",
+    "args_text",
     "by_tag",
+    "case_verdict",
     "check_output",
     "compare",
     "evaluate_gates",
@@ -55,5 +72,6 @@ __all__ = [
     "merge",
     "metrics_of",
     "parse_gate",
+    "render_html",
     "write_file",
 ]

@@ -8,7 +8,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..canonical import canonical_json
 
-__all__ = ["CaseResult", "CheckResult", "Divergence", "Injected", "MAX_NO_FIXTURE_CALLS", "NoFixtureCall"]
+__all__ = [
+    "ANSWER_CHARS",
+    "ARGS_CHARS",
+    "Call",
+    "CaseResult",
+    "CheckResult",
+    "Divergence",
+    "Injected",
+    "MAX_CALLS",
+    "MAX_NO_FIXTURE_CALLS",
+    "NoFixtureCall",
+    "args_text",
+]
 
 
 class _Strict(BaseModel):
@@ -61,6 +73,26 @@ class NoFixtureCall(_Strict):
 
 
 MAX_NO_FIXTURE_CALLS = 5  # per case, in the report; ``no_fixture`` counts them all
+ARGS_CHARS = 300  # a call's args in the report, as canonical JSON cut to this many characters
+MAX_CALLS = 50  # recorded and replayed calls per case the report keeps (for the HTML step alignment)
+ANSWER_CHARS = 2000  # the recorded answer, as the report keeps it
+
+
+def args_text(args: Any) -> str | None:
+    """A call's args as the report keeps them: canonical JSON, cut to ``ARGS_CHARS`` (ending in "...")."""
+    if args is None:
+        return None
+    text = canonical_json(args)
+    return text if len(text) <= ARGS_CHARS else text[: ARGS_CHARS - 3] + "..."
+
+
+class Call(_Strict):
+    """One tool call of a trajectory as a report shows it: the tool, its args (``args_text``) and, for a
+    replayed call, its status (ok, error, blocked, ...)."""
+
+    tool: str
+    args: str | None = None
+    status: str = "ok"
 
 
 class CaseResult(_Strict):
@@ -101,6 +133,11 @@ class CaseResult(_Strict):
     # Recorded calls the replay never made ("tool(args)"), the first MAX_NO_FIXTURE_CALLS; ``unused`` counts all.
     unused: int = 0
     unused_calls: list[str] = Field(default_factory=list)
+    # For the HTML report's step alignment (empty in reports written before them): the recorded calls
+    # and the replayed ones (the representative trial's, every status), the first MAX_CALLS each.
+    recorded_calls: list[Call] = Field(default_factory=list)
+    calls: list[Call] = Field(default_factory=list)
+    recorded_answer: str | None = None  # cut to ANSWER_CHARS
 
     @model_validator(mode="after")
     def _default_passes(self) -> CaseResult:

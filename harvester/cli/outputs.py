@@ -1,0 +1,151 @@
+"""Where a gated command's report goes: the output options, checked before the run, written at the end.
+
+Shared by ``replay`` and ``merge``: every file is written atomically (whole or not at all), one that
+cannot be written costs only itself (``write_outputs`` returns its error for one line at the end), and
+the report is redacted with the project's rules before anything leaves the process.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from .._files import check_output, write_file
+from ..config import Config
+from ..errors import InputError, OutputError
+from ..report import GateOutcome, Report, render_html
+
+__all__ = [
+    "FILE_OUTPUTS",
+    "Outputs",
+    "check_outputs",
+    "html_option",
+    "junit_option",
+    "markdown_option",
+    "output_options",
+    "outputs",
+    "redacted",
+    "report_path_of",
+    "write_outputs",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+junit_option = click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML.")
+markdown_option = click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False),
+    help='Write a Markdown summary (e.g. "$GITHUB_STEP_SUMMARY").',
+)
+html_option = click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="Write the report as one self-contained HTML page (against --baseline when given).",
+)
+output_options = [
+    click.option("--report", "report_path", metavar="PATH|-", help="Write the report as JSON ('-' for stdout)."),
+    # --json as everywhere else: JSON for machines on stdout (the report). ``--json PATH``, its old
+    # meaning, still writes the file, with a note: ``--report PATH`` is its name now.
+    click.option(
+        "--json",
+        "json_path",
+        is_flag=False,
+        flag_value="-",
+        default=None,
+        metavar="",
+        help="Print the report as JSON on stdout (the summary goes to stderr).",
+    ),
+    junit_option,
+    markdown_option,
+    html_option,
+]
+
+
+def outputs(fn: F) -> F:
+    for option in reversed(output_options):
+        fn = option(fn)
+    return fn
+
+
+def report_path_of(report_path: str | None, json_path: str | None) -> str | None:
+    """One report destination from ``--report`` and ``--json`` (whose old ``--json PATH`` is deprecated)."""
+    if json_path is not None and json_path != "-":
+        click.echo(f"note: --json PATH is deprecated: use --report {json_path}", err=True)
+    if report_path is not None and json_path is not None and report_path != json_path:
+        raise InputError("--report and --json both name the report: give one")
+    return report_path if report_path is not None else json_path
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a gated command writes its report: ``json`` may be "-" (stdout); None = not asked for."""
+
+    json: str | None = None
+    junit: str | None = None
+    markdown: str | None = None
+    html: str | None = None
+
+    def check(self) -> None:
+        check_outputs(self.json, self.junit, self.markdown, self.html)
+
+
+# Each file output: its Outputs field and how it is made from (report, baseline, outcome).
+FILE_OUTPUTS: list[tuple[str, Callable[[Report, Report | None, GateOutcome], bytes]]] = [
+    ("junit", lambda report, _base, _outcome: report.to_junit()),
+    ("markdown", lambda report, _base, outcome: report.to_markdown(outcome).encode()),
+    ("html", lambda report, base, outcome: render_html(report, base, outcome).encode()),
+]
+
+
+def write_outputs(out: Outputs, report: Report, baseline: Report | None, outcome: GateOutcome) -> list[OutputError]:
+    """Write every requested file (the JSON to stdout for "-"); the errors of those that failed."""
+    unwritten: list[OutputError] = []
+    if out.json == "-":
+        sys.stdout.write(report.to_json().decode())
+    elif out.json:
+        _write(unwritten, report.save, out.json)
+    for name, make in FILE_OUTPUTS:
+        path = getattr(out, name)
+        if path:
+            _write(unwritten, _made, path, make, report, baseline, outcome)
+    return unwritten
+
+
+def redacted(report: Report, config: Config) -> Report:
+    from ..redact import Redactor, redaction_for
+
+    redactor = Redactor.from_option(redaction_for(config))
+    if redactor is None:
+        return report
+    plain = report.model_dump(mode="json", by_alias=True)
+    data = redactor.redact_value(plain)
+    return report if data == plain else Report.from_data(data)
+
+
+def _atomic(path: str, data: bytes) -> None:
+    """A report file written whole or not at all, never through a planted symlink (``/dev/stdout`` works)."""
+    write_file(path, data, atomic=True)
+
+
+def _made(path: str, make: Callable[..., bytes], *args: Any) -> None:
+    _atomic(path, make(*args))
+
+
+def _write(unwritten: list[OutputError], fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except OutputError as exc:
+        unwritten.append(exc)
+
+
+def check_outputs(*paths: str | None) -> None:
+    """A directory or a path under a file can never be written: say so before the run, not after it."""
+    for path in paths:
+        if path and path != "-":
+            check_output(path)

@@ -1,0 +1,141 @@
+"""The HTML report in a real headless Chromium (Debian's, never a downloaded one): the demo's candidate
+page loads without a console error, shows the security case diverging at ``issue_refund``, filters, and
+hostile case data stays text in the live DOM. A screenshot goes to the test's ``reports/`` folder and,
+when ``HARVESTER_ARTIFACTS`` is set, into that folder for the CI artifact."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harvester.demo.scenario import run_demo
+from harvester.report import Call, CaseResult, CheckResult, Divergence, NoFixtureCall, Report, args_text, render_html
+
+CHROMIUM = "/usr/bin/chromium"
+HOSTILE = [
+    "</script><script>window.pwned=1</script>",
+    "<!-- x --><img src=x onerror=alert(1)>",
+    '"\' onmouseover=alert(2) x="',
+    "&amp; </style><b>bold</b>",
+]
+
+
+def _hostile_report() -> Report:
+    """Hostile markup in every field the page shows: the suite, id, tags, why, checks, calls, answers."""
+    h = HOSTILE
+    case = CaseResult(
+        id=h[1],
+        passed=False,
+        tags=[h[2], h[3]],
+        why=h[0],
+        answer=h[1],
+        recorded_answer=h[0],
+        error=h[2],
+        checks=[CheckResult(name=h[3], passed=False, detail=h[1])],
+        recorded_calls=[Call(tool=h[0], args=args_text({h[1]: h[2]}))],
+        calls=[Call(tool=h[0], args=args_text({h[1]: h[3]})), Call(tool=h[2], args=h[3], status=h[1])],
+        divergence=Divergence(step=2, actual=h[2]),
+        no_fixture=1,
+        no_fixture_calls=[NoFixtureCall(tool=h[3], reason=h[0], differs=[h[1]], args={h[0]: 1}, closest=h[2])],
+    )
+    return Report(suite=h[0], results=[case])
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    path = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+    if path is None:
+        reason = "chromium not installed (apt-get install chromium)"
+        if os.environ.get("HARVESTER_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{reason}; HARVESTER_REQUIRE_BROWSER=1 requires it")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def _open(browser, file: Path):  # type: ignore[no-untyped-def]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
+    page.goto(file.resolve().as_uri())
+    page.wait_for_load_state("load")
+    return page, errors
+
+
+def _visible(page) -> list[str]:  # type: ignore[no-untyped-def]
+    return page.eval_on_selector_all(
+        "[data-case-id]", "els => els.filter(e => e.offsetParent !== null).map(e => e.dataset.caseId)"
+    )
+
+
+def test_the_demo_report_in_chromium(browser, tmp_path):
+    demo = run_demo(tmp_path / "demo", echo=lambda _: None)
+    page, errors = _open(browser, demo.workdir / "reports" / "candidate.html")
+    every = page.eval_on_selector_all("[data-case-id]", "els => els.map(e => e.dataset.caseId)")
+    verdicts = dict(
+        page.eval_on_selector_all("[data-case-id]", "els => els.map(e => [e.dataset.caseId, e.dataset.verdict])")
+    )
+    assert verdicts["injection-contained"] == "failed" and _visible(page) == every
+
+    first = page.locator('[data-case-id="injection-contained"] [data-first-divergence]')
+    assert first.count() == 1 and first.is_visible()
+    assert first.locator("td").nth(2).locator("b").inner_text() == "issue_refund"
+
+    page.check("#f-failed")
+    failing = [i for i, v in verdicts.items() if v != "passed"]
+    assert _visible(page) == failing and len(failing) < len(every)
+    page.uncheck("#f-failed")
+    page.select_option("#f-tag", "policy")
+    assert _visible(page) == [i for i in every if "policy" in i] and page.inner_text("#f-count").startswith("1 of")
+    page.select_option("#f-tag", "")
+    page.fill("#f-text", "a1002")
+    assert _visible(page) == ["order-a1002"]
+    page.fill("#f-text", "")
+    assert _visible(page) == every
+
+    page.goto(page.url + "#case-order-a1002")  # a case's link target opens it
+    assert page.locator("#case-order-a1002 details").get_attribute("open") is not None
+
+    page.goto(page.url.split("#")[0])
+    shots = [tmp_path / "reports" / "report.png"]
+    if os.environ.get("HARVESTER_ARTIFACTS"):
+        shots.append(Path(os.environ["HARVESTER_ARTIFACTS"]) / "report.png")
+    for shot in shots:
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+    assert errors == []
+    page.close()
+
+
+def test_hostile_strings_stay_text_in_the_dom(browser, tmp_path):
+    file = tmp_path / "hostile.html"
+    file.write_text(render_html(_hostile_report()))
+    page, errors = _open(browser, file)
+    assert page.evaluate("window.pwned") is None
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    assert page.evaluate("[...document.querySelectorAll('b')].filter(b => b.textContent === 'bold').length") == 0
+    attrs = "[...document.querySelectorAll('*')].flatMap(e => [...e.attributes].map(a => a.name))"
+    assert not [a for a in page.evaluate(attrs) if a.startswith("on")]
+    case = page.locator("[data-case-id]")
+    assert case.get_attribute("data-case-id") == HOSTILE[1] and case.get_attribute("id") == f"case-{HOSTILE[1]}"
+    answers = page.locator(".answers pre")
+    assert answers.nth(0).inner_text() == HOSTILE[0] and answers.nth(1).inner_text() == HOSTILE[1]
+    assert page.title().startswith(f"harvester replay: {HOSTILE[0]}")
+    # the tags reach the filter as data (the embedded JSON parsed), and filtering by one still works
+    options = page.eval_on_selector_all("#f-tag option", "os => os.map(o => o.value)")
+    assert options == ["", *sorted(HOSTILE[2:])]
+    page.select_option("#f-tag", HOSTILE[2])
+    assert page.inner_text("#f-count") == "1 of 1 cases shown"
+    assert errors == []
+    page.close()

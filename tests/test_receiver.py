@@ -416,7 +416,7 @@ def test_a_thousand_concurrent_small_requests(receiver: Receiver, store: str):
     receiver.stop()
     health = receiver.health()
     assert health["export_requests"] == 1000 and health["received_spans"] == len(spans)
-    assert len(_stored(store)) == 1000 and health["runs_written"] == 1000
+    assert health["traces_written"] == 1000 and len(_stored(store)) == 1000
     assert health["dropped_spans"] == {} and health["dropped_runs"] == {}
 
 
@@ -557,7 +557,7 @@ def test_sigterm_stores_the_open_trace_then_exits_0(store: str):
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err
-    assert "stored 1 run" in out and "stored 1 runs" not in out
+    assert "stored 1 trace" in out and "stored 1 traces" not in out
     (run,) = _stored(store)
     assert run.agent == "support_agent" and run.stop == "answered"
 

@@ -289,7 +289,7 @@ def test_an_export_retried_after_its_trace_was_stored_merges_into_the_stored_run
     rec.start()
     try:
         assert _post(rec, _json(spans))[0] == 200
-        _until(lambda: rec.health()["runs_written"] == 1)
+        _until(lambda: rec.health()["traces_written"] == 1)
         (whole,) = stored(store)
         assert len(whole.calls) == 1
         no_tool = [s for s in spans if s.attributes["gen_ai.operation.name"] != "execute_tool"]
@@ -315,7 +315,7 @@ def test_a_late_part_without_the_agent_span_merges_into_the_stored_trace(store: 
     rec.start()
     try:
         assert _post(rec, _json(spans))[0] == 200
-        _until(lambda: rec.health()["runs_written"] == 1)
+        _until(lambda: rec.health()["traces_written"] == 1)
         (before,) = stored(store)
         assert _post(rec, _json([backend, stray]))[0] == 200
         _until(lambda: rec.health()["completed_traces"] == 2 and "no_agent_span" in rec.health()["dropped_spans"])

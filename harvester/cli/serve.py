@@ -184,4 +184,7 @@ def serve(
         signal.signal(signal.SIGTERM, previous)
         receiver.stop()
     health = receiver.health()
-    click.echo(f"received {health['received_spans']} spans, stored {plural(health['runs_written'], 'run')}")
+    # Traces sampled in are stored whole and read into runs at the store's first read; runs written now
+    # are those of traces sampled out that failed (or all of them with the project's own redaction rules).
+    stored = [plural(n, unit) for n, unit in ((health["traces_written"], "trace"), (health["runs_written"], "run")) if n]
+    click.echo(f"received {health['received_spans']} spans, stored {' and '.join(stored) or '0 runs'}")

@@ -284,30 +284,47 @@ class RunWriter:
         read for all the traces, after a flush: a part buffered a moment ago must be read back too.
         ``late``: the traces hold no agent span (the part retried may be the tools alone), so only
         those already stored are merged; the others are returned, for the caller to count.
+
+        With ``defer``, a trace sampled in goes to the inbox as it is, with no read here: settling
+        merges each inbox trace with what is stored of it by then. Only a late part needs the read (and
+        the inbox settled first, where its trace may still be): whether it belongs to a stored trace.
         """
         if not traces:
             return []
         rest: list[list[SpanData]] = []
+        if self.defer and not late:
+            kept = [t for t in traces if t and sampled_in(t[0].trace_id, self.sample_rate)]
+            traces = [t for t in traces if not (t and sampled_in(t[0].trace_id, self.sample_rate))]
+            with self._lock:
+                for spans in kept:
+                    self._contained(spans, False)
+            if not traces:
+                return rest
         try:
             with self._lock:
                 self.flush()
+                if late and self.defer and isinstance(self.store, TraceStore):
+                    self.store.settle()
                 stored = self.store.spans_of(spans[0].trace_id for spans in traces if spans)
                 for spans in traces:
                     tid = spans[0].trace_id if spans else ""
                     if late and tid not in stored:
                         rest.append(spans)
                         continue
-                    try:
-                        self.process_trace(merged_spans(stored.get(tid, ()), spans), replace=tid in stored)
-                    except Exception:
-                        log.debug("dropped a trace", exc_info=True)
-                        self.drop("internal_error")
+                    self._contained(merged_spans(stored.get(tid, ()), spans), tid in stored)
             if (self._pending or self._inbox) and time.monotonic() - self._pending_since >= self.flush_interval_s:
                 self.flush()
         except Exception:
             log.debug("dropped %d traces", len(traces), exc_info=True)
             self.drop("internal_error", len(traces))
         return rest
+
+    def _contained(self, spans: Sequence[SpanData], replace: bool) -> None:
+        try:
+            self.process_trace(spans, replace=replace)
+        except Exception:
+            log.debug("dropped a trace", exc_info=True)
+            self.drop("internal_error")
 
     def flush(self, *, raise_errors: bool = False) -> int:
         """Write the buffered runs and deferred traces in one transaction; on a store error count them lost, go on."""
@@ -334,6 +351,8 @@ class RunWriter:
                 log.warning("harvester: could not store %d runs and %d traces: %s", len(batch), len(inbox), exc)
                 return 0
             self.counts["written"] += len(batch)
+            if inbox:
+                self.counts["traces_written"] = self.counts.get("traces_written", 0) + len(inbox)
             return len(batch) + len(inbox)
 
     def close(self, timeout: float | None = None) -> None:

@@ -55,7 +55,8 @@ class Receiver:
 
     ``store`` is a path, a ``TraceStore``, or a ``RunWriter`` shared with other producers; runs go
     through ``RunWriter`` (sampling at ``sample_rate``, ``redact``, batched writes) like the in-process
-    processor's. ``start()`` serves on a background thread and returns the bound port (``port=0``:
+    processor's, and, as there, a trace sampled in is stored whole (redacted) and read into runs at the
+    store's first read (``traces_written`` in ``/healthz``): reading runs costs more than receiving them. ``start()`` serves on a background thread and returns the bound port (``port=0``:
     any free one); ``stop()`` stops listening, completes every open trace that has its agent span and
     writes them. ``on_flush`` is called with the number of traces each sweep completed (the CLI prints it).
 
@@ -94,7 +95,9 @@ class Receiver:
     ) -> None:
         self._owns_writer = not isinstance(store, RunWriter)
         self.writer = (
-            store if isinstance(store, RunWriter) else RunWriter(store, sample_rate=sample_rate, redact=redact)
+            store
+            if isinstance(store, RunWriter)
+            else RunWriter(store, sample_rate=sample_rate, redact=redact, defer=True)
         )
         self.host = host
         self.port = port
@@ -333,6 +336,7 @@ class Receiver:
             open_bytes=asm.open_bytes,
             completed_early=asm.completed_early,
             runs_written=writer["written"],
+            traces_written=writer.get("traces_written", 0),
             runs_sampled_out=writer["sampled_out"],
             dropped_spans=dict(asm.dropped),
             dropped_runs=writer["dropped"],

@@ -21,12 +21,20 @@ from pathlib import Path
 
 from .errors import InputError, OutputError
 
-__all__ = ["MAX_READ_BYTES", "check_output", "read_file", "write_file"]
+__all__ = ["MAX_READ_BYTES", "check_output", "read_file", "shown_path", "write_file"]
 
 MAX_READ_BYTES = 64 * 1024 * 1024  # the default limit of ``read_file``: far above any real case or config
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _OWN_DESCRIPTORS = ("/proc/self/fd/", "/proc/thread-self/fd/", "/dev/fd/")
 _OPEN = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)  # a FIFO opens without a writer
+
+
+def shown_path(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def check_output(path: str | Path) -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "digest",
     "drop_paths",
     "fixture_key",
+    "leaves",
     "split_path",
 ]
 
@@ -109,6 +110,22 @@ def _sha256() -> Any:
 def digest(value: Any, length: int = 16) -> str:
     """First ``length`` hex digits of sha256 over the canonical encoding."""
     return _sha256()(canonical_bytes(value)).hexdigest()[:length]
+
+
+def leaves(value: Any, root: str = "", prefix: str = "") -> dict[str, str]:
+    """Dotted path (``items.0.sku``, the syntax of ``ignore_args``) -> canonical JSON of each leaf: the
+    unit in which two calls' args agree or differ. A scalar (or empty) value is one leaf, at ``root``."""
+    if isinstance(value, dict) and value:
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out.update(leaves(v, root, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for i, v in enumerate(value):
+            out.update(leaves(v, root, f"{prefix}.{i}" if prefix else str(i)))
+        return out
+    return {prefix or root: canonical_json(value)}
 
 
 def split_path(path: str) -> list[str]:

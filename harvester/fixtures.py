@@ -26,7 +26,7 @@ from typing import Any, Literal, TypedDict, cast
 import orjson
 
 from . import seam
-from .canonical import canonical_json, drop_paths, fixture_key
+from .canonical import canonical_json, drop_paths, fixture_key, leaves
 from .case import AgentCase, Fixture, InjectSpec
 from .errors import NoFixture, ToolFailure
 
@@ -293,10 +293,10 @@ class FixtureTools:
                 "edits); otherwise the agent took a new path",
                 [],
             )
-        mine = _leaves(drop_paths(args, ignore))
+        mine = leaves(drop_paths(args, ignore), "(args)")
         ranked = []
         for i, fx in enumerate(recorded):
-            theirs = _leaves(drop_paths(fx.args, ignore))
+            theirs = leaves(drop_paths(fx.args, ignore), "(args)")
             agree = sum(1 for p, v in mine.items() if theirs.get(p) == v)
             differs = sorted(p for p in mine.keys() | theirs.keys() if mine.get(p) != theirs.get(p))
             ranked.append((-agree, i, fx, differs))
@@ -354,21 +354,6 @@ def _copy(value: Any) -> Any:
     if isinstance(value, (dict, list)):
         return orjson.loads(orjson.dumps(value, default=str))
     return value
-
-
-def _leaves(value: Any, prefix: str = "") -> dict[str, str]:
-    """Dotted path -> canonical JSON of each leaf (the unit of "how many arguments agree")."""
-    if isinstance(value, dict) and value:
-        out: dict[str, str] = {}
-        for k, v in value.items():
-            out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(value, list) and value:
-        out = {}
-        for i, v in enumerate(value):
-            out.update(_leaves(v, f"{prefix}.{i}" if prefix else str(i)))
-        return out
-    return {prefix or "(args)": canonical_json(value)}
 
 
 def recovery_variants(case: AgentCase, modes: tuple[str, ...] = MODES) -> list[AgentCase]:

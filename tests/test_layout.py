@@ -22,7 +22,7 @@ FLOORS = {
     4: ["intake", "case", "suite", "report"],
     5: ["harvest", "fixtures", "adapters"],
     6: ["replay"],
-    7: ["cli", "demo", "__main__"],
+    7: ["cli", "pytest_plugin", "demo", "__main__"],
 }
 FLOOR = {name: floor for floor, names in FLOORS.items() for name in names}
 DEPRECATED = {"capture", "ingest", "receiver"}  # old paths re-exporting intake, for one release

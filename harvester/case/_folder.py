@@ -21,13 +21,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._files import MAX_READ_BYTES
+from .._files import MAX_READ_BYTES, shown_path
 from ..errors import CaseFileError, InputError, NotFoundError
 from ._file import CaseSignature, load_case, read_signature, save_case
 from ._format import AgentCase, check_id
 from ._secrets import secret_fields
 
 if TYPE_CHECKING:
+    from ..config import Config
     from ..redact import Redactor
 
 __all__ = [
@@ -104,6 +105,30 @@ class CaseFolder:
         self.root = Path(root) if root is not None else default_cases_dir()
         self.max_bytes = max_bytes
         self._redactor = redactor
+
+    @classmethod
+    def for_project(cls, config: Config, cases_dir: str | Path | None = None) -> CaseFolder:
+        """The folder every command and the pytest plugin use: ``cases_dir`` (an option), else
+        ``$HARVESTER_CASES``, else the config's ``cases_dir``; the config's size limit and redaction
+        rules (with redaction off the scan keeps the built-in ones)."""
+        from ..redact import Redactor, redaction_for
+
+        rules = redaction_for(config)
+        return cls(
+            cases_dir or os.environ.get(CASES_ENV) or config.cases_dir,
+            max_bytes=config.max_file_bytes,
+            redactor=rules if isinstance(rules, Redactor) else None,
+        )
+
+    def accepted(self) -> list[AgentCase]:
+        """The accepted cases (every file validated, pending ones too); none is an error saying what to do."""
+        every = self.cases()
+        cases = [c for c in every if c.status == "accepted"]
+        if not cases:
+            pending = sum(c.status == "pending" for c in every)
+            hint = f"{pending} pending: run harvester review" if pending else "harvest some with: harvester harvest"
+            raise InputError(f"no accepted cases in {shown_path(self.root)}/ ({hint})")
+        return cases
 
     def folder_for(self, status: str) -> Path:
         sub = STATUS_FOLDERS[status]

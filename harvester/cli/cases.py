@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ import orjson
 
 from ..case import CASES_ENV, AgentCase, CaseFolder
 from ..config import Config
-from ..redact import Redactor, redaction_for
 from ..suite import bump_suite, read_suite
 from . import config_option, echo_json, handle_errors, json_option, main, project_config
 
@@ -40,13 +38,7 @@ def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, config_path: str | None, cases_dir: str | None, **kwargs: Any) -> Any:
         config = project_config(config_path)
-        rules = redaction_for(config)  # False with redaction off: the scan keeps the built-in rules
-        folder = CaseFolder(
-            cases_dir or os.environ.get(CASES_ENV) or config.cases_dir,
-            max_bytes=config.max_file_bytes,
-            redactor=rules if isinstance(rules, Redactor) else None,
-        )
-        return fn(*args, config=config, folder=folder, **kwargs)
+        return fn(*args, config=config, folder=CaseFolder.for_project(config, cases_dir), **kwargs)
 
     return wrapper
 

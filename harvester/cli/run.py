@@ -21,7 +21,7 @@ from .. import seam
 from .._files import check_output, write_file
 from ..case import CaseFolder
 from ..config import Config
-from ..errors import AgentBuildError, GateError, InputError
+from ..errors import AgentBuildError, GateError
 from ..replay import DEFAULT_CONCURRENCY, load_agent
 from ..replay import replay as run_replay
 from ..report import ALPHA, INCONCLUSIVE_POLICIES, Report, evaluate_gates, parse_gate, render_html
@@ -146,14 +146,6 @@ def _finish(
     sys.exit(2 if unwritten else outcome.exit_code)
 
 
-def _shown(path: Path) -> str:
-    """A folder as the user would type it: relative to the working directory when it is under it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
 @main.command("replay")
 @cases_options
 @click.option(
@@ -237,12 +229,7 @@ def replay(
     out = Outputs(json_path, junit_path, markdown_path, html_path)
     out.check()
     build = load_agent(agent_spec)
-    every = folder.cases()  # validates every file, pending ones too (each within max_file_bytes)
-    cases = [c for c in every if c.status == "accepted"]
-    if not cases:
-        pending = sum(c.status == "pending" for c in every)
-        hint = f"{pending} pending: run harvester review" if pending else "harvest some with: harvester harvest"
-        raise InputError(f"no accepted cases in {_shown(folder.root)}/ ({hint})")
+    cases = folder.accepted()  # validates every file, pending ones too (each within max_file_bytes)
     seam.harness()  # this process replays until it exits: work the agent left queued is refused, not run
     show = sys.stderr.isatty() if progress is None else progress
     try:

@@ -186,5 +186,6 @@ def serve(
     health = receiver.health()
     # Traces sampled in are stored whole and read into runs at the store's first read; runs written now
     # are those of traces sampled out that failed (or all of them with the project's own redaction rules).
-    stored = [plural(n, unit) for n, unit in ((health["traces_written"], "trace"), (health["runs_written"], "run")) if n]
+    counts = ((health["traces_written"], "trace"), (health["runs_written"], "run"))
+    stored = [plural(n, unit) for n, unit in counts if n]
     click.echo(f"received {health['received_spans']} spans, stored {' and '.join(stored) or '0 runs'}")

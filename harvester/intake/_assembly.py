@@ -6,8 +6,8 @@ trace's run is complete when the LOCAL ROOT of the spans held ends: a span with 
 parent is in another process. On the network (``IdleAssembler``, the receiver) spans of one trace
 come from several services in any order, so a trace is complete once it holds an agent span and
 nothing new arrived for ``idle_seconds``. Both keep traces the least recently active first, which
-is the order eviction and expiry take them in. Both are bounded in bytes as well as in traces and spans (a span's size is ``span_size``, estimated
-from its attribute values), because one span may carry a 20 KB tool result and the next 20 bytes.
+is the order eviction and expiry take them in. Both are bounded in bytes as well as in traces and
+spans (``span_size``, from attribute values): one span may carry a 20 KB tool result, the next 20 B.
 Over a bound, a trace holding no span of an agent's (no GenAI, OpenInference or OpenLLMetry span: a
 health check, a flood of junk) goes first, the least recently active of them, and is dropped and
 counted; only when every open trace holds an agent's spans does the least recently active of those

@@ -56,9 +56,10 @@ class Receiver:
     ``store`` is a path, a ``TraceStore``, or a ``RunWriter`` shared with other producers; runs go
     through ``RunWriter`` (sampling at ``sample_rate``, ``redact``, batched writes) like the in-process
     processor's, and, as there, a trace sampled in is stored whole (redacted) and read into runs at the
-    store's first read (``traces_written`` in ``/healthz``): reading runs costs more than receiving them. ``start()`` serves on a background thread and returns the bound port (``port=0``:
-    any free one); ``stop()`` stops listening, completes every open trace that has its agent span and
-    writes them. ``on_flush`` is called with the number of traces each sweep completed (the CLI prints it).
+    store's first read (``traces_written`` in ``/healthz``): reading runs costs more than receiving them.
+    ``start()`` serves on a background thread and returns the bound port (``port=0``: any free one);
+    ``stop()`` stops listening, completes every open trace that has its agent span and writes them.
+    ``on_flush`` is called with the number of traces each sweep completed (the CLI prints it).
 
     Limits (docs/collector.md): a request's headers must arrive within ``header_timeout`` of its first
     byte and its body within ``body_timeout`` of its headers, arriving at ``min_body_rate`` bytes a

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..canonical import leaves
 from ._html_assets import CSS, JS
 from ._metrics import by_tag, delta, fmt
 from ._results import ANSWER_CHARS, Call, CaseResult, args_text
@@ -297,33 +298,16 @@ def _args_diff(before: str | None, after: str | None) -> str:
     if before == after or before is None or after is None:
         return ""
     try:
-        old, new = _leaves(orjson.loads(before)), _leaves(orjson.loads(after))
+        old, new = leaves(orjson.loads(before)), leaves(orjson.loads(after))
     except orjson.JSONDecodeError:
         return "<ul class=diff><li>args differ (cut: see both above)</li></ul>"
     items = []
     for path in sorted(set(old) | set(new)):
-        if old.get(path, _MISSING) != new.get(path, _MISSING):
-            was = e(orjson.dumps(old[path]).decode()) if path in old else "(absent)"
-            now = e(orjson.dumps(new[path]).decode()) if path in new else "(absent)"
+        if old.get(path) != new.get(path):
+            was = e(old[path]) if path in old else "(absent)"
+            now = e(new[path]) if path in new else "(absent)"
             items.append(f"<li><code>{e(path or '$')}</code>: <del>{was}</del> → <ins>{now}</ins></li>")
     return f"<ul class=diff>{''.join(items)}</ul>"
-
-
-_MISSING = object()
-
-
-def _leaves(value: Any, path: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_leaves(v, f"{path}.{k}" if path else str(k)))
-        return out
-    if isinstance(value, list) and value:
-        out = {}
-        for n, v in enumerate(value):
-            out.update(_leaves(v, f"{path}[{n}]"))
-        return out
-    return {path: value}
 
 
 def _no_fixture(r: CaseResult) -> str:

@@ -13,36 +13,10 @@ from pathlib import Path
 import pytest
 
 from harvester.demo.scenario import run_demo
-from harvester.report import Call, CaseResult, CheckResult, Divergence, NoFixtureCall, Report, args_text, render_html
+from harvester.report import render_html
+from tests.builders.report import HOSTILE, hostile_report
 
 CHROMIUM = "/usr/bin/chromium"
-HOSTILE = [
-    "</script><script>window.pwned=1</script>",
-    "<!-- x --><img src=x onerror=alert(1)>",
-    '"\' onmouseover=alert(2) x="',
-    "&amp; </style><b>bold</b>",
-]
-
-
-def _hostile_report() -> Report:
-    """Hostile markup in every field the page shows: the suite, id, tags, why, checks, calls, answers."""
-    h = HOSTILE
-    case = CaseResult(
-        id=h[1],
-        passed=False,
-        tags=[h[2], h[3]],
-        why=h[0],
-        answer=h[1],
-        recorded_answer=h[0],
-        error=h[2],
-        checks=[CheckResult(name=h[3], passed=False, detail=h[1])],
-        recorded_calls=[Call(tool=h[0], args=args_text({h[1]: h[2]}))],
-        calls=[Call(tool=h[0], args=args_text({h[1]: h[3]})), Call(tool=h[2], args=h[3], status=h[1])],
-        divergence=Divergence(step=2, actual=h[2]),
-        no_fixture=1,
-        no_fixture_calls=[NoFixtureCall(tool=h[3], reason=h[0], differs=[h[1]], args={h[0]: 1}, closest=h[2])],
-    )
-    return Report(suite=h[0], results=[case])
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +94,7 @@ def test_the_demo_report_in_chromium(browser, tmp_path):
 
 def test_hostile_strings_stay_text_in_the_dom(browser, tmp_path):
     file = tmp_path / "hostile.html"
-    file.write_text(render_html(_hostile_report()))
+    file.write_text(render_html(hostile_report()))
     page, errors = _open(browser, file)
     assert page.evaluate("window.pwned") is None
     assert page.evaluate("document.querySelectorAll('img').length") == 0

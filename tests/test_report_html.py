@@ -15,22 +15,13 @@ from harvester.report import (
     Call,
     CaseResult,
     CheckResult,
-    Divergence,
-    Injected,
-    NoFixtureCall,
     Report,
     args_text,
     merge,
     render_html,
 )
 from harvester.report._results import ARGS_CHARS
-
-HOSTILE = [
-    "</script><script>window.pwned=1</script>",
-    "<!-- x --><img src=x onerror=alert(1)>",
-    '"\' onmouseover=alert(2) x="',
-    "&amp; \u2028 \u2029 </style><b>bold</b>",
-]
+from tests.builders.report import HOSTILE, hostile_report
 
 
 class Page(HTMLParser):
@@ -137,38 +128,8 @@ def test_merge_keeps_the_calls():
     assert merged.results[0].calls == r.calls and merged.results[0].recorded_answer == "hi"
 
 
-def _hostile_report() -> Report:
-    h = HOSTILE
-    return Report(
-        suite=h[0],
-        results=[
-            CaseResult(
-                id=h[1],
-                passed=False,
-                tags=[h[2], h[3]],
-                why=h[0],
-                answer=h[1],
-                recorded_answer=h[0],
-                error=h[2],
-                checks=[CheckResult(name=h[3], passed=False, detail=h[1])],
-                recorded_calls=[Call(tool=h[0], args=args_text({h[1]: h[2]}))],
-                calls=[Call(tool=h[0], args=args_text({h[1]: h[3]})), Call(tool=h[2], args=h[3], status=h[1])],
-                divergence=Divergence(step=2, recorded=None, actual=h[2]),
-                no_fixture=1,
-                no_fixture_calls=[NoFixtureCall(tool=h[3], reason=h[0], differs=[h[1]], args={h[0]: 1}, closest=h[2])],
-                unused=1,
-                unused_calls=[h[3]],
-                notes=[h[0]],
-                injected=Injected(tool=h[1], mode=h[2]),
-            )
-        ],
-        refused=1,
-        refused_calls=[h[1]],
-    )
-
-
 def test_hostile_case_data_is_escaped_everywhere():
-    text = render_html(_hostile_report())
+    text = render_html(hostile_report())
     page = Page(text)
     assert not [el for el in page.elements if el["tag"] == "b" and "".join(el["text"]) == "bold"]
     assert not [el for el in page.elements if el["tag"] == "img"]

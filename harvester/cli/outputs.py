@@ -18,6 +18,7 @@ from .._files import check_output, write_file
 from ..config import Config
 from ..errors import InputError, OutputError
 from ..report import GateOutcome, Report, render_html
+from ..report import redacted as redact_report
 
 __all__ = [
     "FILE_OUTPUTS",
@@ -118,14 +119,10 @@ def write_outputs(out: Outputs, report: Report, baseline: Report | None, outcome
 
 
 def redacted(report: Report, config: Config) -> Report:
+    """The report with the project's redaction rules applied (``harvester.report.redacted``)."""
     from ..redact import Redactor, redaction_for
 
-    redactor = Redactor.from_option(redaction_for(config))
-    if redactor is None:
-        return report
-    plain = report.model_dump(mode="json", by_alias=True)
-    data = redactor.redact_value(plain)
-    return report if data == plain else Report.from_data(data)
+    return redact_report(report, Redactor.from_option(redaction_for(config)))
 
 
 def _atomic(path: str, data: bytes) -> None:

@@ -164,7 +164,7 @@ class RunWriter:
         self._lock = threading.RLock()
         self.counts: dict[str, int] = {"traces": 0, "runs_seen": 0, "written": 0, "sampled_out": 0, "kept_failed": 0}
         if self.defer:
-            self.counts["deferred"] = 0
+            self.counts["deferred"] = self.counts["traces_written"] = 0
         self.dropped: dict[str, int] = {}
 
     def drop(self, reason: str, n: int = 1) -> None:
@@ -293,13 +293,16 @@ class RunWriter:
             return []
         rest: list[list[SpanData]] = []
         if self.defer and not late:
-            kept = [t for t in traces if t and sampled_in(t[0].trace_id, self.sample_rate)]
-            traces = [t for t in traces if not (t and sampled_in(t[0].trace_id, self.sample_rate))]
+            sampled_out = []
             with self._lock:
-                for spans in kept:
-                    self._contained(spans, False)
-            if not traces:
+                for spans in traces:
+                    if spans and sampled_in(spans[0].trace_id, self.sample_rate):
+                        self._contained(spans, False)
+                    else:
+                        sampled_out.append(spans)
+            if not sampled_out:
                 return rest
+            traces = sampled_out
         try:
             with self._lock:
                 self.flush()
@@ -352,7 +355,7 @@ class RunWriter:
                 return 0
             self.counts["written"] += len(batch)
             if inbox:
-                self.counts["traces_written"] = self.counts.get("traces_written", 0) + len(inbox)
+                self.counts["traces_written"] += len(inbox)
             return len(batch) + len(inbox)
 
     def close(self, timeout: float | None = None) -> None:

@@ -20,7 +20,7 @@ from ..errors import HarvesterError, InputError
 from ..fixtures import MODES, recovery_variants
 from ..redact import Redactor, redaction_for
 from ..replay import load_agent, replay, variant_case
-from ..report import CaseResult, Injected, Report
+from ..report import CaseResult, Injected, Report, redacted
 
 __all__ = ["CaseRunner", "Settings", "failure_text"]
 
@@ -134,11 +134,7 @@ class CaseRunner:
             result = result.model_copy(
                 update={"variant_of": variant_of, "injected": Injected(tool=tool, mode=inj.mode)}
             )
-        if self._redactor is None:
-            return result
-        plain = result.model_dump(mode="json")
-        data = self._redactor.redact_value(plain)
-        return result if data == plain else CaseResult.model_validate(data)
+        return redacted(result, self._redactor)
 
     def report(self, results: list[CaseResult]) -> Report:
         suite = self.suite()

@@ -27,7 +27,7 @@ from ._html import html as render_html
 from ._merge import merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
 from ._otel import EmitResult, emit_verdicts
-from ._report import SCHEMA, Report
+from ._report import SCHEMA, Report, redacted
 from ._results import (
     MAX_NO_FIXTURE_CALLS,
     Call,
@@ -40,6 +40,7 @@ from ._results import (
 )
 
 __all__ = [
+    "redacted",
     "EmitResult",
     "emit_verdicts",
     "ALPHA",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
@@ -17,9 +17,10 @@ from ._metrics import by_tag, metrics_of, pass_hat_k
 from ._results import CaseResult
 
 if TYPE_CHECKING:
+    from ..redact import Redactor
     from ._gates import GateOutcome
 
-__all__ = ["Report", "SCHEMA"]
+__all__ = ["Report", "SCHEMA", "redacted"]
 
 SCHEMA = "harvester.report/1"
 DERIVED = "pass_hat_k"  # written for readers, recomputed from the results on load
@@ -212,3 +213,19 @@ class Report(_Strict):
                 "every trial failed, as each case's verdict says"
             )
         return report
+
+
+_Model = TypeVar("_Model", Report, CaseResult)
+
+
+def redacted(model: _Model, redactor: Redactor | None) -> _Model:
+    """A report (or one case's result) with ``redactor`` applied to every string in it, itself when that
+    changes nothing: an agent that echoes a secret, or a check quoting it, must not carry it into a file,
+    a log or a test report."""
+    if redactor is None:
+        return model
+    plain = model.model_dump(mode="json", by_alias=True)
+    data = redactor.redact_value(plain)
+    if data == plain:
+        return model
+    return Report.from_data(data) if isinstance(model, Report) else CaseResult.model_validate(data)

@@ -12,6 +12,8 @@
     ├── NotFoundError              a trace or case id that is not stored
     ├── StoreError                 the trace store cannot be opened or written
     ├── ReceiverError              ``harvester serve`` cannot listen, or lacks opentelemetry-proto
+    ├── BackendError               an observability backend (Phoenix, MLflow, Jaeger, Tempo) cannot be
+    │                              reached, refuses us, or answers in a form we cannot read
     ├── AgentLoadError             ``--agent module:attr`` cannot be imported or called
     │   └── AgentBuildError        the agent factory raised (or was called wrongly) for EVERY case:
     │                              a harness error, not N case failures
@@ -39,6 +41,7 @@ from typing import Any
 __all__ = [
     "AgentBuildError",
     "AgentLoadError",
+    "BackendError",
     "BadRequest",
     "CaseFileError",
     "CheckSpecError",
@@ -113,6 +116,14 @@ class StoreError(HarvesterError):
 
 class ReceiverError(HarvesterError):
     pass
+
+
+class BackendError(HarvesterError):
+    """``status``: the HTTP status the backend answered (0 when it was not reached at all)."""
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class AgentLoadError(HarvesterError):

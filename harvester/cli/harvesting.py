@@ -13,6 +13,7 @@ from ..case import CaseFolder
 from ..config import Config
 from ..errors import InputError, NotFoundError, OtlpFormatError
 from ..model import Run
+from ..redact import redaction_for
 from . import ProgressBar, echo_json, handle_errors, json_option, main, open_store, store_option
 from .cases import cases_options, listing
 
@@ -109,7 +110,15 @@ def _trace_options(file_needs: str = "") -> Callable[[Callable[..., Any]], Calla
             "--file",
             "otlp_file",
             type=click.Path(dir_okay=False),
-            help=f"Read the trace from an OTLP/JSON file instead of the store{file_needs}.",
+            help="Read the trace from a file instead of the store: OTLP/JSON, or a Jaeger, Tempo, Phoenix or "
+            f"MLflow export{file_needs}.",
+        )(fn)
+        fn = click.option(
+            "--from",
+            "backend_url",
+            metavar="URL",
+            help="Pull the trace from a backend into the store first: phoenix://host:port[/project], "
+            f"mlflow://host:port[/experiment], jaeger://host:port, tempo://host:port{file_needs}.",
         )(fn)
         return click.option("--run", "run_id", metavar="RUN_ID", help="Which run, when the trace holds several.")(fn)
 
@@ -138,17 +147,25 @@ def incident(
     tags: tuple[str, ...],
     run_id: str | None,
     otlp_file: str | None,
+    backend_url: str | None,
     store_path: str | None,
     config: Config,
     folder: CaseFolder,
     as_json: bool,
 ) -> None:
-    """Freeze one reported run (TRACE_ID) into a regression case in cases/pending/."""
+    """Freeze one reported run (TRACE_ID) into a regression case in cases/pending/.
+
+    The trace comes from the store, from a file (--file), or from the backend that holds it (--from:
+    it is stored first, redacted, as an import would). A trace from a file or a backend gets a line
+    saying which of prompt, answer, tool args, tool results and token counts it held, kept in the
+    case's review notes.
+    """
     if not why.strip():
         raise click.BadParameter("say what went wrong: the case's why is how a reviewer judges it", param_hint="--why")
     from ..harvest import case_from_run
+    from ..intake.backends import fidelity
 
-    runs = _runs_from_file(otlp_file, trace_id, config) if otlp_file else _runs_from_store(store_path, config, trace_id)
+    runs, origin = _trace_runs(trace_id, otlp_file, backend_url, store_path, config)
     run = _pick_run(runs, trace_id, run_id)
     twins = [c.id for c in (folder.cases() if folder.root.is_dir() else ()) if c.source.trace_id == run.trace_id]
     if twins:  # allowed (another angle on the same run), but never silent
@@ -170,12 +187,17 @@ def incident(
         tags=tags,
         incident=True,
     )
+    held = fidelity(run).line(origin) if origin else None
+    if held:
+        case.review_notes.append(held)
     case.id = folder.unique_id(case.id)
     path = folder.save(case)
     if as_json:
         echo_json({"id": case.id, "path": str(path), "case": case.model_dump(mode="json", by_alias=True)})
         return
     click.echo(f"case {case.id} -> {path}")
+    if held:
+        click.echo(f"  from:        {held}")
     click.echo(f"  kind:        {case.source.failure_kind}")
     click.echo(f"  trajectory:  {' -> '.join(case.recorded.trajectory) or '(no successful tool calls)'}")
     if case.recorded.denied:
@@ -188,7 +210,8 @@ def incident(
     click.echo(f"  forbidden:   {listing(case.forbidden_tools)}")
     click.echo(f"  tags:        {listing(case.tags)}")
     for note in case.review_notes:
-        click.echo(f"  review:      {note}")
+        if note != held:
+            click.echo(f"  review:      {note}")
     click.echo(f"next: harvester review {case.id}")
 
 
@@ -208,6 +231,7 @@ def rerecord(
     trace_id: str | None,
     run_id: str | None,
     otlp_file: str | None,
+    backend_url: str | None,
     store_path: str | None,
     config: Config,
     folder: CaseFolder,
@@ -223,14 +247,12 @@ def rerecord(
     from ..harvest import rerecord as rerecord_case
 
     case = folder.load(case_id)
-    if otlp_file and not trace_id:
-        raise click.BadParameter("name the run to record from with --trace", param_hint="--file")
-    if trace_id:
-        runs = (
-            _runs_from_file(otlp_file, trace_id, config)
-            if otlp_file
-            else _runs_from_store(store_path, config, trace_id)
+    if (otlp_file or backend_url) and not trace_id:
+        raise click.BadParameter(
+            "name the run to record from with --trace", param_hint="--file" if otlp_file else "--from"
         )
+    if trace_id:
+        runs, _ = _trace_runs(trace_id, otlp_file, backend_url, store_path, config)
         if not run_id:  # a trace of several runs (agents handing over): the one of this case's situation
             runs = [r for r in runs if same_situation(case, r)] or runs
         run = _pick_run(runs, trace_id, run_id)
@@ -258,6 +280,31 @@ def _show_changes(refreshed: Any) -> None:
         click.echo(f"  {line}")
 
 
+def _trace_runs(
+    trace_id: str, otlp_file: str | None, backend_url: str | None, store_path: str | None, config: Config
+) -> tuple[list[Run], str | None]:
+    """The runs of the trace, and where they came from when not the store (for the fidelity line)."""
+    if otlp_file and backend_url:
+        raise click.BadParameter("a trace comes from a file or a backend, not both", param_hint="--from")
+    if otlp_file:
+        return _runs_from_file(otlp_file, trace_id, config), "the file"
+    if not backend_url:
+        return _runs_from_store(store_path, config, trace_id), None
+    from ..intake import ingest_traces
+    from ..intake.backends import pull
+
+    got = pull(backend_url, [trace_id])  # read whole before the store is touched
+    with open_store(store_path, config, create=True) as store:
+        ingest_traces(got.traces, store, redact=redaction_for(config))
+        runs = store.get(got.asked[trace_id])
+    if not runs:
+        raise InputError(
+            f"trace {trace_id!r} from {got.target} has no agent run (no invoke_agent or AGENT span of a known "
+            "convention): nothing to make a case of"
+        )
+    return runs, got.target.backend
+
+
 def _runs_from_store(store_path: str | None, config: Config, trace_id: str) -> list[Run]:
     store = open_store(store_path, config)
     runs = store.get(trace_id)
@@ -275,21 +322,18 @@ def _runs_from_file(otlp_file: str, trace_id: str, config: Config) -> list[Run]:
     """The runs of one trace of an OTLP/JSON file, redacted as ``ingest`` would store them: a case made
     from a file never holds what the store would not (nor does its id, a slug of the redacted prompt)."""
     from ..conventions import runs_from_spans
-    from ..redact import Redactor, redaction_for
-    from ..spans import SpanData, iter_otlp_documents, spans_from_otlp
+    from ..intake.backends import spans_of_export
+    from ..redact import Redactor
 
     path = Path(otlp_file)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise OtlpFormatError(f"cannot read ({exc.strerror})", file=otlp_file) from None
-    spans: list[SpanData] = []
-    traces: set[str] = set()
-    for doc in iter_otlp_documents(data, file=otlp_file):
-        for span in spans_from_otlp(doc, file=otlp_file):
-            traces.add(span.trace_id)
-            if span.trace_id == trace_id:
-                spans.append(span)
+    every = spans_of_export(data, otlp_file)
+    traces = {s.trace_id for s in every}
+    wanted = trace_id.lower().removeprefix("tr-").rjust(32, "0")  # MLflow's tr-<hex>, Jaeger's 16-digit ids
+    spans = [s for s in every if s.trace_id == wanted]
     if not spans:
         raise NotFoundError(
             f"{otlp_file}: no spans of trace {trace_id!r} "

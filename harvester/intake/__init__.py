@@ -7,6 +7,7 @@
 - ``_settle``: the store's inbox, normalized at its first read.
 - ``_ingest`` and ``_workers``: ``harvester ingest``, in-process or on worker processes.
 - ``_receiver`` and ``_otlp``: ``harvester serve``, the OTLP/HTTP receiver.
+- ``backends/``: readers for Phoenix, MLflow, Jaeger and Tempo (``harvester import``, ``incident --from``).
 
 Names load lazily: the production hook never imports the receiver (protobuf) or ingest's workers.
 """
@@ -30,6 +31,7 @@ _NAMES = {
     "IngestStats": "_ingest",
     "default_jobs": "_ingest",
     "ingest_files": "_ingest",
+    "ingest_traces": "_ingest",
     "Receiver": "_receiver",
     "HEALTH_PATH": "_receiver",
     "TRACES_PATH": "_receiver",

@@ -33,7 +33,7 @@ import os
 import stat
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Sized
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -51,7 +51,7 @@ PARALLEL_MIN_BYTES = 8 * 1024 * 1024  # smaller inputs are read in-process: no w
 CHUNK_BYTES = 4 * 1024 * 1024  # bytes of JSON lines per parse request
 SLICE_SPANS = 20_000  # spans of a single big document per parse request
 
-__all__ = ["IngestStats", "Input", "default_jobs", "ingest_files"]
+__all__ = ["IngestStats", "Input", "default_jobs", "ingest_files", "ingest_traces"]
 
 
 @dataclass
@@ -161,6 +161,21 @@ def _ingest_bytes(data: bytes, name: str, writer: RunWriter, stats: IngestStats)
     del data
     stats.files += 1
     stats.add_otlp(otlp.spans, otlp.skipped, otlp.reasons)
+    _store_traces(traces, writer, stats)
+
+
+def ingest_traces(traces: Mapping[str, list[SpanData]], store: TraceStore, *, redact: Any = True) -> IngestStats:
+    """Store whole traces read elsewhere (a backend's API, an exported file) exactly as ``ingest`` stores
+    a file's: merged with what is stored of them, normalized, redacted, every run kept. Written in one
+    flush at the end, so an error before it leaves the store as it was."""
+    stats = IngestStats()
+    writer = RunWriter(store, redact=Redactor.from_option(redact), batch_size=1 << 30)
+    stats.add_otlp(sum(len(s) for s in traces.values()), 0, {})
+    _store_traces(traces, writer, stats)
+    return stats
+
+
+def _store_traces(traces: Mapping[str, list[SpanData]], writer: RunWriter, stats: IngestStats) -> None:
     stored = writer.store.spans_of(traces)
     before = dict(writer.dropped)
     for tid, spans in traces.items():

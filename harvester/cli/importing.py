@@ -1,0 +1,93 @@
+"""``harvester import URL [TRACE_ID...]``: traces from Phoenix, MLflow, Jaeger or Tempo into the store."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+
+from ..config import Config
+from ..errors import InputError
+from ..redact import redaction_for
+from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
+
+__all__ = ["import_command", "since_ns"]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def since_ns(text: str | None) -> int | None:
+    """``--since``: an age (``90m``, ``24h``, ``7d``, ``2w``) or an ISO date/time (UTC unless it says)."""
+    if text is None:
+        return None
+    if m := re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text.lower()):
+        return int((time.time() - float(m[1]) * _UNITS[m[2]]) * 1e9)
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"--since {text!r}: use an age (30m, 24h, 7d) or an ISO date (2026-12-01T08:00)") from None
+    when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1e9)
+
+
+@main.command("import")
+@click.argument("url")
+@click.argument("trace_ids", nargs=-1, metavar="[TRACE_ID]...")
+@click.option("--since", metavar="AGE|DATE", help="Only traces started since then (24h, 7d, 2026-12-01).")
+@click.option("--failed", is_flag=True, help="Only traces with a failed span.")
+@click.option("--limit", type=int, default=100, show_default=True, help="At most this many traces (newest first).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds a request.")
+@store_option
+@json_option
+@with_config
+def import_command(
+    url: str,
+    trace_ids: tuple[str, ...],
+    since: str | None,
+    failed: bool,
+    limit: int,
+    timeout: float,
+    store_path: str | None,
+    as_json: bool,
+    config: Config,
+) -> None:
+    """Pull traces from an observability backend into the trace store, for harvest and incident.
+
+    URL names the backend: phoenix://host:port[/project], mlflow://host:port[/experiment],
+    jaeger://host:port, tempo://host:port (+https for TLS, e.g. tempo+https://host). Credentials come
+    only from the environment variables of docs/backends.md. With TRACE_IDs, those traces; without,
+    the newest --limit the backend finds (--since, --failed filter on the server where it can).
+    Every trace is read whole before anything is stored, redacted as every write is.
+    """
+    from ..intake import ingest_traces
+    from ..intake.backends import fidelity, pull
+
+    show = sys.stderr.isatty() and not as_json
+    with ProgressBar("importing", show=show, unit="traces") as bar:  # read whole before the store is touched
+        got = pull(url, trace_ids, since_ns=since_ns(since), failed=failed, limit=limit, timeout=timeout, progress=bar)
+    with open_store(store_path, config, create=True) as store:
+        stats = ingest_traces(got.traces, store, redact=redaction_for(config))
+        stored = {tid: store.get(tid) for tid in got.traces}
+    rows: list[dict[str, Any]] = []
+    for tid, runs in stored.items():
+        for run in runs:
+            fid = fidelity(run)
+            rows.append({"trace_id": tid, "run_id": run.run_id, "agent": run.agent, "failed": run.failed,
+                         "held": fid.held, "missing": fid.missing})  # fmt: skip
+    if as_json:
+        echo_json({"backend": str(got.target), "traces": len(got.traces), "runs": len(rows), "imported": rows})
+        return
+    click.echo(f"imported {plural(len(got.traces), 'trace')} ({plural(len(rows), 'run')}) from {got.target}")
+    for row in rows:
+        held = ", ".join(row["held"]) or "nothing"
+        missing = f"; missing: {', '.join(row['missing'])}" if row["missing"] else ""
+        mark = "failed " if row["failed"] else ""
+        click.echo(f"  {row['trace_id'][:12]} {row['agent'] or '?'} {mark}held: {held}{missing}")
+    if stats.no_agent:
+        click.echo(f"  {plural(stats.no_agent, 'trace')} without an agent span (nothing to make a case of)")
+    if rows:
+        click.echo("next: harvester harvest  (or harvester incident TRACE_ID --why ...)")

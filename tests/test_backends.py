@@ -1,0 +1,338 @@
+"""``incident --from``, ``import`` and ``--file`` for Jaeger and Tempo, against loopback servers that
+answer as their documented APIs do, with real recorded framework traces; URL parsing, credentials,
+errors (each one line, exit 2, nothing stored), fidelity lines."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from harvester.cli import main
+from harvester.conventions import runs_from_spans
+from harvester.errors import InputError
+from harvester.intake.backends import _jaeger, _tempo, fidelity, parse_target
+from harvester.spans import SpanData, spans_from_otlp, to_otlp
+from tests.builders.backends import Backend, jaeger_trace, serving, tempo_answer
+from tests.builders.cli import one_line_error
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = sorted(glob.glob(str(ROOT / "traces" / "frameworks" / "*.json"))) + sorted(
+    glob.glob(str(ROOT / "traces" / "example" / "*.json"))
+)
+
+
+def traces_of(path: str) -> dict[str, list[SpanData]]:
+    out: dict[str, list[SpanData]] = {}
+    for span in spans_from_otlp(orjson.loads(Path(path).read_bytes())):
+        out.setdefault(span.trace_id, []).append(span)
+    return out
+
+
+def dumped(spans: list[SpanData]) -> list[dict]:
+    return [r.model_dump() for r in runs_from_spans(spans)]
+
+
+def invoke(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False, env=env)
+
+
+def listed(store) -> list[dict]:
+    res = invoke("traces", "list", "--store", str(store), "--json")
+    assert res.exit_code == 0, res.output
+    return [orjson.loads(line) for line in res.stdout.splitlines()]
+
+
+def case_of(result) -> dict:
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout)["case"]
+
+
+# -- readers: what each backend does to a trace, undone ------------------------------------------
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: Path(p).stem)
+def test_every_recorded_trace_reads_back_the_same_runs_from_jaeger_and_tempo(path):
+    traces = traces_of(path)
+    assert any(dumped(spans) for spans in traces.values()), path
+    for spans in traces.values():
+        want = dumped(spans)
+        assert dumped(_jaeger.from_export({"data": [jaeger_trace(spans)]}, path)) == want
+        for form in ("batches", "v2", "plain"):
+            assert dumped(_tempo.from_export(tempo_answer(spans, form), path) or []) == want, form
+
+
+def test_jaeger_tags_become_the_span_fields_they_were():
+    (spans,) = traces_of(str(ROOT / "traces" / "frameworks" / "pydantic-ai-tool_error.json")).values()
+    back = {s.span_id: s for s in _jaeger.spans_of_trace(jaeger_trace(spans), file="x")}
+    for s in spans:
+        got = back[s.span_id]
+        assert (got.kind, got.status, got.status_message, got.scope) == (s.kind, s.status, s.status_message, s.scope)
+        assert (got.parent_id, got.start_ns // 1000, got.end_ns // 1000) == (
+            s.parent_id,
+            s.start_ns // 1000,
+            s.end_ns // 1000,
+        )
+        assert got.resource == s.resource and got.events == s.events
+        assert got.attributes == s.attributes  # no span.kind, otel.*, error tags left behind
+    assert any(s.status == "ERROR" for s in spans)
+
+
+def test_jaeger_short_ids_arrays_and_payload_strings():
+    span = SpanData(
+        trace_id="0" * 16 + "00000000000000ab",
+        span_id="00000000000000cd",
+        parent_id=None,
+        name="chat m",
+        attributes={"gen_ai.response.finish_reasons": ["stop"], "gen_ai.tool.call.result": '["a", "b"]', "n": 2**40},
+    )
+    trace = jaeger_trace([span])
+    assert trace["traceID"] == "00000000000000ab"  # Jaeger prints 16 digits when the high half is zero
+    (back,) = _jaeger.from_export(trace, "x")
+    assert back.trace_id == span.trace_id
+    assert back.attributes == span.attributes  # the list comes back a list; the payload string stays a string
+
+
+def test_replay_spans_are_not_imported():
+    (spans,) = traces_of(str(ROOT / "traces" / "frameworks" / "pydantic-ai-happy.json")).values()
+    trace = jaeger_trace(spans)
+    for s in trace["spans"]:
+        s["tags"].append({"key": "w3c.tracestate", "type": "string", "value": "harvester=replay"})
+    assert _jaeger.from_export(trace, "x") == []
+
+
+def test_an_unreadable_jaeger_span_names_its_place():
+    with pytest.raises(InputError, match=r"spans\[0\]"):
+        _jaeger.from_export({"traceID": "ab", "spans": [{"spanID": "1"}], "processes": {}}, "dl.json")
+
+
+# -- URLs ---------------------------------------------------------------------------------------
+def test_backend_urls():
+    t = parse_target("phoenix://127.0.0.1:6006/my%20project")
+    assert (t.backend, t.base_url, t.scope) == ("phoenix", "http://127.0.0.1:6006", "my project")
+    assert parse_target("mlflow://mlflow.internal").base_url == "http://mlflow.internal:5000"
+    assert parse_target("tempo+https://tempo.example:443").base_url == "https://tempo.example:443"
+    assert parse_target("jaeger://[::1]").base_url == "http://[::1]:16686"
+    for bad, needle in [
+        ("http://127.0.0.1:6006", "name the backend in the scheme"),
+        ("zipkin://h", "unknown backend"),
+        ("phoenix://user:secret@h", "credentials do not go in the URL"),
+        ("jaeger://h/proj", "jaeger has no projects"),
+        ("tempo://h:99999", "Port out of range"),
+    ]:
+        with pytest.raises(InputError, match=needle):
+            parse_target(bad)
+
+
+# -- the commands ---------------------------------------------------------------------------------
+SCENARIOS = ["pydantic-ai-tool_error", "langchain-openinference-denied", "openai-agents-happy", "smolagents-happy"]
+
+
+@pytest.mark.parametrize("kind", ["jaeger", "tempo"])
+def test_incident_from_a_backend_makes_the_case_ingest_would(tmp_path, kind):
+    for name in SCENARIOS:
+        path = str(ROOT / "traces" / "frameworks" / f"{name}.json")
+        traces = traces_of(path)
+        tid = next(iter(traces))
+        here = tmp_path / name
+        here.mkdir()
+        ref_store, store = str(here / "ref.db"), str(here / "b.db")
+        assert invoke("ingest", path, "--store", ref_store).exit_code == 0
+        want = case_of(
+            invoke("incident", tid, "--why", "w", "--store", ref_store, "--cases", str(here / "a"), "--json")
+        )
+        with serving(Backend(kind, traces)) as backend:
+            got = case_of(
+                invoke(
+                    "incident",
+                    tid,
+                    "--from",
+                    backend.url,
+                    "--why",
+                    "w",
+                    "--store",
+                    store,
+                    "--cases",
+                    str(here / "b"),
+                    "--json",
+                )  # fmt: skip
+            )
+        note = got["review_notes"].pop()
+        assert note.startswith(f"{kind} held: prompt, answer"), note
+        assert got == want, name
+        assert invoke("traces", "list", "--store", store, "--json").exit_code == 0  # stored, as an import
+
+
+def test_incident_from_jaeger_prints_what_the_trace_held(tmp_path):
+    path = str(ROOT / "traces" / "frameworks" / "pydantic-ai-happy.json")
+    traces = traces_of(path)
+    tid = next(iter(traces))
+    with serving(Backend("jaeger", traces)) as backend:
+        res = invoke("incident", tid, "--from", backend.url, "--why", "w", "--store", str(tmp_path / "s.db"),
+                     "--cases", str(tmp_path / "c"))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "  from:        jaeger held: prompt, answer, tool args (2/2), tool results (2/2), token counts" in res.output
+
+
+def test_fidelity_names_what_content_capture_left_out():
+    (spans,) = traces_of(str(ROOT / "traces" / "frameworks" / "pydantic-ai-happy.json")).values()
+    bare = [
+        SpanData(**{**s.to_dict(), "attributes": {k: v for k, v in s.attributes.items()
+                                                  if "messages" not in k and "arguments" not in k
+                                                  and "result" not in k and "usage" not in k}})
+        for s in spans
+    ]  # fmt: skip
+    (run,) = runs_from_spans(bare)
+    fid = fidelity(run)
+    assert "prompt" in fid.missing and "token counts" in fid.missing and "tool results" in fid.missing
+    assert fid.line("phoenix").startswith("phoenix held: ")
+
+
+@pytest.mark.parametrize("kind", ["jaeger", "tempo"])
+def test_import_finds_the_newest_failed_traces_since(tmp_path, kind):
+    traces: dict[str, list[SpanData]] = {}
+    for path in RECORDED[:12]:
+        traces.update(traces_of(path))
+    failed = {t for t, spans in traces.items() if any(s.status == "ERROR" for s in spans)}
+    assert failed and len(failed) < len(traces)
+    store = str(tmp_path / "s.db")
+    with serving(Backend(kind, traces)) as backend:
+        res = invoke("import", backend.url, "--store", store, "--since", "3650d", "--failed", "--json")
+        assert res.exit_code == 0, res.output
+        out = orjson.loads(res.stdout)
+        assert {r["trace_id"] for r in out["imported"]} == failed
+        res = invoke("import", backend.url, "--store", str(tmp_path / "l.db"), "--since", "3650d", "--limit", "2")
+        assert res.exit_code == 0, res.output
+        assert res.output.startswith("imported 2 traces"), res.output
+        res = invoke("import", backend.url, "--store", str(tmp_path / "n.db"), "--since", "1h")
+        assert res.output.startswith("imported 0 traces"), res.output  # recorded long ago: nothing that new
+
+
+def test_import_named_traces_and_the_credentials_env(tmp_path):
+    traces = traces_of(RECORDED[0])
+    tid = next(iter(traces))
+    store = tmp_path / "s.db"
+    with serving(Backend("jaeger", traces)) as backend:
+        res = invoke("import", backend.url, tid, "--store", str(store), env={"HARVESTER_JAEGER_TOKEN": "tok-s3cr3t-42"})
+        assert res.exit_code == 0, res.output
+        assert backend.headers_seen["Authorization"] == "Bearer tok-s3cr3t-42"
+    assert b"tok-s3cr3t-42" not in store.read_bytes()
+    assert invoke("traces", "show", tid, "--store", str(store)).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "needles"),
+    [
+        (401, {}, b"", ["401 unauthorized", "set HARVESTER_JAEGER_TOKEN"]),
+        (429, {"Retry-After": "60"}, b"", ["429 rate limited", "retry after 60 s"]),
+        (500, {}, b"boom", ["500", "boom"]),
+        (200, {"Content-Type": "text/html"}, b"<html>login</html>", ["not JSON", "is this jaeger?"]),
+    ],
+)
+def test_backend_failures_are_one_line_and_store_nothing(tmp_path, status, headers, body, needles):
+    traces = traces_of(RECORDED[0])
+    tid = next(iter(traces))
+    store = tmp_path / "s.db"
+    assert invoke("ingest", RECORDED[1], "--store", str(store)).exit_code == 0
+    before = listed(store)
+    with serving(Backend("jaeger", traces)) as backend:
+        backend.fail = (status, headers, body)
+        one_line_error(invoke("import", backend.url, tid, "--store", str(store)), *needles)
+        one_line_error(invoke("incident", tid, "--from", backend.url, "--why", "w", "--store", str(store),
+                              "--cases", str(tmp_path / "c")), *needles)  # fmt: skip
+    assert listed(store) == before and before
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_short_rate_limit_is_waited_out(tmp_path):
+    traces = traces_of(RECORDED[0])
+    tid = next(iter(traces))
+    with serving(Backend("tempo", traces)) as backend:
+        backend.fail, backend.fail_times = (429, {"Retry-After": "0.2"}, b""), 2
+        res = invoke("import", backend.url, tid, "--store", str(tmp_path / "s.db"))
+        assert len(backend.requests) == 3
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("imported 1 trace")
+
+
+def test_unknown_trace_unreachable_backend_and_half_an_import(tmp_path):
+    traces = traces_of(RECORDED[0])
+    tid = next(iter(traces))
+    store = tmp_path / "s.db"
+    for kind in ("jaeger", "tempo"):
+        with serving(Backend(kind, traces)) as backend:
+            one_line_error(invoke("import", backend.url, "f" * 32, "--store", str(store)), "holds no trace", "f" * 32)
+            # the first trace is there, the second is not: nothing of either is stored
+            one_line_error(invoke("import", backend.url, tid, "e" * 32, "--store", str(store)), "holds no trace")
+            url = backend.url
+    assert not store.exists()  # nothing read whole: the store is not even created
+    one_line_error(invoke("import", url, tid, "--store", str(store)), "unreachable", "is the backend running")
+    one_line_error(invoke("import", "zipkin://127.0.0.1:9411", "--store", str(store)), "unknown backend")
+    one_line_error(invoke("import", url, "--limit", "0", "--store", str(store)), "--limit")
+    one_line_error(invoke("import", url, "--since", "yesterday", "--store", str(store)), "--since")
+
+
+# -- exported files -------------------------------------------------------------------------------
+def test_incident_file_reads_every_backend_form(tmp_path):
+    path = str(ROOT / "traces" / "frameworks" / "langchain-openinference-tool_error.json")
+    traces = traces_of(path)
+    tid = next(iter(traces))
+    spans = traces[tid]
+    ref = case_of(invoke("incident", tid, "--file", path, "--why", "w", "--cases", str(tmp_path / "ref"), "--json"))
+    forms = {
+        "jaeger-download.json": {"data": [jaeger_trace(spans)], "total": 0, "limit": 0, "offset": 0, "errors": None},
+        "jaeger-trace.json": jaeger_trace(spans),
+        "jaeger-v3.json": {"result": to_otlp(spans)},
+        "tempo-v1.json": tempo_answer(spans, "batches"),
+        "tempo-v2.json": tempo_answer(spans, "v2"),
+    }
+    for name, doc in forms.items():
+        f = tmp_path / name
+        f.write_bytes(orjson.dumps(doc))
+        got = case_of(
+            invoke("incident", tid, "--file", str(f), "--why", "w", "--cases", str(tmp_path / f"c-{name}"), "--json")
+        )
+        assert got == ref, name
+    odd = tmp_path / "odd.json"
+    odd.write_bytes(b'{"spans": []}')
+    one_line_error(
+        invoke("incident", tid, "--file", str(odd), "--why", "w", "--cases", str(tmp_path / "x")),
+        "odd.json",
+        "not a trace export harvester knows",
+        "Jaeger download",
+        "MLflow trace",
+    )
+
+
+def test_each_backend_page_names_its_credentials():
+    pages = ROOT / "docs" / "backends"
+    for page, env in [("phoenix", "PHOENIX_API_KEY"), ("mlflow", "MLFLOW_TRACKING_TOKEN"),
+                      ("jaeger", "HARVESTER_JAEGER_TOKEN"), ("tempo", "HARVESTER_TEMPO_TOKEN")]:  # fmt: skip
+        from harvester.intake.backends import reader
+
+        assert env in (pages / f"{page}.md").read_text() and env in (pages / "index.md").read_text()
+        assert env in reader(page).CREDENTIALS
+
+
+def test_imported_traces_harvest_and_rerecord_from_the_backend(tmp_path):
+    traces: dict[str, list[SpanData]] = {}
+    for name in SCENARIOS:
+        traces.update(traces_of(str(ROOT / "traces" / "frameworks" / f"{name}.json")))
+    store, cases = str(tmp_path / "s.db"), str(tmp_path / "cases")
+    with serving(Backend("jaeger", traces)) as backend:
+        res = invoke("import", backend.url, "--since", "3650d", "--store", store)
+        assert res.exit_code == 0, res.output
+        again = invoke("import", backend.url, "--since", "3650d", "--store", store)  # merged: nothing doubles
+        assert len(listed(store)) == res.output.count("held:") == again.output.count("held:")
+        res = invoke("harvest", "--store", store, "--cases", cases)
+        assert res.exit_code == 0, res.output
+        made = sorted((tmp_path / "cases" / "pending").glob("*.json"))
+        assert len(made) >= len(SCENARIOS) - 1, res.output
+        case_id = made[0].stem
+        tid = orjson.loads(made[0].read_bytes())["source"]["trace_id"]
+        res = invoke("rerecord", case_id, "--trace", tid, "--from", backend.url, "--store", store, "--cases", cases)
+        assert res.exit_code == 0, res.output
+        assert "no change in the recording" in res.output
+    res = invoke("rerecord", case_id, "--from", backend.url, "--cases", cases)
+    assert res.exit_code == 2 and "name the run to record from with --trace" in res.output

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import os
 import signal
 import socket
 import subprocess
@@ -136,7 +137,8 @@ def _stored_with_spans(store: str) -> dict[tuple[str, str], tuple[dict, list[dic
 def test_real_exporter_stores_what_the_in_process_processor_stores(tmp_path: Path):
     """Real frameworks and harvester's own spans, through OTLPSpanExporter and through the hook: same store."""
     remote, local = str(tmp_path / "remote.db"), str(tmp_path / "local.db")
-    rec = Receiver(remote, port=0, idle_seconds=60)  # defaults otherwise: redaction on, as in the hook
+    # as harvester serve runs it (storing in its own process); defaults otherwise: redaction on, as in the hook
+    rec = Receiver(remote, port=0, idle_seconds=60, store_process=True)
     rec.start()
     try:
         provider = TracerProvider(resource=Resource({"service.name": "receiver-tests"}))
@@ -524,7 +526,10 @@ def test_healthz_counts(receiver: Receiver):
     assert health["errors"] == {"400": 1} and health["runs_written"] == 0
 
 
-def test_sigterm_stores_the_open_trace_then_exits_0(store: str):
+@pytest.mark.parametrize("stop", ["sigterm", "ctrl-c to the group"])
+def test_sigterm_stores_the_open_trace_then_exits_0(store: str, stop: str):
+    """SIGTERM to serve, or Ctrl-C to its whole process group (its store process included): the open
+    trace is completed, handed to the store process and written before it exits."""
     cmd = [
         sys.executable,
         "-u",
@@ -539,7 +544,12 @@ def test_sigterm_stores_the_open_trace_then_exits_0(store: str):
         "600",
     ]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1]
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        start_new_session=True,
     )
     try:
         line = proc.stdout.readline()
@@ -550,7 +560,10 @@ def test_sigterm_stores_the_open_trace_then_exits_0(store: str):
             assert resp.status == 200
         with urllib.request.urlopen(url.replace("/v1/traces", "/healthz"), timeout=10) as resp:
             assert orjson.loads(resp.read())["open_traces"] == 1  # idle for 600 s: only SIGTERM completes it
-        proc.send_signal(signal.SIGTERM)
+        if stop == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import os
+import signal
 import socket
 import threading
 import time
@@ -26,6 +28,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from harvester.cli.serve import exposure_warning
+from harvester.errors import StoreError
 from harvester.intake import Receiver
 from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore
@@ -280,12 +283,13 @@ def test_a_gzip_body_is_charged_what_it_inflates_to(store: str, tricklers: list[
 
 
 # -- a retried export --------------------------------------------------------------------------
-def test_an_export_retried_after_its_trace_was_stored_merges_into_the_stored_run(store: str):
+@pytest.mark.parametrize("store_process", [False, True], ids=["in-process", "store-process"])
+def test_an_export_retried_after_its_trace_was_stored_merges_into_the_stored_run(store: str, store_process: bool):
     """An exporter resends a request after the trace completed: its part joins the stored run, as
     ``harvester ingest`` merges a trace split over files (before: the run was replaced by the part,
     its tool call lost)."""
     spans = agent_trace("a" * 32)
-    rec = Receiver(store, port=0, idle_seconds=0.05, redact=False)
+    rec = Receiver(store, port=0, idle_seconds=0.05, redact=False, store_process=store_process)
     rec.start()
     try:
         assert _post(rec, _json(spans))[0] == 200
@@ -303,7 +307,8 @@ def test_an_export_retried_after_its_trace_was_stored_merges_into_the_stored_run
         assert len(ts.spans(run.trace_id)) == len(spans)
 
 
-def test_a_late_part_without_the_agent_span_merges_into_the_stored_trace(store: str):
+@pytest.mark.parametrize("store_process", [False, True], ids=["in-process", "store-process"])
+def test_a_late_part_without_the_agent_span_merges_into_the_stored_trace(store: str, store_process: bool):
     """Another service's spans of a stored trace (the tool's HTTP backend, exported by its own batch
     processor after the run was written) hold no agent span and nothing a run is read from, so they
     wait out the orphan timeout; then, their trace being stored, they join it (before: dropped as
@@ -311,7 +316,7 @@ def test_a_late_part_without_the_agent_span_merges_into_the_stored_trace(store: 
     spans = agent_trace("b" * 32)
     backend = make_span("b" * 32, "4" * 16, "3" * 16, **{"http.request.method": "GET", "url.path": "/kb"})
     stray = make_span("c" * 32, "5" * 16, "6" * 16, **{"http.request.method": "GET"})
-    rec = Receiver(store, port=0, idle_seconds=0.05, orphan_seconds=0.2, redact=False)
+    rec = Receiver(store, port=0, idle_seconds=0.05, orphan_seconds=0.2, redact=False, store_process=store_process)
     rec.start()
     try:
         assert _post(rec, _json(spans))[0] == 200
@@ -327,6 +332,29 @@ def test_a_late_part_without_the_agent_span_merges_into_the_stored_trace(store: 
     with TraceStore(store) as ts:
         assert {s.span_id for s in ts.spans(run.trace_id)} == {s.span_id for s in spans} | {"4" * 16}
     assert health["dropped_spans"] == {"no_agent_span": 1}
+
+
+# -- the store process -------------------------------------------------------------------------
+def test_a_store_the_store_process_cannot_open_fails_at_construction(tmp_path: Path):
+    with pytest.raises(StoreError):
+        Receiver(str(tmp_path), port=0, store_process=True)  # a directory, not a store
+
+
+def test_a_dead_store_process_counts_what_it_loses_and_never_hangs(store: str):
+    rec = Receiver(store, port=0, idle_seconds=0.05, redact=False, store_process=True)
+    rec.start()
+    try:
+        assert _post(rec, _json(agent_trace("d" * 32)))[0] == 200
+        _until(lambda: rec.health()["traces_written"] == 1)
+        os.kill(rec.writer.pid, signal.SIGKILL)
+        rec.writer._proc.join(5)
+        assert _post(rec, _json(agent_trace("e" * 32)))[0] == 200  # still answering
+        _until(lambda: rec.health()["dropped_runs"].get("store_process") == 1)
+    finally:
+        t0 = time.monotonic()
+        rec.stop(timeout=5)
+        assert time.monotonic() - t0 < 10
+    assert [r.trace_id for r in stored(store)] == ["d" * 32]
 
 
 # -- the token ---------------------------------------------------------------------------------

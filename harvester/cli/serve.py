@@ -165,6 +165,7 @@ def serve(
         max_client_connections=max_client_connections,
         token=token,
         on_flush=lambda n: click.echo(f"completed {n} trace{'s' * (n != 1)}"),
+        store_process=True,
     )
     done = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: done.set())

@@ -30,6 +30,7 @@ import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ..errors import ReceiverError
+from ..redact import Redactor
 from ..spans import OtlpStats, SpanData
 from ..store import TraceStore
 from ._assembly import IdleAssembler
@@ -46,6 +47,8 @@ from ._otlp import (
     read_chunked,
 )
 from ._pipeline import RunWriter
+from ._store_process import StoreProcess
+from ._workers import can_share
 
 __all__ = ["HEALTH_PATH", "Receiver", "TRACES_PATH"]
 
@@ -68,6 +71,9 @@ class Receiver:
     ``max_body_bytes`` on the wire and ``max_decoded_bytes`` inflated (413); at most
     ``max_connections`` connections, ``max_client_connections`` from one address (503). With a
     ``token``, every path needs it, ``/healthz`` included.
+
+    ``store_process``: store (sample, redact, write) in a child process (``StoreProcess``), so that
+    receiving and storing use two cores; ``harvester serve`` does. Needs a store path, not an object.
     """
 
     def __init__(
@@ -93,13 +99,17 @@ class Receiver:
         body_timeout: float = 60.0,
         min_body_rate: float = 64 << 10,
         on_flush: Callable[[int], None] | None = None,
+        store_process: bool = False,
     ) -> None:
         self._owns_writer = not isinstance(store, RunWriter)
-        self.writer = (
-            store
-            if isinstance(store, RunWriter)
-            else RunWriter(store, sample_rate=sample_rate, redact=redact, defer=True)
-        )
+        self.writer: RunWriter | StoreProcess
+        if isinstance(store, RunWriter):
+            self.writer = store
+        elif store_process and not isinstance(store, TraceStore) and can_share(Redactor.from_option(redact)):
+            path = os.fspath(store) if store is not None else None
+            self.writer = StoreProcess(path, sample_rate=sample_rate, redact=redact)
+        else:
+            self.writer = RunWriter(store, sample_rate=sample_rate, redact=redact, defer=True)
         self.host = host
         self.port = port
         self.max_body_bytes = max_body_bytes
@@ -339,7 +349,16 @@ class Receiver:
             runs_written=writer["written"],
             traces_written=writer.get("traces_written", 0),
             runs_sampled_out=writer["sampled_out"],
-            dropped_spans=dict(asm.dropped),
+            dropped_spans=_with_orphans(asm.dropped, writer.get("orphan_spans", 0)),
+            completed_traces=out["completed_traces"] - writer.get("orphan_traces", 0),
             dropped_runs=writer["dropped"],
         )
         return out
+
+
+def _with_orphans(dropped: dict[str, int], orphans: int) -> dict[str, int]:
+    """The assembler's drops, and the late parts the store process found no stored trace for."""
+    out = dict(dropped)
+    if orphans:
+        out["no_agent_span"] = out.get("no_agent_span", 0) + orphans
+    return out

@@ -1,0 +1,186 @@
+"""``StoreProcess``: the receiver's storing (sampling, redaction, SQLite) in a process of its own.
+
+Receiving a span (HTTP, protobuf decoding, assembly) and storing it (``RunWriter``) cost about the same
+CPU, and in one process they share one GIL: on a 2-core machine the receiver could never use more than
+one core. ``harvester serve`` therefore runs the ``RunWriter`` in a child process, the same one the
+in-process receiver runs, and hands it each batch of complete traces over a pipe in the store's own
+compact form (``spans_blob``; secrets cross the pipe, never a file: the child redacts before it writes).
+
+- ``submit`` never waits for the child's answer: a late part that belongs to no stored trace is counted
+  by the child (``orphan_spans``, ``orphan_traces``), not returned. A child that falls behind fills the pipe (1 MB), and
+  ``submit`` then waits: back-pressure on the exporters, never unbounded memory.
+- ``stats`` never waits either: the child sends its counters after each write (at most every 0.2 s),
+  and they are read as they come. ``close`` waits for the child's last write and its final counters.
+- A child that dies is logged once; what could not be handed to it is counted ``store_process`` lost.
+  It ignores Ctrl-C and SIGTERM: the parent stops it, after its last traces, by closing the pipe.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+import orjson
+
+from ..errors import StoreError
+from ..spans import SpanData
+from ..store import spans_blob, spans_from_blob
+from ._workers import _grow_pipe, start_method
+
+__all__ = ["StoreProcess"]
+
+log = logging.getLogger("harvester.receiver")
+START_TIMEOUT_S = 60.0
+STATS_EVERY_S = 0.2
+
+
+class StoreProcess:
+    """A ``RunWriter(store, defer=True)`` in a child process, with the receiver's side of its methods."""
+
+    def __init__(self, store: str | None, *, sample_rate: float, redact: Any) -> None:
+        import multiprocessing
+
+        method = start_method()
+        ctx = multiprocessing.get_context(method)
+        theirs_in, self._out = ctx.Pipe(duplex=False)
+        self._in, theirs_out = ctx.Pipe(duplex=False)
+        _grow_pipe(self._out)
+        args = (theirs_in, theirs_out, store, sample_rate, redact, method)
+        self._proc = ctx.Process(target=_child, args=args, name="harvester-store", daemon=True)  # type: ignore[attr-defined]
+        self._proc.start()
+        theirs_in.close()
+        theirs_out.close()
+        self._lock = threading.Lock()  # one message on the way out at a time
+        self._reading = threading.Lock()  # and one reader of the counters (a full pipe out never blocks it)
+        self._stats: dict[str, Any] = {"written": 0, "traces_written": 0, "sampled_out": 0, "dropped": {}}
+        self._lost = 0
+        self._dead = False
+        if not self._in.poll(START_TIMEOUT_S):
+            self._proc.kill()
+            raise StoreError(f"{store}: the store process did not start within {START_TIMEOUT_S:g} s")
+        kind, detail = self._in.recv()
+        if kind != "ready":
+            self._proc.join(5)
+            raise StoreError(str(detail))
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    def submit(self, traces: Sequence[list[SpanData]], *, late: bool = False) -> list[list[SpanData]]:
+        traces = [t for t in traces if t]
+        if traces:
+            lengths = orjson.dumps([len(t) for t in traces])
+            self._send((b"L" if late else b"S") + lengths + b"\n" + spans_blob([s for t in traces for s in t]), traces)
+        return []
+
+    def flush(self) -> None:
+        self._send(b"F")
+        self._drain()
+
+    def close(self, timeout: float | None = None) -> None:
+        self._send(b"C")
+        deadline = time.monotonic() + (timeout if timeout is not None else 60.0)
+        while self._proc.is_alive() and time.monotonic() < deadline:
+            self._drain(0.1)
+        self._drain()
+        self._proc.join(max(0.0, deadline - time.monotonic()))
+        if self._proc.is_alive():
+            log.warning("harvester: the store process did not finish its last write in time; stopped")
+            self._proc.kill()
+            self._proc.join(5)
+        self._out.close()
+        self._in.close()
+
+    def stats(self) -> dict[str, Any]:
+        self._drain()
+        out = dict(self._stats)
+        if self._lost:
+            out["dropped"] = {**out.get("dropped", {}), "store_process": self._lost}
+        return out
+
+    def _send(self, message: bytes, traces: list[list[SpanData]] | None = None) -> None:
+        with self._lock:
+            if not self._dead:
+                try:
+                    self._out.send_bytes(message)
+                    return
+                except (OSError, ValueError):
+                    self._dead = True
+                    log.error("harvester: the store process died; traces from now on are counted lost")
+            self._lost += len(traces or ())
+
+    def _drain(self, timeout: float = 0.0) -> None:
+        """Read the counters the child has sent (the newest wins); never waits past ``timeout``."""
+        with self._reading:
+            try:
+                while self._in.poll(timeout):
+                    kind, stats = self._in.recv()
+                    if kind == "stats":
+                        self._stats = stats
+                    timeout = 0.0
+            except (EOFError, OSError, ValueError):
+                pass
+
+
+def _child(
+    inbox: Connection, outbox: Connection, store: str | None, sample_rate: float, redact: Any, method: str
+) -> None:
+    """The child: one ``RunWriter``, fed by the pipe; writes when the batch fills or the parent says.
+
+    Ctrl-C and a SIGTERM to the process group are the parent's to act on: it completes its open traces,
+    hands them over and closes the pipe; the child leaves when the pipe says so (or ends), never midway.
+    """
+    import signal
+
+    from ._pipeline import RunWriter
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        writer = RunWriter(store, sample_rate=sample_rate, redact=redact, defer=True)
+    except Exception as exc:
+        outbox.send(("failed", str(exc) or type(exc).__name__))
+        return
+    outbox.send(("ready", None))
+    orphans = orphan_traces = 0
+    sent: dict[str, Any] = {}
+    last = 0.0
+    while True:
+        try:
+            message = inbox.recv_bytes() if inbox.poll(1.0) else b"F"
+        except (EOFError, OSError):  # the parent is gone: write what is buffered and leave
+            message = b"C"
+        kind = message[:1]
+        if kind in (b"S", b"L"):
+            head, _, blob = message[1:].partition(b"\n")
+            spans = spans_from_blob(blob)
+            traces, at = [], 0
+            for n in orjson.loads(head):
+                traces.append(spans[at : at + n])
+                at += n
+            rest = writer.submit(traces, late=kind == b"L")
+            orphans += sum(map(len, rest))
+            orphan_traces += len(rest)
+        elif kind == b"F":
+            writer.flush()
+        elif kind == b"C":
+            writer.close()
+        stats = {**writer.stats(), "orphan_spans": orphans, "orphan_traces": orphan_traces}
+        if kind == b"C" or (stats != sent and time.monotonic() - last >= STATS_EVERY_S):
+            try:
+                outbox.send(("stats", stats))
+            except OSError:
+                pass
+            sent, last = stats, time.monotonic()
+        if kind == b"C":
+            inbox.close()
+            outbox.close()
+            if method == "fork":  # inherited nothing it may flush or join on the way out
+                os._exit(0)
+            return

@@ -1,6 +1,6 @@
 """``harvester serve`` under load: spans/s sustained from the real OTLP exporter, and what it costs.
 
-    python bench/receiver.py [--spans N] [--processes P] [--threads T] [--live-encode]
+    python bench/receiver.py [--spans N] [--processes P] [--threads T] [--live-encode] [--store-in-process]
 
 The receiver runs in its own process (so its CPU is measured alone and it does not share a GIL with
 the senders), on 127.0.0.1, storing into a fresh SQLite file with redaction on, as ``harvester serve``
@@ -15,7 +15,8 @@ trace ids replaced, sent by the exporter's own HTTP client: the receiver's traff
 exporter sends, but the senders do not spend a core encoding it. (The Python exporter's protobuf
 encoding costs more CPU per span than receiving it; on a 2-core machine the senders would otherwise
 measure themselves. In production the receiver sits behind a Collector or other machines' apps.)
-``--live-encode`` exports ``ReadableSpan``s through ``exporter.export`` instead, encoding included.
+``--live-encode`` exports ``ReadableSpan``s through ``exporter.export`` instead, encoding included;
+``--store-in-process`` stores in the receiving process, as before ``harvester serve`` had a store process.
 Printed:
 
 (a) sustained ingest: spans acknowledged (HTTP 200) per second of wall time (target >= 20,000);
@@ -65,14 +66,14 @@ ARGS = {"query": "refund policy for delivered orders", "order_id": "A1001", "loc
 
 
 # -- the receiver process -----------------------------------------------------------------------
-def serve(conn: Any, store: str) -> None:
+def serve(conn: Any, store: str, store_process: bool = True) -> None:
     """Run a Receiver as ``harvester serve`` does (storing in its own process) until told to stop; on
     every message report (this process's CPU, the store process's CPU, health)."""
     from harvester.intake import Receiver
 
-    receiver = Receiver(store, port=0, idle_seconds=0.5, store_process=True)
+    receiver = Receiver(store, port=0, idle_seconds=0.5, store_process=store_process)
     conn.send(receiver.start())
-    pid = receiver.writer.pid
+    pid = getattr(receiver.writer, "pid", None)
     while True:
         command = conn.recv()
         store_cpu = _cpu_of(pid)
@@ -238,6 +239,9 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=2, help="sender processes (default 2)")
     parser.add_argument("--threads", type=int, default=2, help="exporter threads per sender process (default 2)")
     parser.add_argument("--live-encode", action="store_true", help="encode every batch in the senders, on the clock")
+    parser.add_argument(
+        "--store-in-process", action="store_true", help="store in the receiving process (one GIL), for comparison"
+    )
     args = parser.parse_args()
     senders_n = max(1, args.processes)
     per_thread = max(1, args.spans // (BATCH * args.threads * senders_n))
@@ -246,7 +250,7 @@ def main() -> int:
     spawn = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         here, there = multiprocessing.Pipe()
-        child = spawn.Process(target=serve, args=(there, str(Path(tmp) / "t.db")))
+        child = spawn.Process(target=serve, args=(there, str(Path(tmp) / "t.db"), not args.store_in_process))
         child.start()
         port = here.recv()
         url = f"http://127.0.0.1:{port}/v1/traces"
@@ -309,11 +313,14 @@ def main() -> int:
         f"    receiving process (HTTP, protobuf decode, trace assembly): {receive_us:.1f} us/span "
         f"= {1e6 / receive_us:,.0f} spans/s per core"
     )
-    print(
-        f"    store process (RunWriter: runs, sampling, redaction, SQLite): {store_us:.1f} us/span "
-        f"= {1e6 / store_us:,.0f} spans/s per core"
-    )
-    print(f"    together {receive_us + store_us:.1f} us/span, on two processes (two GILs)")
+    if store_us:
+        print(
+            f"    store process (RunWriter: runs, sampling, redaction, SQLite): {store_us:.1f} us/span "
+            f"= {1e6 / store_us:,.0f} spans/s per core"
+        )
+    else:
+        print("    storing (RunWriter) in the receiving process: included above (--store-in-process)")
+    print(f"    together {receive_us + store_us:.1f} us/span, on {'two processes' if store_us else 'one process'}")
     print(
         f"    senders ({'encode + ' if args.live_encode else ''}HTTP, {senders_n} processes): "
         f"{senders_cpu / ingest_wall:.2f} cores; "

@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ..errors import BadRequest, ClientGone, OtlpFormatError
-from ..seam import replay_span
+from ..seam import ROOT_PREFIX, replay_span
 from ..spans import KIND_NAMES, STATUS_NAMES, OtlpStats, SpanData, spans_from_otlp
 
 __all__ = [
@@ -62,13 +62,22 @@ def _any_value(v: Any, kind: Any = None) -> Any:
 
 
 def _attrs(kvs: Any) -> dict[str, Any]:
-    """Most values are strings: read here, one call per value fewer (this is the receiver's hot loop)."""
+    """Most values are non-empty strings: read first, so they cost no ``WhichOneof`` (the receiver's hot
+    loop; an unset ``string_value`` reads as "", so only an empty string or another kind asks)."""
     out = {}
     for kv in kvs:
         v = kv.value
-        kind = v.WhichOneof("value")
-        out[kv.key] = v.string_value if kind == "string_value" else _any_value(v, kind)
+        text = v.string_value
+        if text:
+            out[kv.key] = text
+        else:
+            kind = v.WhichOneof("value")
+            out[kv.key] = text if kind == "string_value" else _any_value(v, kind)
     return out
+
+
+def _event(e: Any) -> dict[str, Any]:
+    return {"name": e.name, "time_ns": e.time_unix_nano, "attributes": _attrs(e.attributes)}
 
 
 def decode_protobuf(body: bytes, stats: OtlpStats) -> list[SpanData]:
@@ -89,28 +98,27 @@ def decode_protobuf(body: bytes, stats: OtlpStats) -> list[SpanData]:
                 if len(trace_id) != 16 or len(span_id) != 8 or len(parent) not in (0, 8):
                     stats.skip("malformed span: bad trace_id/span_id/parent_span_id length")
                     continue
-                if replay_span(s.trace_state, s.name, s.attributes):
+                name, trace_state = s.name, s.trace_state
+                if (trace_state or name.startswith(ROOT_PREFIX)) and replay_span(trace_state, name, s.attributes):
                     stats.replayed()
                     continue
                 status = s.status
+                events = s.events
                 append(
-                    SpanData(
-                        trace_id=trace_id.hex(),
-                        span_id=span_id.hex(),
-                        parent_id=parent.hex() if parent else None,
-                        name=s.name,
-                        start_ns=s.start_time_unix_nano,
-                        end_ns=s.end_time_unix_nano,
-                        kind=kinds.get(s.kind, "INTERNAL"),
-                        status=statuses.get(status.code, "UNSET"),
-                        status_message=status.message,
-                        attributes=_attrs(s.attributes),
-                        events=[
-                            {"name": e.name, "time_ns": e.time_unix_nano, "attributes": _attrs(e.attributes)}
-                            for e in s.events
-                        ],
-                        scope=scope,
-                        resource=resource,
+                    SpanData(  # positional, in the field order: a dozen keywords cost a span ~0.3 us
+                        trace_id.hex(),
+                        span_id.hex(),
+                        parent.hex() if parent else None,
+                        name,
+                        s.start_time_unix_nano,
+                        s.end_time_unix_nano,
+                        kinds.get(s.kind, "INTERNAL"),
+                        statuses.get(status.code, "UNSET"),
+                        status.message,
+                        _attrs(s.attributes),
+                        [_event(e) for e in events] if events else [],
+                        scope,
+                        resource,
                     )
                 )
     stats.spans += len(out)

@@ -303,3 +303,37 @@ def test_spans_stored_by_schema_1_as_objects_still_read(tmp_path: Path) -> None:
     with TraceStore(tmp_path / "t.db") as store:
         assert store.spans(run.trace_id) == spans
         assert store.spans_of([run.trace_id]) == {run.trace_id: spans}
+
+
+# -- store URLs ---------------------------------------------------------------------------------
+def test_a_store_url_is_refused_not_taken_for_a_file_name(tmp_path, monkeypatch):
+    """``--store postgresql://...`` used to create a SQLite file called ``postgresql:``; every way of
+    naming a store now says what it is instead, one line, without echoing the URL (it may hold a password)."""
+    from click.testing import CliRunner
+
+    from harvester import HarvestingSpanProcessor
+    from harvester.cli import main
+    from harvester.errors import StoreError
+    from tests.builders.cli import one_line_error
+
+    monkeypatch.chdir(tmp_path)
+    url = "postgresql://harvester:hunter2@db.internal/traces"
+    with pytest.raises(StoreError, match="PostgreSQL stores are not supported yet"):
+        TraceStore(url)
+    with pytest.raises(StoreError, match="unknown store URL scheme"):
+        TraceStore("redis://cache:6379")
+    runner = CliRunner()
+    for args, env in [
+        (["traces", "list", "--store", url], {}),
+        (["traces", "list"], {"HARVESTER_STORE": url}),
+        (["ingest", "-", "--store", url], {}),
+    ]:
+        line = one_line_error(runner.invoke(main, args, env=env, input=b""), "PostgreSQL stores are not supported yet")
+        assert "hunter2" not in line
+    proc = HarvestingSpanProcessor(store=url)  # an app still starts: capture is off, and says why
+    assert "PostgreSQL" in proc.stats()["store_unusable"] and "hunter2" not in str(proc.stats())
+    proc.shutdown()
+    assert list(tmp_path.iterdir()) == []  # no file named postgresql: or anything else
+    with TraceStore("sqlite:///named.db") as store:  # SQLAlchemy's spelling of a relative file
+        assert store.path == "named.db"
+    assert (tmp_path / "named.db").is_file()

@@ -7,7 +7,7 @@ store (capture, ingest, the receiver) and settling its inbox are the intake pipe
 
 from .._lazy import moved
 from ._codec import Row, epoch, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
-from ._connection import DEFAULT_PATH, ENV_PATH, default_path
+from ._connection import DEFAULT_PATH, ENV_PATH, default_path, store_file
 from ._export import export_otlp
 from ._schema import SCHEMA, SCHEMA_VERSION
 from ._settling import Normalize
@@ -29,6 +29,7 @@ __all__ = [
     "run_row",
     "spans_blob",
     "spans_from_blob",
+    "store_file",
 ]
 
 _MOVED = {"merged_spans": "harvester.intake", "run_rows": "harvester.intake", "run_spans": "harvester.intake"}

@@ -10,6 +10,7 @@ forked child, never shared with the parent.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -24,7 +25,7 @@ from ._schema import BUSY_TIMEOUT_MS, RETRIES, SQLITE_MAGIC, check, file_id, is_
 if TYPE_CHECKING:
     from ._settling import Normalize
 
-__all__ = ["Connection", "DEFAULT_PATH", "ENV_PATH", "default_path"]
+__all__ = ["Connection", "DEFAULT_PATH", "ENV_PATH", "default_path", "store_file"]
 
 DEFAULT_PATH = ".harvester/traces.db"
 ENV_PATH = "HARVESTER_STORE"
@@ -36,13 +37,33 @@ def default_path() -> str:
     return os.environ.get(ENV_PATH) or DEFAULT_PATH
 
 
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def store_file(path: str) -> str:
+    """The SQLite file a store path names; a URL is refused here rather than taken for a file name (a
+    ``postgresql://...`` store used to become a SQLite file called ``postgresql:``). ``sqlite:///path``
+    (SQLAlchemy's spelling, ``sqlite:////abs`` for an absolute path) names the file."""
+    if not _URL.match(path):
+        return path
+    scheme = path.split("://", 1)[0].lower()
+    if scheme == "sqlite":
+        rest = path.split("://", 1)[1]
+        if rest.startswith("/") and len(rest) > 1:
+            return rest[1:]
+        raise StoreError(f"{path}: a SQLite store URL is sqlite:///relative.db or sqlite:////absolute.db")
+    if scheme in ("postgresql", "postgres"):
+        raise StoreError(f"{scheme}://...: PostgreSQL stores are not supported yet; the store is a SQLite file path")
+    raise StoreError(f"{path.split('://', 1)[0]}://...: unknown store URL scheme; the store is a SQLite file path")
+
+
 class Connection:
     """The store's file and its connections (the base of ``TraceStore``)."""
 
     def __init__(
         self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False, normalize: Normalize | None = None
     ) -> None:
-        self.path = str(path) if path is not None else default_path()
+        self.path = store_file(str(path) if path is not None else default_path())
         # Opened (and reopened) by absolute path: an app that changes directory must not start a new store.
         self._abs = os.path.abspath(self.path)
         self.readonly = readonly

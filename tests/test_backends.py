@@ -18,6 +18,7 @@ from harvester.intake.backends import _jaeger, _tempo, fidelity, parse_target
 from harvester.spans import SpanData, spans_from_otlp, to_otlp
 from tests.builders.backends import Backend, jaeger_trace, serving, tempo_answer
 from tests.builders.cli import one_line_error
+from tests.builders.files import readable
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = sorted(glob.glob(str(ROOT / "traces" / "frameworks" / "*.json"))) + sorted(
@@ -217,7 +218,7 @@ def test_import_named_traces_and_the_credentials_env(tmp_path):
         res = invoke("import", backend.url, tid, "--store", str(store), env={"HARVESTER_JAEGER_TOKEN": "tok-s3cr3t-42"})
         assert res.exit_code == 0, res.output
         assert backend.headers_seen["Authorization"] == "Bearer tok-s3cr3t-42"
-    assert b"tok-s3cr3t-42" not in store.read_bytes()
+    assert b"tok-s3cr3t-42" not in readable(store)
     assert invoke("traces", "show", tid, "--store", str(store)).exit_code == 0
 
 

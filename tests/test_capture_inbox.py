@@ -24,6 +24,7 @@ from harvester.intake import HarvestingSpanProcessor, run_rows, sampled_in
 from harvester.redact import Redactor
 from harvester.store import TraceStore, inbox_row, run_row, spans_blob
 from tests.builders.capture import agent_run, setup
+from tests.builders.files import readable
 
 SECRETS = [
     "sk-proj-AAAAbbbbCCCCddddEEEEffff",
@@ -92,7 +93,7 @@ def test_no_secret_reaches_the_file_before_or_after_settling(tmp_path: Path) -> 
     eager.shutdown()
 
     def raw() -> bytes:
-        return b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("deferred.db"))
+        return b"".join(readable(p) for p in tmp_path.iterdir() if p.name.startswith("deferred.db"))
 
     for leaked in [*SECRETS, "plain-looking-value"]:
         assert leaked.encode() not in raw(), leaked
@@ -231,7 +232,7 @@ def test_a_schema_1_store_gains_an_inbox_and_a_read_only_open_leaves_it_alone(tm
     agent_run(tracer)
     proc.shutdown()
     with sqlite3.connect(tmp_path / "t.db") as c:
-        assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == ("2",)
+        assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == ("3",)
     with TraceStore(tmp_path / "t.db", readonly=True) as s:
         assert s.count() == 1
 

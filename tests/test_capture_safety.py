@@ -27,6 +27,7 @@ from harvester.intake import HarvestingSpanProcessor
 from harvester.redact import Redactor
 from harvester.store import TraceStore
 from tests.builders.capture import FailingStore, agent_run, fork_child_capturing, setup, stored
+from tests.builders.files import readable
 
 ROOT = Path(__file__).resolve().parent.parent
 DEADLINE = 20.0  # seconds; only so that a broken guarantee fails instead of hanging
@@ -217,7 +218,7 @@ def test_five_megabyte_attribute_is_stored_and_redacted(tmp_path: Path) -> None:
     proc.shutdown()
     (run,) = stored(path)
     assert len(run.calls[0].result) > 5 * 1024 * 1024 and secret not in run.calls[0].result
-    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("t.db"))
+    raw = b"".join(readable(p) for p in tmp_path.iterdir() if p.name.startswith("t.db"))
     assert secret.encode() not in raw
 
 
@@ -325,7 +326,7 @@ def test_redactor_that_raises_loses_only_its_run_and_never_writes_it_unredacted(
     assert sorted(r.prompt for r in stored(path)) == ["good one", "good two"]
     st = proc.stats()
     assert st["dropped"].get("redact_error") == 2, st
-    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("t.db"))
+    raw = b"".join(readable(p) for p in tmp_path.iterdir() if p.name.startswith("t.db"))
     assert secret.encode() not in raw
 
 

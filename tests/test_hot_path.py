@@ -12,6 +12,7 @@ from harvester.model import Run
 from harvester.redact import Redactor
 from harvester.spans import iter_otlp_documents, spans_from_otlp
 from harvester.store import run_row
+from harvester.store._codec import run_data_of
 
 TRACES = sorted(p for p in (Path(__file__).resolve().parent.parent / "traces").rglob("*.json*") if p.is_file())
 
@@ -24,7 +25,7 @@ def _spans(path: Path) -> list:
 def test_plain_dict_run_is_the_model_json(path: Path) -> None:
     for data in run_data_from_spans(_spans(path)):
         run = Run.model_validate(data)
-        assert orjson.loads(run_row(data, None)[9]) == orjson.loads(run.to_json())
+        assert run_data_of(run_row(data, None)[9]) == orjson.loads(run.to_json())
         assert run.model_dump(mode="json") == {
             **data,
             "requested_tools": run.requested_tools(),

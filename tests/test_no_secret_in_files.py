@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from harvester.cli import main as cli
 from harvester.spans import to_otlp
 from tests.builders.capture import agent_run, setup
+from tests.builders.files import readable
 from tests.builders.store import agent_trace
 
 SECRETS = (
@@ -25,7 +26,7 @@ PROMPT = f"Refund order A1001, my key is {SECRETS[0]}"
 
 
 def files_under(root: Path) -> dict[Path, bytes]:
-    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    return {p: readable(p) for p in root.rglob("*") if p.is_file()}  # the store's rows inflated
 
 
 def assert_clean(root: Path) -> None:

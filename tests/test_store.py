@@ -15,6 +15,8 @@ from harvester.intake import ingest_files
 from harvester.model import ToolCall
 from harvester.spans import SpanData, spans_from_otlp, to_otlp
 from harvester.store import TraceStore, export_otlp, failure_summary
+from harvester.store._codec import unpacked
+from tests.builders.files import readable
 from tests.builders.store import agent_trace, make_run, make_span, write_otlp
 
 
@@ -139,8 +141,11 @@ def test_prune_keeps_failures_longest(store: TraceStore) -> None:
     assert store.prune(keep_days=30) == 7
     assert store.count() == 4 and store.count(failed=True) == 3
     assert store.prune(keep_days=30, keep_failed_days=30) == 3
-    store.add_many([(make_run(i, failed=i < 3), [make_span(f"{i:032x}", "a" * 16, x="y" * 20000)]) for i in range(10)])
-    store.prune(max_mb=0.07)
+    # ~12 KB a row as stored (random hex deflates to 60%: rows are compressed, sizes are what they take)
+    store.add_many(
+        [(make_run(i, failed=i < 3), [make_span(f"{i:032x}", "a" * 16, x=os.urandom(10_000).hex())]) for i in range(10)]
+    )
+    store.prune(max_mb=0.04)
     assert store.count(failed=True) == 3 and store.count() == 3  # successes went first
     store.prune(max_mb=0)
     assert store.count() == 0
@@ -221,8 +226,8 @@ def test_ingest_redacts_and_keeps_big_results(store: TraceStore, tmp_path: Path)
     (run,) = store.get("1" * 32)
     assert run.calls[0].result == big
     store.close()
-    raw = Path(store.path).read_bytes() + (
-        Path(store.path + "-wal").read_bytes() if Path(store.path + "-wal").exists() else b""
+    raw = readable(Path(store.path)) + (
+        readable(Path(store.path + "-wal")) if Path(store.path + "-wal").exists() else b""
     )
     assert b"bob@example.com" not in raw
 
@@ -337,3 +342,53 @@ def test_a_store_url_is_refused_not_taken_for_a_file_name(tmp_path, monkeypatch)
     with TraceStore("sqlite:///named.db") as store:  # SQLAlchemy's spelling of a relative file
         assert store.path == "named.db"
     assert (tmp_path / "named.db").is_file()
+
+
+# -- compressed rows ----------------------------------------------------------------------------
+def test_rows_are_stored_compressed_and_read_back_whole(tmp_path: Path) -> None:
+    """A run's JSON and its spans repeat each other's content; each is deflated on the way in (the store
+    takes a fraction of the bytes), told apart on the way out by its first byte."""
+    run = make_run(1, failed=True)
+    run.prompt = "Refund order A1001, please. " * 40
+    spans = [make_span(run.trace_id, f"{i:016x}", x="the refund policy says thirty days " * 30) for i in range(5)]
+    with TraceStore(tmp_path / "t.db") as store:
+        store.add(run, spans)
+        assert store.get(run.trace_id) == [run] and store.spans(run.trace_id) == sorted(spans, key=lambda s: s.start_ns)
+    with sqlite3.connect(tmp_path / "t.db") as c:
+        raw_run, raw_spans, size = c.execute("SELECT run, spans, size FROM runs").fetchone()
+    assert raw_run[:1] == raw_spans[:1] == b"x"  # zlib's header: not JSON
+    assert size == len(raw_run) + len(raw_spans)  # retention counts what the rows take
+    plain = len(orjson.dumps(run.model_dump(mode="json"))) + sum(len(orjson.dumps(s.to_dict())) for s in spans)
+    assert size < plain / 5
+    # the secret greps read the file through ``readable``: what a compressed row holds shows there only
+    files = [p for p in tmp_path.iterdir() if p.name.startswith("t.db")]
+    assert not any(b"thirty days" in p.read_bytes() for p in files)
+    assert any(b"thirty days" in readable(p) for p in files)
+
+
+def test_a_schema_2_store_reads_as_it_is_and_becomes_3_when_written(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    old = make_run(1)
+    old.prompt = "an older harvester wrote this row plain " * 30
+    with TraceStore(path) as store:
+        store.add(old, [make_span(old.trace_id, "a" * 16, x="plain " * 200)])
+    with sqlite3.connect(path) as c:  # as a schema-2 harvester left it: version 2, plain JSON rows
+        (blob,) = c.execute("SELECT run FROM runs").fetchone()
+        c.execute(
+            "UPDATE runs SET run = ?, spans = ?",
+            (unpacked(blob), unpacked(c.execute("SELECT spans FROM runs").fetchone()[0])),
+        )
+        c.execute("UPDATE harvester_meta SET value = '2' WHERE key = 'version'")
+
+    def version() -> str:
+        with sqlite3.connect(path) as c:
+            return c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone()[0]
+
+    with TraceStore(path, readonly=True) as store:
+        assert store.get(old.trace_id) == [old]
+    assert version() == "2"  # reading changes nothing
+    new = make_run(2)
+    with TraceStore(path) as store:
+        store.add(new)
+        assert store.get(old.trace_id) == [old] and store.get(new.trace_id) == [new]
+    assert version() == "3"  # an older harvester now refuses the file instead of misreading new rows

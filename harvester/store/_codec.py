@@ -1,11 +1,19 @@
 """How runs and spans are stored: the ``runs`` row of a run, the compact form of spans, an ``inbox`` row.
 
 Pure functions, so the capture worker and ingest serialize outside the store's lock.
+
+A run's row holds its Run JSON and its raw spans, which repeat each other's content (the prompt, every
+tool's args and result): together more bytes than the OTLP/JSON they came from. Each of the two is
+deflated (zlib level 1, the fastest) when it is at least ``PACK_MIN`` bytes: a store takes about a
+quarter of the OTLP/JSON's bytes. A reader tells a packed blob by its first byte (zlib's ``x``; JSON
+starts with ``[`` or ``{``), so rows written before schema 3 read as they are. (zstd is in the standard
+library only from Python 3.14: a store written with it could not be read by 3.11-3.13.)
 """
 
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -18,7 +26,22 @@ from ..spans import SpanData
 if TYPE_CHECKING:
     from ..model import Run
 
-__all__ = ["Row", "epoch", "failure_summary", "inbox_row", "run_row", "spans_blob", "spans_from_blob", "spans_of"]
+__all__ = [
+    "PACK_MIN",
+    "Row",
+    "epoch",
+    "failure_summary",
+    "inbox_row",
+    "packed",
+    "run_data_of",
+    "run_row",
+    "spans_blob",
+    "spans_from_blob",
+    "spans_of",
+    "unpacked",
+]
+
+PACK_MIN = 512  # bytes: below this, zlib's header and the call cost more than they save
 
 
 # orjson writes ints of this range only, and refuses nesting deeper than 255 levels.
@@ -102,8 +125,8 @@ def run_row(data: RunData, spans: Sequence[SpanData] | None) -> Row:
 
     A pure function, so the capture worker and ingest serialize runs outside the store's lock.
     """
-    run_json = _dumps(data_with_derived(data))
-    spans_json = spans_blob(spans) if spans else None
+    run_json = packed(_dumps(data_with_derived(data)))
+    spans_json = packed(spans_blob(spans)) if spans else None
     started = data["started_at"]
     ts = epoch(started) or time.time()
     return Row(
@@ -158,8 +181,27 @@ def spans_blob(spans: Sequence[SpanData]) -> bytes:
     return _dumps([resources, rows])
 
 
+def packed(blob: bytes) -> bytes:
+    return zlib.compress(blob, 1) if len(blob) >= PACK_MIN else blob
+
+
+def unpacked(blob: bytes) -> bytes:
+    """A stored blob as JSON again; ``ValueError`` for a damaged one (the readers skip and count those)."""
+    if blob[:1] != b"x":
+        return blob
+    try:
+        return zlib.decompress(blob)
+    except zlib.error as exc:
+        raise ValueError(f"damaged compressed blob ({exc})") from None
+
+
+def run_data_of(blob: bytes) -> Any:
+    """A stored run's JSON, decoded."""
+    return orjson.loads(unpacked(blob))
+
+
 def spans_from_blob(blob: bytes) -> list[SpanData]:
-    return spans_of(orjson.loads(blob))
+    return spans_of(orjson.loads(unpacked(blob)))
 
 
 def spans_of(data: Any) -> list[SpanData]:

@@ -9,11 +9,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from ..errors import InputError, NotFoundError, StoreError
 from ..spans import SpanData
-from ._codec import epoch, spans_from_blob
+from ._codec import epoch, run_data_of, spans_from_blob
 
 if TYPE_CHECKING:
     from ..model import Run
@@ -78,7 +76,7 @@ class Queries:
         from ..model import Run  # the models load on the first read, never for a write
 
         return [
-            Run.from_data(orjson.loads(r[0]))
+            Run.from_data(run_data_of(r[0]))
             for r in self._query("SELECT run FROM runs WHERE trace_id = ? ORDER BY ts, id", (tid,))
         ]
 
@@ -150,7 +148,7 @@ class Queries:
         from ..model import Run
 
         for (blob,) in self._query(sql, args):
-            yield Run.from_data(orjson.loads(blob))
+            yield Run.from_data(run_data_of(blob))
 
     def ids_like(self, trace_id: str, *, limit: int = 5, prefix_only: bool = False) -> list[str]:
         """Stored trace ids nearest to ``trace_id``: those sharing its longest prefix (for "did you mean")."""

@@ -3,7 +3,9 @@
 The file announces itself in a ``harvester_meta`` table. A file that is not SQLite, an SQLite
 database with other tables and no marker, or one written by a newer harvester is refused with a
 ``StoreError`` naming the file before anything is written to it. Schema 2 added the inbox: a
-schema-1 store gains it the first time it is opened for writing.
+schema-1 store gains it the first time it is opened for writing. Schema 3 compresses the blobs of new
+rows (``_codec``): an older store is marked 3 the first time it is opened for writing (its plain rows
+read as they are), so a harvester that cannot read compressed rows refuses the file instead.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ..errors import StoreError
 __all__ = ["BUSY_TIMEOUT_MS", "RETRIES", "SCHEMA", "SCHEMA_VERSION", "SQLITE_MAGIC", "check", "file_id", "is_busy"]
 
 SCHEMA = "harvester.store"
-SCHEMA_VERSION = 2  # 2: the inbox
+SCHEMA_VERSION = 3  # 2: the inbox; 3: run and span blobs may be compressed
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 10_000
 RETRIES = 20
@@ -100,16 +102,32 @@ def check(conn: sqlite3.Connection, *, readonly: bool, error: Callable[[str], St
     if not has_inbox and not readonly:
         _add_inbox(conn)
         has_inbox = True
+    elif version < SCHEMA_VERSION and not readonly:
+        _migrate(conn, lambda: _set_version(conn))
     return has_inbox
 
 
 def _add_inbox(conn: sqlite3.Connection) -> None:
-    """Schema 1 -> 2: a store from before the inbox gains it (in a transaction: another process may race us)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    """Schema 1 -> 3: a store from before the inbox gains it."""
+
+    def add() -> None:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'inbox'").fetchone() is None:
             conn.execute(INBOX_DDL)
-            conn.execute("UPDATE harvester_meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
+            _set_version(conn)
+
+    _migrate(conn, add)
+
+
+def _set_version(conn: sqlite3.Connection) -> None:
+    """Schema 2 -> 3 is this alone: the version marks that new rows may be compressed."""
+    conn.execute("UPDATE harvester_meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
+
+
+def _migrate(conn: sqlite3.Connection, change: Callable[[], None]) -> None:
+    """``change`` in a write transaction: another process may be migrating the same file."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        change()
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

@@ -340,6 +340,22 @@ def test_a_store_the_store_process_cannot_open_fails_at_construction(tmp_path: P
         Receiver(str(tmp_path), port=0, store_process=True)  # a directory, not a store
 
 
+def test_a_store_process_started_without_fork_gets_the_redaction_pickled(store: str, monkeypatch):
+    """With threads running, the store process is not forked (forkserver): its redactor travels pickled."""
+    import harvester.intake._store_process as store_process
+
+    monkeypatch.setattr(store_process, "start_method", lambda: "forkserver")
+    rec = Receiver(store, port=0, idle_seconds=0.05, store_process=True)
+    rec.start()
+    try:
+        assert _post(rec, _json(agent_trace("f" * 32, secret="jane@example.com")))[0] == 200
+        _until(lambda: rec.health()["traces_written"] == 1)
+    finally:
+        rec.stop(timeout=5)
+    (run,) = stored(store)
+    assert "jane@example.com" not in str(run.model_dump()) and "<email:" in str(run.model_dump())
+
+
 def test_a_dead_store_process_counts_what_it_loses_and_never_hangs(store: str):
     rec = Receiver(store, port=0, idle_seconds=0.05, redact=False, store_process=True)
     rec.start()

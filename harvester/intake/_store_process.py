@@ -63,7 +63,11 @@ class StoreProcess:
         if not self._in.poll(START_TIMEOUT_S):
             self._proc.kill()
             raise StoreError(f"{store}: the store process did not start within {START_TIMEOUT_S:g} s")
-        kind, detail = self._in.recv()
+        try:
+            kind, detail = self._in.recv()
+        except (EOFError, OSError):  # it died before a word (a spawned child whose main module failed)
+            self._proc.join(5)
+            raise StoreError(f"{store}: the store process exited at start (code {self._proc.exitcode})") from None
         if kind != "ready":
             self._proc.join(5)
             raise StoreError(str(detail))

@@ -290,13 +290,11 @@ def _trace_runs(
         return _runs_from_file(otlp_file, trace_id, config), "the file"
     if not backend_url:
         return _runs_from_store(store_path, config, trace_id), None
-    from ..intake import ingest_traces
     from ..intake.backends import pull
+    from .importing import store_pulled
 
     got = pull(backend_url, [trace_id])  # read whole before the store is touched
-    with open_store(store_path, config, create=True) as store:
-        ingest_traces(got.traces, store, redact=redaction_for(config))
-        runs = store.get(got.asked[trace_id])
+    runs = store_pulled(got, store_path, config)[1][got.asked[trace_id]]
     if not runs:
         raise InputError(
             f"trace {trace_id!r} from {got.target} has no agent run (no invoke_agent or AGENT span of a known "

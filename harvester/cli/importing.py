@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..redact import redaction_for
 from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
 
-__all__ = ["import_command", "since_ns"]
+__all__ = ["import_command", "since_ns", "store_pulled"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -32,6 +32,16 @@ def since_ns(text: str | None) -> int | None:
         raise InputError(f"--since {text!r}: use an age (30m, 24h, 7d) or an ISO date (2026-12-01T08:00)") from None
     when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
     return int(when.timestamp() * 1e9)
+
+
+def store_pulled(got: Any, store_path: str | None, config: Config) -> tuple[Any, dict[str, Any]]:
+    """Traces ``pull`` read whole, stored (merged, redacted) as ingest stores a file; then each stored
+    trace's runs, read back as every later command will read them."""
+    from ..intake import ingest_traces
+
+    with open_store(store_path, config, create=True) as store:
+        stats = ingest_traces(got.traces, store, redact=redaction_for(config))
+        return stats, {tid: store.get(tid) for tid in got.traces}
 
 
 @main.command("import")
@@ -63,15 +73,12 @@ def import_command(
     the newest --limit the backend finds (--since, --failed filter on the server where it can).
     Every trace is read whole before anything is stored, redacted as every write is.
     """
-    from ..intake import ingest_traces
     from ..intake.backends import fidelity, pull
 
     show = sys.stderr.isatty() and not as_json
     with ProgressBar("importing", show=show, unit="traces") as bar:  # read whole before the store is touched
         got = pull(url, trace_ids, since_ns=since_ns(since), failed=failed, limit=limit, timeout=timeout, progress=bar)
-    with open_store(store_path, config, create=True) as store:
-        stats = ingest_traces(got.traces, store, redact=redaction_for(config))
-        stored = {tid: store.get(tid) for tid in got.traces}
+    stats, stored = store_pulled(got, store_path, config)
     rows: list[dict[str, Any]] = []
     for tid, runs in stored.items():
         for run in runs:

@@ -194,8 +194,23 @@ def _validate(table: dict[str, Any], file: Path) -> Config:
     config._source = str(file)
     config.cases_dir = str(base / config.cases_dir)
     if config.store:
-        config.store = str(base / config.store)
+        config.store = _store_beside(config.store, base)
     return config
+
+
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
+
+
+def _store_beside(store: str, base: Path) -> str:
+    """A relative store path is relative to the config file. A URL is kept as written: joined to the
+    folder it became a file path that escaped the store's URL check, with any password in its name."""
+    url = _URL.fullmatch(store)
+    if url is None:
+        return str(base / store)
+    scheme, rest = url.groups()
+    if scheme.lower() == "sqlite" and rest.startswith("/") and not rest.startswith("//"):
+        return f"sqlite:///{base / rest[1:]}"  # sqlite:///relative.db, relative to the config too
+    return store
 
 
 def _read_toml(file: Path) -> dict[str, Any]:

@@ -366,11 +366,45 @@ def test_a_dead_store_process_counts_what_it_loses_and_never_hangs(store: str):
         rec.writer._proc.join(5)
         assert _post(rec, _json(agent_trace("e" * 32)))[0] == 200  # still answering
         _until(lambda: rec.health()["dropped_runs"].get("store_process") == 1)
+        assert "store process died" in rec.health()["status"]
+        assert _get(f"http://127.0.0.1:{rec.port}/healthz", {}) == 503  # a probe restarts it (before: "ok")
     finally:
         t0 = time.monotonic()
         rec.stop(timeout=5)
         assert time.monotonic() - t0 < 10
     assert [r.trace_id for r in stored(store)] == ["d" * 32]
+
+
+def test_traces_in_the_pipe_when_the_store_process_dies_are_counted_lost(store: str):
+    """Handed over, never read: a child stopped and then killed took them with it (before: uncounted)."""
+    rec = Receiver(store, port=0, idle_seconds=0.05, redact=False, store_process=True)
+    rec.start()
+    try:
+        os.kill(rec.writer.pid, signal.SIGSTOP)
+        for i in range(3):
+            assert _post(rec, _json(agent_trace(f"{i + 1:032x}")))[0] == 200
+        _until(lambda: rec.health()["completed_traces"] == 3)  # handed to the stopped child's pipe
+        os.kill(rec.writer.pid, signal.SIGKILL)
+        rec.writer._proc.join(5)
+        assert rec.health()["dropped_runs"].get("store_process") == 3
+    finally:
+        rec.stop(timeout=5)
+    assert stored(store) == []
+
+
+def test_stop_is_bounded_when_the_store_process_is_stuck(store: str):
+    """Its last word used to wait on a full pipe for ever: a child that reads nothing more."""
+    rec = Receiver(store, port=0, idle_seconds=0.05, redact=False, store_process=True)
+    rec.start()
+    os.kill(rec.writer.pid, signal.SIGSTOP)
+    big = "x" * 200_000
+    for i in range(12):  # more than the pipe holds
+        assert _post(rec, _json(agent_trace(f"{i + 1:032x}", tool_result=big)))[0] == 200
+    t0 = time.monotonic()
+    rec.stop(timeout=1, store_timeout=2)
+    assert time.monotonic() - t0 < 10
+    assert not rec.writer._proc.is_alive()
+    assert rec.health()["dropped_runs"]["store_process"] == 12
 
 
 # -- the token ---------------------------------------------------------------------------------

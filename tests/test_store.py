@@ -10,11 +10,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from harvester.config import load_config
 from harvester.errors import InputError, NotFoundError, OtlpFormatError, StoreError
 from harvester.intake import ingest_files
 from harvester.model import ToolCall
 from harvester.spans import SpanData, spans_from_otlp, to_otlp
-from harvester.store import TraceStore, export_otlp, failure_summary
+from harvester.store import TraceStore, export_otlp, failure_summary, inbox_row, spans_blob
 from harvester.store._codec import unpacked
 from tests.builders.files import readable
 from tests.builders.store import agent_trace, make_run, make_span, write_otlp
@@ -323,6 +324,7 @@ def test_a_store_url_is_refused_not_taken_for_a_file_name(tmp_path, monkeypatch)
 
     monkeypatch.chdir(tmp_path)
     url = "postgresql://harvester:hunter2@db.internal/traces"
+    (tmp_path / "harvester.toml").write_text(f'store = "{url}"\n')
     with pytest.raises(StoreError, match="PostgreSQL stores are not supported yet"):
         TraceStore(url)
     with pytest.raises(StoreError, match="unknown store URL scheme"):
@@ -332,16 +334,20 @@ def test_a_store_url_is_refused_not_taken_for_a_file_name(tmp_path, monkeypatch)
         (["traces", "list", "--store", url], {}),
         (["traces", "list"], {"HARVESTER_STORE": url}),
         (["ingest", "-", "--store", url], {}),
+        (["traces", "list", "--config", "harvester.toml"], {}),  # a config's store used to be joined to its folder
     ]:
         line = one_line_error(runner.invoke(main, args, env=env, input=b""), "PostgreSQL stores are not supported yet")
         assert "hunter2" not in line
     proc = HarvestingSpanProcessor(store=url)  # an app still starts: capture is off, and says why
     assert "PostgreSQL" in proc.stats()["store_unusable"] and "hunter2" not in str(proc.stats())
     proc.shutdown()
-    assert list(tmp_path.iterdir()) == []  # no file named postgresql: or anything else
+    assert [p.name for p in tmp_path.iterdir()] == ["harvester.toml"]  # no file named postgresql: or else
     with TraceStore("sqlite:///named.db") as store:  # SQLAlchemy's spelling of a relative file
         assert store.path == "named.db"
     assert (tmp_path / "named.db").is_file()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "harvester.toml").write_text('store = "sqlite:///beside.db"\n')
+    assert load_config(str(tmp_path / "sub" / "harvester.toml")).store == f"sqlite:///{tmp_path / 'sub' / 'beside.db'}"
 
 
 # -- compressed rows ----------------------------------------------------------------------------
@@ -392,3 +398,21 @@ def test_a_schema_2_store_reads_as_it_is_and_becomes_3_when_written(tmp_path: Pa
         store.add(new)
         assert store.get(old.trace_id) == [old] and store.get(new.trace_id) == [new]
     assert version() == "3"  # an older harvester now refuses the file instead of misreading new rows
+
+
+def test_settling_a_schema_2_store_opened_read_only_marks_it_3(tmp_path: Path) -> None:
+    """A read settles the inbox even on a read-only open, and the runs it writes are compressed: the
+    version must say so in the same transaction, or a schema-2 harvester misreads them."""
+    path = tmp_path / "t.db"
+    trace_id = "c" * 32
+    with TraceStore(path) as store:
+        store.add_many(
+            [], inbox=[inbox_row([spans_blob([make_span(trace_id, "a" * 16, x="plain " * 200)])], redacted=True)]
+        )
+    with sqlite3.connect(path) as c:
+        c.execute("UPDATE harvester_meta SET value = '2' WHERE key = 'version'")
+    with TraceStore(path, readonly=True) as store:
+        assert store.settle()["traces"] == 1
+    with sqlite3.connect(path) as c:
+        assert c.execute("SELECT count(*) FROM inbox").fetchone() == (0,)
+        assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == ("3",)

@@ -148,7 +148,8 @@ class _Handler(BaseHTTPRequestHandler):
             if path == HEALTH_PATH:
                 if method != "GET":
                     raise BadRequest(405, f"{method} not allowed on {path}; use GET")
-                self._send(200, orjson.dumps(receiver.health()), JSON)
+                health = receiver.health()
+                self._send(200 if health["status"] == "ok" else 503, orjson.dumps(health), JSON)
             elif path == TRACES_PATH:
                 if method != "POST":
                     raise BadRequest(405, f"{method} not allowed on {path}; use POST")

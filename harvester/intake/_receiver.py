@@ -170,8 +170,10 @@ class Receiver:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}{TRACES_PATH}"
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop listening, complete what is open, and write it; waits up to ``timeout`` for requests."""
+    def stop(self, timeout: float = 10.0, store_timeout: float = 60.0) -> None:
+        """Stop listening, complete what is open, and write it; waits up to ``timeout`` for requests,
+        and up to ``store_timeout`` for a store process to take and write the last traces (then it
+        is stopped, and what it held counted lost)."""
         server, self._server = self._server, None
         if server is not None:
             with self._lock:
@@ -183,6 +185,8 @@ class Receiver:
             with self._idle:  # requests already reading their body finish into the open traces
                 self._idle.wait_for(lambda: self._inflight == 0, timeout)
         orphans: list[list[SpanData]] = []
+        if self._owns_writer and isinstance(self.writer, StoreProcess):
+            self.writer.stop_within(store_timeout)  # the hand-over below may wait on a stuck child
         self._complete(self.assembler.take_all(orphans), orphans)
         if self._owns_writer:
             self.writer.close()
@@ -353,6 +357,8 @@ class Receiver:
             completed_traces=out["completed_traces"] - writer.get("orphan_traces", 0),
             dropped_runs=writer["dropped"],
         )
+        if writer.get("store_process") == "died":  # nothing received is stored any more: 503 on /healthz
+            out["status"] = "the store process died; nothing received is stored (restart harvester serve)"
         return out
 
 

@@ -11,7 +11,8 @@ compact form (``spans_blob``; secrets cross the pipe, never a file: the child re
   ``submit`` then waits: back-pressure on the exporters, never unbounded memory.
 - ``stats`` never waits either: the child sends its counters after each write (at most every 0.2 s),
   and they are read as they come. ``close`` waits for the child's last write and its final counters.
-- A child that dies is logged once; what could not be handed to it is counted ``store_process`` lost.
+- A child that dies is logged once; what it was handed and never reported stored, and all that comes
+  after, is counted ``store_process`` lost, and ``/healthz`` answers 503 (a probe restarts the server).
   It ignores Ctrl-C and SIGTERM: the parent stops it, after its last traces, by closing the pipe.
 """
 
@@ -58,8 +59,9 @@ class StoreProcess:
         self._lock = threading.Lock()  # one message on the way out at a time
         self._reading = threading.Lock()  # and one reader of the counters (a full pipe out never blocks it)
         self._stats: dict[str, Any] = {"written": 0, "traces_written": 0, "sampled_out": 0, "dropped": {}}
-        self._lost = 0
+        self._lost = self._sent = 0
         self._dead = False
+        self._watchdog: threading.Timer | None = None
         if not self._in.poll(START_TIMEOUT_S):
             self._proc.kill()
             raise StoreError(f"{store}: the store process did not start within {START_TIMEOUT_S:g} s")
@@ -87,23 +89,39 @@ class StoreProcess:
         self._send(b"F")
         self._drain()
 
+    def stop_within(self, seconds: float) -> None:
+        """From now on, a child still running after ``seconds`` is killed and what it held counted lost:
+        the last hand-over waits on a full pipe, and a stuck child (a store locked for minutes, a stopped
+        process) must not hold its caller for ever. The kill frees every send waiting on the pipe."""
+        if self._watchdog is None:
+            self._watchdog = threading.Timer(seconds, self._kill_stuck)
+            self._watchdog.daemon = True
+            self._watchdog.start()
+
     def close(self, timeout: float | None = None) -> None:
+        self.stop_within(timeout if timeout is not None else 60.0)
         self._send(b"C")
-        deadline = time.monotonic() + (timeout if timeout is not None else 60.0)
-        while self._proc.is_alive() and time.monotonic() < deadline:
+        while self._proc.is_alive():
             self._drain(0.1)
         self._drain()
-        self._proc.join(max(0.0, deadline - time.monotonic()))
-        if self._proc.is_alive():
-            log.warning("harvester: the store process did not finish its last write in time; stopped")
-            self._proc.kill()
-            self._proc.join(5)
+        self._proc.join()
+        assert self._watchdog is not None
+        self._watchdog.cancel()
+        self._check_alive()
         self._out.close()
         self._in.close()
 
+    def _kill_stuck(self) -> None:
+        if self._proc.is_alive():
+            log.warning("harvester: the store process did not finish its last write in time; stopped")
+            self._proc.kill()
+
     def stats(self) -> dict[str, Any]:
         self._drain()
+        self._check_alive()
         out = dict(self._stats)
+        if self._dead:
+            out["store_process"] = "died"
         if self._lost:
             out["dropped"] = {**out.get("dropped", {}), "store_process": self._lost}
         return out
@@ -113,11 +131,28 @@ class StoreProcess:
             if not self._dead:
                 try:
                     self._out.send_bytes(message)
+                    self._sent += len(traces or ())
                     return
                 except (OSError, ValueError):
-                    self._dead = True
-                    log.error("harvester: the store process died; traces from now on are counted lost")
+                    self._died()
             self._lost += len(traces or ())
+
+    def _check_alive(self) -> None:
+        if not self._dead and self._proc.exitcode not in (None, 0):
+            with self._lock:
+                if not self._dead:
+                    self._died()
+
+    def _died(self) -> None:
+        """Once, under ``_lock``: what it was handed and never reported stored is counted lost with what
+        comes after (its last report may be up to ``STATS_EVERY_S`` old, so this is an upper bound)."""
+        self._dead = True
+        log.error("harvester: the store process died; traces from now on are counted lost")
+        self._drain()
+        last = self._stats
+        unwritten = last.get("deferred", 0) - last.get("traces_written", 0)
+        unwritten -= last.get("dropped", {}).get("store_error_traces", 0)
+        self._lost += max(0, self._sent - last.get("taken", 0)) + max(0, unwritten)
 
     def _drain(self, timeout: float = 0.0) -> None:
         """Read the counters the child has sent (the newest wins); never waits past ``timeout``."""
@@ -152,7 +187,7 @@ def _child(
         outbox.send(("failed", str(exc) or type(exc).__name__))
         return
     outbox.send(("ready", None))
-    orphans = orphan_traces = 0
+    orphans = orphan_traces = taken = 0
     sent: dict[str, Any] = {}
     last = 0.0
     while True:
@@ -168,6 +203,7 @@ def _child(
             for n in orjson.loads(head):
                 traces.append(spans[at : at + n])
                 at += n
+            taken += len(traces)
             rest = writer.submit(traces, late=kind == b"L")
             orphans += sum(map(len, rest))
             orphan_traces += len(rest)
@@ -175,7 +211,7 @@ def _child(
             writer.flush()
         elif kind == b"C":
             writer.close()
-        stats = {**writer.stats(), "orphan_spans": orphans, "orphan_traces": orphan_traces}
+        stats = {**writer.stats(), "orphan_spans": orphans, "orphan_traces": orphan_traces, "taken": taken}
         if kind == b"C" or (stats != sent and time.monotonic() - last >= STATS_EVERY_S):
             try:
                 outbox.send(("stats", stats))

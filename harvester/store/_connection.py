@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import StoreError
-from ._schema import BUSY_TIMEOUT_MS, RETRIES, SQLITE_MAGIC, check, file_id, is_busy
+from ._schema import BUSY_TIMEOUT_MS, RETRIES, SQLITE_MAGIC, check, file_id, is_busy, mark_current
 
 if TYPE_CHECKING:
     from ._settling import Normalize
@@ -245,6 +245,8 @@ class Connection:
                         raise self._error(f"cannot write ({exc})") from None
                     else:
                         try:
+                            if settling and self.readonly:  # a writing open migrated at check
+                                mark_current(conn)
                             n = work(conn)
                             conn.execute("COMMIT")
                             return n

@@ -17,7 +17,17 @@ from collections.abc import Callable
 
 from ..errors import StoreError
 
-__all__ = ["BUSY_TIMEOUT_MS", "RETRIES", "SCHEMA", "SCHEMA_VERSION", "SQLITE_MAGIC", "check", "file_id", "is_busy"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "RETRIES",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "SQLITE_MAGIC",
+    "check",
+    "file_id",
+    "is_busy",
+    "mark_current",
+]
 
 SCHEMA = "harvester.store"
 SCHEMA_VERSION = 3  # 2: the inbox; 3: run and span blobs may be compressed
@@ -121,6 +131,15 @@ def _add_inbox(conn: sqlite3.Connection) -> None:
 def _set_version(conn: sqlite3.Connection) -> None:
     """Schema 2 -> 3 is this alone: the version marks that new rows may be compressed."""
     conn.execute("UPDATE harvester_meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
+
+
+def mark_current(conn: sqlite3.Connection) -> None:
+    """Inside a write that a read-only open makes (settling the inbox): the rows it writes may be
+    compressed, so a store still marked older must say 3 in the same transaction."""
+    conn.execute(
+        "UPDATE harvester_meta SET value = ? WHERE key = 'version' AND CAST(value AS INTEGER) < ?",
+        (str(SCHEMA_VERSION), SCHEMA_VERSION),
+    )
 
 
 def _migrate(conn: sqlite3.Connection, change: Callable[[], None]) -> None:

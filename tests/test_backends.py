@@ -5,6 +5,7 @@ errors (each one line, exit 2, nothing stored), fidelity lines."""
 from __future__ import annotations
 
 import glob
+import time
 from pathlib import Path
 
 import orjson
@@ -13,10 +14,10 @@ from click.testing import CliRunner
 
 from harvester.cli import main
 from harvester.conventions import runs_from_spans
-from harvester.errors import InputError
-from harvester.intake.backends import _jaeger, _tempo, fidelity, parse_target
+from harvester.errors import BackendError, InputError
+from harvester.intake.backends import Client, _jaeger, _tempo, fidelity, parse_target
 from harvester.spans import SpanData, spans_from_otlp, to_otlp
-from tests.builders.backends import Backend, jaeger_trace, serving, tempo_answer
+from tests.builders.backends import Backend, jaeger_trace, loopback, reply, routes, serving, tempo_answer
 from tests.builders.cli import one_line_error
 from tests.builders.files import readable
 
@@ -337,3 +338,195 @@ def test_imported_traces_harvest_and_rerecord_from_the_backend(tmp_path):
         assert "no change in the recording" in res.output
     res = invoke("rerecord", case_id, "--from", backend.url, "--cases", cases)
     assert res.exit_code == 2 and "name the run to record from with --trace" in res.output
+
+
+# -- a backend that misbehaves: one line, exit 2, no credential shown or sent elsewhere ---------
+TID = "ab" * 16
+TOKEN = {"HARVESTER_JAEGER_TOKEN": "tok-s3cr3t-42"}
+
+
+def test_a_redirect_to_another_origin_is_refused_and_the_token_stays_home(tmp_path):
+    traces = traces_of(RECORDED[0])
+    tid = next(iter(traces))
+    with serving(Backend("jaeger", traces)) as other:
+        there = other.url.replace("jaeger://", "http://")
+
+        def away(request, _):
+            reply(request, 302, b"", {"Location": f"{there}{request.path}?sig=s3cr3t"})
+
+        with loopback(away) as backend:
+            res = invoke("import", backend.url("jaeger"), tid, "--store", str(tmp_path / "s.db"), env=TOKEN)
+        assert other.requests == []  # the other host never heard from us, so never saw the token
+    line = one_line_error(res, "302", "another origin", there, f"use {other.url}")
+    assert "s3cr3t" not in line
+
+
+def test_a_redirect_within_the_backend_is_followed_with_its_credentials(tmp_path):
+    traces = traces_of(RECORDED[0])
+    tid = next(iter(traces))
+    held = Backend("jaeger", traces)
+
+    def moved(request, _):
+        if request.path.startswith("/v2/"):
+            reply(request, *held.answer(request.path[3:], {}))
+        else:
+            reply(request, 308, b"", {"Location": f"/v2{request.path}"})
+
+    with loopback(moved) as backend:
+        res = invoke("import", backend.url("jaeger"), tid, "--store", str(tmp_path / "s.db"), env=TOKEN)
+    assert res.exit_code == 0, res.output
+    assert [s.path[:4] for s in backend.seen] == ["/api", "/v2/"]
+    assert all(s.headers["Authorization"] == "Bearer tok-s3cr3t-42" for s in backend.seen)
+
+
+@pytest.mark.parametrize(
+    ("kind", "env"),
+    [
+        ("jaeger", {"HARVESTER_JAEGER_TOKEN": "s3cr3t\nX-Evil: 1"}),
+        ("tempo", {"HARVESTER_TEMPO_TENANT": "s3cr3t\r\nX-Evil: 1"}),
+        ("phoenix", {"PHOENIX_API_KEY": "s3cr3t\nX-Evil: 1"}),
+        ("phoenix", {"PHOENIX_CLIENT_HEADERS": "api_key=s3cr3t%0AX-Evil:%201"}),
+        ("mlflow", {"MLFLOW_TRACKING_TOKEN": "s3cr3t\x1b[2J"}),
+    ],
+)
+def test_a_credential_a_header_cannot_carry_is_one_line_naming_its_variable(tmp_path, kind, env):
+    with loopback(routes({})) as server:
+        res = invoke("import", server.url(kind), TID, "--store", str(tmp_path / "s.db"), env=env)
+    line = one_line_error(res, next(iter(env)), "set it again")
+    assert "s3cr3t" not in line and "Evil" not in line
+    assert server.seen == []  # nothing sent
+
+
+def test_a_header_http_cannot_send_is_one_line_without_its_value():
+    with loopback(routes({"/x": {}})) as server:
+        target = parse_target(server.url("jaeger"))
+        with pytest.raises(InputError, match="Authorization") as err:
+            Client(target, headers={"Authorization": "Bearer s3cr3t\nX-Evil: 1"}, credentials="HARVESTER_JAEGER_TOKEN")
+        assert "s3cr3t" not in str(err.value)
+        client = Client(target)
+        client.headers["Authorization"] = "Bearer s3cr3t\nX-Evil: 1"  # past the check: http.client refuses it
+        with pytest.raises(BackendError) as err:
+            client.get("/x")
+    assert "s3cr3t" not in str(err.value) and "\n" not in str(err.value)
+    assert server.seen == []
+
+
+def _not_http(request, _):
+    request.wfile.write(b"SSH-2.0-OpenSSH_9.6\r\n")
+    request.close_connection = True
+
+
+def _cut_short(request, _):
+    request.send_response(200)
+    request.send_header("Content-Length", "100")
+    request.end_headers()
+    request.wfile.write(b'{"data": [')
+    request.close_connection = True
+
+
+@pytest.mark.parametrize("answer", [_not_http, _cut_short], ids=["not-http", "cut-short"])
+def test_an_answer_that_is_not_http_or_breaks_off_is_one_line(tmp_path, answer):
+    with loopback(answer) as server:
+        res = invoke("import", server.url("jaeger"), TID, "--store", str(tmp_path / "s.db"))
+    one_line_error(res, "not HTTP or broke off", "is this jaeger?")
+
+
+@pytest.mark.parametrize("kind", ["jaeger", "tempo", "phoenix"])
+@pytest.mark.parametrize("bad", ["../../api/services", "ab cd", "zz" * 16, "ab/cd", "a" * 33, "ab\x1b[2J"])
+def test_a_trace_id_that_is_not_one_is_refused_before_any_request(tmp_path, kind, bad):
+    with loopback(routes({})) as server:
+        res = invoke("import", server.url(kind), bad, "--store", str(tmp_path / "s.db"))
+    one_line_error(res, repr(bad), "is not a")
+    assert server.seen == []
+
+
+def test_mlflow_trace_ids_of_every_form_reach_it_quoted(tmp_path):
+    store = str(tmp_path / "s.db")
+    with loopback(routes({})) as server:
+        for asked in (f"tr-{TID}", TID.upper(), "nonsense", "a/../b"):
+            one_line_error(invoke("import", server.url("mlflow"), asked, "--store", store), "holds no trace", asked)
+        one_line_error(invoke("import", server.url("mlflow"), "tr-\x1b[2J", "--store", store), "not an MLflow trace id")
+    paths = [s.path for s in server.seen]
+    assert f"/api/3.0/mlflow/traces/tr-{TID}" in paths and f"/api/3.0/mlflow/traces/{TID}" in paths
+    assert "/api/3.0/mlflow/traces/a%2F..%2Fb" in paths and not any("/../" in p or "\x1b" in p for p in paths)
+
+
+_ARTIFACT = "/ajax-api/2.0/mlflow/get-trace-artifact"
+_EXPERIMENTS = {"/api/2.0/mlflow/experiments/search": {"experiments": [{"experiment_id": "1"}]}}
+SHAPES = [
+    ("jaeger", {"/api/services": ["svc"]}, [], ["GET /api/services", "a list where an object was expected"]),
+    ("jaeger", {"/api/services": {"data": "svc"}}, [], ["GET /api/services", "'data' is a string where a list"]),
+    ("jaeger", {"/api/services": {"data": ["svc"]}, "/api/traces": {"data": [{"traceID": "zz", "spans": []}]}}, [],
+     ["GET /api/traces", "traceID 'zz' is not a trace id"]),
+    ("tempo", {"/api/search": [1]}, [], ["GET /api/search", "a list where an object was expected"]),
+    ("tempo", {"/api/search": {"traces": [{"traceID": "xyz"}]}}, [], ["GET /api/search", "traceID 'xyz'"]),
+    ("tempo", {"/api/search": {"traces": [{"traceID": "ab", "startTimeUnixNano": "soon"}]}}, [], ["GET /api/search"]),
+    ("mlflow/exp", {"/api/2.0/mlflow/experiments/get-by-name": {"experiment": {"name": "exp"}}}, [],
+     ["GET /api/2.0/mlflow/experiments/get-by-name", "experiment_id"]),
+    ("mlflow", {"/api/2.0/mlflow/experiments/search": {"experiments": [{"name": "x"}]}}, [],
+     ["POST /api/2.0/mlflow/experiments/search", "experiment_id"]),
+    ("mlflow", {**_EXPERIMENTS, "/api/3.0/mlflow/traces/search": [1]}, [],
+     ["POST /api/3.0/mlflow/traces/search", "a list where an object was expected"]),
+    ("mlflow", {f"/api/3.0/mlflow/traces/tr-{TID}": [1], _ARTIFACT: {"spans": []}}, [TID],
+     [f"GET /api/3.0/mlflow/traces/tr-{TID}", "a list where an object was expected"]),
+    ("mlflow", {f"/api/3.0/mlflow/traces/tr-{TID}": {"trace": {"trace_info": {"tags": [1]}}}, _ARTIFACT: {}}, [TID],
+     ["holds no trace"]),
+    ("phoenix", {"/v1/projects/default/traces": {"data": [{"trace_id": "zz"}]}}, [],
+     ["GET /v1/projects/default/traces", "trace_id 'zz' is not a trace id"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("url", "answers", "ids", "needles"), SHAPES)
+def test_an_answer_of_the_wrong_shape_is_one_line_naming_the_request(tmp_path, url, answers, ids, needles):
+    kind, _, scope = url.partition("/")
+    with loopback(routes(answers)) as server:
+        res = invoke("import", server.url(kind) + f"/{scope}" * bool(scope), *ids, "--store", str(tmp_path / "s.db"))
+    one_line_error(res, *needles)
+
+
+@pytest.mark.parametrize("since", ["99999999w", "9" * 400 + "d", "0001-01-01"])
+def test_a_since_before_1970_is_a_usage_error(tmp_path, since):
+    with loopback(routes({"/v1/projects/default/traces": {"data": []}})) as server:
+        res = invoke("import", server.url("phoenix"), "--since", since, "--store", str(tmp_path / "s.db"))
+    one_line_error(res, "--since", "before 1970")
+    assert server.seen == []
+
+
+def test_a_backend_trickling_its_answer_is_given_up_on_at_the_timeout(tmp_path):
+    def trickle(request, _):
+        request.send_response(200)
+        request.send_header("Content-Length", "40")
+        request.end_headers()
+        for _ in range(40):  # 3 s in all; each byte well within the timeout of one read
+            request.wfile.write(b" ")
+            time.sleep(0.075)
+
+    with loopback(trickle) as server:
+        start = time.monotonic()
+        res = invoke("import", server.url("jaeger"), TID, "--timeout", "0.5", "--store", str(tmp_path / "s.db"))
+        took = time.monotonic() - start
+    one_line_error(res, "took longer than 0.5 s", "--timeout")
+    assert took < 2.0
+
+
+def test_phoenix_answering_a_cursor_it_gave_before_is_one_line(tmp_path):
+    def same_cursor(request, server):
+        if len(server.seen) > 20:
+            reply(request, 500, b"looped")
+        else:
+            reply(request, 200, {"data": [{"trace_id": TID}], "next_cursor": "c1"})
+
+    with loopback(same_cursor) as server:
+        res = invoke("import", server.url("phoenix"), "--limit", "5", "--store", str(tmp_path / "s.db"))
+    one_line_error(res, "GET /v1/projects/default/traces", "next_cursor it had given before")
+    assert len(server.seen) == 2
+
+
+def test_an_error_answer_is_shown_as_one_short_redacted_line(tmp_path):
+    secret = "ghp_" + "a1B2c3D4e5" * 4
+    body = f"oops\r\x1b[2J\x07 token {secret}\n".encode() + b"x" * 500
+    with serving(Backend("jaeger", traces_of(RECORDED[0]))) as backend:
+        backend.fail = (500, {}, body)
+        line = one_line_error(invoke("import", backend.url, TID, "--store", str(tmp_path / "s.db")), "500", "oops")
+    assert secret not in line and "\x1b" not in line and "\x07" not in line
+    assert len(line) < 200, line

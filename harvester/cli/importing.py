@@ -18,19 +18,27 @@ from . import ProgressBar, echo_json, json_option, main, open_store, plural, sto
 __all__ = ["import_command", "since_ns", "store_pulled"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def since_ns(text: str | None) -> int | None:
-    """``--since``: an age (``90m``, ``24h``, ``7d``, ``2w``) or an ISO date/time (UTC unless it says)."""
+    """``--since``: an age (``90m``, ``24h``, ``7d``, ``2w``) or an ISO date/time (UTC unless it says),
+    no further back than 1970 (an age past that, or a date before it, is a usage error)."""
     if text is None:
         return None
+    now, shown = time.time(), repr(text if len(text) <= 40 else text[:40] + "...")
     if m := re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text.lower()):
-        return int((time.time() - float(m[1]) * _UNITS[m[2]]) * 1e9)
+        seconds = float(m[1]) * _UNITS[m[2]]
+        if not seconds <= now:  # also inf, from an age of 400 digits
+            raise InputError(f"--since {shown} reaches back before 1970; use a shorter age (30m, 24h, 7d)")
+        return int((now - seconds) * 1e9)
     try:
         when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise InputError(f"--since {text!r}: use an age (30m, 24h, 7d) or an ISO date (2026-12-01T08:00)") from None
+        raise InputError(f"--since {shown}: use an age (30m, 24h, 7d) or an ISO date (2026-12-01T08:00)") from None
     when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    if when < _EPOCH:
+        raise InputError(f"--since {shown} is before 1970; use a later date")
     return int(when.timestamp() * 1e9)
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import base64
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -166,41 +167,100 @@ class Backend:
         return 404, None
 
 
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+
+
+@dataclass
+class Loopback:
+    """A loopback HTTP server a test writes the answers of (``handle(request, loopback)``); ``seen``
+    records every request that reached it, with its headers."""
+
+    handle: Callable[[BaseHTTPRequestHandler, Loopback], None]
+    seen: list[Seen] = field(default_factory=list)
+    port: int = 0
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, kind: str) -> str:
+        return f"{kind}://127.0.0.1:{self.port}"
+
+
+def reply(request: BaseHTTPRequestHandler, status: int, doc: Any = None, headers: dict[str, str] | None = None) -> None:
+    """Answer ``doc`` (bytes as they are, anything else as JSON) with ``status`` and ``headers``."""
+    body = doc if isinstance(doc, bytes) else orjson.dumps(doc)
+    request.send_response(status)
+    for k, v in {"Content-Type": "application/json", **(headers or {})}.items():
+        request.send_header(k, v)
+    request.send_header("Content-Length", str(len(body)))
+    request.end_headers()
+    request.wfile.write(body)
+
+
+def routes(answers: dict[str, Any]) -> Callable[[BaseHTTPRequestHandler, Loopback], None]:
+    """A ``Loopback`` handler answering each path (no query) with its JSON document, others 404."""
+
+    def handle(request: BaseHTTPRequestHandler, _: Loopback) -> None:
+        path = urlsplit(request.path).path
+        reply(request, *((200, answers[path]) if path in answers else (404, {"error": "not found"})))
+
+    return handle
+
+
 @contextmanager
-def serving(backend: Backend) -> Iterator[Backend]:
+def loopback(handle: Callable[[BaseHTTPRequestHandler, Loopback], None]) -> Iterator[Loopback]:
+    server_of = Loopback(handle)
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
             pass
 
-        def do_GET(self) -> None:
-            parts = urlsplit(self.path)
-            backend.requests.append(self.path)
-            backend.headers_seen = dict(self.headers)  # type: ignore[attr-defined]
-            if backend.fail is not None and backend.fail_times != 0:
-                if backend.fail_times is not None:
-                    backend.fail_times -= 1
-                status, headers, body = backend.fail
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
-            status, doc = backend.answer(parts.path, parse_qs(parts.query))
-            body = orjson.dumps(doc) if doc is not None else b"404 page not found"
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json" if doc is not None else "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+        def answer(self) -> None:
+            server_of.seen.append(Seen(self.command, self.path, dict(self.headers)))
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            try:
+                server_of.handle(self, server_of)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up: what the test is about
+
+        do_GET = do_POST = answer
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    backend.url = f"{backend.kind}://127.0.0.1:{server.server_address[1]}"
+    server_of.port = server.server_address[1]
     try:
-        yield backend
+        yield server_of
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def serving(backend: Backend) -> Iterator[Backend]:
+    def handle(request: BaseHTTPRequestHandler, _: Loopback) -> None:
+        parts = urlsplit(request.path)
+        backend.requests.append(request.path)
+        backend.headers_seen = dict(request.headers)  # type: ignore[attr-defined]
+        if backend.fail is not None and backend.fail_times != 0:
+            if backend.fail_times is not None:
+                backend.fail_times -= 1
+            status, headers, body = backend.fail
+            reply(request, status, body, headers)
+            return
+        status, doc = backend.answer(parts.path, parse_qs(parts.query))
+        if doc is None:
+            reply(request, status, b"404 page not found", {"Content-Type": "text/plain"})
+        else:
+            reply(request, status, doc)
+
+    with loopback(handle) as server:
+        backend.url = server.url(backend.kind)
+        yield backend

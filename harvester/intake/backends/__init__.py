@@ -7,7 +7,8 @@ form the conventions read, undoing what its backend did, so the same Run comes o
 processor. One module per backend (``_phoenix``, ``_mlflow``, ``_jaeger``, ``_tempo``), each with:
 
 - ``CREDENTIALS``: the environment variables it reads, for the docs and the 401 line;
-- ``headers() -> dict[str, str]``: the request headers those variables make (never logged);
+- ``headers() -> dict[str, str]``: the request headers those variables make (never logged; a value a
+  header cannot carry is an ``InputError`` naming its variable);
 - ``fetch(client, trace_id) -> list[SpanData]``: one whole trace, every page of it; ``NotFoundError``
   when the backend does not hold it;
 - ``find(client, *, since_ns, failed, limit) -> list[str]``: trace ids, newest first, filtered on the

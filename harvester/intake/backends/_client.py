@@ -4,28 +4,126 @@ The standard library's ``urllib`` is enough for a few GETs and POSTs per trace; 
 errors. A backend that is down, refuses the credentials, rate-limits, or answers with something that
 is not JSON each gives one ``BackendError`` naming the backend, the request and the fix (which
 environment variable to set), and the status it answered with, so a reader can turn a 404 for a trace
-id into "this backend does not hold that trace". The credentials go in headers, never in the message.
+id into "this backend does not hold that trace". The credentials go in headers, never in the message:
+
+- a redirect is followed only within the backend's origin (scheme, host and port): ``urllib`` would
+  send every header, the credentials too, wherever a redirect points, plain http included;
+- a credential an HTTP header cannot carry (a newline) is an ``InputError`` naming its variable;
+- each request has an overall deadline (``timeout``), not only one per read: a backend trickling its
+  answer a byte at a time is given up on; what an error answer's body says is shown cut to one short,
+  printable, redacted line.
+
+``Client.answers()`` wraps the reading of an answer: one whose JSON is not of the shape the backend
+answers (a list for an object, a field missing) is one ``BackendError`` naming the request.
 """
 
 from __future__ import annotations
 
+import functools
+import http.client
+import os
+import re
 import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
-from typing import Any
-from urllib.parse import urlencode
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import IO, Any
+from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from ...errors import BackendError, NotFoundError
+from ...errors import BackendError, InputError, NotFoundError
 from ._target import Target
 
-__all__ = ["MAX_RESPONSE_BYTES", "Client"]
+__all__ = ["MAX_RESPONSE_BYTES", "SHAPE_ERRORS", "Client", "check_header", "credential", "one_line"]
 
 MAX_RESPONSE_BYTES = 512 << 20  # one response; a trace past this is paged, or it is not an agent's
 RETRY_AFTER_MAX_S = 5.0  # a short rate limit is waited out (twice at most); a longer one is reported
+DETAIL_CHARS = 80  # of an error answer's body, in the message
+SHAPE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError)
+_CHUNK = 1 << 16
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header name
+_JSON_NAMES = {"list": "a list", "str": "a string", "int": "a number", "float": "a number", "bool": "a boolean",
+               "NoneType": "null", "dict": "an object"}  # fmt: skip
+
+
+def credential(variable: str) -> str:
+    """The environment variable ``variable``, stripped, checked to fit in an HTTP header."""
+    value = os.environ.get(variable, "").strip()
+    check_header(value, variable)
+    return value
+
+
+def check_header(value: str, source: str, *, name: bool = False) -> None:
+    """``InputError`` naming ``source`` (never the value) when ``value`` cannot go in a header (a newline
+    would end the header and start another); ``name``: it is a header's name."""
+    bad = not _TOKEN.fullmatch(value) if name else any(_unsendable(c) for c in value)
+    if bad:
+        what = "a header name" if name else "a control character (a newline?) or a character HTTP headers cannot carry"
+        raise InputError(f"holds {what}; set it again", field=source)
+
+
+def _unsendable(c: str) -> bool:
+    return (ord(c) < 32 and c != "\t") or 127 <= ord(c) < 160 or ord(c) > 255
+
+
+def one_line(text: str, limit: int = DETAIL_CHARS) -> str:
+    """``text`` as one printable line of at most ``limit`` characters (control characters, newlines
+    and terminal escapes become spaces)."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@functools.cache
+def _redactor() -> Any:
+    from ...redact import Redactor
+
+    return Redactor(key="")
+
+
+def _detail(raw: bytes, limit: int = DETAIL_CHARS) -> str:
+    """What a backend's answer says, to show: redacted (it may echo a token), then one short line."""
+    return one_line(_redactor().redact_text(raw.decode("utf-8", "replace")), limit)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+class _Redirected(Exception):
+    def __init__(self, code: int, url: str) -> None:
+        super().__init__(code, url)
+        self.code, self.url = code, url
+
+
+class _TooSlow(Exception):
+    pass
+
+
+class _SameOrigin(urllib.request.HTTPRedirectHandler):
+    """A redirect within the backend's origin is followed; one elsewhere is refused (``urllib`` would
+    re-send every header, the credentials too, to any host it points at)."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        if _origin(newurl) != _origin(req.full_url):
+            fp.close()
+            raise _Redirected(code, newurl)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+@functools.cache
+def _opener() -> urllib.request.OpenerDirector:
+    return urllib.request.build_opener(_SameOrigin())  # urlopen's handlers (proxies from the environment too)
 
 
 class Client:
@@ -37,9 +135,21 @@ class Client:
         self.headers = {"Accept": "application/json", "User-Agent": "harvester", **(headers or {})}
         self.credentials = credentials
         self.timeout = timeout
+        self.last = str(target)  # the request last sent, for a message about its answer
+        source = f"the headers from {credentials}" if credentials else "the headers"
+        for name, value in self.headers.items():
+            check_header(name, source, name=True)
+            check_header(value, f"{source} ({name})")
 
     def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         return self.request("GET", path, params=params)
+
+    def get_object(self, path: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``get``, for an answer that is a JSON object (``{}`` for an empty one)."""
+        return self.object(self.get(path, params))
+
+    def post_object(self, path: str, body: Any, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self.object(self.post(path, body, params))
 
     def get_trace(self, path: str, trace_id: str) -> Any:
         """``get(path)`` for one trace: a 404 is ``NotFoundError`` ("holds no trace ...")."""
@@ -53,6 +163,42 @@ class Client:
     def post(self, path: str, body: Any, params: Mapping[str, Any] | None = None) -> Any:
         return self.request("POST", path, params=params, body=body)
 
+    # -- the shape of an answer ------------------------------------------------------------------
+    def wrong(self, detail: str) -> BackendError:
+        """The error for an answer to the last request that is not of the shape the backend answers."""
+        backend = self.target.backend
+        return BackendError(f"{self.last}: the answer is not of the shape {backend} answers ({one_line(detail, 120)}); "
+                            f"is this {backend}?")  # fmt: skip
+
+    def object(self, answer: Any) -> dict[str, Any]:
+        if answer is None:
+            return {}
+        if not isinstance(answer, dict):
+            raise self.wrong(f"{_json_name(answer)} where an object was expected")
+        return answer
+
+    def items(self, answer: dict[str, Any], field: str, kind: type | None = None) -> list[Any]:
+        """``answer[field]``, a list (``[]`` when absent or null) whose items are each a ``kind``."""
+        value = answer.get(field)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.wrong(f"{field!r} is {_json_name(value)} where a list was expected")
+        if kind is not None:
+            for item in value:
+                if not isinstance(item, kind):
+                    raise self.wrong(f"{field!r} holds {_json_name(item)} where {_json_name(kind())} was expected")
+        return value
+
+    @contextmanager
+    def answers(self) -> Iterator[None]:
+        """Reading answers inside: one the code cannot read (``KeyError``, ``TypeError``...) is ``wrong``."""
+        try:
+            yield
+        except SHAPE_ERRORS as exc:
+            raise self.wrong(_shape(exc)) from None
+
+    # -- one request -----------------------------------------------------------------------------
     def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, body: Any = None) -> Any:
         """The decoded JSON answer to one request (``None`` for an empty body), or ``BackendError``."""
         query = urlencode({k: v for k, v in (params or {}).items() if v is not None}, doseq=True)
@@ -62,14 +208,26 @@ class Client:
         if body is not None:
             data = orjson.dumps(body)
             headers["Content-Type"] = "application/json"
-        what = f"{self.target}: {method} {path}"
+        what = self.last = f"{self.target}: {method} {path}"
+        backend = self.target.backend
         for attempt in range(3):
+            deadline = time.monotonic() + self.timeout
             try:
-                with urllib.request.urlopen(
-                    urllib.request.Request(url, data=data, headers=headers, method=method), timeout=self.timeout
-                ) as response:
-                    raw = response.read(MAX_RESPONSE_BYTES + 1)
+                req = urllib.request.Request(url, data=data, headers=headers, method=method)
+                with _opener().open(req, timeout=self.timeout) as response:
+                    raw = _read(response, deadline)
                 break
+            except _Redirected as exc:
+                raise BackendError(
+                    f"{what}: answered {exc.code}, a redirect to {_where(exc.url)}, another origin; harvester does "
+                    f"not follow it (the credentials would go there): if the backend is there, use "
+                    f"{_where(exc.url, backend)}",
+                    status=exc.code,
+                ) from None
+            except _TooSlow:
+                raise BackendError(
+                    f"{what}: the answer took longer than {self.timeout:g} s; try again, or a longer --timeout"
+                ) from None
             except urllib.error.HTTPError as exc:
                 wait = _retry_after(exc)
                 if exc.code == 429 and wait is not None and wait <= RETRY_AFTER_MAX_S and attempt < 2:
@@ -82,7 +240,16 @@ class Client:
                     reason = f"no answer within {self.timeout:g} s"
                 elif isinstance(reason, OSError) and reason.strerror:
                     reason = reason.strerror.lower()
+                reason = one_line(str(reason))
                 raise BackendError(f"{what}: unreachable ({reason}); is the backend running there?") from None
+            except http.client.InvalidURL:
+                raise BackendError(f"{what}: the URL holds a character HTTP cannot carry") from None
+            except http.client.HTTPException as exc:  # a status line that is not HTTP, a body cut short
+                raise BackendError(
+                    f"{what}: the answer is not HTTP or broke off ({type(exc).__name__}); is this {backend}?"
+                ) from None
+            except ValueError:  # http.client refuses a header it cannot send: never show its value
+                raise BackendError(f"{what}: a request header holds a character HTTP cannot carry") from None
         if len(raw) > MAX_RESPONSE_BYTES:
             raise BackendError(f"{what}: the answer is over {MAX_RESPONSE_BYTES >> 20} MiB; ask for less (--limit)")
         if not raw.strip():
@@ -90,10 +257,46 @@ class Client:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
-            head = raw[:60].decode("utf-8", "replace").strip()
-            raise BackendError(
-                f"{what}: the answer is not JSON ({head!r}...); is this {self.target.backend}?"
-            ) from None
+            head = _detail(bytes(raw[:200]), 60)
+            raise BackendError(f"{what}: the answer is not JSON ({head!r}...); is this {backend}?") from None
+
+
+def _read(response: Any, deadline: float) -> bytearray:
+    """The body (up to one byte past the limit), a read at a time, given up on past ``deadline``."""
+    if time.monotonic() > deadline:
+        raise _TooSlow
+    raw = bytearray()
+    while chunk := response.read1(_CHUNK):
+        raw += chunk
+        if len(raw) > MAX_RESPONSE_BYTES:
+            return raw
+        if time.monotonic() > deadline:
+            raise _TooSlow
+    if getattr(response, "length", None):  # read1 ends quietly where the connection did
+        raise http.client.IncompleteRead(bytes(raw), response.length)
+    return raw
+
+
+def _where(url: str, backend: str = "") -> str:
+    """Where a redirect points, without its path, query or any user:password in it; with ``backend``,
+    as the backend URL that names it."""
+    scheme, host, port = _origin(url)
+    host = f"[{host}]" if ":" in host else host
+    if backend:
+        scheme = backend + ("+https" if scheme == "https" else "")
+    return one_line(f"{scheme}://{host}" + (f":{port}" if port else ""))
+
+
+def _json_name(value: Any) -> str:
+    return _JSON_NAMES.get(type(value).__name__, type(value).__name__)
+
+
+def _shape(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"no field {exc.args[0]!r}" if exc.args else "a field missing"
+    if isinstance(exc, AttributeError) and (m := re.match(r"'(\w+)' object has no attribute", str(exc))):
+        return f"{_JSON_NAMES.get(m[1], m[1])} where an object was expected"
+    return str(exc) or type(exc).__name__
 
 
 def _retry_after(exc: urllib.error.HTTPError) -> float | None:
@@ -112,7 +315,8 @@ def _explain(exc: urllib.error.HTTPError, wait: float | None, credentials: str) 
         return "429 rate limited" + (f" (retry after {wait:g} s)" if wait is not None else "; try again later")
     detail = ""
     try:
-        detail = exc.read(300).decode("utf-8", "replace").strip().replace("\n", " ")
-    except OSError:
+        fp: Any = exc.fp  # the response: read1 takes what has come, waiting once at most
+        detail = _detail(getattr(fp, "read1", fp.read)(300)) if fp is not None else ""
+    except (OSError, http.client.HTTPException):
         pass
-    return f"{code} {exc.reason}" + (f": {detail[:200]}" if detail else "")
+    return f"{code} {one_line(str(exc.reason))}" + (f": {detail}" if detail else "")

@@ -21,17 +21,17 @@ Jaeger has no credentials of its own; behind a proxy, ``HARVESTER_JAEGER_TOKEN``
 from __future__ import annotations
 
 import base64
-import os
 import time
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
 from ...errors import NotFoundError, OtlpFormatError
 from ...seam import replay_span
 from ...spans import SpanData
-from ._client import Client
-from ._values import PAYLOADS, padded_hex
+from ._client import Client, credential, one_line
+from ._values import PAYLOADS, hex_trace_id, padded_hex
 
 __all__ = ["CREDENTIALS", "fetch", "find", "from_export", "headers", "spans_of_trace"]
 
@@ -49,12 +49,13 @@ _SEARCH_WINDOW_S = 7 * 86400  # without --since, the last week (Jaeger needs a w
 
 
 def headers() -> dict[str, str]:
-    token = os.environ.get(CREDENTIALS, "").strip()
+    token = credential(CREDENTIALS)
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def fetch(client: Client, trace_id: str) -> list[SpanData]:
-    answer = client.get_trace(f"/api/traces/{trace_id.lower()}", trace_id)
+    tid = hex_trace_id(trace_id, "Jaeger")
+    answer = client.get_trace(f"/api/traces/{quote(tid, safe='')}", trace_id)
     traces = (answer.get("data") or []) if isinstance(answer, dict) else []
     spans = [s for t in traces if isinstance(t, dict) for s in spans_of_trace(t, file=str(client.target))]
     if not spans:
@@ -66,15 +67,19 @@ def find(client: Client, *, since_ns: int | None, failed: bool, limit: int) -> l
     """Trace ids newest first. Jaeger searches one service at a time: every service it knows is asked."""
     end_us = int(time.time() * 1e6)
     start_us = since_ns // 1000 if since_ns is not None else end_us - _SEARCH_WINDOW_S * 1_000_000
-    services = (client.get("/api/services") or {}).get("data") or []
+    services = client.items(client.get_object("/api/services"), "data", str)
     found: dict[str, int] = {}
     for service in services:
         params: dict[str, Any] = {"service": service, "start": start_us, "end": end_us, "limit": limit}
         if failed:
             params["tags"] = orjson.dumps({"error": "true"}).decode()
-        for trace in (client.get("/api/traces", params) or {}).get("data") or []:
-            spans = trace.get("spans") or []
-            tid = padded_hex(trace.get("traceID") or (spans[0].get("traceID") if spans else ""), 32)
+        for trace in client.items(client.get_object("/api/traces", params), "data", dict):
+            spans = client.items(trace, "spans", dict)
+            asked = trace.get("traceID") or (spans[0].get("traceID") if spans else "")
+            try:
+                tid = padded_hex(asked, 32)
+            except ValueError:
+                raise client.wrong(f"traceID {one_line(repr(asked), 60)} is not a trace id") from None
             started = min((int(s.get("startTime") or 0) for s in spans), default=0)
             found[tid] = max(found.get(tid, 0), started)
     return sorted(found, key=lambda t: -found[t])[:limit]

@@ -40,11 +40,11 @@ from urllib.parse import quote
 
 import orjson
 
-from ...errors import BackendError, NotFoundError, OtlpFormatError
+from ...errors import BackendError, InputError, NotFoundError, OtlpFormatError
 from ...seam import replay_span
 from ...spans import SpanData
-from ._client import Client
-from ._values import PAYLOADS, is_hex
+from ._client import Client, credential
+from ._values import PAYLOADS, is_hex, shown_id
 
 __all__ = ["CREDENTIALS", "LOST", "fetch", "find", "from_export", "headers", "spans_of_trace"]
 
@@ -58,10 +58,11 @@ LOST = (
 _SCALARS = (str, bool, int, float)
 _PAGE = 500  # the most search_traces answers at once
 _STATUSES = {"OK": "OK", "ERROR": "ERROR"}
+_MAX_ID = 256  # MLflow's ids are tr-<32 hex>, or an MLflow 2 request id (32 hex)
 
 
 def headers() -> dict[str, str]:
-    if token := os.environ.get("MLFLOW_TRACKING_TOKEN", "").strip():
+    if token := credential("MLFLOW_TRACKING_TOKEN"):
         return {"Authorization": f"Bearer {token}"}
     user, password = os.environ.get("MLFLOW_TRACKING_USERNAME", ""), os.environ.get("MLFLOW_TRACKING_PASSWORD", "")
     if user or password:
@@ -72,17 +73,19 @@ def headers() -> dict[str, str]:
 def fetch(client: Client, trace_id: str) -> list[SpanData]:
     """One whole trace, by MLflow's ``tr-`` id or the OTel 32-hex id (or an MLflow 2 request id)."""
     text = trace_id.strip().lower()
+    if not text or len(text) > _MAX_ID or not all(c.isprintable() and not c.isspace() for c in text):
+        raise InputError(f"{shown_id(trace_id)} is not an MLflow trace id (tr-<32 hex>, or 32 hex digits)")
     names = [f"tr-{text}", text] if is_hex(text, 32) else [trace_id.strip()]
     for name in names:
         try:
-            info = client.get(f"/api/3.0/mlflow/traces/{quote(name, safe='')}")
-            data = client.get("/ajax-api/2.0/mlflow/get-trace-artifact", {"request_id": name})
+            info = client.get_object(f"/api/3.0/mlflow/traces/{quote(name, safe='')}")
+            data = client.get_object("/ajax-api/2.0/mlflow/get-trace-artifact", {"request_id": name})
         except BackendError as exc:
             if exc.status == 404:
                 continue
             raise
-        trace_info = ((info or {}).get("trace") or {}).get("trace_info") or {}
-        stored = (data or {}).get("spans")
+        trace_info = (info.get("trace") or {}).get("trace_info") or {}
+        stored = data.get("spans")
         spans = spans_of_trace(stored, trace_info.get("tags"), file=str(client.target))
         if spans:
             return spans
@@ -103,8 +106,9 @@ def find(client: Client, *, since_ns: int | None, failed: bool, limit: int) -> l
         body["filter"] = " AND ".join(clauses)
     ids: list[str] = []
     while body["locations"] and len(ids) < limit:
-        page = client.post("/api/3.0/mlflow/traces/search", {**body, "max_results": min(limit - len(ids), _PAGE)}) or {}
-        for trace in page.get("traces") or ():
+        ask = {**body, "max_results": min(limit - len(ids), _PAGE)}
+        page = client.post_object("/api/3.0/mlflow/traces/search", ask)
+        for trace in client.items(page, "traces", dict):
             name = str(trace.get("trace_id") or "")
             ids.append(name[3:] if name.startswith("tr-") and is_hex(name[3:], 32) else name)
         if not page.get("next_page_token") or not page.get("traces"):
@@ -120,19 +124,29 @@ def _experiments(client: Client) -> list[str]:
         ids: list[str] = []
         body: dict[str, Any] = {"max_results": 1000, "view_type": "ACTIVE_ONLY"}
         while True:
-            page = client.post("/api/2.0/mlflow/experiments/search", body) or {}
-            ids.extend(str(e["experiment_id"]) for e in page.get("experiments") or ())
+            page = client.post_object("/api/2.0/mlflow/experiments/search", body)
+            ids.extend(_experiment_id(client, e) for e in client.items(page, "experiments", dict))
             if not page.get("next_page_token"):
                 return ids
             body["page_token"] = page["next_page_token"]
     lookups = [("get", {"experiment_id": scope})] if scope.isdigit() else []
     for path, params in [*lookups, ("get-by-name", {"experiment_name": scope})]:
         try:
-            return [str(client.get(f"/api/2.0/mlflow/experiments/{path}", params)["experiment"]["experiment_id"])]
+            answer = client.get_object(f"/api/2.0/mlflow/experiments/{path}", params)
         except BackendError as exc:
             if exc.status not in (400, 404):
                 raise
+            continue
+        experiment = answer.get("experiment")
+        return [_experiment_id(client, experiment if isinstance(experiment, dict) else {})]
     raise NotFoundError(f"{client.target}: MLflow has no experiment {scope!r}")
+
+
+def _experiment_id(client: Client, experiment: dict[str, Any]) -> str:
+    eid = experiment.get("experiment_id")
+    if eid is None or eid == "":
+        raise client.wrong("an experiment without an experiment_id")
+    return str(eid)
 
 
 def from_export(doc: Any, file: str) -> list[SpanData] | None:
@@ -169,7 +183,8 @@ def _is_mlflow_span(span: Any) -> bool:
 def spans_of_trace(spans: Any, tags: Any, *, file: str) -> list[SpanData]:
     """One trace's spans in MLflow's stored form (attributes a map of JSON text) or its REST form
     (OTLP ``KeyValue``s, snake_case), with the trace's tags; none if it is one of harvester's replays."""
-    resource = {str(k): v for k, v in (tags or {}).items() if not str(k).startswith("mlflow.")}
+    tags = tags if isinstance(tags, dict) else {}
+    resource = {str(k): v for k, v in tags.items() if not str(k).startswith("mlflow.")}
     out = []
     for i, s in enumerate(spans or ()):
         try:

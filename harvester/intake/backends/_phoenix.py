@@ -44,8 +44,8 @@ from urllib.parse import quote, unquote
 from ...errors import BackendError, NotFoundError, OtlpFormatError
 from ...seam import replay_span
 from ...spans import SpanData
-from ._client import Client
-from ._values import padded_hex
+from ._client import Client, check_header, credential
+from ._values import hex_trace_id, is_hex, padded_hex
 
 __all__ = ["CREDENTIALS", "fetch", "find", "from_export", "headers", "span_from_phoenix", "undo_attributes"]
 
@@ -73,8 +73,11 @@ def headers() -> dict[str, str]:
     for item in os.environ.get("PHOENIX_CLIENT_HEADERS", "").split(","):
         name, eq, value = item.partition("=")
         if eq and name.strip():
-            out[unquote(name.strip())] = unquote(value.strip())
-    if key := os.environ.get("PHOENIX_API_KEY", "").strip():
+            name, value = unquote(name.strip()), unquote(value.strip())
+            check_header(name, "PHOENIX_CLIENT_HEADERS", name=True)
+            check_header(value, "PHOENIX_CLIENT_HEADERS")
+            out[name] = value
+    if key := credential("PHOENIX_API_KEY"):
         out = {k: v for k, v in out.items() if k.lower() != "authorization"}
         out["Authorization"] = f"Bearer {key}"
     return out
@@ -82,7 +85,7 @@ def headers() -> dict[str, str]:
 
 def fetch(client: Client, trace_id: str) -> list[SpanData]:
     """Every span of one trace (``GET .../spans?trace_id=``, paged by ``next_cursor``)."""
-    tid = trace_id.strip().lower()
+    tid = hex_trace_id(trace_id, "Phoenix")
     project = _project(client)
     spans: list[SpanData] = []
     for page in _pages(client, f"{_base(client)}/spans", {"trace_id": tid, "limit": PAGE}):
@@ -106,7 +109,7 @@ def find(client: Client, *, since_ns: int | None, failed: bool, limit: int) -> l
         params["filter"] = "error_count > 0"
     out: list[str] = []
     for page in _pages(client, f"{_base(client)}/traces", params):
-        ids = [t for t in (str(trace.get("trace_id") or "").lower() for trace in page) if t not in out]
+        ids = [t for t in (_trace_id(client, trace) for trace in page) if t not in out]
         if failed and ids:
             bad: set[str] = set()
             for i in range(0, len(ids), _CHECK):  # a URL of a few KiB: uvicorn refuses long request lines
@@ -118,6 +121,13 @@ def find(client: Client, *, since_ns: int | None, failed: bool, limit: int) -> l
         if len(out) >= limit:
             break
     return out[:limit]
+
+
+def _trace_id(client: Client, trace: dict[str, Any]) -> str:
+    tid = str(trace.get("trace_id") or "").lower()
+    if tid and not is_hex(tid.rjust(32, "0"), 32):
+        raise client.wrong(f"trace_id {tid[:40]!r} is not a trace id")
+    return tid
 
 
 def from_export(doc: Any, file: str) -> list[SpanData] | None:
@@ -233,6 +243,7 @@ def _lists(node: Any) -> Any:
 def _pages(client: Client, path: str, params: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
     """Each page of a paged answer (``data``, then ``next_cursor`` until there is none)."""
     params = dict(params)
+    cursors: set[str] = set()
     while True:
         try:
             answer = client.get(path, params)
@@ -246,6 +257,10 @@ def _pages(client: Client, path: str, params: dict[str, Any]) -> Iterator[list[d
         cursor = answer.get("next_cursor")
         if not cursor:
             return
+        if str(cursor) in cursors:
+            raise BackendError(f"{client.last}: answered a next_cursor it had given before (pages in a loop); "
+                               "is this Phoenix?")  # fmt: skip
+        cursors.add(str(cursor))
         params["cursor"] = cursor
 
 

@@ -14,13 +14,14 @@ deployments), ``HARVESTER_TEMPO_TOKEN`` is sent as a bearer token, and in a mult
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
+from urllib.parse import quote
 
 from ...errors import NotFoundError
 from ...spans import SpanData, spans_from_otlp
-from ._client import Client
+from ._client import Client, credential, one_line
+from ._values import hex_trace_id, padded_hex
 
 __all__ = ["CREDENTIALS", "fetch", "find", "from_export", "headers", "otlp_document"]
 
@@ -30,15 +31,16 @@ _SEARCH_WINDOW_S = 7 * 86400  # without --since, the last week
 
 def headers() -> dict[str, str]:
     out = {}
-    if token := os.environ.get("HARVESTER_TEMPO_TOKEN", "").strip():
+    if token := credential("HARVESTER_TEMPO_TOKEN"):
         out["Authorization"] = f"Bearer {token}"
-    if tenant := os.environ.get("HARVESTER_TEMPO_TENANT", "").strip():
+    if tenant := credential("HARVESTER_TEMPO_TENANT"):
         out["X-Scope-OrgID"] = tenant
     return out
 
 
 def fetch(client: Client, trace_id: str) -> list[SpanData]:
-    answer = client.get_trace(f"/api/traces/{trace_id.lower()}", trace_id)
+    tid = hex_trace_id(trace_id, "Tempo")
+    answer = client.get_trace(f"/api/traces/{quote(tid, safe='')}", trace_id)
     doc = otlp_document(answer)
     spans = list(spans_from_otlp(doc, file=str(client.target))) if doc is not None else []
     if not spans:
@@ -51,9 +53,16 @@ def find(client: Client, *, since_ns: int | None, failed: bool, limit: int) -> l
     end = int(time.time()) + 1
     start = since_ns // 1_000_000_000 if since_ns is not None else end - _SEARCH_WINDOW_S
     params = {"q": "{ status = error }" if failed else "{ }", "start": start, "end": end, "limit": limit}
-    traces = (client.get("/api/search", params) or {}).get("traces") or []
+    traces = client.items(client.get_object("/api/search", params), "traces", dict)
     traces.sort(key=lambda t: -int(t.get("startTimeUnixNano") or 0))
-    return [str(t["traceID"]).lower().rjust(32, "0") for t in traces if t.get("traceID")][:limit]
+    ids = []
+    for t in traces:
+        if t.get("traceID"):
+            try:
+                ids.append(padded_hex(t["traceID"], 32))
+            except ValueError:
+                raise client.wrong(f"traceID {one_line(repr(t['traceID']), 60)} is not a trace id") from None
+    return ids[:limit]
 
 
 def otlp_document(doc: Any) -> dict[str, Any] | None:

@@ -15,9 +15,10 @@ import pytest
 
 from harvester.errors import HarvesterError, OtlpFormatError
 from harvester.intake import _ingest as ingest
-from harvester.intake import _worker, _workers, ingest_files
+from harvester.intake import _input, _worker, _workers, ingest_files
 from harvester.spans import SpanData, to_otlp
-from harvester.store import TraceStore
+from harvester.store import TraceStore, spans_from_blob
+from harvester.store._codec import unpacked
 from tests.builders.store import agent_trace, make_span
 
 T0 = 1_790_000_000_000_000_000
@@ -27,8 +28,8 @@ T0 = 1_790_000_000_000_000_000
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Send even tiny files to the workers, cut into many chunks (a few lines each)."""
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(ingest, "CHUNK_BYTES", 4000)
-    monkeypatch.setattr(ingest, "SLICE_SPANS", 7)
+    monkeypatch.setattr(_input, "CHUNK_BYTES", 4000)
+    monkeypatch.setattr(_input, "SLICE_SPANS", 7)
 
 
 def traffic(n: int = 60) -> list[SpanData]:
@@ -84,13 +85,51 @@ def ingest_with(jobs: int, tmp_path: Path, files: list[Path], **kw: Any) -> tupl
 
 def test_workers_store_the_same_rows_as_in_process(tmp_path: Path, small_chunks: None) -> None:
     f = write_lines(tmp_path / "traces.jsonl", traffic())
-    assert f.stat().st_size > 20 * ingest.CHUNK_BYTES  # many chunks, so traces straddle workers
+    assert f.stat().st_size > 20 * _input.CHUNK_BYTES  # many chunks, so traces straddle workers
     one, rows1 = ingest_with(1, tmp_path, [f])
     two, rows2 = ingest_with(2, tmp_path, [f])
     assert one == two
     assert one["runs"] == 69 and one["no_agent_traces"] == 6 and one["skipped"] == 1
     assert rows1 == rows2
     assert b"user1@example.com" not in b"".join(r[10] + (r[11] or b"") for r in rows2)
+
+
+def runs_of(rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """The stored runs by (trace, run) as the store reads them: a trace stored again from its stored
+    spans and a new part gets new row ids, and its raw spans are kept in another order."""
+    return {
+        (r[1], r[2]): (
+            *r[3:9],
+            unpacked(r[10]),
+            sorted(orjson.dumps(s.to_dict()) for s in spans_from_blob(unpacked(r[11]))),
+        )
+        for r in rows
+    }
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_segments_store_the_runs_of_the_whole_file(
+    tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """A big file is written a segment at a time (memory holds one, not the file); a trace whose parts
+    lie in several segments, its agent span in any of them, still becomes the runs of the whole file,
+    counted once; a trace with no agent span in any part is counted once, at the end."""
+    f = write_lines(tmp_path / "traces.jsonl", traffic())
+    whole, whole_rows = ingest_with(2, tmp_path, [f])  # one segment
+    monkeypatch.setattr(_input, "SEGMENT_BYTES", 3 * _input.CHUNK_BYTES)  # about ten segments
+    assert sum(1 for c in _input.Input(open(f, "rb"), b"", str(f), str(f)).chunks() if c is _input.SEGMENT_END) >= 8
+    cut, cut_rows = ingest_with(jobs, tmp_path, [f])
+    assert cut == whole and cut["runs"] == 69 and cut["traces"] == 66 and cut["no_agent_traces"] == 6
+    assert runs_of(cut_rows) == runs_of(whole_rows) and len(cut_rows) == len(whole_rows)
+
+
+def test_jobs_1_cuts_a_big_file_as_the_workers_do(
+    tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--jobs 1`` used to read a big file whole; now it reads the workers' segments, and stores their rows."""
+    monkeypatch.setattr(_input, "SEGMENT_BYTES", 3 * _input.CHUNK_BYTES)
+    f = write_lines(tmp_path / "traces.jsonl", traffic())
+    assert ingest_with(1, tmp_path, [f]) == ingest_with(2, tmp_path, [f])
 
 
 def test_a_second_file_and_batches(tmp_path: Path, small_chunks: None) -> None:
@@ -194,7 +233,7 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(
     tmp_path: Path, small_chunks: None, forked: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     f = write_lines(tmp_path / "traces.jsonl", traffic(20))
-    monkeypatch.setattr(_worker, "_parse", lambda *a: os._exit(3))
+    monkeypatch.setattr(_worker, "parse_chunk", lambda *a: os._exit(3))
     with TraceStore(tmp_path / "t.db") as store:
         with pytest.raises(HarvesterError, match=r"ingest worker \d .*stopped unexpectedly \(exit code 3\)"):
             ingest_files([str(f)], store, jobs=2)

@@ -1,57 +1,56 @@
 """OTLP/JSON import: ``ingest_files`` (``harvester ingest``), in-process or on worker processes.
 
 One document per file, or the Collector file exporter's JSON lines (one request per line, files of
-hundreds of MB). Spans are grouped by trace within each file, normalized, redacted (never sampled:
-an import keeps everything) and stored by the same ``RunWriter`` pipeline as live capture.
+many GB). Spans are grouped by trace, normalized, redacted (never sampled: an import keeps
+everything) and stored by the same ``RunWriter`` pipeline as live capture.
 
-Small inputs (below ``PARALLEL_MIN_BYTES``, or ``jobs=1``) are read in this process. A big file is
-shared out to ``jobs`` worker processes, the parent only reading bytes and writing SQLite:
+Small inputs (below ``PARALLEL_MIN_BYTES``) are read whole in this process. A big one is cut into
+chunks (``Input``) and read a segment (``SEGMENT_BYTES``, 64 MB) at a time, so that memory holds one
+segment whatever the file's size: on ``jobs`` worker processes, the parent only reading bytes and
+writing SQLite (``Workers``), or with ``jobs=1`` here, cut and parsed the same way. Per segment:
 
-1. parse: the file is cut into line-aligned chunks (a single big document: into slices of its
-   ``resourceSpans``) and each chunk goes to the least busy worker, which parses it, groups its
-   spans by trace and KEEPS them, answering only with the chunk's trace ids in order and counts.
-   Parsed spans never cross a process boundary in the common case (pickling them costs more than
-   parsing them).
-2. merge: once the whole file is parsed (a trace may be split over several lines anywhere in the
-   file), the parent knows which chunks hold each trace. The rare trace whose parts sit on two
-   workers is moved whole to the worker holding its first part.
-3. write: traces go back as ids, in batches, in their order of first appearance in the file; the
-   owning worker concatenates the parts in file order, runs them through ``RunWriter``
-   (normalize, redact, serialize) and returns ready rows, which the parent stores in that order
-   in large transactions. The stored rows are the ones the in-process path stores, in the same order.
+1. parse: each chunk goes to the least busy worker, which parses it, groups its spans by trace and
+   KEEPS them, answering only with the chunk's trace ids in order and counts. Parsed spans never
+   cross a process boundary in the common case (pickling them costs more than parsing them).
+2. merge: the parent knows which chunks hold each trace. The rare trace whose parts sit on two
+   workers is moved whole to the worker holding its first part; what the store holds of a trace
+   (stored before, or by an earlier segment) and what earlier segments left without an agent span
+   (``Carried``) join it as parts.
+3. write: traces go back as ids, in batches, in their order of first appearance; the owning worker
+   concatenates the parts in file order, runs them through ``RunWriter`` (normalize, redact,
+   serialize) and returns ready rows, which the parent stores in that order in large transactions.
 
-A malformed file raises the same ``OtlpFormatError`` as the in-process path (the first error in
-file order, naming the file and line) before anything from it is stored. A worker that dies is a
-``HarvesterError`` naming it; an interrupt terminates the workers.
+A trace whose parts lie in several segments becomes the runs it would be read whole (stored again
+from all its spans), counted once. A malformed file raises the same ``OtlpFormatError`` either way
+(the first error in file order, naming the file and line), before anything of its segment is stored;
+the segments before it are stored, and ingesting the fixed file again stores each run once. A
+worker that dies is a ``HarvesterError`` naming it; an interrupt terminates the workers.
 """
 
 from __future__ import annotations
 
-import gc
-import io
+import itertools
 import os
-import stat
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sized
+from collections.abc import Iterable, Mapping, Sized
 from dataclasses import dataclass, field
-from typing import IO, Any
-
-import orjson
+from typing import Any
 
 from .._progress import Progress
 from ..errors import OtlpFormatError
 from ..redact import Redactor
-from ..spans import OtlpStats, SpanData, iter_otlp_documents, numbered_otlp_documents, spans_of_document
-from ..store import TraceStore
+from ..spans import OtlpStats, SpanData, numbered_otlp_documents, spans_of_document
+from ..store import TraceStore, spans_blob
+from ._carried import Carried
+from ._input import SEGMENT_END, Input, InputFile, read
 from ._pipeline import RunWriter, merged_spans
+from ._worker import LineError, parse_chunk
 from ._workers import Workers, can_share
 
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024  # smaller inputs are read in-process: no worker start-up
-CHUNK_BYTES = 4 * 1024 * 1024  # bytes of JSON lines per parse request
-SLICE_SPANS = 20_000  # spans of a single big document per parse request
 
-__all__ = ["IngestStats", "Input", "default_jobs", "ingest_files", "ingest_traces"]
+__all__ = ["IngestStats", "default_jobs", "ingest_files", "ingest_traces"]
 
 
 @dataclass
@@ -113,7 +112,8 @@ def ingest_files(
     Spans are grouped by trace within each file and normalized; every run is redacted (no sampling:
     an import keeps everything) and stored in batches of ``batch_size`` runs. Malformed spans are
     skipped and counted. A file that is not OTLP/JSON stops the import with an ``OtlpFormatError``
-    naming it: runs from the files before it are stored, nothing from it.
+    naming it: runs from the files before it are stored, and from its segments (64 MB each) before the
+    bad line, nothing after it.
 
     ``jobs``: worker processes for inputs of ``PARALLEL_MIN_BYTES`` or more (default
     ``default_jobs()``; 1 reads everything in this process). The stored rows are the same either way.
@@ -130,15 +130,12 @@ def ingest_files(
     try:
         for done, path in enumerate(paths, 1):
             name = "<stdin>" if path == "-" else path
-            with _InputFile(path) as stream:
-                head = b"" if jobs == 1 else _read(stream, PARALLEL_MIN_BYTES, path)
-                if (
-                    jobs == 1
-                    or len(head) < PARALLEL_MIN_BYTES
-                    or not can_share(redactor)
-                    or head[:3] in (b"\xef\xbb\xbf", b"\x1f\x8b\x08")
-                ):  # a BOM or gzip: read as a whole says what
-                    _ingest_bytes(head + _read(stream, -1, path), name, writer, stats)
+            with InputFile(path) as stream:
+                head = read(stream, PARALLEL_MIN_BYTES, path)
+                if len(head) < PARALLEL_MIN_BYTES or head[:3] in (b"\xef\xbb\xbf", b"\x1f\x8b\x08"):
+                    _ingest_bytes(head + read(stream, -1, path), name, writer, stats)  # a BOM or gzip: read whole
+                elif jobs == 1 or not can_share(redactor):
+                    _ingest_segments(Input(stream, head, path, name), writer, stats)
                 else:
                     if workers is None:
                         workers = Workers(jobs, redactor)
@@ -164,6 +161,36 @@ def _ingest_bytes(data: bytes, name: str, writer: RunWriter, stats: IngestStats)
     _store_traces(traces, writer, stats)
 
 
+def _ingest_segments(source: Input, writer: RunWriter, stats: IngestStats) -> None:
+    """A big file in this process (``jobs=1``): cut and parsed as the workers do it, a segment at a time,
+    so memory holds one segment and the rows stored are the workers' rows, in their order."""
+    carried = Carried()
+    held: dict[int, dict[str, list[SpanData]]] = {}
+    lines = key = 0
+    try:
+        for chunk in itertools.chain(source.chunks(), [SEGMENT_END]):
+            if chunk is not SEGMENT_END:
+                try:
+                    parsed = parse_chunk(held, key, chunk[0], source.name, chunk[1])
+                except LineError as exc:
+                    raise OtlpFormatError(exc.args[0], file=source.name, field=f"line {lines + exc.args[1]}") from None
+                lines += parsed.lines
+                key += 1
+                stats.add_otlp(parsed.spans, parsed.skipped, parsed.reasons)
+                continue
+            traces: dict[str, list[SpanData]] = {}
+            for k in sorted(held):
+                for tid, spans in held.pop(k).items():
+                    traces.setdefault(tid, []).extend(spans)
+            _store_traces(traces, writer, stats, carried)
+        left = carried.left()  # no part of these held an agent span
+        stats.traces += left
+        stats.no_agent += left
+        stats.files += 1
+    finally:
+        carried.close()
+
+
 def ingest_traces(traces: Mapping[str, list[SpanData]], store: TraceStore, *, redact: Any = True) -> IngestStats:
     """Store whole traces read elsewhere (a backend's API, an exported file) exactly as ``ingest`` stores
     a file's: merged with what is stored of them, normalized, redacted, every run kept. Written in one
@@ -175,171 +202,31 @@ def ingest_traces(traces: Mapping[str, list[SpanData]], store: TraceStore, *, re
     return stats
 
 
-def _store_traces(traces: Mapping[str, list[SpanData]], writer: RunWriter, stats: IngestStats) -> None:
+def _store_traces(
+    traces: Mapping[str, list[SpanData]], writer: RunWriter, stats: IngestStats, carried: Carried | None = None
+) -> None:
+    """Store whole traces, each merged with what is stored of it; ``carried``: one segment of a file
+    (``_carried`` says how its parts meet those of the segments before and after)."""
     stored = writer.store.spans_of(traces)
+    earlier = carried.runs_of(traces) if carried is not None else {}
+    kept = carried.take(traces) if carried is not None else {}
     before = dict(writer.dropped)
+    runs: list[tuple[str, int]] = []
+    no_agent: list[tuple[str, bytes]] = []
     for tid, spans in traces.items():
-        stats.traces += 1
-        written = writer.process_trace(merged_spans(stored.get(tid, ()), spans), replace=tid in stored)
+        merged = merged_spans([*stored.get(tid, ()), *kept.get(tid, ())], spans)
+        written = writer.process_trace(merged, replace=tid in stored)
+        if written is None and carried is not None:
+            no_agent.append((tid, spans_blob(merged)))  # counted when the file ends, unless a part joins it
+            continue
+        stats.traces += tid not in earlier
         if written is None:
             stats.no_agent += 1
         else:
-            stats.runs += written
+            stats.runs += written - earlier.get(tid, 0)
+            runs.append((tid, written))
     writer.flush(raise_errors=True)
+    if carried is not None:
+        carried.keep(no_agent)
+        carried.stored(runs)
     stats.add_lost({k: n - before.get(k, 0) for k, n in writer.dropped.items() if n > before.get(k, 0)})
-
-
-# -- reading ----------------------------------------------------------------------------------
-class _InputFile:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.stream: IO[bytes] | None = None
-
-    def __enter__(self) -> IO[bytes]:
-        if self.path == "-":
-            return sys.stdin.buffer
-        try:
-            self.stream = open(self.path, "rb")
-        except OSError as exc:
-            raise OtlpFormatError(f"cannot read ({exc.strerror})", file=self.path) from None
-        return self.stream
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.stream is not None:
-            self.stream.close()
-
-
-def _read(stream: IO[bytes], n: int, path: str) -> bytes:
-    try:
-        return stream.read(n) if n >= 0 else stream.read()
-    except OSError as exc:
-        raise OtlpFormatError(f"cannot read ({exc.strerror})", file=path) from None
-
-
-class Input:
-    """A big input cut into parse requests ``(kind, payload)``, as ``iter_otlp_documents`` reads it.
-
-    JSON lines (the first line is a whole document): ``("range", (path, start, end))`` byte ranges
-    of whole lines that the worker reads itself, or for a pipe ``("lines", bytes)``. One document:
-    ``("doc", bytes)`` slices of its ``resourceSpans``.
-    """
-
-    def __init__(self, stream: IO[bytes], head: bytes, path: str, name: str) -> None:
-        self.stream, self.head, self.path, self.name = stream, head, path, name
-
-    def _more(self) -> bytes:
-        return _read(self.stream, CHUNK_BYTES, self.path)
-
-    def chunks(self) -> Iterator[tuple[str, Any]]:
-        buf = self.head.lstrip()  # iter_otlp_documents numbers the lines of the stripped text
-        self.head = b""
-        while not buf:
-            more = self._more()
-            if not more:
-                return
-            buf = more.lstrip()
-        while (nl := buf.find(b"\n")) < 0:
-            more = self._more()
-            if not more:
-                break
-            buf += more
-        lines = False
-        if nl >= 0:
-            try:
-                orjson.loads(buf[:nl])
-                lines = True
-            except orjson.JSONDecodeError:
-                pass
-        if not lines:
-            yield from self._document(buf + _read(self.stream, -1, self.path))
-        elif self.path != "-" and _regular(self.stream):
-            yield from self._ranges(self.stream.tell() - len(buf))
-        else:
-            yield from self._pieces(buf)
-
-    def _ranges(self, pos: int) -> Iterator[tuple[str, Any]]:
-        """Whole-line byte ranges of a regular file: only the bytes around each cut are read here."""
-        size = os.fstat(self.stream.fileno()).st_size  # the file as it is now, as a read_bytes would see it
-        path = os.path.abspath(self.path)
-        while pos < size:
-            end = pos + CHUNK_BYTES
-            if end >= size:
-                end = size
-            else:
-                self.stream.seek(end)
-                while True:
-                    block = _read(self.stream, 1 << 16, self.path)
-                    nl = block.find(b"\n")
-                    if nl >= 0 or not block:
-                        end = min(size, end + nl + 1 if nl >= 0 else size)
-                        break
-                    end += len(block)
-            yield "range", (path, pos, end)
-            pos = end
-
-    def _pieces(self, buf: bytes) -> Iterator[tuple[str, Any]]:
-        """Whole-line pieces of a stream (stdin, a pipe): sent to the workers as bytes."""
-        parts = [buf]
-        size = len(buf)
-        while True:
-            more = self._more()
-            if more:
-                parts.append(more)
-                size += len(more)
-                if size < CHUNK_BYTES:
-                    continue
-            data = b"".join(parts)
-            cut = data.rfind(b"\n") + 1 if more else len(data)
-            if cut == 0:  # one line longer than a chunk: keep reading
-                parts, size = [data], len(data)
-                continue
-            if cut:
-                yield "lines", data[:cut]
-            if not more:
-                return
-            parts = [data[cut:]]
-            size = len(parts[0])
-
-    def _document(self, data: bytes) -> Iterator[tuple[str, Any]]:
-        """One big document: parsed here, its ``resourceSpans`` re-cut into slices for the workers."""
-        enabled = gc.isenabled()
-        gc.disable()  # orjson builds a tree without cycles: collections while it grows only cost time
-        try:
-            docs = list(iter_otlp_documents(data, file=self.name))  # its errors, exactly
-        finally:
-            if enabled:
-                gc.enable()
-        del data
-        for doc in docs:
-            if not isinstance(doc, dict) or "resourceSpans" not in doc:
-                raise OtlpFormatError(
-                    "not an OTLP/JSON traces document (no resourceSpans)", file=self.name, field="resourceSpans"
-                )
-            rspans = doc["resourceSpans"]
-            if not isinstance(rspans, list):
-                raise OtlpFormatError("must be a list", file=self.name, field="resourceSpans")
-            start, weight = 0, 0
-            for i, rs in enumerate(rspans):
-                weight += _span_count(rs)
-                if weight >= SLICE_SPANS:
-                    yield "doc", orjson.dumps({"resourceSpans": rspans[start : i + 1]})
-                    start, weight = i + 1, 0
-            if start < len(rspans) or not rspans:
-                yield "doc", orjson.dumps({"resourceSpans": rspans[start:]})
-
-
-def _regular(stream: IO[bytes]) -> bool:
-    try:
-        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
-    except (OSError, ValueError, io.UnsupportedOperation):
-        return False
-
-
-def _span_count(rs: Any) -> int:
-    if not isinstance(rs, dict):
-        return 1
-    n = 0
-    for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
-        spans = ss.get("spans") if isinstance(ss, dict) else None
-        n += len(spans) if isinstance(spans, list) else 1
-    return n

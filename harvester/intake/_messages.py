@@ -73,6 +73,7 @@ class Rows(NamedTuple):
     counts: list[int | None]  # per trace: runs written, or None for a trace with no agent run
     rows: list[tuple[Any, ...]]
     lost: dict[str, int]
+    no_agent: list[tuple[str, bytes]]  # the traces with no agent run, as ``spans_blob``s: a later part may join
 
 
 class Parts(NamedTuple):

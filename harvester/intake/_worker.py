@@ -22,10 +22,11 @@ import orjson
 from ..errors import OtlpFormatError
 from ..redact import Redactor
 from ..spans import OtlpStats, SpanData, line_message, spans_of_document
+from ..store import spans_blob
 from ._messages import Clear, Export, Failed, Import, Parse, Parsed, ParseError, Parts, Rows, Stop, Write
 from ._pipeline import RunWriter, merged_spans
 
-__all__ = ["worker_main"]
+__all__ = ["LineError", "parse_chunk", "worker_main"]
 
 
 class _Rows:
@@ -90,8 +91,8 @@ def worker_main(
                 del msg
                 gc.disable()  # parsing builds trees without cycles: collections would only cost time
                 try:
-                    reply(_parse(held, key, kind, name, payload))
-                except _LineError as exc:
+                    reply(parse_chunk(held, key, kind, name, payload))
+                except LineError as exc:
                     reply(ParseError(key, exc.args[0], name, None, exc.args[1]))
                 except OtlpFormatError as exc:
                     reply(ParseError(key, str(exc), exc.file, exc.field, None))
@@ -100,15 +101,19 @@ def worker_main(
                 gc.enable()
             elif isinstance(msg, Write):
                 counts: list[int | None] = []
+                no_agent: list[tuple[str, bytes]] = []
                 for tid, keys in msg.items:
                     spans = held[keys[0]].pop(tid)
                     for k in keys[1:]:
                         spans.extend(held[k].pop(tid))
-                    counts.append(writer.process_trace(merged_spans([], spans)))
+                    merged = merged_spans([], spans)
+                    counts.append(written := writer.process_trace(merged))
+                    if written is None:
+                        no_agent.append((tid, spans_blob(merged)))
                 writer.flush(raise_errors=True)
                 rows, sink.rows = sink.rows, []
                 lost, writer.dropped = writer.dropped, {}
-                reply(Rows(msg.batch, counts, rows, lost))
+                reply(Rows(msg.batch, counts, rows, lost, no_agent))
             elif isinstance(msg, Export):
                 reply(Parts([(tid, k, held[k].pop(tid)) for tid, k in msg.items]))
             elif isinstance(msg, Import):
@@ -125,11 +130,11 @@ def worker_main(
     sender.join()
 
 
-class _LineError(Exception):
+class LineError(Exception):
     """Invalid JSON at a line of a chunk: (message, line number within the chunk)."""
 
 
-def _parse(held: dict[int, dict[str, list[SpanData]]], key: int, kind: str, name: str, payload: Any) -> Parsed:
+def parse_chunk(held: dict[int, dict[str, list[SpanData]]], key: int, kind: str, name: str, payload: Any) -> Parsed:
     """One chunk: what ``iter_otlp_documents`` + ``spans_from_otlp`` read from those lines."""
     stats = OtlpStats()
     groups: dict[str, list[SpanData]] = {}
@@ -155,7 +160,7 @@ def _parse(held: dict[int, dict[str, list[SpanData]]], key: int, kind: str, name
         except OtlpFormatError as exc:
             if line is None:
                 raise
-            raise _LineError(line_message(exc), line) from None
+            raise LineError(line_message(exc), line) from None
         for span in spans:
             group = groups.get(span.trace_id)
             if group is None:
@@ -173,4 +178,4 @@ def _docs(lines: list[bytes]) -> Iterator[tuple[int, Any]]:
         try:
             yield n, orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise _LineError(f"invalid JSON ({exc})", n) from None
+            raise LineError(f"invalid JSON ({exc})", n) from None

@@ -14,6 +14,7 @@ import gc
 import multiprocessing
 import pickle
 import threading
+from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +22,15 @@ from ..errors import HarvesterError, OtlpFormatError
 from ..redact import Redactor
 from ..spans import SpanData
 from ..store import Row, TraceStore
+from ._carried import Carried
+from ._input import SEGMENT_END
 from ._messages import Clear, Export, Failed, Import, Parse, Parsed, ParseError, Stop, Write
 from ._worker import worker_main
 
 if TYPE_CHECKING:
-    from ._ingest import IngestStats, Input
+    from ._ingest import IngestStats
+    from ._input import Input
+
 
 __all__ = ["Workers", "can_share", "start_method"]
 
@@ -182,28 +187,47 @@ class Workers:
 
     # -- one file ------------------------------------------------------------------------------
     def ingest(self, source: Input, store: TraceStore, stats: IngestStats, batch_size: int) -> None:
-        n = len(self.procs)
+        """One file, a segment at a time (``Input.chunks`` marks their ends): each segment is parsed,
+        merged and written before the next is read, so memory holds one segment, not the file.
+        ``Carried`` has what a segment leaves the next (parts without their agent span yet)."""
         self.reading = source.name
-        # 1. parse: chunks to the least busy worker; the first error in file order wins
+        chunks = source.chunks()
+        carried = Carried()
+        self._key = self._lines = 0
+        try:
+            while True:
+                parsed, owner, more = self._parse(chunks, source.name)
+                self._write(parsed, owner, store, stats, batch_size, carried)
+                if not more:
+                    break
+            left = carried.left()  # no part of these held an agent span
+            stats.traces += left
+            stats.no_agent += left
+            stats.files += 1
+        finally:
+            carried.close()
+
+    def _parse(self, chunks: Iterator[tuple[str, Any]], name: str) -> tuple[dict[int, Parsed], dict[int, int], bool]:
+        """1. parse one segment's chunks on the least busy worker; the first error in file order wins.
+        Returns what each chunk held, which worker holds it, and whether another segment follows."""
+        n = len(self.procs)
         owner: dict[int, int] = {}
         parsed: dict[int, Parsed] = {}
         errors: dict[int, ParseError] = {}
         busy = [0] * n
-        chunks = source.chunks()
-        more = True
-        key = 0
+        more = segment = True
         while True:
-            while more and not errors and min(busy) < _PARSE_AHEAD:
+            while segment and not errors and min(busy) < _PARSE_AHEAD:
                 chunk = next(chunks, None)
-                if chunk is None:
-                    more = False
+                if chunk is None or chunk is SEGMENT_END:
+                    more, segment = chunk is not None, False
                     break
                 i = busy.index(min(busy))
-                self.send(i, Parse(key, chunk[0], source.name, chunk[1]))
+                self.send(i, Parse(self._key, chunk[0], name, chunk[1]))
                 del chunk
-                owner[key] = i
+                owner[self._key] = i
                 busy[i] += 1
-                key += 1
+                self._key += 1
             if not any(busy):
                 break
             i, msg = self.recv()
@@ -216,9 +240,21 @@ class Workers:
             first = errors[min(errors)]
             if first.line is None:
                 raise _format_error(first.message, first.file, first.field)
-            line = first.line + sum(parsed[j].lines for j in range(first.key))
+            line = self._lines + first.line + sum(p.lines for k, p in parsed.items() if k < first.key)
             raise OtlpFormatError(first.message, file=first.file, field=f"line {line}")
+        self._lines += sum(p.lines for p in parsed.values())
+        return parsed, owner, more
 
+    def _write(
+        self,
+        parsed: dict[int, Parsed],
+        owner: dict[int, int],
+        store: TraceStore,
+        stats: IngestStats,
+        batch_size: int,
+        carried: Carried,
+    ) -> None:
+        n = len(self.procs)
         # 2. merge: each trace's chunks in file order; a trace split over workers goes to its first one
         order: dict[str, list[int]] = {}
         for k in sorted(parsed):
@@ -231,26 +267,29 @@ class Workers:
                 else:
                     keys.append(k)
         del parsed
-        stats.files += 1
         self._gather(order, owner)
-        # traces already in the store: their stored spans join as one more part, on the same worker
+        # What earlier segments left without an agent span, then what the store holds (stored before,
+        # or by an earlier segment): each joins as one more part, first, so the new copy of a span wins.
+        earlier = carried.runs_of(order)  # stored by an earlier segment: counted there already
         stored = store.spans_of(order)
         replaced = set(stored)  # their stored runs are read again from all their spans: those rows go
-        if stored:
-            extra: dict[int, list[tuple[str, int, list[SpanData]]]] = {}
-            for tid, spans in stored.items():
-                key += 1
-                owner[key] = owner[order[tid][0]]
-                extra.setdefault(owner[key], []).append((tid, key, spans))
-                order[tid].insert(0, key)  # first, so the new copy of a span wins
-            for i, parts in extra.items():
-                self.send(i, Import(parts))
+        extra: dict[int, list[tuple[str, int, list[SpanData]]]] = {}
+        for part in (carried.take(order), stored):
+            for tid, spans in part.items():
+                self._key += 1
+                owner[self._key] = owner[order[tid][0]]
+                extra.setdefault(owner[self._key], []).append((tid, self._key, spans))
+                order[tid].insert(0, self._key)
+        for i, parts in extra.items():
+            self.send(i, Import(parts))
+        del extra, stored
 
         # 3. write: batches of traces in file order; rows stored in that order
         items = list(order.items())
         del order
         batches = [items[b : b + _TRACES_PER_BATCH] for b in range(0, len(items), _TRACES_PER_BATCH)]
-        results: dict[int, dict[int, tuple[list[int | None], list[tuple[Any, ...]]]]] = {}
+        del items
+        results: dict[int, dict[int, tuple[Iterator[int | None], Iterator[tuple[Any, ...]]]]] = {}
         waiting: dict[int, int] = {}
         sent = done = 0
         pending: list[Row] = []
@@ -265,20 +304,23 @@ class Workers:
                 sent += 1
             i, reply = self.recv()
             stats.add_lost(reply.lost)
-            results[reply.batch][i] = (reply.counts, reply.rows)
+            carried.keep(reply.no_agent)
+            results[reply.batch][i] = (iter(reply.counts), iter(reply.rows))
             waiting[reply.batch] -= 1
             while done < sent and waiting[done] == 0:
-                got = {w: (iter(c), iter(r)) for w, (c, r) in results.pop(done).items()}
-                for _tid, keys in batches[done]:
+                got = results.pop(done)
+                runs: list[tuple[str, int]] = []
+                for tid, keys in batches[done]:
                     count_it, row_it = got[owner[keys[0]]]
                     written = next(count_it)
-                    stats.traces += 1
-                    if written is None:
-                        stats.no_agent += 1
+                    if written is None:  # kept (``carried``): counted when the file ends, or joined
                         continue
-                    stats.runs += written
+                    stats.traces += tid not in earlier
+                    stats.runs += written - earlier.get(tid, 0)
+                    runs.append((tid, written))
                     for _ in range(written):
                         pending.append(Row(next(row_it)))
+                carried.stored(runs)
                 batches[done] = []
                 done += 1
             # Store in transactions of up to batch_size runs, and whenever no reply is waiting: the

@@ -1,0 +1,134 @@
+"""``harvester ingest``'s peak memory as its input grows: it must stream, not hold the file.
+
+    python bench/ingest.py [--traces 10000,100000] [--jobs N]
+
+For each size, N agent traces (7 spans each, as ``bench/capture.py`` makes them) are written as the
+Collector's file exporter writes them (OTLP/JSON lines), then ingested by ``harvester ingest`` in a
+process of its own (with its default worker processes) into a fresh store. Its peak memory is the
+largest sum of the resident set sizes of the command and its workers, sampled every 20 ms from
+``/proc``. Printed per size: the file's size, the runs stored, the time taken and the peak; then
+the peak at the largest size over the peak at the smallest (target <= 1.5x).
+
+The file for each size is written once into ``--keep DIR`` when given (1,000,000 traces is 5 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+HERE = Path(__file__).resolve().parent
+TARGET = 1.5
+
+
+def _capture_bench() -> object:
+    spec = importlib.util.spec_from_file_location("capture_bench", HERE / "capture.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_traces(path: Path, traces: int) -> None:
+    """As ``bench/capture.py`` writes them (one request of 100 traces a line), made 1,000 traces at a
+    time so that a million need no more memory than a thousand."""
+    capture: Any = _capture_bench()
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    from harvester.spans import from_readable, to_otlp
+
+    captured: list[Any] = []
+
+    class Keep(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            captured.extend(spans)
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(Keep()))
+    tracer = provider.get_tracer("bench")
+    with open(path, "wb") as f:
+        for start in range(0, traces, 1000):
+            capture.agent_loop(tracer, min(1000, traces - start), 0)
+            spans = [from_readable(s) for s in captured]
+            captured.clear()
+            for i in range(0, len(spans), 700):
+                f.write(orjson.dumps(to_otlp(spans[i : i + 700])) + b"\n")
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def ingest(src: Path, store: Path, jobs: int | None) -> tuple[float, int, str]:
+    """Seconds, peak bytes, and the command's summary line."""
+    cmd = [sys.executable, "-m", "harvester", "ingest", str(src), "--store", str(store)]
+    if jobs is not None:
+        cmd += ["--jobs", str(jobs)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=HERE.parent)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss(proc.pid))
+        time.sleep(0.02)
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"harvester ingest failed ({proc.returncode}):\n{out}")
+    return time.perf_counter() - t0, peak, out.strip().splitlines()[-1] if out.strip() else ""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traces", default="10000,100000", help="sizes, comma-separated (default 10000,100000)")
+    parser.add_argument("--jobs", type=int, default=None, help="ingest --jobs (default: its own default)")
+    parser.add_argument("--keep", type=Path, default=None, help="write (and reuse) the input files here")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.traces.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for n in sizes:
+            src = folder / f"traces-{n}.jsonl"
+            if not src.exists():
+                write_traces(src, n)
+            seconds, peak, summary = ingest(src, Path(tmp) / f"store-{n}.db", args.jobs)
+            rows.append((n, src.stat().st_size, seconds, peak))
+            print(f"{n:>9,} traces  {src.stat().st_size / 1e6:8.1f} MB  {seconds:7.1f} s  peak {peak / 2**20:7.1f} MB")
+            print(f"          {summary}")
+    ratio = rows[-1][3] / rows[0][3]
+    print(f"peak {rows[-1][0]:,} / {rows[0][0]:,} traces = {ratio:.2f}x (target <= {TARGET}x)")
+    ok = ratio <= TARGET
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

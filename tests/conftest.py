@@ -17,3 +17,7 @@ def _not_a_harness() -> Iterator[None]:
     yield
     seam.STATE.harness = False
     os.environ.pop(seam.ENV, None)
+
+
+# The throwaway PostgreSQL server (``postgres_server``) and a database per test (``postgres_url``).
+pytest_plugins = ["tests.builders.postgres"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import orjson
@@ -22,8 +23,8 @@ from tests.builders.store import agent_trace, make_run, make_span, write_otlp
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> TraceStore:
-    with TraceStore(tmp_path / "t.db") as s:
+def store(store_url: str) -> TraceStore:
+    with TraceStore(store_url) as s:
         yield s
 
 
@@ -128,9 +129,9 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         TraceStore(path)
 
 
-def test_readonly_missing(tmp_path: Path) -> None:
+def test_readonly_missing(store_url: str) -> None:
     with pytest.raises(StoreError, match="ingest"):
-        TraceStore(tmp_path / "none.db", readonly=True)
+        TraceStore(store_url, readonly=True)
 
 
 def test_prune_keeps_failures_longest(store: TraceStore) -> None:
@@ -158,8 +159,8 @@ def _writer(path: str, start: int) -> None:
             s.add_many([(make_run(start + k * 10 + j), None) for j in range(10)])
 
 
-def test_concurrent_writers(tmp_path: Path) -> None:
-    path = str(tmp_path / "mp.db")
+def test_concurrent_writers(store_url: str) -> None:
+    path = store_url
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_writer, args=(path, n * 1000)) for n in range(4)]
     for p in procs:
@@ -171,15 +172,17 @@ def test_concurrent_writers(tmp_path: Path) -> None:
         assert s.count() == 400
 
 
-def test_write_error_is_store_error(tmp_path: Path) -> None:
-    s = TraceStore(tmp_path / "ro.db", readonly=False)
+def test_write_error_is_store_error(store_url: str) -> None:
+    s = TraceStore(store_url, readonly=False)
     s.close()
-    ro = TraceStore(tmp_path / "ro.db", readonly=True)
+    ro = TraceStore(store_url, readonly=True)
     with pytest.raises(StoreError, match="read-only"):
         ro.add(make_run(1))
 
 
 def test_surrogates_and_binary_are_stored(store: TraceStore) -> None:
+    store.add(make_run(7, agent="nul\x00agent"))  # PostgreSQL's text takes no NUL: still stored, not the batch lost
+    assert store.count() == 1
     run = make_run(1).model_copy(update={"answer": "bad \udce9 byte"})
     store.add(run, [make_span(run.trace_id, "a" * 16, v="x\udcff")])
     assert store.get(run.trace_id)[0].answer == "bad \ufffd byte" or "bad" in store.get(run.trace_id)[0].answer
@@ -227,10 +230,20 @@ def test_ingest_redacts_and_keeps_big_results(store: TraceStore, tmp_path: Path)
     (run,) = store.get("1" * 32)
     assert run.calls[0].result == big
     store.close()
-    raw = readable(Path(store.path)) + (
-        readable(Path(store.path + "-wal")) if Path(store.path + "-wal").exists() else b""
-    )
-    assert b"bob@example.com" not in raw
+    if store.path.startswith("postgresql://"):
+        raw = b"".join(unpacked(blob) for row in _pg_rows(store, "SELECT run, spans FROM runs") for blob in row if blob)
+    else:
+        raw = readable(Path(store.path)) + (
+            readable(Path(store.path + "-wal")) if Path(store.path + "-wal").exists() else b""
+        )
+    assert b"bob@example.com" not in raw and b"x" * 1000 in raw
+
+
+def _pg_rows(store: TraceStore, sql: str) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(store._url) as conn:  # type: ignore[attr-defined]
+        return conn.execute(sql).fetchall()
 
 
 def test_a_write_that_waits_for_another_process_says_so_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -313,20 +326,28 @@ def test_spans_stored_by_schema_1_as_objects_still_read(tmp_path: Path) -> None:
 
 # -- store URLs ---------------------------------------------------------------------------------
 def test_a_store_url_is_refused_not_taken_for_a_file_name(tmp_path, monkeypatch):
-    """``--store postgresql://...`` used to create a SQLite file called ``postgresql:``; every way of
-    naming a store now says what it is instead, one line, without echoing the URL (it may hold a password)."""
+    """``--store postgresql://...`` used to create a SQLite file called ``postgresql:``; now it opens a
+    PostgreSQL store (here one that is down: one line naming host and port, never the password), and
+    a URL of any other scheme is refused."""
     from click.testing import CliRunner
+    from opentelemetry.sdk.trace import TracerProvider
 
     from harvester import HarvestingSpanProcessor
     from harvester.cli import main
     from harvester.errors import StoreError
+    from harvester.instrument import agent_run
     from tests.builders.cli import one_line_error
 
     monkeypatch.chdir(tmp_path)
-    url = "postgresql://harvester:hunter2@db.internal/traces"
+    pytest.importorskip("psycopg")
+    url = "postgresql://harvester:hunter2@127.0.0.1:1/traces"  # nothing listens on port 1
+    down = "cannot connect to PostgreSQL at 127.0.0.1:1"
     (tmp_path / "harvester.toml").write_text(f'store = "{url}"\n')
-    with pytest.raises(StoreError, match="PostgreSQL stores are not supported yet"):
-        TraceStore(url)
+    for spelling in (url, url.replace("postgresql://", "postgres://")):
+        with pytest.raises(StoreError, match=down) as caught:
+            TraceStore(spelling)
+        assert "\n" not in str(caught.value) and "hunter2" not in str(caught.value)
+        assert str(caught.value).startswith(spelling.split("://")[0] + "://harvester@127.0.0.1:1/traces: ")
     with pytest.raises(StoreError, match="unknown store URL scheme"):
         TraceStore("redis://cache:6379")
     runner = CliRunner()
@@ -336,11 +357,19 @@ def test_a_store_url_is_refused_not_taken_for_a_file_name(tmp_path, monkeypatch)
         (["ingest", "-", "--store", url], {}),
         (["traces", "list", "--config", "harvester.toml"], {}),  # a config's store used to be joined to its folder
     ]:
-        line = one_line_error(runner.invoke(main, args, env=env, input=b""), "PostgreSQL stores are not supported yet")
+        line = one_line_error(runner.invoke(main, args, env=env, input=b""), down)
         assert "hunter2" not in line
-    proc = HarvestingSpanProcessor(store=url)  # an app still starts: capture is off, and says why
-    assert "PostgreSQL" in proc.stats()["store_unusable"] and "hunter2" not in str(proc.stats())
-    proc.shutdown()
+    t0 = time.monotonic()
+    proc = HarvestingSpanProcessor(store=url)  # an app starts at once: the database is first asked at a write
+    assert time.monotonic() - t0 < 0.5
+    provider = TracerProvider()
+    provider.add_span_processor(proc)
+    with agent_run("support", "refund A1001", tracer_provider=provider) as run:
+        run.finish("done")
+    provider.force_flush()
+    assert proc.stats()["dropped"].get("store_error_traces", 0) + proc.stats()["dropped"].get("store_error", 0) == 1
+    assert "hunter2" not in str(proc.stats())
+    provider.shutdown()
     assert [p.name for p in tmp_path.iterdir()] == ["harvester.toml"]  # no file named postgresql: or else
     with TraceStore("sqlite:///named.db") as store:  # SQLAlchemy's spelling of a relative file
         assert store.path == "named.db"

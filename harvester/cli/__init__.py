@@ -137,12 +137,12 @@ def open_store(store_path: str | None, config: Any, *, readonly: bool = False, c
     Only ``ingest`` creates a store: elsewhere a mistyped path must be an error, not a new empty store.
     """
     from ..errors import StoreError
-    from ..store import TraceStore, default_path, store_file
+    from ..store import TraceStore, default_path, is_postgres_url, store_file
 
     if store_path is None and not os.environ.get("HARVESTER_STORE") and config.store:
         store_path = config.store
     path = store_file(store_path or default_path())  # a URL is refused here, never echoed (it may hold a password)
-    if not create and not os.path.exists(path):
+    if not create and not is_postgres_url(path) and not os.path.exists(path):
         raise StoreError(
             f"{path}: no trace store here yet; ingest traces first (harvester ingest FILE) or pass --store"
         )

@@ -1,4 +1,4 @@
-"""``harvester ingest`` and ``harvester traces list/show/export/prune``: the trace store from a shell."""
+"""``harvester ingest`` and ``harvester traces list/show/export/prune/copy``: the trace store from a shell."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from ..errors import NotFoundError
 from ..intake import ingest_files
 from ..model import Run
 from ..redact import redaction_for
-from ..store import TraceStore, export_otlp, failure_summary
+from ..store import TraceStore, copy_store, export_otlp, failure_summary
 from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
 
-__all__ = ["ingest", "traces", "traces_export", "traces_list", "traces_prune", "traces_show"]
+__all__ = ["ingest", "traces", "traces_copy", "traces_export", "traces_list", "traces_prune", "traces_show"]
 
 
 @main.command()
@@ -236,3 +236,31 @@ def traces_prune(
         echo_json({"deleted": deleted, "left": left})
     else:
         click.echo(f"deleted {plural(deleted, 'run')}, {left} left")
+
+
+BAR_MIN = 5_000  # runs; fewer are copied in a second or two
+
+
+@traces.command("copy")
+@click.argument("src", metavar="SRC")
+@click.argument("dst", metavar="DST")
+@json_option
+@with_config
+def traces_copy(src: str, dst: str, as_json: bool, config: Config) -> None:
+    """Copy every run from the store SRC into DST (SQLite paths or postgresql:// URLs, either way).
+
+    Runs DST already holds are left as they are, so a copy that was stopped resumes when run again.
+    DST is created when it does not exist.
+    """
+    with (
+        open_store(src, config, readonly=True) as source,
+        open_store(dst, config, create=True) as target,
+        ProgressBar("copying", show=sys.stderr.isatty() and not as_json, min_total=BAR_MIN, unit="runs") as bar,
+    ):
+        done = copy_store(source, target, progress=bar)
+        names = source.path, target.path
+    if as_json:
+        echo_json({"copied": done.copied, "already_there": done.present})
+    else:
+        there = f" ({plural(done.present, 'run')} already there)" if done.present else ""
+        click.echo(f"copied {plural(done.copied, 'run')} from {names[0]} into {names[1]}{there}")

@@ -51,7 +51,7 @@ from .. import seam
 from ..errors import StoreError
 from ..redact import Redactor
 from ..spans import SpanData, from_readable, held_size, readable_size
-from ..store import TraceStore
+from ..store import TraceStore, is_postgres_url, shown_store
 from ._assembly import LocalRootAssembler
 from ._pipeline import RunWriter
 
@@ -120,11 +120,14 @@ def _open_store(store: TraceStore | str | os.PathLike[str] | None) -> TraceStore
     if isinstance(store, TraceStore):
         return store
     try:
+        if is_postgres_url(str(store)):  # connected at the first write, on the worker: never the app's start
+            return TraceStore(store, check=False)
         return TraceStore(store)
     except Exception as exc:  # StoreError, or an OSError the checks did not foresee
-        error = str(exc) if isinstance(exc, StoreError) else f"{store}: {exc}"
+        named = shown_store(str(store))  # a PostgreSQL URL without its password
+        error = str(exc) if isinstance(exc, StoreError) else f"{named}: {exc}"
         log.warning("harvester: capture is off, the trace store cannot be used: %s", error)
-        return _UnusableStore(str(store), error)
+        return _UnusableStore(named, error)
 
 
 def _millis(timeout_millis: Any) -> float:

@@ -30,7 +30,7 @@ import orjson
 
 from ..errors import StoreError
 from ..spans import SpanData
-from ..store import spans_blob, spans_from_blob
+from ..store import shown_store, spans_blob, spans_from_blob
 from ._workers import _grow_pipe, start_method
 
 __all__ = ["StoreProcess"]
@@ -64,12 +64,14 @@ class StoreProcess:
         self._watchdog: threading.Timer | None = None
         if not self._in.poll(START_TIMEOUT_S):
             self._proc.kill()
-            raise StoreError(f"{store}: the store process did not start within {START_TIMEOUT_S:g} s")
+            raise StoreError(f"{shown_store(str(store))}: the store process did not start within {START_TIMEOUT_S:g} s")
         try:
             kind, detail = self._in.recv()
         except (EOFError, OSError):  # it died before a word (a spawned child whose main module failed)
             self._proc.join(5)
-            raise StoreError(f"{store}: the store process exited at start (code {self._proc.exitcode})") from None
+            raise StoreError(
+                f"{shown_store(str(store))}: the store process exited at start (code {self._proc.exitcode})"
+            ) from None
         if kind != "ready":
             self._proc.join(5)
             raise StoreError(str(detail))

@@ -1,4 +1,5 @@
-"""The trace store: one SQLite file of normalized runs and the raw spans they were read from.
+"""The trace store: normalized runs and the raw spans they were read from, in one SQLite file or a
+PostgreSQL database (``TraceStore("postgresql://user@host:port/db")``, ``_postgres``).
 
 Also here: OTLP/JSON export (``export_otlp``), which only reads stored spans. Writing runs into a
 store (capture, ingest, the receiver) and settling its inbox are the intake pipeline's
@@ -8,12 +9,15 @@ store (capture, ingest, the receiver) and settling its inbox are the intake pipe
 from .._lazy import moved
 from ._codec import Row, epoch, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
 from ._connection import DEFAULT_PATH, ENV_PATH, default_path, store_file
+from ._copy import Copied, copy_store
 from ._export import export_otlp
+from ._postgres import is_postgres_url, shown_store
 from ._schema import SCHEMA, SCHEMA_VERSION
 from ._settling import Normalize
 from ._store import TraceStore
 
 __all__ = [
+    "Copied",
     "DEFAULT_PATH",
     "ENV_PATH",
     "Normalize",
@@ -21,12 +25,15 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "TraceStore",
+    "copy_store",
     "default_path",
     "epoch",
     "export_otlp",
     "failure_summary",
     "inbox_row",
+    "is_postgres_url",
     "run_row",
+    "shown_store",
     "spans_blob",
     "spans_from_blob",
     "store_file",

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -41,9 +41,10 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def store_file(path: str) -> str:
-    """The SQLite file a store path names; a URL is refused here rather than taken for a file name (a
-    ``postgresql://...`` store used to become a SQLite file called ``postgresql:``). ``sqlite:///path``
-    (SQLAlchemy's spelling, ``sqlite:////abs`` for an absolute path) names the file."""
+    """The SQLite file a store path names, or a ``postgresql://`` URL as it is; any other URL is refused here
+    rather than taken for a file name (a ``postgresql://...`` store used to become a SQLite file called
+    ``postgresql:``). ``sqlite:///path`` (SQLAlchemy's spelling, ``sqlite:////abs`` for an absolute path)
+    names the file."""
     if not _URL.match(path):
         return path
     scheme = path.split("://", 1)[0].lower()
@@ -53,8 +54,11 @@ def store_file(path: str) -> str:
             return rest[1:]
         raise StoreError(f"{path}: a SQLite store URL is sqlite:///relative.db or sqlite:////absolute.db")
     if scheme in ("postgresql", "postgres"):
-        raise StoreError(f"{scheme}://...: PostgreSQL stores are not supported yet; the store is a SQLite file path")
-    raise StoreError(f"{path.split('://', 1)[0]}://...: unknown store URL scheme; the store is a SQLite file path")
+        return path  # a PostgreSQL store (``_postgres``): ``TraceStore`` opens it
+    raise StoreError(
+        f"{path.split('://', 1)[0]}://...: unknown store URL scheme; the store is a SQLite file path, "
+        "sqlite:///path or postgresql://user@host:port/database"
+    )
 
 
 class Connection:
@@ -263,6 +267,27 @@ class Connection:
                 time.sleep(delay)  # busy: another process is writing; retry, without the fork lock
                 delay = min(delay * 2, 0.5)
             raise self._error("cannot write: the database stayed locked")
+
+    def _read_with(self, read: Callable[[Any], Any], *, writer: bool = True) -> Any:
+        """``read(connection)`` under the lock, on the writing connection or (``writer=False``) the reader's."""
+        with self._lock:
+            try:
+                return read(self._connect() if writer else self._reader())
+            except sqlite3.DatabaseError as exc:
+                raise self._error(f"cannot read ({exc})") from None
+
+    @staticmethod
+    def _lock_traces(conn: sqlite3.Connection, trace_ids: Iterable[str]) -> None:
+        """Nothing to do: ``BEGIN IMMEDIATE`` already serializes every write (PostgreSQL locks per trace)."""
+
+    def _reclaim(self) -> None:
+        """After a prune: give the freed pages back to the file system, when no other writer is busy."""
+        with self._lock:
+            try:
+                self._connect().execute("PRAGMA incremental_vacuum")
+                self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.OperationalError:
+                pass  # another writer is busy: the space is reused, the file shrinks next time
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
         with self._lock:

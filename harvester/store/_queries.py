@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
@@ -43,7 +42,8 @@ class Queries:
     _query: Any
     _settled: Any
     _stored: Any
-    _connect: Any
+    _read_with: Any
+    _reclaim: Any
     _error: Any
     _write: Any
 
@@ -98,11 +98,8 @@ class Queries:
         The inbox is left as it is (this runs on the capture worker): settling it merges its traces
         with whatever is stored of them by then.
         """
-        with self._lock:
-            try:
-                stored = self._stored(self._connect(), list(dict.fromkeys(trace_ids)))[0]
-            except sqlite3.DatabaseError as exc:
-                raise self._error(f"cannot read ({exc})") from None
+        ids = list(dict.fromkeys(trace_ids))
+        stored = self._read_with(lambda conn: self._stored(conn, ids)[0])
         return {tid: spans for tid, spans in stored.items() if spans}
 
     def _filters(
@@ -167,7 +164,9 @@ class Queries:
                     (p, hi, limit),
                 )
             else:
-                rows = self._query("SELECT DISTINCT trace_id FROM runs ORDER BY ts DESC LIMIT ?", (limit,))
+                rows = self._query(
+                    "SELECT trace_id FROM runs GROUP BY trace_id ORDER BY MAX(ts) DESC, trace_id LIMIT ?", (limit,)
+                )
             found = [r[0] for r in rows]
             if found:
                 return found
@@ -209,10 +208,5 @@ class Queries:
             if victims:
                 deleted += self._write("DELETE FROM runs WHERE id = ?", victims)
         if deleted:
-            with self._lock:
-                try:
-                    self._connect().execute("PRAGMA incremental_vacuum")
-                    self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                except sqlite3.OperationalError:
-                    pass  # another writer is busy: the space is reused, the file shrinks next time
+            self._reclaim()
         return deleted

@@ -12,7 +12,6 @@ on its first settle, the one place this floor calls up.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -56,8 +55,8 @@ class Settling:
     _has_inbox: bool
     _lock: Any
     _query: Any
-    _reader: Any
-    _connect: Any
+    _read_with: Any
+    _lock_traces: Any
     _transact: Any
     _insert: Any
     _error: Any
@@ -143,17 +142,14 @@ class Settling:
             replace: list[str] = []
             version: list[tuple[Any, ...]] = []
             if not last_try:
-                with self._lock:
-                    try:
-                        stored, version = self._stored(self._reader(), ids)
-                    except sqlite3.DatabaseError as exc:
-                        raise self._error(f"cannot read ({exc})") from None
+                stored, version = self._read_with(lambda conn: self._stored(conn, ids), writer=False)
                 rows, replace = self._normalize(traces, stored, bool(redact), tally)
 
-            def write(conn: sqlite3.Connection) -> int:  # run now, in this iteration: its names are this one's
+            def write(conn: Any) -> int:  # run now, in this iteration: its names are this one's
                 nonlocal rows, replace
                 if conn.execute("DELETE FROM inbox WHERE id = ?", (row_id,)).rowcount == 0:
                     return 0  # another reader settled it
+                self._lock_traces(conn, ids)  # PostgreSQL: another writer of these traces goes first or waits
                 if last_try:  # noqa: B023
                     rows, replace = self._normalize(traces, self._stored(conn, ids)[0], bool(redact), tally)  # noqa: B023
                 elif self._stored(conn, ids, spans=False)[1] != version:  # noqa: B023
@@ -171,7 +167,7 @@ class Settling:
         return count  # not reached: the last try cannot race
 
     def _stored(
-        self, conn: sqlite3.Connection, trace_ids: list[str], *, spans: bool = True
+        self, conn: Any, trace_ids: list[str], *, spans: bool = True
     ) -> tuple[dict[str, list[SpanData] | None], list[tuple[Any, ...]]]:
         """The stored spans of these traces (None for a trace with an unreadable part), and what tells
         their runs apart from any others stored in their place: row id, run id and size together (a

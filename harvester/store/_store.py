@@ -7,6 +7,7 @@ codec (``_codec``), inbox settling (``_settling``), reads and retention (``_quer
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,23 +16,32 @@ import orjson
 
 from ..spans import SpanData
 from ._codec import Row, run_row
-from ._connection import Connection
+from ._connection import Connection, default_path
+from ._postgres import PgConnection, is_postgres_url
 from ._queries import Queries
-from ._settling import Settling
+from ._settling import Normalize, Settling
 
 if TYPE_CHECKING:
     from ..model import Run
 
-__all__ = ["TraceStore"]
+__all__ = ["PgTraceStore", "TraceStore"]
 
 
 class TraceStore(Queries, Settling, Connection):
-    """Runs and their raw spans in one SQLite file (``.harvester/traces.db``; ``HARVESTER_STORE``).
+    """Runs and their raw spans in one SQLite file (``.harvester/traces.db``; ``HARVESTER_STORE``), or in
+    a PostgreSQL database (``TraceStore("postgresql://user@host:port/db")``: the same class's interface,
+    on ``_postgres``'s connections).
 
     Safe to share between threads (one connection, a lock) and to use from several processes. The
     connection is reopened in a forked child, never shared with the parent. ``normalize``: how the
     inbox's traces become rows (the intake pipeline's by default).
     """
+
+    def __new__(cls, path: str | os.PathLike[str] | None = None, *args: Any, **kwargs: Any) -> TraceStore:
+        named = default_path() if path is None else path
+        if cls is TraceStore and is_postgres_url(named):
+            cls = PgTraceStore
+        return super().__new__(cls)
 
     # -- writing -------------------------------------------------------------------------------
     def add(self, run: Run, spans: Sequence[SpanData] | None = None) -> None:
@@ -74,9 +84,9 @@ class TraceStore(Queries, Settling, Connection):
 
         return self._transact(write)
 
-    @staticmethod
-    def _insert(conn: sqlite3.Connection, rows: list[Row], replace_traces: Iterable[str]) -> int:
+    def _insert(self, conn: sqlite3.Connection, rows: list[Row], replace_traces: Iterable[str]) -> int:
         kept: dict[str, list[str]] = {tid: [] for tid in replace_traces}
+        self._lock_traces(conn, [*kept, *(row[0] for row in rows)])
         for row in rows:
             if row[0] in kept:
                 kept[row[0]].append(row[1])
@@ -93,3 +103,18 @@ class TraceStore(Queries, Settling, Connection):
                 rows,
             )
         return len(rows)
+
+
+class PgTraceStore(PgConnection, TraceStore):
+    """A ``TraceStore`` in a PostgreSQL database: ``TraceStore(url)`` makes one (see ``_postgres``)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        readonly: bool = False,
+        normalize: Normalize | None = None,
+        check: bool = True,
+    ) -> None:
+        named = default_path() if path is None else path
+        PgConnection.__init__(self, named, readonly=readonly, normalize=normalize, check=check)

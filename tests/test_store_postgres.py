@@ -1,0 +1,197 @@
+"""The store shared by several processes, on both engines, and what only a PostgreSQL store has (a URL,
+a server that is down, its indexes). The behaviour tests of tests/test_store.py run on both engines too."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import orjson
+import pytest
+
+from harvester.errors import StoreError
+from harvester.spans import SpanData, to_otlp
+from harvester.store import TraceStore, inbox_row, spans_blob
+from tests.builders.store import agent_trace, make_run, make_span
+
+TRACES = 60
+
+
+def _parts(i: int) -> tuple[list[SpanData], list[SpanData]]:
+    """Trace ``i`` in two parts, each a run on its own: the agent and its chat; a sub-agent and its tool."""
+    tid = f"{i + 1:032x}"
+    chat, tool, root = agent_trace(tid)
+    sub = make_span(
+        tid, "4" * 16, root.span_id, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "billing"}
+    )
+    return [root, chat], [sub, dataclasses.replace(tool, parent_id=sub.span_id)]
+
+
+def _write_parts(url: str, which: int) -> None:
+    """One receiver: its part of every trace into the inbox, a few traces a batch (as capture writes them)."""
+    with TraceStore(url) as store:
+        parts = [_parts(i)[which] for i in range(TRACES)]
+        for k in range(0, TRACES, 3):
+            batch = parts[k : k + 3]
+            store.add_many([], inbox=[inbox_row([spans_blob(p) for p in batch], redacted=True, pieces=len(batch))])
+
+
+def _read_until(url: str, stop_at: float) -> None:
+    """A reader meanwhile: every read settles what is in the inbox."""
+    with TraceStore(url) as store:
+        while time.monotonic() < stop_at:
+            store.count()
+
+
+def _stored(store: TraceStore) -> list[tuple[str, str, str | None, int]]:
+    return sorted((r.trace_id, r.run_id, r.agent, len(r.trajectory())) for r in store.runs())
+
+
+def test_parts_of_one_trace_written_by_two_processes_at_once_merge_into_whole_runs(store_url, tmp_path) -> None:
+    """Two receivers got different parts of the same traces and a reader settles while they write:
+    every trace ends up exactly as if it had arrived whole, on either engine."""
+    with TraceStore(tmp_path / "whole.db") as whole:
+        whole.add_many([], inbox=[inbox_row([spans_blob(a + b) for a, b in map(_parts, range(TRACES))], redacted=True)])
+        expected = _stored(whole)
+    assert len(expected) >= TRACES
+    TraceStore(store_url).close()  # the schema, before three processes race to make it
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_write_parts, args=(store_url, which)) for which in (0, 1)]
+    procs.append(ctx.Process(target=_read_until, args=(store_url, time.monotonic() + 3)))
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with TraceStore(store_url) as store:
+        assert _stored(store) == expected
+        assert store.pending() == 0
+        for i in range(TRACES):
+            tid = f"{i + 1:032x}"
+            assert {s.span_id for s in store.spans(tid)} == {"1" * 16, "2" * 16, "3" * 16, "4" * 16}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(port: int, spans: list[SpanData]) -> None:
+    body = orjson.dumps(to_otlp(spans))
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/traces", data=body, headers={"Content-Type": "application/json"}
+    )
+    urllib.request.urlopen(request, timeout=10).read()
+
+
+def test_two_receivers_on_one_database_store_each_trace_whole(postgres_url, tmp_path) -> None:
+    """Two ``harvester serve`` replicas behind a load balancer: each gets part of every trace over OTLP/HTTP."""
+    with TraceStore(tmp_path / "whole.db") as whole:
+        whole.add_many([], inbox=[inbox_row([spans_blob(a + b) for a, b in map(_parts, range(TRACES))], redacted=True)])
+        expected = _stored(whole)
+    ports = [_free_port(), _free_port()]
+    command = [sys.executable, "-m", "harvester", "serve", "--store", postgres_url, "--idle-seconds", "0.5"]
+    procs = [
+        subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for port in ports
+    ]
+    try:
+        for port in ports:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "harvester serve did not come up"
+                    time.sleep(0.1)
+        for i in range(TRACES):
+            for which, port in enumerate(ports):
+                _post(port, _parts(i)[which])
+        with TraceStore(postgres_url) as reader:  # a reader while they write
+            reader.count()
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        outputs = [proc.communicate(timeout=60)[0].decode() for proc in procs]
+    assert all(f"stored {TRACES} traces" in out for out in outputs), outputs
+    with TraceStore(postgres_url) as store:
+        assert _stored(store) == expected
+
+
+def test_a_store_settled_by_two_readers_at_once_settles_each_batch_once(store_url) -> None:
+    with TraceStore(store_url) as store:
+        for i in range(TRACES):
+            a, b = _parts(i)
+            store.add_many([], inbox=[inbox_row([spans_blob(a + b)], redacted=True)])
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_read_until, args=(store_url, time.monotonic() + 1)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    with TraceStore(store_url) as store:
+        assert store.pending() == 0 and len({r[0] for r in _stored(store)}) == TRACES
+
+
+def test_a_postgres_url_never_shows_its_password(postgres_url: str) -> None:
+    url = postgres_url.replace("postgresql://postgres@", "postgresql://postgres:hunter2@")  # trust auth ignores it
+    with TraceStore(url) as store:
+        store.add(make_run(1))
+        assert store.path == postgres_url and "hunter2" not in repr(store)
+        assert store.count() == 1
+    with pytest.raises(StoreError, match="opened read-only") as caught:
+        TraceStore(url, readonly=True).add(make_run(2))
+    assert "hunter2" not in str(caught.value)
+
+
+def test_a_database_that_is_missing_or_foreign_is_one_line(postgres_url: str) -> None:
+    import psycopg
+
+    missing = postgres_url.rsplit("/", 1)[0] + "/nope"
+    with pytest.raises(StoreError, match=r"cannot connect to PostgreSQL at 127\.0\.0\.1:\d+ .*nope") as caught:
+        TraceStore(missing)
+    assert "\n" not in str(caught.value)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE runs (x int)")
+    with pytest.raises(StoreError, match="tables of its own named runs"):
+        TraceStore(postgres_url)
+
+
+def test_postgres_has_the_readers_indexes_and_prune_uses_them(postgres_url: str) -> None:
+    import psycopg
+
+    with TraceStore(postgres_url) as store:
+        old = "2020-01-01T00:00:00Z"
+        store.add_many([(make_run(i, failed=i < 2, started=old), None) for i in range(6)] + [(make_run(9), None)])
+        assert store.prune(keep_days=30) == 4 and store.count() == 3 and store.count(failed=True) == 2
+        assert [r.run_id for r in store.runs(agent="support", limit=1)] == [f"{9:016x}"]
+    with psycopg.connect(postgres_url) as conn:
+        indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'runs'")}
+        conn.execute("SET enable_seqscan = off")  # three rows: a scan would win, whatever the indexes
+        plans = [
+            " ".join(r[0] for r in conn.execute(f"EXPLAIN SELECT run FROM runs WHERE {where} ORDER BY ts DESC"))
+            for where in ("agent = 'support'", "failed = 1", "ts > 0")
+        ]
+    assert {"runs_ts", "runs_agent", "runs_failed", "runs_stop"} <= indexes
+    assert ["runs_agent" in plans[0], "runs_failed" in plans[1], "runs_ts" in plans[2]] == [True] * 3, plans
+
+
+def test_a_forked_child_opens_its_own_connections(postgres_url: str) -> None:
+    with TraceStore(postgres_url) as store:
+        store.add(make_run(1))
+        ctx = multiprocessing.get_context("fork")
+        child = ctx.Process(target=store.add, args=(make_run(2),))
+        child.start()
+        child.join(30)
+        assert child.exitcode == 0
+        store.add(make_run(3))  # the parent's pool still works: the child never used nor closed it
+        assert store.count() == 3

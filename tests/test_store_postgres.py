@@ -4,6 +4,7 @@ a server that is down, its indexes). The behaviour tests of tests/test_store.py 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import multiprocessing
 import signal
 import socket
@@ -14,8 +15,14 @@ import urllib.request
 
 import orjson
 import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from harvester.errors import StoreError
+from harvester.instrument import agent_run, tool
+from harvester.intake import HarvestingSpanProcessor
 from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore, inbox_row, spans_blob
 from tests.builders.store import agent_trace, make_run, make_span
@@ -195,3 +202,92 @@ def test_a_forked_child_opens_its_own_connections(postgres_url: str) -> None:
         assert child.exitcode == 0
         store.add(make_run(3))  # the parent's pool still works: the child never used nor closed it
         assert store.count() == 3
+
+
+# -- the fleet set-up of docs/collector.md ------------------------------------------------------------
+class _LoadBalancer(SpanProcessor):
+    """Each ended span to the next of several exporters in turn, as a load balancer in front of the
+    replicas spreads export requests: the parts of every trace reach different receivers."""
+
+    def __init__(self, processors: list[BatchSpanProcessor]) -> None:
+        self.processors = processors
+        self.turn = itertools.count()
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.processors[next(self.turn) % len(self.processors)].on_end(span)
+
+    def shutdown(self) -> None:
+        for p in self.processors:
+            p.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return all(p.force_flush(timeout_millis) for p in self.processors)
+
+
+@tool
+def refund_policy(order_id: str) -> str:
+    return f"Order {order_id}: refunds within 30 days of delivery."
+
+
+def _health(port: int) -> dict:
+    return orjson.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).read())
+
+
+def test_a_fleet_fed_by_the_real_exporter_stores_what_the_in_process_hook_stores(postgres_url, tmp_path) -> None:
+    """Two ``harvester serve`` replicas on one database, each export request of the real
+    ``OTLPSpanExporter`` going to either (spans dealt out in turn, so every trace is split): the runs
+    stored are the ones ``HarvestingSpanProcessor`` stores of the same traces in-process, span for span."""
+    local = str(tmp_path / "local.db")
+    ports = [_free_port(), _free_port()]
+    command = [sys.executable, "-m", "harvester", "serve", "--store", postgres_url, "--idle-seconds", "0.3"]
+    procs = [
+        subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for port in ports
+    ]
+    try:
+        for port in ports:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    _health(port)
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "harvester serve did not come up"
+                    time.sleep(0.1)
+        provider = TracerProvider(resource=Resource({"service.name": "fleet"}))
+        exporters = [
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{p}/v1/traces"), schedule_delay_millis=50)
+            for p in ports
+        ]
+        provider.add_span_processor(_LoadBalancer(exporters))
+        provider.add_span_processor(HarvestingSpanProcessor(local))
+        for i in range(12):
+            order = f"A{1000 + i}"
+            with agent_run("support", f"Can I return order {order}?", model="m1", tracer_provider=provider) as run:
+                run.model_call("m1", tool_calls=[{"name": "refund_policy", "arguments": {"order_id": order}}])
+                refund_policy(order_id=order)
+                run.model_call("m1")
+                run.finish(f"Yes, order {order} can be returned within 30 days.")
+        provider.shutdown()
+        # A part without its agent span waits at its receiver until the part with it is stored by the
+        # other (``orphan_seconds``); shut down once every trace is stored, it merges on the way out.
+        deadline = time.monotonic() + 30
+        while sum(_health(p)["traces_written"] for p in ports) < 12:
+            assert time.monotonic() < deadline, [_health(p) for p in ports]
+            time.sleep(0.1)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.communicate(timeout=60)
+    with TraceStore(postgres_url) as fleet, TraceStore(local) as hook:
+        assert fleet.count() == hook.count() == 12
+        ours, theirs = (
+            {
+                r.trace_id: (r.model_dump(mode="json"), sorted(orjson.dumps(s.to_dict()) for s in ts.spans(r.trace_id)))
+                for r in ts.runs()
+            }
+            for ts in (fleet, hook)
+        )
+        assert ours == theirs
+        assert all(len(run[0]["calls"]) == 1 for run in ours.values())  # the tool part, from the other receiver

@@ -15,7 +15,6 @@ The file for each size is written once into ``--keep DIR`` when given (1,000,000
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
@@ -28,22 +27,15 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from capture import agent_loop  # bench/, this script's folder, is first on sys.path
+
 HERE = Path(__file__).resolve().parent
 TARGET = 1.5
-
-
-def _capture_bench() -> object:
-    spec = importlib.util.spec_from_file_location("capture_bench", HERE / "capture.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def write_traces(path: Path, traces: int) -> None:
     """As ``bench/capture.py`` writes them (one request of 100 traces a line), made 1,000 traces at a
     time so that a million need no more memory than a thousand."""
-    capture: Any = _capture_bench()
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
@@ -61,7 +53,7 @@ def write_traces(path: Path, traces: int) -> None:
     tracer = provider.get_tracer("bench")
     with open(path, "wb") as f:
         for start in range(0, traces, 1000):
-            capture.agent_loop(tracer, min(1000, traces - start), 0)
+            agent_loop(tracer, min(1000, traces - start), 0)
             spans = [from_readable(s) for s in captured]
             captured.clear()
             for i in range(0, len(spans), 700):

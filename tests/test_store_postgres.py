@@ -3,6 +3,7 @@ a server that is down, its indexes). The behaviour tests of tests/test_store.py 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import multiprocessing
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -90,6 +92,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def _replicas(url: str, n: int, *, idle: float) -> Iterator[tuple[list[int], list[str]]]:
+    """``n`` ``harvester serve`` processes on the store ``url``, up and answering; SIGTERM at the end,
+    when ``outputs`` gets what each printed."""
+    ports = [_free_port() for _ in range(n)]
+    command = [sys.executable, "-m", "harvester", "serve", "--store", url, "--idle-seconds", str(idle)]
+    procs = [
+        subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for port in ports
+    ]
+    outputs: list[str] = []
+    try:
+        for port in ports:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "harvester serve did not come up"
+                    time.sleep(0.1)
+        yield ports, outputs
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        outputs += [proc.communicate(timeout=60)[0].decode() for proc in procs]
+
+
 def _post(port: int, spans: list[SpanData]) -> None:
     body = orjson.dumps(to_otlp(spans))
     request = urllib.request.Request(
@@ -103,31 +133,12 @@ def test_two_receivers_on_one_database_store_each_trace_whole(postgres_url, tmp_
     with TraceStore(tmp_path / "whole.db") as whole:
         whole.add_many([], inbox=[inbox_row([spans_blob(a + b) for a, b in map(_parts, range(TRACES))], redacted=True)])
         expected = _stored(whole)
-    ports = [_free_port(), _free_port()]
-    command = [sys.executable, "-m", "harvester", "serve", "--store", postgres_url, "--idle-seconds", "0.5"]
-    procs = [
-        subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        for port in ports
-    ]
-    try:
-        for port in ports:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, "harvester serve did not come up"
-                    time.sleep(0.1)
+    with _replicas(postgres_url, 2, idle=0.5) as (ports, outputs):
         for i in range(TRACES):
             for which, port in enumerate(ports):
                 _post(port, _parts(i)[which])
         with TraceStore(postgres_url) as reader:  # a reader while they write
             reader.count()
-    finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        outputs = [proc.communicate(timeout=60)[0].decode() for proc in procs]
     assert all(f"stored {TRACES} traces" in out for out in outputs), outputs
     with TraceStore(postgres_url) as store:
         assert _stored(store) == expected
@@ -238,22 +249,7 @@ def test_a_fleet_fed_by_the_real_exporter_stores_what_the_in_process_hook_stores
     ``OTLPSpanExporter`` going to either (spans dealt out in turn, so every trace is split): the runs
     stored are the ones ``HarvestingSpanProcessor`` stores of the same traces in-process, span for span."""
     local = str(tmp_path / "local.db")
-    ports = [_free_port(), _free_port()]
-    command = [sys.executable, "-m", "harvester", "serve", "--store", postgres_url, "--idle-seconds", "0.3"]
-    procs = [
-        subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        for port in ports
-    ]
-    try:
-        for port in ports:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    _health(port)
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, "harvester serve did not come up"
-                    time.sleep(0.1)
+    with _replicas(postgres_url, 2, idle=0.3) as (ports, _):
         provider = TracerProvider(resource=Resource({"service.name": "fleet"}))
         exporters = [
             BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{p}/v1/traces"), schedule_delay_millis=50)
@@ -275,11 +271,6 @@ def test_a_fleet_fed_by_the_real_exporter_stores_what_the_in_process_hook_stores
         while sum(_health(p)["traces_written"] for p in ports) < 12:
             assert time.monotonic() < deadline, [_health(p) for p in ports]
             time.sleep(0.1)
-    finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            proc.communicate(timeout=60)
     with TraceStore(postgres_url) as fleet, TraceStore(local) as hook:
         assert fleet.count() == hook.count() == 12
         ours, theirs = (

@@ -86,6 +86,12 @@ class IngestStats:
             if reason != "no_agent":  # counted in no_agent_traces
                 self.lost[reason] = self.lost.get(reason, 0) + n
 
+    def end_file(self, no_agent_left: int) -> None:
+        """A file read a segment at a time is done: the traces still carried held no agent span."""
+        self.traces += no_agent_left
+        self.no_agent += no_agent_left
+        self.files += 1
+
     def add_otlp(self, spans: int, skipped: int, reasons: dict[str, int]) -> None:
         self.spans += spans
         self.skipped += skipped
@@ -183,10 +189,7 @@ def _ingest_segments(source: Input, writer: RunWriter, stats: IngestStats) -> No
                 for tid, spans in held.pop(k).items():
                     traces.setdefault(tid, []).extend(spans)
             _store_traces(traces, writer, stats, carried)
-        left = carried.left()  # no part of these held an agent span
-        stats.traces += left
-        stats.no_agent += left
-        stats.files += 1
+        stats.end_file(carried.left())
     finally:
         carried.close()
 

@@ -200,10 +200,7 @@ class Workers:
                 self._write(parsed, owner, store, stats, batch_size, carried)
                 if not more:
                     break
-            left = carried.left()  # no part of these held an agent span
-            stats.traces += left
-            stats.no_agent += left
-            stats.files += 1
+            stats.end_file(carried.left())
         finally:
             carried.close()
 

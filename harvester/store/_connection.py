@@ -210,15 +210,6 @@ class Connection:
         self._rconn, self._rpid = conn, os.getpid()
         return conn
 
-    def __enter__(self: _Self) -> _Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"TraceStore({self.path!r})"
-
     def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None) -> int:
         """One statement (for each of ``rows``) in one write transaction; the number of rows it changed."""
         return self._transact(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import StoreError
-from ._schema import SCHEMA, SCHEMA_VERSION
+from ._schema import SCHEMA, SCHEMA_VERSION, check_version
 
 __all__ = ["LOCK_CLASS", "PG_DDL", "pg_check", "pg_sql"]
 
@@ -86,16 +86,7 @@ def pg_check(conn: Any, *, readonly: bool, error: Callable[[str], StoreError]) -
                     ("schema", SCHEMA, "version", str(SCHEMA_VERSION)),
                 )
         meta = _meta(conn) or {}
-    if meta.get("schema") != SCHEMA:
-        raise error("not a harvester trace store (no schema marker)")
-    try:
-        version = int(meta.get("version", "0"))
-    except ValueError:
-        raise error(f"unreadable schema version {meta.get('version')!r}") from None
-    if version > SCHEMA_VERSION:
-        raise error(
-            f"written by a newer harvester (store schema {version}, this one reads {SCHEMA_VERSION}); upgrade harvester"
-        )
+    check_version(meta, error)
 
 
 def _tables(conn: Any) -> set[str]:

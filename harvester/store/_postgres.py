@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import StoreError
+from ._connection import default_path
 from ._pgschema import LOCK_CLASS, pg_check, pg_sql
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class PgConnection:
         """``check=False``: connect (and check the schema) at the first read or write, not here. The span
         processor opens its store so: an app's start must not wait on a database that is slow to answer
         (its first write then fails, counted, and the next one tries again)."""
-        self._url = str(path)
+        self._url = str(default_path() if path is None else path)
         self.path = shown_url(self._url)
         self.readonly = readonly
         self.on_wait: Callable[[str], None] | None = None  # SQLite's; PostgreSQL waits for its locks itself
@@ -195,15 +196,6 @@ class PgConnection:
             if self._pool is not None and self._pid == os.getpid():
                 self._pool.close()
             self._pool = None
-
-    def __enter__(self: _Self) -> _Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"TraceStore({self.path!r})"
 
     # -- what the shared reads and writes call -------------------------------------------------
     def _transact(self, work: Callable[[Any], int], *, settling: bool = False) -> int:

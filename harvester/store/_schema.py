@@ -97,7 +97,18 @@ def check(conn: sqlite3.Connection, *, readonly: bool, error: Callable[[str], St
             raise error("empty database; ingest traces first (harvester ingest FILE)")
         _create(conn)
         return True
-    meta = dict(conn.execute("SELECT key, value FROM harvester_meta").fetchall())
+    version = check_version(dict(conn.execute("SELECT key, value FROM harvester_meta").fetchall()), error)
+    has_inbox = "inbox" in tables
+    if not has_inbox and not readonly:
+        _add_inbox(conn)
+        has_inbox = True
+    elif version < SCHEMA_VERSION and not readonly:
+        _migrate(conn, lambda: _set_version(conn))
+    return has_inbox
+
+
+def check_version(meta: dict[str, str], error: Callable[[str], StoreError]) -> int:
+    """The schema version ``harvester_meta`` holds (either engine's), refused when it is not ours or newer."""
     if meta.get("schema") != SCHEMA:
         raise error("not a harvester trace store (no schema marker)")
     try:
@@ -108,13 +119,7 @@ def check(conn: sqlite3.Connection, *, readonly: bool, error: Callable[[str], St
         raise error(
             f"written by a newer harvester (store schema {version}, this one reads {SCHEMA_VERSION}); upgrade harvester"
         )
-    has_inbox = "inbox" in tables
-    if not has_inbox and not readonly:
-        _add_inbox(conn)
-        has_inbox = True
-    elif version < SCHEMA_VERSION and not readonly:
-        _migrate(conn, lambda: _set_version(conn))
-    return has_inbox
+    return version
 
 
 def _add_inbox(conn: sqlite3.Connection) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -19,12 +19,14 @@ from ._codec import Row, run_row
 from ._connection import Connection, default_path
 from ._postgres import PgConnection, is_postgres_url
 from ._queries import Queries
-from ._settling import Normalize, Settling
+from ._settling import Settling
 
 if TYPE_CHECKING:
     from ..model import Run
 
 __all__ = ["PgTraceStore", "TraceStore"]
+
+_Self = TypeVar("_Self", bound="TraceStore")
 
 
 class TraceStore(Queries, Settling, Connection):
@@ -42,6 +44,15 @@ class TraceStore(Queries, Settling, Connection):
         if cls is TraceStore and is_postgres_url(named):
             cls = PgTraceStore
         return super().__new__(cls)
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"TraceStore({self.path!r})"
 
     # -- writing -------------------------------------------------------------------------------
     def add(self, run: Run, spans: Sequence[SpanData] | None = None) -> None:
@@ -107,14 +118,3 @@ class TraceStore(Queries, Settling, Connection):
 
 class PgTraceStore(PgConnection, TraceStore):
     """A ``TraceStore`` in a PostgreSQL database: ``TraceStore(url)`` makes one (see ``_postgres``)."""
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        readonly: bool = False,
-        normalize: Normalize | None = None,
-        check: bool = True,
-    ) -> None:
-        named = default_path() if path is None else path
-        PgConnection.__init__(self, named, readonly=readonly, normalize=normalize, check=check)

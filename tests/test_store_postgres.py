@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from harvester.errors import StoreError
+from harvester.harvest import harvest
 from harvester.instrument import agent_run, tool
 from harvester.intake import HarvestingSpanProcessor
 from harvester.spans import SpanData, to_otlp
@@ -257,6 +259,15 @@ def test_a_fleet_fed_by_the_real_exporter_stores_what_the_in_process_hook_stores
         ]
         provider.add_span_processor(_LoadBalancer(exporters))
         provider.add_span_processor(HarvestingSpanProcessor(local))
+        harvests, writing = [], threading.Event()
+
+        def harvest_meanwhile() -> None:  # the nightly job, run while the replicas write
+            with TraceStore(postgres_url) as store:
+                while not writing.is_set():
+                    harvests.append(harvest(store, tmp_path / "meanwhile").runs)
+
+        reader = threading.Thread(target=harvest_meanwhile)
+        reader.start()
         for i in range(12):
             order = f"A{1000 + i}"
             with agent_run("support", f"Can I return order {order}?", model="m1", tracer_provider=provider) as run:
@@ -271,7 +282,11 @@ def test_a_fleet_fed_by_the_real_exporter_stores_what_the_in_process_hook_stores
         while sum(_health(p)["traces_written"] for p in ports) < 12:
             assert time.monotonic() < deadline, [_health(p) for p in ports]
             time.sleep(0.1)
+        writing.set()
+        reader.join(60)
+    assert harvests and not reader.is_alive()
     with TraceStore(postgres_url) as fleet, TraceStore(local) as hook:
+        assert harvest(fleet, tmp_path / "cases").runs == harvest(hook, tmp_path / "cases-hook").runs == 12
         assert fleet.count() == hook.count() == 12
         ours, theirs = (
             {

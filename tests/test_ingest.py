@@ -16,6 +16,7 @@ import pytest
 from harvester.errors import HarvesterError, OtlpFormatError
 from harvester.intake import _ingest as ingest
 from harvester.intake import _input, _worker, _workers, ingest_files
+from harvester.model import Run
 from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore, spans_from_blob
 from harvester.store._codec import unpacked
@@ -100,7 +101,7 @@ def runs_of(rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], tuple[Any, ...
     return {
         (r[1], r[2]): (
             *r[3:9],
-            unpacked(r[10]),
+            Run.from_data(orjson.loads(unpacked(r[10]))),
             sorted(orjson.dumps(s.to_dict()) for s in spans_from_blob(unpacked(r[11]))),
         )
         for r in rows

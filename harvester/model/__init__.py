@@ -24,7 +24,6 @@ from ._data import (
     Stop,
     UsageData,
     data_failed,
-    data_with_derived,
 )
 
 if TYPE_CHECKING:
@@ -52,7 +51,6 @@ __all__ = [
     "Usage",
     "UsageData",
     "data_failed",
-    "data_with_derived",
 ]
 
 

@@ -26,7 +26,6 @@ __all__ = [
     "Stop",
     "UsageData",
     "data_failed",
-    "data_with_derived",
 ]
 
 Stop = Literal["answered", "error", "deferred", "budget_exceeded", "max_steps", "loop_detected", "unknown"]
@@ -108,13 +107,3 @@ def data_failed(data: RunData) -> bool:
     return (
         data["stop"] != "answered" or any(c["status"] != "ok" for c in data["calls"]) or data["feedback"] == "negative"
     )
-
-
-def data_with_derived(data: RunData) -> RunData:
-    """A run's plain-dict form with ``requested_tools``/``blocked_tools``, as its JSON form has them."""
-    calls = data["calls"]
-    return {
-        **data,
-        "requested_tools": list(dict.fromkeys(c["name"] for c in calls)),
-        "blocked_tools": list(dict.fromkeys(c["name"] for c in calls if c["status"] not in ("ok", "awaiting"))),
-    }

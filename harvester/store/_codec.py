@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..model import RunData, data_failed, data_with_derived
+from ..model import RunData, data_failed
 from ..spans import SpanData
 
 if TYPE_CHECKING:
@@ -123,9 +123,11 @@ class Row(tuple):  # type: ignore[type-arg,unused-ignore]
 def run_row(data: RunData, spans: Sequence[SpanData] | None) -> Row:
     """The ``runs`` table row of a run in its plain-dict form and its raw spans.
 
-    A pure function, so the capture worker and ingest serialize runs outside the store's lock.
+    A pure function, so the capture worker and ingest serialize runs outside the store's lock. The
+    derived lists (``requested_tools``, ``blocked_tools``) are not added: a read makes them again from
+    the calls, and a run's JSON without them is smaller to store and quicker to read.
     """
-    run_json = packed(_dumps(data_with_derived(data)))
+    run_json = packed(_dumps(data))
     spans_json = packed(spans_blob(spans)) if spans else None
     started = data["started_at"]
     ts = epoch(started) or time.time()

@@ -70,25 +70,32 @@ class Queries:
 
     def get(self, trace_id: str) -> list[Run]:
         """Runs of a trace (exact id or unique prefix), in start order; [] when the trace is unknown."""
-        tid = self.resolve(trace_id)
-        if tid is None:
-            return []
         from ..model import Run  # the models load on the first read, never for a write
 
-        return [
-            Run.from_data(run_data_of(r[0]))
-            for r in self._query("SELECT run FROM runs WHERE trace_id = ? ORDER BY ts, id", (tid,))
-        ]
+        return [Run.from_data(run_data_of(r[0])) for r in self._of_trace("run", trace_id, "ORDER BY ts, id")]
 
     def spans(self, trace_id: str) -> list[SpanData]:
         """The raw spans stored with a trace's runs, each once, in start order."""
-        tid = self.resolve(trace_id)
         seen: dict[str, SpanData] = {}
-        if tid is not None:
-            for (blob,) in self._query("SELECT spans FROM runs WHERE trace_id = ? AND spans IS NOT NULL", (tid,)):
+        for (blob,) in self._of_trace("spans", trace_id):
+            if blob is not None:
                 for sp in spans_from_blob(blob):
                     seen.setdefault(sp.span_id, sp)
         return sorted(seen.values(), key=lambda s: s.start_ns)
+
+    def _of_trace(self, column: str, trace_id: str, order: str = "") -> list[tuple[Any, ...]]:
+        """``column`` of a trace's rows, the trace named exactly or by a unique prefix (``resolve``). The
+        exact id is tried first, in the one query that reads the rows: a full id costs no second query."""
+        tid = trace_id.strip().lower()
+        if not tid:
+            return []
+        self._settled()
+        sql = f"SELECT {column} FROM runs WHERE trace_id = ? {order}"
+        rows = list(self._query(sql, (tid,)))
+        if rows:
+            return rows
+        named = self.resolve(tid)
+        return list(self._query(sql, (named,))) if named is not None else []
 
     def spans_of(self, trace_ids: Iterable[str]) -> dict[str, list[SpanData]]:
         """The stored raw spans of those of ``trace_ids`` (full ids) already in the store, each span once.

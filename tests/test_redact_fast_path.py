@@ -186,3 +186,60 @@ def test_letters_that_fold_to_ascii_and_cards_grouped_four_then_three_are_found(
         assert "s3cr3t99" not in str(out) and "q8Zx3kLm9" not in str(out), out
     assert R.redact_text("COOKİE: session=abc123def").endswith(">")
     assert R.redact_text("card 4111 111 111 111 111").startswith("card <card:")
+
+
+# -- long values found clean before -------------------------------------------------------------------
+POLICY = "Refunds are accepted within 30 days of delivery for unused items in their packaging. " * 12
+
+
+def _trace(**attributes: object) -> list[SpanData]:
+    return [SpanData("a" * 32, "b" * 16, None, "execute_tool kb_search", attributes=dict(attributes))]
+
+
+def test_a_long_value_found_clean_is_remembered_and_lets_nothing_else_through() -> None:
+    """Every run repeats a system prompt, tool definitions, a policy a tool returns: a long value the
+    scan found clean is not scanned again. It is remembered as the string itself, so a value that
+    differs in one character, or a secret beside it, still goes through the scan and the walk."""
+    r = Redactor(key="")
+    clean = _trace(**{"tool.result": POLICY, "tool.query": "refund policy"})
+    assert r.redact_spans(clean) == clean and POLICY in r._clean_long
+    for secret in SECRETS:
+        near = POLICY[:-40] + f" reach {secret} for more"  # as long, nearly the same
+        for trace in (
+            _trace(**{"tool.result": POLICY, "tool.note": near}),
+            _trace(**{"tool.result": POLICY, "tool.query": secret}),
+            _trace(**{"tool.result": near}),
+        ):
+            out = r.redact_spans(trace)
+            assert out == [r._span(s, _Pass()) for s in trace] == Redactor(key="").redact_spans(trace), secret
+    assert r._clean_long == {POLICY}
+
+
+def test_the_remembered_values_are_bounded(monkeypatch) -> None:
+    from harvester.redact import _engine
+
+    monkeypatch.setattr(_engine, "CLEAN_LONG_BYTES", 4 * len(POLICY))
+    r = Redactor(key="")
+    for i in range(20):
+        value = f"{i:04d} {POLICY}"
+        assert r.redact_spans(_trace(**{"tool.result": value})) is not None
+        assert r._clean_bytes <= 4 * len(POLICY) and sum(map(len, r._clean_long)) == r._clean_bytes
+    assert 0 < len(r._clean_long) <= 4
+
+
+long_texts = st.builds(
+    lambda head, tail: head + POLICY + tail,
+    st.one_of(texts, st.sampled_from(SECRETS)),
+    st.one_of(texts, st.sampled_from(SECRETS)),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(long_texts, min_size=1, max_size=3), min_size=2, max_size=5))
+def test_runs_after_runs_through_one_redactor_get_what_the_walk_gives(runs: list[list[str]]) -> None:
+    """One redactor for a stream of traces, as the processor has: whatever it remembered from the
+    traces before, each trace comes out as the walk makes it."""
+    r = Redactor(key="")
+    for values in runs:
+        trace = _trace(**{f"v{i}": v for i, v in enumerate(values)})
+        assert r.redact_spans(trace) == [r._span(s, _Pass()) for s in trace]

@@ -202,7 +202,7 @@ def test_a_long_value_found_clean_is_remembered_and_lets_nothing_else_through() 
     differs in one character, or a secret beside it, still goes through the scan and the walk."""
     r = Redactor(key="")
     clean = _trace(**{"tool.result": POLICY, "tool.query": "refund policy"})
-    assert r.redact_spans(clean) == clean and POLICY in r._clean_long
+    assert r.redact_spans(clean) == clean and POLICY in r._clean.known
     for secret in SECRETS:
         near = POLICY[:-40] + f" reach {secret} for more"  # as long, nearly the same
         for trace in (
@@ -212,19 +212,19 @@ def test_a_long_value_found_clean_is_remembered_and_lets_nothing_else_through() 
         ):
             out = r.redact_spans(trace)
             assert out == [r._span(s, _Pass()) for s in trace] == Redactor(key="").redact_spans(trace), secret
-    assert r._clean_long == {POLICY}
+    assert r._clean.known == {POLICY}
 
 
 def test_the_remembered_values_are_bounded(monkeypatch) -> None:
-    from harvester.redact import _engine
+    from harvester.redact import _fast_path
 
-    monkeypatch.setattr(_engine, "CLEAN_LONG_BYTES", 4 * len(POLICY))
+    monkeypatch.setattr(_fast_path, "MAX_CHARS", 4 * len(POLICY))
     r = Redactor(key="")
     for i in range(20):
         value = f"{i:04d} {POLICY}"
         assert r.redact_spans(_trace(**{"tool.result": value})) is not None
-        assert r._clean_bytes <= 4 * len(POLICY) and sum(map(len, r._clean_long)) == r._clean_bytes
-    assert 0 < len(r._clean_long) <= 4
+        assert r._clean.chars <= 4 * len(POLICY) and sum(map(len, r._clean.known)) == r._clean.chars
+    assert 0 < len(r._clean.known) <= 4
 
 
 long_texts = st.builds(

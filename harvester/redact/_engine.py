@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ..canonical import canonical_bytes
+from ._fast_path import CleanValues, nothing_in
 from ._rules import (
     BIG_INT,
     CAMEL,
@@ -27,7 +28,6 @@ from ._rules import (
     CARD_MIN,
     CASED,
     CREDENTIAL,
-    ESCAPED,
     ESCAPES,
     FOLDED,
     LOCAL_PART,
@@ -36,9 +36,7 @@ from ._rules import (
     Rule,
     base64_like,
     card_shaped,
-    card_shaped_bytes,
     card_span,
-    clean_ascii,
     kind_name,
     luhn_ok,
     maybe_secret,
@@ -51,8 +49,6 @@ __all__ = ["Engine", "Pass", "MIN_LEN"]
 _KEY_ENV = "HARVESTER_REDACT_KEY"
 MIN_LEN = 6  # shorter strings cannot hold any built-in secret ("a@b.co")
 _SHORT = 200  # strings up to this long recur (names, models, resource values): their results are remembered
-LONG = 256  # values this long that the fast path found clean are remembered, not scanned again...
-CLEAN_LONG_BYTES = 4 << 20  # ...up to this many characters of them, then it starts again
 # Pseudonyms of values up to this many bytes are cached. The cache is bounded by count, so a
 # long-running process that redacts large values (a whole secret header, a field rule's object)
 # would otherwise hold up to 50,000 of them; hashing a large value again costs little beside it.
@@ -121,8 +117,7 @@ class Engine:
         self._digests: dict[bytes, str] = {}
         self._secret_keys: dict[str, bool] = {}
         self._short: dict[str, str] = {}  # short strings recur (names, models, resource values): remember them
-        self._clean_long: set[str] = set()  # long values the fast path found clean (``_nothing_in``)
-        self._clean_bytes = 0
+        self._clean = CleanValues()  # long values the fast path found clean (``_nothing_in``)
 
     # -- pseudonyms ----------------------------------------------------------------------------
     def pseudonym(self, kind: str, value: Any) -> str:
@@ -379,64 +374,19 @@ class Engine:
                 return self.pseudonym(kind, text)
         return v
 
-    # -- the fast path -------------------------------------------------------------------------
-    # Most runs hold no secret at all. Walking their values in Python costs more than everything
-    # else capture does, so they are first serialized in one C call and scanned once: when the text
-    # holds no rule's trigger, no card-shaped digits and no float big enough to be a card, nothing
-    # the walk could replace is there, and the walk is skipped. Every rule needs one of those in the
-    # value it replaces (or, for a secret's key name, in the key), so the scan can only send
-    # clean runs down the slow path, never a secret down the fast one.
-    #
-    # Long strings found clean before (a system prompt, tool definitions, a policy document a tool
-    # returns: every run repeats them) are not scanned again, nor a long string twice in one scan:
-    # ``_clean_long`` holds the strings themselves, compared by equality, never a hash of them, so no
-    # other string is ever let through. No rule's match spans two values, so each verdict is the value's own.
+    # -- the fast path (``_fast_path``) --------------------------------------------------------
     def _nothing_in(self, values: Any, p: Pass) -> bool:
         """True when no rule could change anything in ``values`` (keys included)."""
         if self._custom or p.literals or not self.builtin:
             return False
         if type(values) is list:
-            values = self._unknown(values)
+            values = self._clean.unknown(values)
         try:
             raw = orjson.dumps(values)
         except (TypeError, ValueError):  # bytes, lone surrogates, foreign types: the walk handles them
             return False
-        if self._nothing_in_raw(raw):
+        if nothing_in(raw):
             if type(values) is list:
-                self._remember_clean(values)
+                self._clean.remember(values)
             return True
         return False
-
-    def _unknown(self, values: list[Any]) -> list[Any]:
-        """``values`` less the long strings found clean before, and less repeats of a long string (a
-        conversation's history recurs in every chat span of a run): each is scanned once."""
-        known = self._clean_long
-        now: set[str] = set()
-        out = []
-        for v in values:
-            if type(v) is str and len(v) >= LONG:
-                if v in known or v in now:
-                    continue
-                now.add(v)
-            out.append(v)
-        return out
-
-    def _remember_clean(self, values: list[Any]) -> None:
-        known = self._clean_long
-        for v in values:
-            if type(v) is str and len(v) >= LONG and v not in known:
-                if self._clean_bytes + len(v) > CLEAN_LONG_BYTES:  # bounded: start again
-                    known.clear()
-                    self._clean_bytes = 0
-                known.add(v)
-                self._clean_bytes += len(v)
-
-    @staticmethod
-    def _nothing_in_raw(raw: bytes) -> bool:
-        # A JSON payload in a value may hide a trigger behind an escape ("bob\u0040example.com"), which a
-        # reader unescapes; a float big enough to be a card is written with an exponent.
-        if ESCAPED.search(raw) is not None or (b"+" in raw and b"e+1" in raw):
-            return False
-        if raw.isascii():
-            return clean_ascii(raw)
-        return not card_shaped_bytes(raw) and not maybe_secret(raw.decode().lower())

@@ -19,7 +19,7 @@ from harvester.spans import SpanData, spans_from_otlp, to_otlp
 from harvester.store import TraceStore, export_otlp, failure_summary, inbox_row, spans_blob
 from harvester.store._codec import unpacked
 from tests.builders.files import readable
-from tests.builders.store import agent_trace, make_run, make_span, write_otlp
+from tests.builders.store import agent_trace, make_run, make_span, run_together, write_otlp
 
 
 @pytest.fixture
@@ -163,11 +163,7 @@ def test_concurrent_writers(store_url: str) -> None:
     path = store_url
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_writer, args=(path, n * 1000)) for n in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-        assert p.exitcode == 0
+    run_together(procs, 60)
     with TraceStore(path) as s:
         assert s.count() == 400
 

@@ -29,7 +29,7 @@ from harvester.instrument import agent_run, tool
 from harvester.intake import HarvestingSpanProcessor
 from harvester.spans import SpanData, to_otlp
 from harvester.store import TraceStore, inbox_row, spans_blob
-from tests.builders.store import agent_trace, make_run, make_span
+from tests.builders.store import agent_trace, make_run, make_span, run_together
 
 TRACES = 60
 
@@ -75,11 +75,7 @@ def test_parts_of_one_trace_written_by_two_processes_at_once_merge_into_whole_ru
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_write_parts, args=(store_url, which)) for which in (0, 1)]
     procs.append(ctx.Process(target=_read_until, args=(store_url, time.monotonic() + 3)))
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
+    run_together(procs, 120)
     with TraceStore(store_url) as store:
         assert _stored(store) == expected
         assert store.pending() == 0
@@ -153,11 +149,7 @@ def test_a_store_settled_by_two_readers_at_once_settles_each_batch_once(store_ur
             store.add_many([], inbox=[inbox_row([spans_blob(a + b)], redacted=True)])
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_read_until, args=(store_url, time.monotonic() + 1)) for _ in range(3)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-        assert p.exitcode == 0
+    run_together(procs, 60)
     with TraceStore(store_url) as store:
         assert store.pending() == 0 and len({r[0] for r in _stored(store)}) == TRACES
 

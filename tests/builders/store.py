@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -82,3 +83,12 @@ def write_otlp(path: Path, traces: list[list[SpanData]], lines: bool = False) ->
     else:
         path.write_bytes(orjson.dumps(to_otlp([s for t in traces for s in t])))
     return path
+
+
+def run_together(procs: list[Any], timeout: float = 120) -> None:
+    """Start the processes, wait for all, and require each to have exited cleanly."""
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout)
+        assert p.exitcode == 0, p

@@ -210,12 +210,6 @@ class Connection:
         self._rconn, self._rpid = conn, os.getpid()
         return conn
 
-    def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None) -> int:
-        """One statement (for each of ``rows``) in one write transaction; the number of rows it changed."""
-        return self._transact(
-            lambda conn: (conn.executemany(sql, rows) if rows is not None else conn.execute(sql)).rowcount
-        )
-
     def _transact(self, work: Callable[[sqlite3.Connection], int], *, settling: bool = False) -> int:
         """``work`` in one write transaction, retried while another process holds the lock.
 

@@ -215,11 +215,6 @@ class PgConnection:
                 raise self._failed(exc, "write") from None
         raise self._error("cannot write")  # not reached
 
-    def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None) -> int:
-        return self._transact(
-            lambda conn: (conn.executemany(sql, rows) if rows is not None else conn.execute(sql)).rowcount
-        )
-
     def _read_with(self, read: Callable[[Any], Any], *, writer: bool = True) -> Any:
         try:
             with self._pooled().connection() as raw:

@@ -45,7 +45,15 @@ class Queries:
     _read_with: Any
     _reclaim: Any
     _error: Any
-    _write: Any
+    _transact: Any
+
+    def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None) -> int:
+        """One statement (for each of ``rows``) in one write transaction; the number of rows it changed."""
+        return int(
+            self._transact(
+                lambda conn: (conn.executemany(sql, rows) if rows is not None else conn.execute(sql)).rowcount
+            )
+        )
 
     def count(self, *, failed: bool | None = None) -> int:
         self._settled()

@@ -22,7 +22,7 @@ from harvester.conventions import run_data_from_spans
 from harvester.errors import StoreError
 from harvester.intake import HarvestingSpanProcessor, run_rows, sampled_in
 from harvester.redact import Redactor
-from harvester.store import TraceStore, inbox_row, run_row, spans_blob
+from harvester.store import SCHEMA_VERSION, TraceStore, inbox_row, run_row, spans_blob
 from tests.builders.capture import agent_run, setup
 from tests.builders.files import readable
 
@@ -232,7 +232,7 @@ def test_a_schema_1_store_gains_an_inbox_and_a_read_only_open_leaves_it_alone(tm
     agent_run(tracer)
     proc.shutdown()
     with sqlite3.connect(tmp_path / "t.db") as c:
-        assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == ("3",)
+        assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == (str(SCHEMA_VERSION),)
     with TraceStore(tmp_path / "t.db", readonly=True) as s:
         assert s.count() == 1
 

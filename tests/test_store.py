@@ -6,6 +6,8 @@ import multiprocessing
 import os
 import sqlite3
 import time
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -16,8 +18,8 @@ from harvester.errors import InputError, NotFoundError, OtlpFormatError, StoreEr
 from harvester.intake import ingest_files
 from harvester.model import ToolCall
 from harvester.spans import SpanData, spans_from_otlp, to_otlp
-from harvester.store import TraceStore, export_otlp, failure_summary, inbox_row, spans_blob
-from harvester.store._codec import unpacked
+from harvester.store import SCHEMA_VERSION, TraceStore, export_otlp, failure_summary, inbox_row, spans_blob
+from harvester.store._codec import PACKED, packed, unpacked
 from tests.builders.files import readable
 from tests.builders.store import agent_trace, make_run, make_span, run_together, write_otlp
 
@@ -387,7 +389,7 @@ def test_rows_are_stored_compressed_and_read_back_whole(tmp_path: Path) -> None:
         assert store.get(run.trace_id) == [run] and store.spans(run.trace_id) == sorted(spans, key=lambda s: s.start_ns)
     with sqlite3.connect(tmp_path / "t.db") as c:
         raw_run, raw_spans, size = c.execute("SELECT run, spans, size FROM runs").fetchone()
-    assert raw_run[:1] == raw_spans[:1] == b"x"  # zlib's header: not JSON
+    assert raw_run[:2] == raw_spans[:2] == PACKED  # the tag of a raw deflate stream: not JSON
     assert size == len(raw_run) + len(raw_spans)  # retention counts what the rows take
     plain = len(orjson.dumps(run.model_dump(mode="json"))) + sum(len(orjson.dumps(s.to_dict())) for s in spans)
     assert size < plain / 5
@@ -397,37 +399,44 @@ def test_rows_are_stored_compressed_and_read_back_whole(tmp_path: Path) -> None:
     assert any(b"thirty days" in readable(p) for p in files)
 
 
-def test_a_schema_2_store_reads_as_it_is_and_becomes_3_when_written(tmp_path: Path) -> None:
+OLDER_ROWS = [
+    pytest.param("2", lambda blob: blob, id="schema-2-plain-json"),
+    pytest.param("3", lambda blob: zlib.compress(blob, 1), id="schema-3-zlib-streams"),
+]
+
+
+@pytest.mark.parametrize(("older", "pack"), OLDER_ROWS)
+def test_an_older_store_reads_as_it_is_and_becomes_current_when_written(
+    tmp_path: Path, older: str, pack: Callable[[bytes], bytes]
+) -> None:
     path = tmp_path / "t.db"
     old = make_run(1)
-    old.prompt = "an older harvester wrote this row plain " * 30
+    old.prompt = "an older harvester wrote this row " * 30
     with TraceStore(path) as store:
         store.add(old, [make_span(old.trace_id, "a" * 16, x="plain " * 200)])
-    with sqlite3.connect(path) as c:  # as a schema-2 harvester left it: version 2, plain JSON rows
-        (blob,) = c.execute("SELECT run FROM runs").fetchone()
-        c.execute(
-            "UPDATE runs SET run = ?, spans = ?",
-            (unpacked(blob), unpacked(c.execute("SELECT spans FROM runs").fetchone()[0])),
-        )
-        c.execute("UPDATE harvester_meta SET value = '2' WHERE key = 'version'")
+    with sqlite3.connect(path) as c:  # as an older harvester left it: its version, its rows
+        run, spans = c.execute("SELECT run, spans FROM runs").fetchone()
+        c.execute("UPDATE runs SET run = ?, spans = ?", (pack(unpacked(run)), pack(unpacked(spans))))
+        c.execute("UPDATE harvester_meta SET value = ? WHERE key = 'version'", (older,))
 
     def version() -> str:
         with sqlite3.connect(path) as c:
             return c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone()[0]
 
     with TraceStore(path, readonly=True) as store:
-        assert store.get(old.trace_id) == [old]
-    assert version() == "2"  # reading changes nothing
+        assert store.get(old.trace_id) == [old] and len(store.spans(old.trace_id)) == 1
+    assert version() == older  # reading changes nothing
     new = make_run(2)
     with TraceStore(path) as store:
         store.add(new)
         assert store.get(old.trace_id) == [old] and store.get(new.trace_id) == [new]
-    assert version() == "3"  # an older harvester now refuses the file instead of misreading new rows
+    assert version() == str(SCHEMA_VERSION)  # an older harvester now refuses the file instead of misreading rows
 
 
-def test_settling_a_schema_2_store_opened_read_only_marks_it_3(tmp_path: Path) -> None:
-    """A read settles the inbox even on a read-only open, and the runs it writes are compressed: the
-    version must say so in the same transaction, or a schema-2 harvester misreads them."""
+@pytest.mark.parametrize("older", ["2", "3"])
+def test_settling_an_older_store_opened_read_only_marks_it_current(tmp_path: Path, older: str) -> None:
+    """A read settles the inbox even on a read-only open, and the runs it writes are packed: the
+    version must say so in the same transaction, or an older harvester misreads them."""
     path = tmp_path / "t.db"
     trace_id = "c" * 32
     with TraceStore(path) as store:
@@ -435,9 +444,15 @@ def test_settling_a_schema_2_store_opened_read_only_marks_it_3(tmp_path: Path) -
             [], inbox=[inbox_row([spans_blob([make_span(trace_id, "a" * 16, x="plain " * 200)])], redacted=True)]
         )
     with sqlite3.connect(path) as c:
-        c.execute("UPDATE harvester_meta SET value = '2' WHERE key = 'version'")
+        c.execute("UPDATE harvester_meta SET value = ? WHERE key = 'version'", (older,))
     with TraceStore(path, readonly=True) as store:
         assert store.settle()["traces"] == 1
     with sqlite3.connect(path) as c:
         assert c.execute("SELECT count(*) FROM inbox").fetchone() == (0,)
-        assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == ("3",)
+        assert c.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone() == (str(SCHEMA_VERSION),)
+
+
+def test_a_damaged_packed_blob_is_a_value_error() -> None:
+    assert unpacked(packed(b"[" + b"1," * 400 + b"1]")) == b"[" + b"1," * 400 + b"1]"
+    with pytest.raises(ValueError, match="damaged compressed blob"):
+        unpacked(PACKED + b"\xff" * 40)

@@ -289,3 +289,31 @@ def test_a_fleet_fed_by_the_real_exporter_stores_what_the_in_process_hook_stores
         )
         assert ours == theirs
         assert all(len(run[0]["calls"]) == 1 for run in ours.values())  # the tool part, from the other receiver
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_an_older_postgresql_store_says_the_current_schema_in_its_first_write(postgres_url, readonly) -> None:
+    """Rows written now are packed as an older harvester cannot read: the store's version must say so in
+    the same transaction as the first of them (a write, or settling the inbox on a read-only open)."""
+    import psycopg
+
+    from harvester.store import SCHEMA_VERSION
+
+    def version() -> str:
+        with psycopg.connect(postgres_url) as conn:
+            return conn.execute("SELECT value FROM harvester_meta WHERE key = 'version'").fetchone()[0]
+
+    with TraceStore(postgres_url) as store:
+        store.count()
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("UPDATE harvester_meta SET value = '3' WHERE key = 'version'")
+    run = make_run(1)
+    with TraceStore(postgres_url) as store:
+        assert store.count() == 0 and version() == "3"  # reading changes nothing
+        store.add_many([], inbox=[inbox_row([spans_blob(agent_trace(run.trace_id))], redacted=True)])
+    if readonly:  # the inbox row above was the first write; start again from an older mark
+        with psycopg.connect(postgres_url) as conn:
+            conn.execute("UPDATE harvester_meta SET value = '3' WHERE key = 'version'")
+    with TraceStore(postgres_url, readonly=readonly) as store:
+        assert store.count() == 1
+    assert version() == str(SCHEMA_VERSION)

@@ -68,8 +68,9 @@ def pg_sql(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
-def pg_check(conn: Any, *, readonly: bool, error: Callable[[str], StoreError]) -> None:
-    """Check (and, for writing, create) the schema on an autocommit connection."""
+def pg_check(conn: Any, *, readonly: bool, error: Callable[[str], StoreError]) -> int:
+    """Check (and, for writing, create) the schema on an autocommit connection; returns its version.
+    An older version is marked current by the first write (``mark_current``), as on SQLite."""
     meta = _meta(conn)
     if meta is None:
         if readonly:
@@ -86,7 +87,7 @@ def pg_check(conn: Any, *, readonly: bool, error: Callable[[str], StoreError]) -
                     ("schema", SCHEMA, "version", str(SCHEMA_VERSION)),
                 )
         meta = _meta(conn) or {}
-    check_version(meta, error)
+    return check_version(meta, error)
 
 
 def _tables(conn: Any) -> set[str]:

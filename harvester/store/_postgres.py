@@ -37,6 +37,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..errors import StoreError
 from ._connection import default_path
 from ._pgschema import LOCK_CLASS, pg_check, pg_sql
+from ._schema import SCHEMA_VERSION, mark_current
 
 if TYPE_CHECKING:
     from ._settling import Normalize
@@ -124,6 +125,7 @@ class PgConnection:
             raise self._error("a PostgreSQL store needs psycopg: pip install 'harvester[postgres]'") from None
         self._pg = psycopg
         self._checked = False
+        self._current = False  # the store says this schema version (known at the check)
         if check:
             self._check()
 
@@ -131,7 +133,7 @@ class PgConnection:
         psycopg = self._pg
         try:
             with psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
-                pg_check(conn, readonly=self.readonly, error=self._error)
+                self._current = pg_check(conn, readonly=self.readonly, error=self._error) >= SCHEMA_VERSION
         except psycopg.OperationalError as exc:
             raise self._error(self._cannot_connect(exc)) from None
         except psycopg.Error as exc:
@@ -206,7 +208,12 @@ class PgConnection:
         for attempt in range(RETRIES):
             try:
                 with self._pooled().connection() as raw, raw.transaction():
-                    return work(_Conn(raw))
+                    conn = _Conn(raw)
+                    if not self._current:  # rows it writes may be packed: an older store says so first
+                        mark_current(conn)
+                    n = work(conn)
+                self._current = True
+                return n
             except (errors.DeadlockDetected, errors.SerializationFailure) as exc:
                 if attempt + 1 == RETRIES:
                     raise self._failed(exc, "write") from None

@@ -4,8 +4,9 @@ The file announces itself in a ``harvester_meta`` table. A file that is not SQLi
 database with other tables and no marker, or one written by a newer harvester is refused with a
 ``StoreError`` naming the file before anything is written to it. Schema 2 added the inbox: a
 schema-1 store gains it the first time it is opened for writing. Schema 3 compresses the blobs of new
-rows (``_codec``): an older store is marked 3 the first time it is opened for writing (its plain rows
-read as they are), so a harvester that cannot read compressed rows refuses the file instead.
+rows (``_codec``), schema 4 packs them without zlib's checksum: an older store is marked 4 the first
+time it is opened for writing (its rows read as they are), so a harvester that cannot read the new
+rows refuses the file instead.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ..errors import StoreError
 
@@ -30,7 +32,7 @@ __all__ = [
 ]
 
 SCHEMA = "harvester.store"
-SCHEMA_VERSION = 3  # 2: the inbox; 3: run and span blobs may be compressed
+SCHEMA_VERSION = 4  # 2: the inbox; 3: run and span blobs may be compressed; 4: raw deflate
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 10_000
 RETRIES = 20
@@ -123,7 +125,7 @@ def check_version(meta: dict[str, str], error: Callable[[str], StoreError]) -> i
 
 
 def _add_inbox(conn: sqlite3.Connection) -> None:
-    """Schema 1 -> 3: a store from before the inbox gains it."""
+    """Schema 1 -> 4: a store from before the inbox gains it."""
 
     def add() -> None:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'inbox'").fetchone() is None:
@@ -134,13 +136,14 @@ def _add_inbox(conn: sqlite3.Connection) -> None:
 
 
 def _set_version(conn: sqlite3.Connection) -> None:
-    """Schema 2 -> 3 is this alone: the version marks that new rows may be compressed."""
+    """Schema 2 or 3 -> 4 is this alone: the version marks that new rows may be packed."""
     conn.execute("UPDATE harvester_meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
 
 
-def mark_current(conn: sqlite3.Connection) -> None:
-    """Inside a write that a read-only open makes (settling the inbox): the rows it writes may be
-    compressed, so a store still marked older must say 3 in the same transaction."""
+def mark_current(conn: Any) -> None:
+    """Inside a write that a read-only open makes (settling the inbox; on PostgreSQL, any first write):
+    the rows it writes may be packed, so a store still marked older must say 4 in the same transaction.
+    ``conn``: an sqlite3 connection, or the PostgreSQL store's, which speaks the same SQL."""
     conn.execute(
         "UPDATE harvester_meta SET value = ? WHERE key = 'version' AND CAST(value AS INTEGER) < ?",
         (str(SCHEMA_VERSION), SCHEMA_VERSION),

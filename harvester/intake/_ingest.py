@@ -43,6 +43,7 @@ from ..redact import Redactor
 from ..spans import OtlpStats, SpanData, numbered_otlp_documents, spans_of_document
 from ..store import TraceStore, spans_blob
 from ._carried import Carried
+from ._collector import Held, paused
 from ._input import SEGMENT_END, Input, InputFile, read
 from ._pipeline import RunWriter, merged_spans
 from ._worker import LineError, parse_chunk
@@ -158,9 +159,10 @@ def _ingest_bytes(data: bytes, name: str, writer: RunWriter, stats: IngestStats)
     """One file in this process (the reference path: the parallel one stores the same rows)."""
     otlp = OtlpStats()
     traces: dict[str, list[SpanData]] = {}
-    for line, doc in numbered_otlp_documents(data, file=name):
-        for span in spans_of_document(doc, otlp, file=name, line=line):
-            traces.setdefault(span.trace_id, []).append(span)
+    with paused():
+        for line, doc in numbered_otlp_documents(data, file=name):
+            for span in spans_of_document(doc, otlp, file=name, line=line):
+                traces.setdefault(span.trace_id, []).append(span)
     del data
     stats.files += 1
     stats.add_otlp(otlp.spans, otlp.skipped, otlp.reasons)
@@ -172,14 +174,17 @@ def _ingest_segments(source: Input, writer: RunWriter, stats: IngestStats) -> No
     so memory holds one segment and the rows stored are the workers' rows, in their order."""
     carried = Carried()
     held: dict[int, dict[str, list[SpanData]]] = {}
+    frozen = Held()
     lines = key = 0
     try:
         for chunk in itertools.chain(source.chunks(), [SEGMENT_END]):
             if chunk is not SEGMENT_END:
                 try:
-                    parsed = parse_chunk(held, key, chunk[0], source.name, chunk[1])
+                    with paused():
+                        parsed = parse_chunk(held, key, chunk[0], source.name, chunk[1])
                 except LineError as exc:
                     raise OtlpFormatError(exc.args[0], file=source.name, field=f"line {lines + exc.args[1]}") from None
+                frozen.hold()
                 lines += parsed.lines
                 key += 1
                 stats.add_otlp(parsed.spans, parsed.skipped, parsed.reasons)
@@ -189,8 +194,11 @@ def _ingest_segments(source: Input, writer: RunWriter, stats: IngestStats) -> No
                 for tid, spans in held.pop(k).items():
                     traces.setdefault(tid, []).extend(spans)
             _store_traces(traces, writer, stats, carried)
+            del traces
+            frozen.release()
         stats.end_file(carried.left())
     finally:
+        frozen.release()
         carried.close()
 
 

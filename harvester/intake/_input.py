@@ -9,7 +9,6 @@ more is read: memory then holds a segment, never the file.
 
 from __future__ import annotations
 
-import gc
 import io
 import os
 import stat
@@ -21,6 +20,7 @@ import orjson
 
 from ..errors import OtlpFormatError
 from ..spans import iter_otlp_documents
+from ._collector import paused
 
 __all__ = ["CHUNK_BYTES", "SEGMENT_BYTES", "SEGMENT_END", "SLICE_SPANS", "Input", "InputFile", "read"]
 
@@ -154,13 +154,8 @@ class Input:
 
     def _document(self, data: bytes) -> Iterator[tuple[str, Any]]:
         """One big document: parsed here, its ``resourceSpans`` re-cut into slices for the workers."""
-        enabled = gc.isenabled()
-        gc.disable()  # orjson builds a tree without cycles: collections while it grows only cost time
-        try:
+        with paused():  # orjson builds a tree without cycles: collections while it grows only cost time
             docs = list(iter_otlp_documents(data, file=self.name))  # its errors, exactly
-        finally:
-            if enabled:
-                gc.enable()
         del data
         for doc in docs:
             if not isinstance(doc, dict) or "resourceSpans" not in doc:

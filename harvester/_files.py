@@ -17,7 +17,9 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 
 from .errors import InputError, OutputError
 
@@ -49,8 +51,9 @@ def check_output(path: str | Path) -> None:
         raise OutputError(f"cannot write under {parent}: not a directory", file=str(path))
 
 
-def write_file(path: str | Path, data: bytes, *, atomic: bool = False) -> Path:
-    """Write ``data`` to ``path``, creating its folder; returns the path.
+def write_file(path: str | Path, data: bytes | Iterable[bytes], *, atomic: bool = False) -> Path:
+    """Write ``data`` (bytes, or an iterable of them, written as they come) to ``path``, creating its
+    folder; returns the path. An error raised by the iterable leaves no file of ours behind when atomic.
 
     ``atomic``: through a fresh temporary sibling and a rename (see the module docstring), except to a
     link to this process's own output (``/dev/stdout``). Without it the file is written in place
@@ -63,7 +66,7 @@ def write_file(path: str | Path, data: bytes, *, atomic: bool = False) -> Path:
             _replace(p, data)
         else:
             with open(p, "wb") as fh:
-                fh.write(data)
+                _write(fh, data)
     except OSError as exc:
         check_output(path)  # a directory, or a path under a file: say which (checked only now: a harvest
         # writes thousands of case files, and three more stats each would cost it more than the writes)
@@ -86,12 +89,17 @@ def _in_place(p: Path) -> bool:
     return False
 
 
-def _replace(p: Path, data: bytes) -> None:
+def _write(fh: IO[bytes], data: bytes | Iterable[bytes]) -> None:
+    for part in (data,) if isinstance(data, bytes) else data:
+        fh.write(part)
+
+
+def _replace(p: Path, data: bytes | Iterable[bytes]) -> None:
     tmp = p.with_name(f".{p.name}.{secrets.token_hex(8)}.tmp")
     fd = os.open(tmp, _CREATE, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            _write(fh, data)
         os.replace(tmp, p)
     except BaseException:
         tmp.unlink(missing_ok=True)

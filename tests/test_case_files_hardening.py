@@ -149,6 +149,23 @@ def test_a_failed_write_leaves_the_stored_file_and_no_temporary(tmp_path, monkey
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["refund.json"]
 
 
+def test_a_streamed_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path):
+    """``write_file`` of an iterable (``traces export --lines``): parts are written as they come, and an
+    error from the iterable (a store that fails midway) leaves what was there and nothing of ours."""
+    out = tmp_path / "export.jsonl"
+    out.write_bytes(b"before\n")
+
+    def parts():
+        yield b"line 1\n"
+        raise RuntimeError("the store went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        _files.write_file(out, parts(), atomic=True)
+    assert out.read_bytes() == b"before\n" and [p.name for p in tmp_path.iterdir()] == ["export.jsonl"]
+    _files.write_file(out, iter([b"a\n", b"b\n"]), atomic=True)
+    assert out.read_bytes() == b"a\nb\n"
+
+
 @needs_symlinks
 def test_a_link_to_this_process_stdout_is_written_in_place_not_replaced(tmp_path, capfd):
     """``--report /dev/stdout`` with output redirected to a file: a rename would replace the link itself

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from harvester.cli import main
 from harvester.model import Run
 from harvester.spans import spans_from_otlp, to_otlp
+from harvester.store import TraceStore
 from tests.builders.files import readable
 from tests.builders.store import agent_trace
 
@@ -85,6 +86,39 @@ def test_export(env: tuple[CliRunner, str, Path], tmp_path: Path) -> None:
     assert len(list(spans_from_otlp(orjson.loads(res.output)))) == 6
     res = runner.invoke(main, ["traces", "export", "ffff", "--store", store])
     assert res.exit_code == 2 and "no trace 'ffff'" in res.output
+
+
+def test_export_lines_streams_a_document_per_100_traces_that_ingest_reads_back(tmp_path: Path) -> None:
+    """``--lines``: the Collector's file-exporter form, a line per 100 traces, each trace whole in one
+    line; ingesting it into another store gives the same runs."""
+    runner = CliRunner()
+    store, copy = str(tmp_path / "t.db"), str(tmp_path / "copy.db")
+    src = tmp_path / "traces.json"
+    src.write_bytes(orjson.dumps(to_otlp([s for i in range(250) for s in agent_trace(f"cd{i:030x}")])))
+    invoke(runner, "ingest", str(src), "--store", store)
+    out = tmp_path / "out.jsonl"
+    assert invoke(runner, "traces", "export", "--lines", "--store", store, "-o", str(out)).exit_code == 0
+    lines = out.read_bytes().splitlines()
+    per_line = [{s.trace_id for s in spans_from_otlp(orjson.loads(line))} for line in lines]
+    assert [len(t) for t in per_line] == [100, 100, 50]
+    assert sum(len(list(spans_from_otlp(orjson.loads(line)))) for line in lines) == 750  # whole traces
+    res = invoke(runner, "traces", "export", "--lines", "--store", store, "--failed")
+    assert len(res.output.splitlines()) == 3  # to stdout alike
+    assert invoke(runner, "ingest", str(out), "--store", copy).output.startswith("ingested 250 runs")
+    with TraceStore(store, readonly=True) as a, TraceStore(copy, readonly=True) as b:
+        assert sorted(a.runs(), key=lambda r: r.trace_id) == sorted(b.runs(), key=lambda r: r.trace_id)
+
+
+def test_export_lines_names_a_missing_trace_before_writing_anything(
+    env: tuple[CliRunner, str, Path], tmp_path: Path
+) -> None:
+    runner, store, src = env
+    invoke(runner, "ingest", str(src), "--store", store)
+    out = tmp_path / "out.jsonl"
+    res = runner.invoke(main, ["traces", "export", f"ab{1:030x}", "ffff", "--lines", "--store", store, "-o", str(out)])
+    assert res.exit_code == 2 and "no trace 'ffff'" in res.output and not out.exists()
+    res = runner.invoke(main, ["traces", "export", "ffff", "--lines", "--store", store])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and "resourceSpans" not in res.output
 
 
 def test_prune(env: tuple[CliRunner, str, Path]) -> None:

@@ -72,6 +72,7 @@ def test_ingest_incident_file_harvest_export_and_reports_write_no_secret(tmp_pat
     assert run(cli, ["ingest", str(source)]).exit_code == 0
     assert run(cli, ["harvest", *cases]).exit_code == 0
     assert run(cli, ["traces", "export", "a" * 32, "-o", "out/export.json"]).exit_code == 0
+    assert run(cli, ["traces", "export", "--lines", "-o", "out/export.jsonl"]).exit_code == 0
     written = files_under(tmp_path / "out")
     assert any(p.suffix == ".json" and "pending" in p.parts for p in written)  # the case files were written
     assert_clean(tmp_path / "out")

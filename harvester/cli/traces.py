@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
+from collections.abc import Iterable
 from datetime import datetime
 
 import click
@@ -14,7 +16,7 @@ from ..errors import NotFoundError
 from ..intake import ingest_files
 from ..model import Run
 from ..redact import redaction_for
-from ..store import TraceStore, copy_store, export_otlp, failure_summary
+from ..store import TraceStore, copy_store, export_otlp, export_otlp_lines, failure_summary
 from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
 
 __all__ = ["ingest", "traces", "traces_copy", "traces_export", "traces_list", "traces_prune", "traces_show"]
@@ -185,6 +187,12 @@ def traces_show(trace_id: str, store_path: str | None, as_json: bool, config: Co
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write to FILE (default: stdout).")
 @click.option("--failed", is_flag=True, help="Without ids: only traces with a failed run.")
 @click.option("--since", metavar="TIME", help="Without ids: only runs started after TIME.")
+@click.option(
+    "--lines",
+    is_flag=True,
+    help="JSON lines, a document per 100 traces, streamed (memory stays flat however big the store; "
+    "what the Collector's file exporter writes and `harvester ingest` reads).",
+)
 @with_config
 def traces_export(
     trace_ids: tuple[str, ...],
@@ -192,21 +200,31 @@ def traces_export(
     output: str | None,
     failed: bool,
     since: str | None,
+    lines: bool,
     config: Config,
 ) -> None:
-    """Export stored raw spans as one OTLP/JSON document (all traces when no id is given)."""
+    """Export stored raw spans as one OTLP/JSON document, or JSON lines (all traces when no id is given)."""
     with open_store(store_path, config, readonly=True) as store:
+        ids, only_failed = list(trace_ids) or None, True if failed else None
+        data: Iterable[bytes]
         try:
-            doc = export_otlp(store, list(trace_ids) or None, failed=True if failed else None, since=since)
+            if lines:  # the ids are resolved at the first line: a missing one is an error before any output
+                streamed = export_otlp_lines(store, ids, failed=only_failed, since=since)
+                data = itertools.chain([next(streamed, b"")], streamed)
+            else:
+                data = [orjson.dumps(export_otlp(store, ids, failed=only_failed, since=since))]
         except NotFoundError:
             missing = next(t for t in trace_ids if store.resolve(t) is None)
             raise _not_found(store, missing) from None
-    data = orjson.dumps(doc)
-    if output:
-        write_file(output, data, atomic=True)
-        click.echo(f"wrote {output}", err=True)
-    else:
-        sys.stdout.write(data.decode() + "\n")
+        if output:
+            write_file(output, data, atomic=True)
+            click.echo(f"wrote {output}", err=True)
+        else:
+            out = sys.stdout.buffer
+            for part in data:
+                out.write(part)
+            if not lines:
+                out.write(b"\n")
 
 
 @traces.command("prune")

@@ -1,7 +1,7 @@
 """The trace store: normalized runs and the raw spans they were read from, in one SQLite file or a
 PostgreSQL database (``TraceStore("postgresql://user@host:port/db")``, ``_postgres``).
 
-Also here: OTLP/JSON export (``export_otlp``), which only reads stored spans. Writing runs into a
+Also here: OTLP/JSON export (``export_otlp``, ``export_otlp_lines``), which only reads stored spans. Writing runs into a
 store (capture, ingest, the receiver) and settling its inbox are the intake pipeline's
 (``harvester.intake``), which sits above the store.
 """
@@ -10,7 +10,7 @@ from .._lazy import moved
 from ._codec import Row, epoch, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
 from ._connection import DEFAULT_PATH, ENV_PATH, default_path, store_file
 from ._copy import Copied, copy_store
-from ._export import export_otlp
+from ._export import export_otlp, export_otlp_lines
 from ._postgres import is_postgres_url, shown_store
 from ._schema import SCHEMA, SCHEMA_VERSION
 from ._settling import Normalize
@@ -29,6 +29,7 @@ __all__ = [
     "default_path",
     "epoch",
     "export_otlp",
+    "export_otlp_lines",
     "failure_summary",
     "inbox_row",
     "is_postgres_url",

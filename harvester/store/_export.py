@@ -1,15 +1,21 @@
-"""OTLP/JSON out: the stored raw spans of some traces, as one document (``harvester traces export``)."""
+"""OTLP/JSON out: the stored raw spans of some traces (``harvester traces export``), as one document or as
+JSON lines (a document per ``LINE_TRACES`` traces, streamed: what the Collector's file exporter writes,
+and what ``harvester ingest`` reads in constant memory however big the store)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+import orjson
 
 from ..errors import NotFoundError
 from ..spans import SpanData, to_otlp
 from ._store import TraceStore
 
-__all__ = ["export_otlp"]
+__all__ = ["LINE_TRACES", "export_otlp", "export_otlp_lines"]
+
+LINE_TRACES = 100  # traces per line of ``export_otlp_lines``, as the Collector batches them
 
 
 def export_otlp(
@@ -23,20 +29,43 @@ def export_otlp(
     limit: int | None = None,
 ) -> dict[str, Any]:
     """An OTLP/JSON document of the stored raw spans of the given traces (ids or prefixes) or filters."""
-    if trace_ids:
-        ids = []
-        for t in trace_ids:
-            tid = store.resolve(t)
-            if tid is None:
-                raise NotFoundError(f"no trace {t!r} in {store.path}")
-            ids.append(tid)
-    else:
-        ids = list(
-            dict.fromkeys(
-                r.trace_id for r in store.runs(failed=failed, agent=agent, since=since, until=until, limit=limit)
-            )
-        )
+    ids = _ids(store, trace_ids, failed=failed, agent=agent, since=since, until=until, limit=limit)
+    return to_otlp([span for tid in ids for span in store.spans(tid)])
+
+
+def export_otlp_lines(
+    store: TraceStore,
+    trace_ids: Sequence[str] | None = None,
+    *,
+    failed: bool | None = None,
+    agent: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    limit: int | None = None,
+) -> Iterator[bytes]:
+    """The same spans as ``export_otlp``, as JSON lines, each an OTLP/JSON document of ``LINE_TRACES``
+    whole traces ending in a newline. Ids given are all resolved before the first line."""
     spans: list[SpanData] = []
-    for tid in ids:
-        spans.extend(store.spans(tid))
-    return to_otlp(spans)
+    n = 0
+    for tid in _ids(store, trace_ids, failed=failed, agent=agent, since=since, until=until, limit=limit):
+        spans += store.spans(tid)
+        n += 1
+        if n == LINE_TRACES:
+            yield orjson.dumps(to_otlp(spans)) + b"\n"
+            spans, n = [], 0
+    if spans:
+        yield orjson.dumps(to_otlp(spans)) + b"\n"
+
+
+def _ids(store: TraceStore, trace_ids: Sequence[str] | None, **filters: Any) -> Iterator[str]:
+    """The traces named (each resolved, or ``NotFoundError`` before any is read), else those the filters
+    select, streamed."""
+    if not trace_ids:
+        return store.trace_ids(**filters)
+    ids = []
+    for t in trace_ids:
+        tid = store.resolve(t)
+        if tid is None:
+            raise NotFoundError(f"no trace {t!r} in {store.path}")
+        ids.append(tid)
+    return iter(ids)

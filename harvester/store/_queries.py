@@ -171,6 +171,29 @@ class Queries:
         for (blob,) in self._query(sql, args):
             yield validate(loads(unpacked(blob)))
 
+    def trace_ids(
+        self,
+        *,
+        failed: bool | None = None,
+        agent: str | None = None,
+        since: Any = None,
+        until: Any = None,
+        limit: int | None = None,
+    ) -> Iterator[str]:
+        """Ids of the traces that have runs matching the filters, by their newest run first, each once,
+        streamed (no run is decoded). ``limit``: of the runs read, as ``runs()`` counts them."""
+        self._settled()
+        where, args = self._filters(failed, agent, since, until)
+        sql = f"SELECT trace_id FROM runs {where} ORDER BY ts DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        seen: set[str] = set()
+        for (tid,) in self._query(sql, args):
+            if tid not in seen:
+                seen.add(tid)
+                yield tid
+
     def ids_like(self, trace_id: str, *, limit: int = 5, prefix_only: bool = False) -> list[str]:
         """Stored trace ids nearest to ``trace_id``: those sharing its longest prefix (for "did you mean")."""
         tid = trace_id.strip().lower()

@@ -33,21 +33,13 @@ def export_otlp(
     return to_otlp([span for tid in ids for span in store.spans(tid)])
 
 
-def export_otlp_lines(
-    store: TraceStore,
-    trace_ids: Sequence[str] | None = None,
-    *,
-    failed: bool | None = None,
-    agent: str | None = None,
-    since: Any = None,
-    until: Any = None,
-    limit: int | None = None,
-) -> Iterator[bytes]:
-    """The same spans as ``export_otlp``, as JSON lines, each an OTLP/JSON document of ``LINE_TRACES``
-    whole traces ending in a newline. Ids given are all resolved before the first line."""
+def export_otlp_lines(store: TraceStore, trace_ids: Sequence[str] | None = None, **filters: Any) -> Iterator[bytes]:
+    """The spans ``export_otlp`` would give for the same ids or filters (``failed``, ``agent``, ``since``,
+    ``until``, ``limit``), as JSON lines, each an OTLP/JSON document of ``LINE_TRACES`` whole traces
+    ending in a newline. Ids given are all resolved before the first line."""
     spans: list[SpanData] = []
     n = 0
-    for tid in _ids(store, trace_ids, failed=failed, agent=agent, since=since, until=until, limit=limit):
+    for tid in _ids(store, trace_ids, **filters):
         spans += store.spans(tid)
         n += 1
         if n == LINE_TRACES:

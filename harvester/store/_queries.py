@@ -158,18 +158,24 @@ class Queries:
         newest_first: bool = True,
     ) -> Iterator[Run]:
         """Stored runs, streamed from the database (never all loaded at once)."""
-        self._settled()
-        where, args = self._filters(failed, agent, since, until)
-        order = "DESC" if newest_first else "ASC"
-        sql = f"SELECT run FROM runs {where} ORDER BY ts {order}, id {order}"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(int(limit))
         from ..model import Run
 
         validate, loads = Run.model_validate, orjson.loads  # Run.from_data(run_data_of(blob)), two calls fewer
-        for (blob,) in self._query(sql, args):
+        for (blob,) in self._selected("run", failed, agent, since, until, limit, newest_first):
             yield validate(loads(unpacked(blob)))
+
+    def _selected(
+        self, column: str, failed: bool | None, agent: str | None, since: Any, until: Any, limit: Any, newest: bool
+    ) -> Iterator[tuple[Any, ...]]:
+        """``column`` of the runs the filters select, in start order (``newest`` first or last)."""
+        self._settled()
+        where, args = self._filters(failed, agent, since, until)
+        order = "DESC" if newest else "ASC"
+        sql = f"SELECT {column} FROM runs {where} ORDER BY ts {order}, id {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        return self._query(sql, args)
 
     def trace_ids(
         self,
@@ -182,14 +188,8 @@ class Queries:
     ) -> Iterator[str]:
         """Ids of the traces that have runs matching the filters, by their newest run first, each once,
         streamed (no run is decoded). ``limit``: of the runs read, as ``runs()`` counts them."""
-        self._settled()
-        where, args = self._filters(failed, agent, since, until)
-        sql = f"SELECT trace_id FROM runs {where} ORDER BY ts DESC, id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(int(limit))
         seen: set[str] = set()
-        for (tid,) in self._query(sql, args):
+        for (tid,) in self._selected("trace_id", failed, agent, since, until, limit, True):
             if tid not in seen:
                 seen.add(tid)
                 yield tid

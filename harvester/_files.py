@@ -90,7 +90,7 @@ def _in_place(p: Path) -> bool:
 
 
 def _write(fh: IO[bytes], data: bytes | Iterable[bytes]) -> None:
-    for part in (data,) if isinstance(data, bytes) else data:
+    for part in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
         fh.write(part)
 
 

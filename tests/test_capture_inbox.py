@@ -427,3 +427,35 @@ def test_a_damaged_store_read_while_settling_is_a_store_error(tmp_path: Path) ->
     with TraceStore(path) as store, pytest.raises(StoreError, match="cannot read") as err:
         store.count()
     assert "write access" not in str(err.value)
+
+
+def test_settling_inside_an_open_listing_takes_each_batch_once(tmp_path: Path) -> None:
+    """A read nested in a listing (``for run in store.runs(): store.get(...)``) runs on a connection whose
+    open cursor holds an older snapshot: batches it settled still show there. It used to take them
+    again, forever, once an app captured a batch meanwhile; each batch is now taken once, in id order."""
+    from harvester.intake import ingest_files
+    from tests.builders.store import agent_trace, write_otlp
+
+    path = tmp_path / "t.db"
+    f = write_otlp(tmp_path / "t.jsonl", [agent_trace(f"cd{i:030x}") for i in range(300)], lines=True)
+    with TraceStore(path) as store:
+        ingest_files([str(f)], store, jobs=1)
+    capture = TraceStore(path)
+    capture.add_many([], inbox=[inbox_row([spans_blob(agent_trace("e" * 32))], redacted=True)])
+    reader = TraceStore(path, readonly=True)
+    calls = []
+
+    def captured_meanwhile(done: int, total: int) -> None:
+        calls.append(done)
+        assert len(calls) < 20, "settle took the same batches again and again"
+        if len(calls) == 1:
+            capture.add_many([], inbox=[inbox_row([spans_blob(agent_trace("f" * 32))], redacted=True)])
+
+    reader.on_settle = captured_meanwhile
+    read = 0
+    for run in reader.runs():  # more than 256 rows: the cursor stays open between fetches
+        read += len(reader.get(run.trace_id))
+    assert read == 301 and len(calls) <= 3  # the 300 ingested, and the batch settled before the listing began
+    assert reader.count() == 302 and capture.pending() == 0
+    capture.close()
+    reader.close()

@@ -220,11 +220,12 @@ def traces_export(
             write_file(output, data, atomic=True)
             click.echo(f"wrote {output}", err=True)
         else:
-            out = sys.stdout.buffer
-            for part in data:
-                out.write(part)
-            if not lines:
-                out.write(b"\n")
+            out = getattr(sys.stdout, "buffer", None)  # a text stream without one (an embedding app's) gets text
+            for part in data if lines else itertools.chain(data, [b"\n"]):
+                if out is not None:
+                    out.write(part)
+                else:
+                    sys.stdout.write(part.decode())
 
 
 @traces.command("prune")

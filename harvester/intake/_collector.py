@@ -21,8 +21,8 @@ __all__ = ["Held", "paused"]
 def paused() -> Iterator[None]:
     """No collection inside the block (as it was after it)."""
     enabled = gc.isenabled()
-    gc.disable()
     try:
+        gc.disable()
         yield
     finally:
         if enabled:

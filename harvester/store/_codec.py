@@ -193,7 +193,9 @@ def packed(blob: bytes) -> bytes:
 
 
 def unpacked(blob: bytes) -> bytes:
-    """A stored blob as JSON again; ``ValueError`` for a damaged one (the readers skip and count those)."""
+    """A stored blob as JSON again; ``ValueError`` for a damaged one that inflating notices (the readers
+    skip and count those). Raw deflate carries no checksum, so damage may also read as other JSON, as
+    plain rows' damage always could: SQLite keeps no checksum of its pages either."""
     try:
         if blob[:2] == PACKED:
             return zlib.decompress(memoryview(blob)[2:], -15)

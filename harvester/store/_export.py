@@ -51,9 +51,10 @@ def export_otlp_lines(store: TraceStore, trace_ids: Sequence[str] | None = None,
 
 def _ids(store: TraceStore, trace_ids: Sequence[str] | None, **filters: Any) -> Iterator[str]:
     """The traces named (each resolved, or ``NotFoundError`` before any is read), else those the filters
-    select, streamed."""
+    select. Read whole before the first trace's spans (ids only, no run decoded): a query left open
+    on the store's connection would hold its snapshot for every read nested in it."""
     if not trace_ids:
-        return store.trace_ids(**filters)
+        return iter(list(store.trace_ids(**filters)))
     ids = []
     for t in trace_ids:
         tid = store.resolve(t)

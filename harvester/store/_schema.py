@@ -143,10 +143,13 @@ def _set_version(conn: sqlite3.Connection) -> None:
 def mark_current(conn: Any) -> None:
     """Inside a write that a read-only open makes (settling the inbox; on PostgreSQL, any first write):
     the rows it writes may be packed, so a store still marked older must say 4 in the same transaction.
-    ``conn``: an sqlite3 connection, or the PostgreSQL store's, which speaks the same SQL."""
+    ``conn``: an sqlite3 connection, or the PostgreSQL store's, which speaks the same SQL. The older
+    versions are named, not compared as numbers: PostgreSQL may cast the schema row's value too, and
+    a store a newer harvester marked meanwhile must keep its mark."""
+    older = [str(v) for v in range(1, SCHEMA_VERSION)]
     conn.execute(
-        "UPDATE harvester_meta SET value = ? WHERE key = 'version' AND CAST(value AS INTEGER) < ?",
-        (str(SCHEMA_VERSION), SCHEMA_VERSION),
+        f"UPDATE harvester_meta SET value = ? WHERE key = 'version' AND value IN ({', '.join('?' * len(older))})",
+        (str(SCHEMA_VERSION), *older),
     )
 
 

@@ -81,11 +81,11 @@ class Settling:
         counts: dict[str, int] = {}
         if not self._has_inbox:
             return counts
-        last, total = next(self._query("SELECT MAX(id), COALESCE(SUM(count), 0) FROM inbox"))
-        done = 0
+        last, total = self._latest("SELECT MAX(id), COALESCE(SUM(count), 0) FROM inbox")
+        done = after = 0
         while last is not None:
             try:
-                n = self._settle_one(last, counts)
+                taken = self._settle_one(after, last, counts)
             except StoreError as exc:
                 if "cannot write" not in str(exc):
                     raise
@@ -93,8 +93,9 @@ class Settling:
                     f"{exc} ({total - done} captured traces wait to be normalized into runs; every "
                     "read does that first, so reading needs write access to the store)"
                 ) from None
-            if n < 0:
+            if taken is None:
                 break
+            n, after = taken
             done += n
             if self.on_settle is not None:
                 self.on_settle(min(done, total), total)
@@ -103,8 +104,11 @@ class Settling:
             log.warning("%s: normalizing captured traces lost some: %s", self.path, lost)
         return counts
 
-    def _settle_one(self, last_id: int, counts: dict[str, int]) -> int:
-        """Settle the oldest inbox row up to ``last_id``: its number of traces, or -1 when none is left.
+    def _settle_one(self, after: int, last_id: int, counts: dict[str, int]) -> tuple[int, int] | None:
+        """Settle the oldest inbox row after ``after`` up to ``last_id``: its number of traces and its id,
+        or None when none is left. Rows are taken in id order, each once: a read whose connection still
+        sees an older snapshot (a cursor of the caller's left open on it) sees rows already settled, and
+        must not take them again.
 
         Optimistic for a row of whole traces (most rows): it is normalized against the stored runs of
         its traces as they were read, and the transaction checks that those are unchanged (another
@@ -112,14 +116,12 @@ class Settling:
         still there, else it reads again. After a few lost races, and for a row holding pieces of
         traces, the row is settled inside one transaction.
         """
-        row = next(
-            self._query(
-                "SELECT id, redact, count, pieces, traces FROM inbox WHERE id <= ? ORDER BY id LIMIT 1", (last_id,)
-            ),
-            None,
+        row = self._latest(
+            "SELECT id, redact, count, pieces, traces FROM inbox WHERE id > ? AND id <= ? ORDER BY id LIMIT 1",
+            (after, last_id),
         )
         if row is None:
-            return -1
+            return None
         row_id, redact, count, pieces, blob = row
         found: dict[str, int] = {}
         traces: dict[str, list[SpanData]] = {}
@@ -142,7 +144,7 @@ class Settling:
             replace: list[str] = []
             version: list[tuple[Any, ...]] = []
             if not last_try:
-                stored, version = self._read_with(lambda conn: self._stored(conn, ids), writer=False)
+                stored, version = self._read_with(lambda conn: self._stored(conn, ids))
                 rows, replace = self._normalize(traces, stored, bool(redact), tally)
 
             def write(conn: Any) -> int:  # run now, in this iteration: its names are this one's
@@ -161,10 +163,10 @@ class Settling:
                 if self._transact(write, settling=True):
                     for k, v in tally.items():
                         counts[k] = counts.get(k, 0) + v
-                return count
+                return count, row_id
             except _Raced:
                 continue
-        return count  # not reached: the last try cannot race
+        return count, row_id  # not reached: the last try cannot race
 
     def _stored(
         self, conn: Any, trace_ids: list[str], *, spans: bool = True
@@ -194,8 +196,14 @@ class Settling:
 
     def _settled(self) -> None:
         """Before a read: the inbox normalized, if anything is in it."""
-        if self._has_inbox and next(self._query("SELECT EXISTS (SELECT 1 FROM inbox)"))[0]:
+        if self._has_inbox and self._latest("SELECT EXISTS (SELECT 1 FROM inbox)")[0]:
             self.settle()
+
+    def _latest(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+        """The first row of a query of the inbox as it is now: asked on the writing connection. The
+        reading one may hold an older snapshot (a caller's listing open on it, with reads nested in
+        it), where batches already settled still show and those captured since do not."""
+        return self._read_with(lambda conn: conn.execute(sql, args).fetchone())
 
     def _normalize(
         self,

@@ -317,3 +317,36 @@ def test_an_older_postgresql_store_says_the_current_schema_in_its_first_write(po
     with TraceStore(postgres_url, readonly=readonly) as store:
         assert store.count() == 1
     assert version() == str(SCHEMA_VERSION)
+
+
+def test_four_threads_each_reading_inside_a_listing_share_one_store(postgres_url) -> None:
+    """A listing holds a pooled connection until it ends and a read nested in it takes another: four
+    threads of one process, each inside a listing at once, all finish (the pool of 4 starved them)."""
+    with TraceStore(postgres_url) as store:
+        traces = [spans_blob(agent_trace(f"dd{i:030x}")) for i in range(300)]
+        store.add_many([], inbox=[inbox_row(traces, redacted=True)])
+        assert store.count() == 300
+    store = TraceStore(postgres_url)
+    threads = 4
+    barrier = threading.Barrier(threads, timeout=60)
+    read: dict[int, int | str] = {}
+
+    def listing(k: int) -> None:
+        try:
+            runs = store.runs()
+            first = next(runs)  # the listing's cursor is open, holding its connection
+            barrier.wait()  # every thread holds one before any nested read
+            n = len(store.get(first.trace_id))
+            for run in runs:
+                n += len(store.get(run.trace_id))
+            read[k] = n
+        except Exception as exc:  # the assertion below shows it
+            read[k] = f"{type(exc).__name__}: {exc}"
+
+    workers = [threading.Thread(target=listing, args=(k,)) for k in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(120)
+    store.close()
+    assert read == {k: 300 for k in range(threads)}

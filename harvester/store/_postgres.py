@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["PgConnection", "is_postgres_url", "shown_store", "shown_url"]
 
 CONNECT_TIMEOUT_S = 5
-POOL_MIN, POOL_MAX = 1, 4
+POOL_MIN, POOL_MAX = 1, 8  # an open listing holds one until it ends; a read inside it takes another
 POOL_WAIT_S = 15.0  # for a free connection (or the database to come back) before a read or write fails
 RETRIES = 8  # of a write transaction PostgreSQL aborted to break a deadlock or a serialization conflict
 _SCHEMES = ("postgresql", "postgres")

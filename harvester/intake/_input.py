@@ -2,7 +2,8 @@
 a big one into the parse requests its workers (or ``--jobs 1``) read, segment by segment.
 
 A file of JSON lines (the Collector file exporter's) is cut at line ends into ``CHUNK_BYTES`` pieces;
-one big document into slices of ``SLICE_SPANS`` spans of its ``resourceSpans``. Every
+one document into slices of ``SLICE_SPANS`` spans: parsed here and re-cut when it is smaller than
+``SEGMENT_BYTES``, else cut as it is read (``_document``), never all in memory. Every
 ``SEGMENT_BYTES`` of them, ``SEGMENT_END`` says that what was read so far is to be written before
 more is read: memory then holds a segment, never the file.
 """
@@ -21,11 +22,12 @@ import orjson
 from ..errors import OtlpFormatError
 from ..spans import iter_otlp_documents
 from ._collector import paused
+from ._document import Unfollowable, slices
 
 __all__ = ["CHUNK_BYTES", "SEGMENT_BYTES", "SEGMENT_END", "SLICE_SPANS", "Input", "InputFile", "read"]
 
 CHUNK_BYTES = 4 * 1024 * 1024  # bytes of JSON lines per parse request
-SLICE_SPANS = 20_000  # spans of a single big document per parse request
+SLICE_SPANS = 3_000  # spans of a single big document per parse request: about CHUNK_BYTES of JSON
 SEGMENT_BYTES = 64 * 1024 * 1024  # of a big file, parsed and written before the next is read
 SEGMENT_END = ("segment", None)  # what ``Input.chunks`` yields between two segments
 
@@ -90,11 +92,14 @@ class Input:
             if not more:
                 return
             buf = more.lstrip()
-        while (nl := buf.find(b"\n")) < 0:
-            more = self._more()
-            if not more:
-                break
-            buf += more
+        # The first line, read up to SEGMENT_BYTES: a whole document there means JSON lines.
+        parts, size, nl = [buf], len(buf), buf.find(b"\n")
+        while nl < 0 and size < SEGMENT_BYTES and (more := self._more()):
+            found = more.find(b"\n")
+            nl = size + found if found >= 0 else -1
+            parts.append(more)
+            size += len(more)
+        buf = b"".join(parts)
         lines = False
         if nl >= 0:
             try:
@@ -102,8 +107,17 @@ class Input:
                 lines = True
             except orjson.JSONDecodeError:
                 pass
-        if not lines:
-            yield from self._document(buf + read(self.stream, -1, self.path))
+        if not lines:  # one document: whole when small, for the reference path's exact errors; else in pieces
+            parts, size = [buf], len(buf)
+            del buf
+            while size < SEGMENT_BYTES and (more := self._more()):
+                parts.append(more)
+                size += len(more)
+            if size < SEGMENT_BYTES:
+                yield from self._document(b"".join(parts))
+            else:  # a line this long is a document too: the walk reads any that follow it
+                parts[:] = [b"".join(parts)]
+                yield from self._pieces_of_document(parts)
         elif self.path != "-" and _regular(self.stream):
             yield from self._ranges(self.stream.tell() - len(buf))
         else:
@@ -151,6 +165,21 @@ class Input:
                 return
             parts = [data[cut:]]
             size = len(parts[0])
+
+    def _pieces_of_document(self, head: list[bytes]) -> Iterator[tuple[str, Any]]:
+        """A document of ``SEGMENT_BYTES`` or more, cut into slices as it is read (``_document.slices``).
+        ``head``: its first bytes, in a list this takes them from, so that no frame keeps them."""
+        try:
+            for piece in slices(self._more, head.pop(), SLICE_SPANS):
+                yield "doc", piece
+        except Unfollowable as exc:
+            why, at = exc.args
+            raise OtlpFormatError(
+                f"cannot be read a piece at a time, as a document this big is: {why} near character {at:,} "
+                "(it must be OTLP/JSON as exporters write it; or import it as JSON lines)",
+                file=self.name,
+                field="resourceSpans",
+            ) from None
 
     def _document(self, data: bytes) -> Iterator[tuple[str, Any]]:
         """One big document: parsed here, its ``resourceSpans`` re-cut into slices for the workers."""

@@ -141,7 +141,10 @@ def parse_chunk(held: dict[int, dict[str, list[SpanData]]], key: int, kind: str,
     held[key] = groups
     nlines = 0
     if kind == "doc":
-        docs: Iterable[tuple[int | None, Any]] = ((None, orjson.loads(payload)),)
+        try:
+            docs: Iterable[tuple[int | None, Any]] = ((None, orjson.loads(payload)),)
+        except orjson.JSONDecodeError as exc:  # a slice of a big document holds a span that is not JSON
+            raise OtlpFormatError(f"invalid JSON in a span or a resource ({exc.msg})", file=name) from None
     else:
         if kind == "range":
             path, start, end = payload

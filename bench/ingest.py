@@ -1,13 +1,15 @@
 """``harvester ingest``'s peak memory as its input grows: it must stream, not hold the file.
 
-    python bench/ingest.py [--traces 10000,100000] [--jobs N]
+    python bench/ingest.py [--traces 10000,100000] [--jobs N] [--document]
 
 For each size, N agent traces (7 spans each, as ``bench/capture.py`` makes them) are written as the
 Collector's file exporter writes them (OTLP/JSON lines), then ingested by ``harvester ingest`` in a
 process of its own (with its default worker processes) into a fresh store. Its peak memory is the
 largest sum of the resident set sizes of the command and its workers, sampled every 20 ms from
 ``/proc``. Printed per size: the file's size, the runs stored, the time taken and the peak; then
-the peak at the largest size over the peak at the smallest (target <= 1.5x).
+the peak at the largest size over the peak at the smallest (target <= 1.5x). ``--document``: the same
+spans as one OTLP/JSON document per size (one resource, one scope, every span in one list), which
+ingest cuts into slices as it reads it.
 
 The file for each size is written once into ``--keep DIR`` when given (1,000,000 traces is 5 GB).
 """
@@ -60,6 +62,26 @@ def write_traces(path: Path, traces: int) -> None:
                 f.write(orjson.dumps(to_otlp(spans[i : i + 700])) + b"\n")
 
 
+def as_document(lines: Path, path: Path) -> None:
+    """The spans of a file of JSON lines as one document, written a line at a time (one resource and
+    scope, as ``write_traces`` makes them)."""
+    with open(lines, "rb") as src, open(path, "wb") as f:
+        sep = b""
+        for line in src:
+            rs = orjson.loads(line)["resourceSpans"][0]
+            ss = rs["scopeSpans"][0]
+            if not sep:
+                head = {"resource": rs["resource"], "scope": ss.get("scope", {})}
+                f.write(
+                    b'{"resourceSpans":[{"resource":%s,"scopeSpans":[{"scope":%s,"spans":['
+                    % (orjson.dumps(head["resource"]), orjson.dumps(head["scope"]))
+                )
+            for span in ss["spans"]:
+                f.write(sep + orjson.dumps(span))
+                sep = b","
+        f.write(b"]}]}]}")
+
+
 def _tree_rss(pid: int) -> int:
     """Resident bytes of ``pid`` and all its descendants."""
     total, todo = 0, [pid]
@@ -101,6 +123,7 @@ def main() -> int:
     parser.add_argument("--traces", default="10000,100000", help="sizes, comma-separated (default 10000,100000)")
     parser.add_argument("--jobs", type=int, default=None, help="ingest --jobs (default: its own default)")
     parser.add_argument("--keep", type=Path, default=None, help="write (and reuse) the input files here")
+    parser.add_argument("--document", action="store_true", help="one OTLP/JSON document per size, not JSON lines")
     args = parser.parse_args()
     sizes = [int(s) for s in args.traces.split(",")]
     rows = []
@@ -111,6 +134,10 @@ def main() -> int:
             src = folder / f"traces-{n}.jsonl"
             if not src.exists():
                 write_traces(src, n)
+            if args.document:
+                src, lines = folder / f"traces-{n}.json", src
+                if not src.exists():
+                    as_document(lines, src)
             seconds, peak, summary = ingest(src, Path(tmp) / f"store-{n}.db", args.jobs)
             rows.append((n, src.stat().st_size, seconds, peak))
             print(f"{n:>9,} traces  {src.stat().st_size / 1e6:8.1f} MB  {seconds:7.1f} s  peak {peak / 2**20:7.1f} MB")

@@ -143,3 +143,37 @@ def test_what_the_walk_cannot_follow_is_one_line_naming_the_file(
     res = CliRunner().invoke(main, ["ingest", str(f), "--store", str(tmp_path / "t.db")])
     assert res.exit_code == 2, res.output
     assert len(res.output.strip().splitlines()) == 1 and str(f) in res.output and "Traceback" not in res.output
+
+
+def _feed(doc: bytes, cut: int, limit: int) -> list[bytes]:
+    rest = [doc[cut:]]
+    return list(slices(lambda: rest.pop() if rest else b"", doc[:cut], limit))
+
+
+_SPAN = b'{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"b7ad6b7169203331"}'
+_FIVE = b",".join([_SPAN] * 5)
+
+
+@pytest.mark.parametrize("cut", range(1, 33))
+def test_a_number_cut_by_a_read_is_read_whole(cut: int) -> None:
+    """``1.`` of ``1.5e-3`` is a number too: one that ends near the end of what is read is read again."""
+    doc = b'{"x":1.5e-3,"resourceSpans":[{"resource":{"y":-0.25E+2},"scopeSpans":[{"spans":[' + _SPAN + b"]}]}]}"
+    assert [len(orjson.loads(s)["resourceSpans"][0]["scopeSpans"][0]["spans"]) for s in _feed(doc, cut, 2)] == [1]
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        b'{"resourceSpans":[{"scopeSpans":[{"scope":{},"spans":[' + _FIVE + b"]}]}]}",  # no resource
+        b'{"resourceSpans":[{"resource":{},"scopeSpans":[{"spans":[' + _FIVE + b"]}]}]}",  # no scope
+        b'{"resourceSpans":[{"resource":{},"scopeSpans":[{"spans":[' + _FIVE + b'],"scope":{}}]}]}',  # scope last
+    ],
+)
+def test_spans_held_for_their_context_still_come_in_slices_of_the_limit(doc: bytes) -> None:
+    assert [len(orjson.loads(s)["resourceSpans"][0]["scopeSpans"][0]["spans"]) for s in _feed(doc, 9, 2)] == [2, 2, 1]
+
+
+def test_an_int_of_5000_digits_is_a_value_and_nesting_too_deep_is_one_error() -> None:
+    assert _feed(b'{"x":' + b"1" * 5000 + b',"resourceSpans":[]}', 7, 2) == []
+    with pytest.raises(Unfollowable, match="nested too deep"):
+        _feed(b'{"resourceSpans":[],"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}", 50, 2)

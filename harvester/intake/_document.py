@@ -25,7 +25,9 @@ from typing import Any
 __all__ = ["Unfollowable", "slices"]
 
 _SPACE = re.compile(r"[ \t\n\r]*")
-_SCAN = json.JSONDecoder().raw_decode
+# Numbers are kept as their text: no int of 4,300 digits or more is refused, and nothing is converted.
+_SCAN = json.JSONDecoder(parse_int=str, parse_float=str, parse_constant=str).raw_decode
+_MARGIN = 8  # a value ending this close to the text read so far may go on ("1." of "1.5e-3")
 _SCOPE_LISTS = ("scopeSpans", "instrumentationLibrarySpans")
 _SCOPES = ("scope", "instrumentationLibrary")
 MAX_VALUE_CHARS = 256 << 20  # a value still unread past this much text is not a value: invalid JSON
@@ -83,17 +85,19 @@ class _Text:
         self.i += 1
 
     def value(self) -> tuple[Any, str]:
-        """The value here, decoded, and its text. One that reaches the end of the text read so far may
-        go on (a number cut in two): the text grows until it ends before it."""
+        """The value here, decoded, and its text. One that ends close to the end of the text read so far
+        may go on (a number cut in two): the text grows until the value ends well before it."""
         self.char()
         while True:
             try:
                 obj, end = _SCAN(self.text, self.i)
-                if end < len(self.text) or self.ended:
+                if end + _MARGIN <= len(self.text) or self.ended:
                     break
             except json.JSONDecodeError:
                 if len(self.text) - self.i > MAX_VALUE_CHARS or self.ended:
                     self.fail("invalid JSON")
+            except RecursionError:
+                self.fail("values nested too deep")
             self.fill()
         text = self.text[self.i : end]
         self.i = end
@@ -169,11 +173,11 @@ def _resource(t: _Text, limit: int) -> Iterator[bytes]:
             t.take("{")
             for scope, spans in _scope(t, limit, known):
                 if known:
-                    yield _slice(members, key, scope, spans)
+                    yield from _slices(members, key, scope, spans, limit)
                 else:
                     held.append((key, scope, spans))
     for key, scope, spans in held:
-        yield _slice(members, key, scope, spans)
+        yield from _slices(members, key, scope, spans, limit)
 
 
 def _scope(t: _Text, limit: int, early: bool) -> Iterator[tuple[list[str], list[str]]]:
@@ -196,6 +200,8 @@ def _scope(t: _Text, limit: int, early: bool) -> Iterator[tuple[list[str], list[
         yield members, spans
 
 
-def _slice(resource: list[str], key: str, scope: list[str], spans: list[str]) -> bytes:
-    inner = ",".join([*scope, '"spans":[' + ",".join(spans) + "]"])
-    return ('{"resourceSpans":[{' + ",".join([*resource, f'"{key}":[{{' + inner + "}]"]) + "}]}").encode()
+def _slices(resource: list[str], key: str, scope: list[str], spans: list[str], limit: int) -> Iterator[bytes]:
+    """Documents of ``limit`` spans or fewer (spans held until their resource or scope came are more)."""
+    for at in range(0, len(spans), limit):
+        inner = ",".join([*scope, '"spans":[' + ",".join(spans[at : at + limit]) + "]"])
+        yield ('{"resourceSpans":[{' + ",".join([*resource, f'"{key}":[{{' + inner + "}]"]) + "}]}").encode()

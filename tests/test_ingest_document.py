@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from harvester.cli import main
 from harvester.intake import _ingest, _input
 from harvester.intake._document import Unfollowable, slices
-from harvester.spans import spans_from_otlp, to_otlp
+from harvester.spans import OtlpStats, spans_from_otlp, to_otlp
 from tests.builders.ingest import ingest_with, runs_of, traffic, write_lines
 
 
@@ -177,3 +177,19 @@ def test_an_int_of_5000_digits_is_a_value_and_nesting_too_deep_is_one_error() ->
     assert _feed(b'{"x":' + b"1" * 5000 + b',"resourceSpans":[]}', 7, 2) == []
     with pytest.raises(Unfollowable, match="nested too deep"):
         _feed(b'{"resourceSpans":[],"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}", 50, 2)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        b'{"resourceSpans":[null,{"resource":{},"scopeSpans":[{"scope":{},"spans":[' + _SPAN + b"]}]}]}",
+        b'{"resourceSpans":[{"resource":{},"scopeSpans":[null,{"scope":{},"spans":[' + _SPAN + b"]}]}]}",
+        b'{"resourceSpans":[{"resource":{},"scopeSpans":[{"scope":{},"spans":null}]},{"scopeSpans":null}]}',
+    ],
+)
+def test_null_where_otlp_has_a_list_or_an_entry_reads_as_the_whole_document_does(doc: bytes) -> None:
+    """The proto3 JSON mapping allows null for a field: no spans, and a null entry counted skipped."""
+    whole, cut = OtlpStats(), OtlpStats()
+    reference = list(spans_from_otlp(orjson.loads(doc), whole))
+    got = [s for piece in _feed(doc, 11, 2) for s in spans_from_otlp(orjson.loads(piece), cut)]
+    assert got == reference and cut.skipped == whole.skipped

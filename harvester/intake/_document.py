@@ -151,6 +151,9 @@ def slices(more: Callable[[], bytes], buf: bytes, limit: int) -> Iterator[bytes]
                 continue
             t.take("[")
             for _ in t.elements():
+                if t.char() != "{":  # null or another value: the workers count it skipped, as in any document
+                    yield ('{"resourceSpans":[' + t.value()[1] + "]}").encode()
+                    continue
                 t.take("{")
                 yield from _resource(t, limit)
 
@@ -164,12 +167,15 @@ def _resource(t: _Text, limit: int) -> Iterator[bytes]:
     held: list[tuple[str, list[str], list[str]]] = []  # scopes read before their resource
     known = False
     for key in t.members():
-        if key not in _SCOPE_LISTS:
+        if key not in _SCOPE_LISTS or t.char() != "[":  # a scopeSpans of null holds no spans, as read whole
             members.append(_member(key, t.value()[1]))
             known = known or key == "resource"
             continue
         t.take("[")
         for _ in t.elements():
+            if t.char() != "{":  # null or another value: counted skipped by the workers
+                yield ('{"resourceSpans":[{' + ",".join([*members, f'"{key}":[' + t.value()[1] + "]"]) + "}]}").encode()
+                continue
             t.take("{")
             for scope, spans in _scope(t, limit, known):
                 if known:
@@ -186,7 +192,7 @@ def _scope(t: _Text, limit: int, early: bool) -> Iterator[tuple[list[str], list[
     members: list[str] = []
     spans: list[str] = []
     for key in t.members():
-        if key != "spans":
+        if key != "spans" or t.char() != "[":  # spans of null: none, as read whole
             members.append(_member(key, t.value()[1]))
             continue
         ready = early and any(m.startswith(tuple(json.dumps(s) + ":" for s in _SCOPES)) for m in members)

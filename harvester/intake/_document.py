@@ -191,11 +191,13 @@ def _scope(t: _Text, limit: int, early: bool) -> Iterator[tuple[list[str], list[
     member came first; each piece with the scope's members read by then."""
     members: list[str] = []
     spans: list[str] = []
+    known = False
     for key in t.members():
         if key != "spans" or t.char() != "[":  # spans of null: none, as read whole
             members.append(_member(key, t.value()[1]))
+            known = known or key in _SCOPES
             continue
-        ready = early and any(m.startswith(tuple(json.dumps(s) + ":" for s in _SCOPES)) for m in members)
+        ready = early and known
         t.take("[")
         for _ in t.elements():
             spans.append(t.value()[1])  # not an object: the workers count it skipped, as in any document

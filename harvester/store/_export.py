@@ -49,16 +49,16 @@ def export_otlp_lines(store: TraceStore, trace_ids: Sequence[str] | None = None,
         yield orjson.dumps(to_otlp(spans)) + b"\n"
 
 
-def _ids(store: TraceStore, trace_ids: Sequence[str] | None, **filters: Any) -> Iterator[str]:
+def _ids(store: TraceStore, trace_ids: Sequence[str] | None, **filters: Any) -> list[str]:
     """The traces named (each resolved, or ``NotFoundError`` before any is read), else those the filters
     select. Read whole before the first trace's spans (ids only, no run decoded): a query left open
     on the store's connection would hold its snapshot for every read nested in it."""
     if not trace_ids:
-        return iter(list(store.trace_ids(**filters)))
+        return list(store.trace_ids(**filters))
     ids = []
     for t in trace_ids:
         tid = store.resolve(t)
         if tid is None:
             raise NotFoundError(f"no trace {t!r} in {store.path}")
         ids.append(tid)
-    return iter(ids)
+    return ids

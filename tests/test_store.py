@@ -16,7 +16,7 @@ import pytest
 from harvester.config import load_config
 from harvester.errors import InputError, NotFoundError, OtlpFormatError, StoreError
 from harvester.intake import ingest_files
-from harvester.model import ToolCall
+from harvester.model import Run, ToolCall
 from harvester.spans import SpanData, spans_from_otlp, to_otlp
 from harvester.store import SCHEMA_VERSION, TraceStore, export_otlp, failure_summary, inbox_row, spans_blob
 from harvester.store._codec import PACKED, packed, unpacked
@@ -456,3 +456,22 @@ def test_a_damaged_packed_blob_is_a_value_error() -> None:
     assert unpacked(packed(b"[" + b"1," * 400 + b"1]")) == b"[" + b"1," * 400 + b"1]"
     with pytest.raises(ValueError, match="damaged compressed blob"):
         unpacked(PACKED + b"\xff" * 40)
+
+
+def test_a_row_with_keys_this_version_does_not_know_still_reads(tmp_path: Path) -> None:
+    """Rows are read with unknown keys ignored (a field a newer harvester added, the derived lists of
+    schema 2), everywhere else in the model a typo is refused."""
+    path = tmp_path / "t.db"
+    run = make_run(1)
+    with TraceStore(path) as store:
+        store.add(run)
+    with sqlite3.connect(path) as c:
+        data = orjson.loads(unpacked(c.execute("SELECT run FROM runs").fetchone()[0]))
+        data["added_later"] = {"by": "a newer harvester"}
+        data["requested_tools"] = [c["name"] for c in data["calls"]]
+        data["calls"][0]["latency_ms"] = 12.5
+        c.execute("UPDATE runs SET run = ?", (packed(orjson.dumps(data)),))
+    with TraceStore(path, readonly=True) as store:
+        assert store.get(run.trace_id) == [run] and list(store.runs()) == [run]
+    with pytest.raises(ValueError, match="added_later"):
+        Run.model_validate(data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +12,7 @@ import orjson
 
 from ..errors import InputError, NotFoundError, StoreError
 from ..spans import SpanData
-from ._codec import epoch, run_data_of, spans_from_blob, unpacked
+from ._codec import epoch, spans_from_blob, unpacked
 
 if TYPE_CHECKING:
     from ..model import Run
@@ -34,6 +34,25 @@ def time_arg(value: float | str | datetime | None) -> float | None:
     if ts is None:
         raise InputError(f"cannot read time {value!r}: use an ISO time (2026-11-30T01:00) or an age (30m, 12h, 7d)")
     return ts
+
+
+def _run_reader() -> Callable[[bytes], Run]:
+    """A stored row's Run, validated with unknown keys ignored rather than refused (``extra="ignore"``).
+
+    A row was a validated Run when it was written, so refusing keys only costs: checking every key of
+    every nested object against the model's fields is a sixth of validating a row, and a field a later
+    release adds to the Run within the same store schema still reads. Older pydantic-core takes no per-call ``extra``:
+    there the models' own ``forbid`` applies (and the derived lists are dropped by ``Run`` itself).
+    The models load on the first read, never for a write.
+    """
+    from ..model import Run
+
+    validate, loads = Run.__pydantic_validator__.validate_python, orjson.loads
+    try:
+        validate({"trace_id": ""}, extra="ignore")
+    except TypeError:  # an older pydantic-core: no per-call extra
+        return lambda blob: validate(loads(unpacked(blob)))
+    return lambda blob: validate(loads(unpacked(blob)), extra="ignore")
 
 
 class Queries:
@@ -81,9 +100,8 @@ class Queries:
 
     def get(self, trace_id: str) -> list[Run]:
         """Runs of a trace (exact id or unique prefix), in start order; [] when the trace is unknown."""
-        from ..model import Run  # the models load on the first read, never for a write
-
-        return [Run.from_data(run_data_of(r[0])) for r in self._of_trace("run", trace_id, "ORDER BY ts, id")]
+        read = _run_reader()
+        return [read(r[0]) for r in self._of_trace("run", trace_id, "ORDER BY ts, id")]
 
     def spans(self, trace_id: str) -> list[SpanData]:
         """The raw spans stored with a trace's runs, each once, in start order."""
@@ -158,12 +176,9 @@ class Queries:
         newest_first: bool = True,
     ) -> Iterator[Run]:
         """Stored runs, streamed from the database (never all loaded at once)."""
-        from ..model import Run
-
-        # Run.from_data(run_data_of(blob)) without its three call layers (model_validate's is keyword passing)
-        validate, loads = Run.__pydantic_validator__.validate_python, orjson.loads
+        read = _run_reader()
         for (blob,) in self._selected("run", failed, agent, since, until, limit, newest_first):
-            yield validate(loads(unpacked(blob)))
+            yield read(blob)
 
     def _selected(
         self, column: str, failed: bool | None, agent: str | None, since: Any, until: Any, limit: Any, newest: bool

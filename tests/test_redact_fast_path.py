@@ -16,6 +16,7 @@ from harvester.redact._engine import Pass as _Pass
 from harvester.redact._rules import card_shaped_bytes as _card_shaped_bytes
 from harvester.redact._rules import clean_ascii as _clean_ascii
 from harvester.redact._rules import maybe_secret as _maybe_secret
+from harvester.redact._rules import no_card_in as _no_card_in
 from harvester.spans import SpanData
 
 R = Redactor(key="")
@@ -64,6 +65,16 @@ FRAGMENTS = SECRETS + [
     '{"n": 4.111111111111111e+18}',
     "plain words",
     "",
+    # card-shaped, no card: a UUID's groups, a timestamp, order numbers; and numbers beside a point or
+    # an exponent, which a payload's walk reads as numbers
+    "c04ae19f-fd2e-4382-9040-310c370b8b39",
+    "order 4382-9040-3108 shipped",
+    "1796020052163000000",
+    '{"n": 4111111111111111.0}',
+    '{"n": 4.111111111111111e15}',
+    '{"n": 4111111111111111e0}',
+    "4111 1111 1111 1112",
+    "2 4111-1111-1111-1111",
 ]
 KEYS = [
     "gen_ai.input.messages",
@@ -85,6 +96,8 @@ KEYS = [
 texts = st.one_of(
     st.sampled_from(FRAGMENTS),
     st.text(max_size=40),
+    st.text(alphabet="0123456789 -.eE", min_size=12, max_size=30),
+    st.lists(st.sampled_from(["4111", "1111", "4382", "9040", "310", "-", " ", "a", "."]), max_size=8).map("".join),
     st.lists(st.sampled_from(FRAGMENTS + ["a", "1234", "-", " "]), max_size=5).map(" ".join),
     st.lists(st.sampled_from(FRAGMENTS), max_size=4).map("".join),
 )
@@ -139,11 +152,26 @@ def test_values_the_scan_lets_through_are_values_the_walk_leaves_alone(value: ob
 @settings(max_examples=600, deadline=None)
 @given(st.one_of(texts, st.lists(texts, max_size=6).map(json.dumps), st.text(alphabet="0123456789 -Aa", max_size=40)))
 def test_the_one_pass_ascii_scan_decides_as_the_card_test_and_the_triggers_do(text: str) -> None:
-    """``clean_ascii`` folds case and digits in one translation; it must say exactly what the two
+    """``clean_ascii`` folds case and digits in one translation; it must say exactly what the
     separate tests say of the same text, or a secret could pass the fast path."""
     raw = text.encode("utf-8", "surrogatepass")
     if raw.isascii():
-        assert _clean_ascii(raw) == (not _card_shaped_bytes(raw) and not _maybe_secret(text.lower()))
+        card = _card_shaped_bytes(raw) and not _no_card_in(text)
+        assert _clean_ascii(raw) == (not card and not _maybe_secret(text.lower()))
+
+
+def test_a_card_shaped_uuid_in_the_resource_keeps_the_fast_path_and_a_card_does_not() -> None:
+    """Every process's resource holds a random UUID (``service.instance.id``); one in six has groups
+    that look like a card's ("...-4382-9040-..."). The scan used to send every trace of such a
+    process down the walk; it asks the card test itself now, and a real card still goes to the walk."""
+    uuid = "c04ae19f-fd2e-4382-9040-310c370b8b39"
+    assert _card_shaped_bytes(uuid.encode())
+    r = Redactor(key="")
+    for resource, clean in (({"service.instance.id": uuid}, True), ({"card.note": "4111-1111-1111-1111"}, False)):
+        trace = [SpanData("a" * 32, "b" * 16, None, "chat", attributes={"n": 1}, resource=resource)]
+        assert r._spans_clean(trace, _Pass()) is clean
+        assert r.redact_spans(trace) == [r._span(s, _Pass()) for s in trace]
+    assert r.redact_spans(trace)[0].resource["card.note"].startswith("<card:")
 
 
 def test_every_rule_and_secret_key_name_trips_the_scan() -> None:

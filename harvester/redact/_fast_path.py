@@ -2,10 +2,10 @@
 
 Most runs hold no secret at all. Walking their values in Python costs more than everything else
 capture does, so they are first serialized in one C call and scanned once: when the text holds no
-rule's trigger, no card-shaped digits and no float big enough to be a card, nothing the walk could
-replace is there, and the walk is skipped. Every rule needs one of those in the value it replaces (or,
-for a secret's key name, in the key), so the scan can only send clean runs down the slow path, never
-a secret down the fast one.
+rule's trigger, no card number (a card-shaped run of digits is checked as the walk checks it) and no
+float big enough to be a card, nothing the walk could replace is there, and the walk is skipped.
+Every rule needs one of those in the value it replaces (or, for a secret's key name, in the key), so
+the scan can only send clean runs down the slow path, never a secret down the fast one.
 
 ``CleanValues`` holds the long strings the scan found clean, so that it need not scan them again. A
 system prompt, tool definitions, a policy a tool returns, a conversation's history: they recur from
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._rules import ESCAPED, card_shaped_bytes, clean_ascii, maybe_secret
+from ._rules import ESCAPED, card_shaped_bytes, clean_ascii, maybe_secret, no_card_in
 
 __all__ = ["LONG", "MAX_CHARS", "CleanValues", "nothing_in"]
 
@@ -68,4 +68,5 @@ def nothing_in(raw: bytes) -> bool:
         return False
     if raw.isascii():
         return clean_ascii(raw)
-    return not card_shaped_bytes(raw) and not maybe_secret(raw.decode().lower())
+    text = raw.decode()
+    return not (card_shaped_bytes(raw) and not no_card_in(text)) and not maybe_secret(text.lower())

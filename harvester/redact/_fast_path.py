@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._rules import ESCAPED, card_shaped_bytes, clean_ascii, maybe_secret, no_card_in
+from ._rules import ESCAPED, card_runs, clean_ascii, maybe_secret, no_card_in
 
 __all__ = ["LONG", "MAX_CHARS", "CleanValues", "nothing_in"]
 
@@ -68,5 +68,4 @@ def nothing_in(raw: bytes) -> bool:
         return False
     if raw.isascii():
         return clean_ascii(raw)
-    text = raw.decode()
-    return not (card_shaped_bytes(raw) and not no_card_in(text)) and not maybe_secret(text.lower())
+    return no_card_in(raw, card_runs(raw)) and not maybe_secret(raw.decode().lower())

@@ -11,6 +11,7 @@ rule means a line in ``CASED`` or ``FOLDED`` and, when its literal has no trigge
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 
 __all__ = [
     "PLACEHOLDER",
@@ -28,6 +29,7 @@ __all__ = [
     "SECRET_KEY",
     "base64_like",
     "card_shaped",
+    "card_runs",
     "card_shaped_bytes",
     "card_span",
     "clean_ascii",
@@ -193,7 +195,8 @@ def clean_ascii(raw: bytes) -> bool:
     """For ASCII text: no card number (``no_card_in``, asked only of a card-shaped run of digits) and no
     rule's trigger (``maybe_secret``)."""
     folded = raw.translate(_FOLDED)
-    if _CARD_RUN_FOLDED.search(folded) is not None and not no_card_in(raw.decode("ascii")):
+    hit = _CARD_RUN_FOLDED.search(folded)
+    if hit is not None and not no_card_in(raw, _CARD_RUN_FOLDED.finditer(folded, hit.start())):
         return False
     for gate, search in _TRIGGERS_FOLDED:
         if gate in folded and search(folded) is not None:
@@ -236,6 +239,11 @@ def card_shaped(s: str) -> bool:
 
 def card_shaped_bytes(raw: bytes) -> bool:
     return _CARD_RUN.search(raw.translate(_CARD_SHAPE)) is not None
+
+
+def card_runs(raw: bytes) -> Iterator[re.Match[bytes]]:
+    """Where card-shaped runs of digits start in ``raw`` (for ``no_card_in``)."""
+    return _CARD_RUN.finditer(raw.translate(_CARD_SHAPE))
 
 
 def names_data(key: str) -> bool:
@@ -286,22 +294,41 @@ def card_span(run: str) -> tuple[int, int] | None:
     return None if best is None else (best[0], best[1])
 
 
-def no_card_in(text: str) -> bool:
-    """Whether serialized values hold no card number the walk would replace, their text card-shaped.
+def no_card_in(raw: bytes, hits: Iterable[re.Match[bytes]]) -> bool:
+    """Whether serialized values (``raw``, UTF-8) hold no card number the walk would replace, ``hits``
+    being where a card-shaped run of digits starts in them (``card_runs``, or the folded form's).
 
     A card-shaped run is common where no card is: a UUID's groups ("4382-9040-310c"), a timestamp,
     an order number. Every process's resource holds a random UUID (``service.instance.id``), one in
-    six of them card-shaped, and the fast path used to send every trace of such a process down the
-    walk. The walk's own test decides instead: each run ``CARD`` finds in the text, as ``_find`` and
-    ``_number`` read it, must fail ``card_span`` (Luhn). A run beside a point or an exponent is part of
-    a number that a payload's walk reads as the number it is (4.111111111111111e15), so it is left to
-    the walk. JSON's separators and escapes break a run as the values' own text does.
+    seven of them card-shaped, and the fast path used to send every trace of such a process down the
+    walk. The walk's own test decides instead, on the run of digits and separators around each hit:
+    each match of ``CARD`` in it, as ``_find`` and ``_number`` read it, must fail ``card_span``
+    (Luhn). A match beside a point or an exponent is part of a number that a payload's walk reads as
+    the number it is (4.111111111111111e15), so it is left to the walk. JSON's separators and escapes
+    break a run as the values' own text does, and ``[0-9]`` is ASCII only, in text as in bytes.
     """
-    for m in CARD.finditer(text):
-        a, b = m.span()
-        if (a and text[a - 1] in ".eE") or text[b : b + 1] in (".", "e", "E") or card_span(m.group()) is not None:
-            return False
+    checked = 0
+    for hit in hits:
+        start = hit.start()
+        if start < checked:
+            continue  # inside a run already read
+        while start and raw[start - 1] in _RUN_BYTES:
+            start -= 1
+        end = _RUN_END.match(raw, hit.end()).end()  # type: ignore[union-attr]  # matches the empty run
+        checked = end
+        for m in _CARD_BYTES.finditer(raw, start, end):
+            a, b = m.span()
+            if raw[a - 1 : a] in _NUMBER_EDGE or raw[b : b + 1] in _NUMBER_EDGE:
+                return False
+            if card_span(m.group().decode()) is not None:
+                return False
     return True
+
+
+_CARD_BYTES = re.compile(CARD.pattern.encode())
+_RUN_BYTES = frozenset(b"0123456789 -")
+_RUN_END = re.compile(rb"[0-9 -]*")
+_NUMBER_EDGE = (b".", b"e", b"E")
 
 
 def luhn_ok(digits: str) -> bool:

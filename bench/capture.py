@@ -17,7 +17,8 @@ OTLP protobuf encoding and discards the bytes (the cheapest real export). Printe
     store's first read; what that costs the reader is printed beside (b), for information.
 
 CPU time on a shared 2-core VM drifts by 10-20% between runs, so each set-up runs ``--repeat``
-times, interleaved, and the medians are compared.
+times (default 9: with 5, single rounds of 0.32-0.81x moved the median by 0.2x between runs),
+interleaved, and the medians are compared.
 (c) ``harvester ingest`` of 10,000 OTLP/JSON traces (target >= 5,000 runs/s), in a fresh process, its
     bytecode compiled as ``pip install`` leaves it.
 (d) importing the hook, ``from harvester import HarvestingSpanProcessor``, vs ``import
@@ -245,7 +246,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=2000)
     ap.add_argument("--llm-ms", type=float, default=0.5, help="simulated model latency per chat call (ms)")
-    ap.add_argument("--repeat", type=int, default=5, help="runs of each set-up; medians are compared")
+    ap.add_argument("--repeat", type=int, default=9, help="runs of each set-up; medians are compared")
     args = ap.parse_args()
     n, llm_s = args.runs, args.llm_ms / 1000
     with tempfile.TemporaryDirectory() as tmp:

@@ -75,6 +75,7 @@ FRAGMENTS = SECRETS + [
     '{"n": 4.111111111111111e15}',
     '{"n": 4111111111111111e0}',
     "4111 1111 1111 1112",
+    '{"url": "https:\\/\\/hooks.slack.com\\/services\\/T0000000\\/B0000000\\/XXXXXXXXXXXXXXXX"}',
     "2 4111-1111-1111-1111",
 ]
 KEYS = [
@@ -204,6 +205,20 @@ def test_a_secret_behind_a_json_escape_is_found() -> None:
     (out,) = R.redact_spans([span])
     result = json.loads(out.attributes["gen_ai.tool.call.result"])
     assert result["contact"].startswith("<email:") and result["note"] == "café"
+
+
+def test_a_secret_behind_escaped_slashes_is_found() -> None:
+    """Some JSON encoders escape every slash ("https:\\/\\/hooks.slack.com\\/services\\/..."), which a
+    reader turns back into the webhook: the scan and the walk read such a payload as data, not as text."""
+    webhook = "https://hooks.slack.com/services/T0000000/B0000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+    payload = json.dumps({"url": webhook}).replace("/", "\\/")
+    assert "hooks.slack.com/" not in payload and json.loads(payload)["url"] == webhook
+    span = SpanData("a" * 32, "b" * 16, None, "tool", attributes={"gen_ai.tool.call.result": payload})
+    r = Redactor(key="")
+    (out,) = r.redact_spans([span])
+    assert out == r._span(span, _Pass())
+    assert "<slack_webhook:" in json.loads(out.attributes["gen_ai.tool.call.result"])["url"]
+    assert "XXXXXXXX" not in str(out)
 
 
 def test_letters_that_fold_to_ascii_and_cards_grouped_four_then_three_are_found() -> None:

@@ -57,6 +57,13 @@ _NO_CACHE: dict[str, str] = {}  # never written
 _KIND = re.compile("[a-z0-9_]*")
 
 
+def _escapes_text(s: str) -> bool:
+    """Whether JSON text ``s`` writes characters as escapes a reader turns back into text that a rule may
+    match: ``\\u0040`` is "@", and ``\\/`` is "/" (some encoders escape every slash:
+    "https:\\/\\/hooks.slack.com\\/services\\/..." is a Slack webhook once read)."""
+    return "\\u" in s or "\\/" in s
+
+
 def _digest(key: bytes | None, raw: bytes) -> str:
     # hashlib loads OpenSSL (milliseconds): imported at the first pseudonym, not with the hook.
     import hashlib
@@ -189,9 +196,9 @@ class Engine:
         if (
             not self._custom
             and not p.literals
-            and (not self.builtin or (not maybe_secret(s.lower()) and not card_shaped(s) and "\\u" not in s))
+            and (not self.builtin or (not maybe_secret(s.lower()) and not card_shaped(s) and not _escapes_text(s)))
         ):
-            return s  # nothing any rule could replace, whether or not it is JSON (whose \u escapes hide text)
+            return s  # nothing any rule could replace, whether or not it is JSON (whose escapes hide text)
         exact = BIG_INT.search(s) is not None  # orjson reads integers past 64 bits as floats
         try:
             parsed = json.loads(s) if exact else orjson.loads(s)

@@ -226,7 +226,7 @@ _CARD_SHAPE = bytes.maketrans(
     bytes(range(256)),
     b"".join(b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)),
 )
-ESCAPED = re.compile(rb"\\u")  # a \u escape in serialized JSON text
+ESCAPED = re.compile(rb"\\[u/]")  # a \u or \/ escape (which a reader unescapes) in serialized JSON text
 _CARD_RUN = re.compile(b"0000(?:000000000|1000)")  # in a _CARD_SHAPE translation: 13 digits, or 4+3 across a separator
 _WORDY = re.compile("[g-z]{3}")
 LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")

@@ -475,3 +475,23 @@ def test_a_row_with_keys_this_version_does_not_know_still_reads(tmp_path: Path) 
         assert store.get(run.trace_id) == [run] and list(store.runs()) == [run]
     with pytest.raises(ValueError, match="added_later"):
         Run.model_validate(data)
+
+
+def test_with_an_older_pydantic_core_rows_read_under_the_models_own_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pydantic-core before the per-call ``extra`` refuses the keyword: the read falls back to the
+    models' own validation, which reads every row this version wrote."""
+    current = Run.__pydantic_validator__
+
+    class Older:
+        def validate_python(self, data: object, **options: object) -> object:
+            if "extra" in options:
+                raise TypeError("validate_python() got an unexpected keyword argument 'extra'")
+            return current.validate_python(data, **options)
+
+    monkeypatch.setattr(Run, "__pydantic_validator__", Older())
+    run = make_run(1, failed=True)
+    with TraceStore(tmp_path / "t.db") as store:
+        store.add(run)
+        assert store.get(run.trace_id) == [run] and list(store.runs()) == [run]

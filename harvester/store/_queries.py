@@ -41,9 +41,9 @@ def _run_reader() -> Callable[[bytes], Run]:
 
     A row was a validated Run when it was written, so refusing keys only costs: checking every key of
     every nested object against the model's fields is a sixth of validating a row, and a field a later
-    release adds to the Run within the same store schema still reads. Older pydantic-core takes no per-call ``extra``:
-    there the models' own ``forbid`` applies (and the derived lists are dropped by ``Run`` itself).
-    The models load on the first read, never for a write.
+    release adds to the Run within the same store schema still reads. An older pydantic-core takes no
+    per-call ``extra``: there the models' own ``forbid`` applies (``Run`` drops the derived lists
+    itself). The models load on the first read, never for a write.
     """
     from ..model import Run
 

@@ -6,15 +6,19 @@ store (capture, ingest, the receiver) and settling its inbox are the intake pipe
 (``harvester.intake``), which sits above the store.
 """
 
-from .._lazy import moved
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy, moved
 from ._codec import Row, epoch, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
 from ._connection import DEFAULT_PATH, ENV_PATH, default_path, store_file
-from ._copy import Copied, copy_store
-from ._export import export_otlp, export_otlp_lines
 from ._postgres import is_postgres_url, shown_store
 from ._schema import SCHEMA, SCHEMA_VERSION
 from ._settling import Normalize
 from ._store import TraceStore
+
+if TYPE_CHECKING:  # loaded on first use: the hook never copies or exports a store
+    from ._copy import Copied, copy_store
+    from ._export import export_otlp, export_otlp_lines
 
 __all__ = [
     "Copied",
@@ -43,5 +47,10 @@ __all__ = [
 _MOVED = {"merged_spans": "harvester.intake", "run_rows": "harvester.intake", "run_spans": "harvester.intake"}
 
 
-# Names that moved to the intake pipeline keep working here for one release.
-__getattr__ = moved(__name__, _MOVED)
+_LAZY = {"Copied": "_copy", "copy_store": "_copy", "export_otlp": "_export", "export_otlp_lines": "_export"}
+_loaded = lazy(__name__, _LAZY, globals())
+_moved = moved(__name__, _MOVED)  # names that moved to the intake pipeline keep working here for one release
+
+
+def __getattr__(name: str) -> Any:
+    return _moved(name) if name in _MOVED else _loaded(name)

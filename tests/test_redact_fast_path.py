@@ -163,7 +163,7 @@ def test_the_one_pass_ascii_scan_decides_as_the_card_test_and_the_triggers_do(te
 
 
 def test_a_card_shaped_uuid_in_the_resource_keeps_the_fast_path_and_a_card_does_not() -> None:
-    """Every process's resource holds a random UUID (``service.instance.id``); one in six has groups
+    """Every process's resource holds a random UUID (``service.instance.id``); one in seven has groups
     that look like a card's ("...-4382-9040-..."). The scan used to send every trace of such a
     process down the walk; it asks the card test itself now, and a real card still goes to the walk."""
     uuid = "c04ae19f-fd2e-4382-9040-310c370b8b39"

@@ -37,6 +37,7 @@ from ._rules import (
     base64_like,
     card_shaped,
     card_span,
+    hides_text,
     kind_name,
     luhn_ok,
     maybe_secret,
@@ -55,13 +56,6 @@ _SHORT = 200  # strings up to this long recur (names, models, resource values): 
 _DIGEST_CACHE_MAX = 512
 _NO_CACHE: dict[str, str] = {}  # never written
 _KIND = re.compile("[a-z0-9_]*")
-
-
-def _escapes_text(s: str) -> bool:
-    """Whether JSON text ``s`` writes characters as escapes a reader turns back into text that a rule may
-    match: ``\\u0040`` is "@", and ``\\/`` is "/" (some encoders escape every slash:
-    "https:\\/\\/hooks.slack.com\\/services\\/..." is a Slack webhook once read)."""
-    return "\\u" in s or "\\/" in s
 
 
 def _digest(key: bytes | None, raw: bytes) -> str:
@@ -196,7 +190,7 @@ class Engine:
         if (
             not self._custom
             and not p.literals
-            and (not self.builtin or (not maybe_secret(s.lower()) and not card_shaped(s) and not _escapes_text(s)))
+            and (not self.builtin or (not maybe_secret(s.lower()) and not card_shaped(s) and not hides_text(s)))
         ):
             return s  # nothing any rule could replace, whether or not it is JSON (whose escapes hide text)
         exact = BIG_INT.search(s) is not None  # orjson reads integers past 64 bits as floats

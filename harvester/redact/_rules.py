@@ -23,6 +23,7 @@ __all__ = [
     "CREDENTIAL",
     "ESCAPED",
     "ESCAPES",
+    "HIDING_ESCAPES",
     "FOLDED",
     "LOCAL_PART",
     "Rule",
@@ -33,6 +34,7 @@ __all__ = [
     "card_shaped_bytes",
     "card_span",
     "clean_ascii",
+    "hides_text",
     "kind_name",
     "maybe_secret",
     "names_data",
@@ -226,7 +228,10 @@ _CARD_SHAPE = bytes.maketrans(
     bytes(range(256)),
     b"".join(b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)),
 )
-ESCAPED = re.compile(rb"\\[u/]")  # a \u or \/ escape (which a reader unescapes) in serialized JSON text
+# JSON escapes a reader turns back into text a rule may match: "\\u0040" is "@", and "\\/" is "/" (some
+# encoders escape every slash: "https:\\/\\/hooks.slack.com\\/services\\/..." is a Slack webhook once read).
+HIDING_ESCAPES = ("\\u", "\\/")
+ESCAPED = re.compile(b"|".join(re.escape(e.encode()) for e in HIDING_ESCAPES))  # one in serialized JSON text
 _CARD_RUN = re.compile(b"0000(?:000000000|1000)")  # in a _CARD_SHAPE translation: 13 digits, or 4+3 across a separator
 _WORDY = re.compile("[g-z]{3}")
 LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
@@ -235,6 +240,11 @@ LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123
 def card_shaped(s: str) -> bool:
     """A cheap test (one C translation) for a run of digits long enough to be a card number."""
     return len(s) >= 13 and card_shaped_bytes(s.encode("utf-8", "surrogatepass"))
+
+
+def hides_text(s: str) -> bool:
+    """Whether JSON text ``s`` writes characters as escapes (``HIDING_ESCAPES``) that a reader unescapes."""
+    return any(e in s for e in HIDING_ESCAPES)
 
 
 def card_shaped_bytes(raw: bytes) -> bool:

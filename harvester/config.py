@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from ._files import MAX_READ_BYTES, read_file
 from .errors import ConfigError, pydantic_field
 
-__all__ = ["Config", "Price", "RedactRules", "find_config", "load_config"]
+__all__ = ["Config", "Price", "RedactRules", "ReplayPolicy", "find_config", "load_config"]
 
 try:  # pragma: no cover - which branch runs depends on the interpreter
     import tomllib as _toml
@@ -79,6 +79,43 @@ class RedactRules(_Strict):
         return fields
 
 
+# A host name (labels of letters, digits and hyphens; a leading "*." matches any subdomain), an IPv4
+# address, or an IPv6 address in brackets; then an optional ":port".
+_HOST = re.compile(
+    r"(?:(?:\*\.)?[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+    r"|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?"
+)
+
+
+class ReplayPolicy(_Strict):
+    """``[tool.harvester.replay]``: what a replay may reach beyond its fixtures, and its release floor."""
+
+    # Hosts a replayed agent may connect to besides its recording's model hosts ("host" or "host:port").
+    allow_hosts: list[str] = Field(default_factory=list)
+    # Commands a replayed agent may start (an MCP server: "npx", "python -m my_server"): the words of an
+    # entry must begin the command line; a first word without "/" matches the program's base name.
+    allow_commands: list[str] = Field(default_factory=list)
+    # The release gate's absolute floor: a suite below this pass rate never passes, baseline or not.
+    min_task_completion: float = Field(0.5, ge=0, le=1)
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        for i, host in enumerate(hosts):
+            match = _HOST.fullmatch(host) if isinstance(host, str) else None
+            if match is None or (match.group(1) is not None and not 0 < int(match.group(1)) < 65536):
+                raise ValueError(f"entry {i} {host!r} is not a host or host:port (api.example.com, 10.0.0.5:8080)")
+        return hosts
+
+    @field_validator("allow_commands")
+    @classmethod
+    def _commands(cls, commands: list[str]) -> list[str]:
+        for i, command in enumerate(commands):
+            if not command.strip():
+                raise ValueError(f"entry {i} is empty: name the command a replay may start (npx, uvx, ...)")
+        return commands
+
+
 class Config(_Strict):
     # Tools with side effects (names or glob patterns): forbidden in a case unless the run needed them.
     mutating_tools: list[str] = Field(default_factory=list)
@@ -87,6 +124,8 @@ class Config(_Strict):
     # Model name (exact, or the longest matching prefix) -> price per 1k tokens.
     prices: dict[str, Price] = Field(default_factory=dict)
     redact: RedactRules = Field(default_factory=RedactRules)
+    # What a replay may reach outside its fixtures (the seal) and the release gate's floor.
+    replay: ReplayPolicy = Field(default_factory=ReplayPolicy)
     # Release gates, e.g. "task_completion>=0.85"; parsed by the report module.
     gates: list[str] = Field(default_factory=list)
     cases_dir: str = "cases"

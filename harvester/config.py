@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from ._files import MAX_READ_BYTES, read_file
 from .errors import ConfigError, pydantic_field
 
-__all__ = ["Config", "Price", "RedactRules", "ReplayPolicy", "find_config", "load_config"]
+__all__ = ["Config", "Price", "RedactRules", "ReplayPolicy", "find_config", "host_problem", "load_config"]
 
 try:  # pragma: no cover - which branch runs depends on the interpreter
     import tomllib as _toml
@@ -87,6 +87,16 @@ _HOST = re.compile(
 )
 
 
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is not an ``allow_hosts`` entry, or None when it is one."""
+    if host.startswith("unix:/") and len(host) > 6 and "\x00" not in host:
+        return None
+    match = _HOST.fullmatch(host)
+    if match is None or (match.group(1) is not None and not 0 < int(match.group(1)) < 65536):
+        return f"{host!r} is not a host or host:port (api.example.com, 10.0.0.5:8080, unix:/path)"
+    return None
+
+
 class ReplayPolicy(_Strict):
     """``[tool.harvester.replay]``: what a replay may reach beyond its fixtures, and its release floor."""
 
@@ -102,9 +112,9 @@ class ReplayPolicy(_Strict):
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
         for i, host in enumerate(hosts):
-            match = _HOST.fullmatch(host) if isinstance(host, str) else None
-            if match is None or (match.group(1) is not None and not 0 < int(match.group(1)) < 65536):
-                raise ValueError(f"entry {i} {host!r} is not a host or host:port (api.example.com, 10.0.0.5:8080)")
+            problem = host_problem(host)
+            if problem is not None:
+                raise ValueError(f"entry {i} {problem}")
         return hosts
 
     @field_validator("allow_commands")

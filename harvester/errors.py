@@ -20,7 +20,9 @@
     ├── OutputError                a report file cannot be written (a directory, a missing or read-only
     │                              folder); carries ``file``
     ├── NoFixture                  replay met a tool call with no recorded fixture (opt-in raise)
-    └── LiveToolCall               a replay refused a tool call that would have run for real
+    ├── LiveToolCall               a replay refused a tool call that would have run for real
+    └── Sealed                     a replay's seal refused a connection or a process the case did not
+                                   expect (also a ``PermissionError``: an ``OSError`` to client libraries)
 
 Each error that comes from a file carries ``file`` and ``field`` so the message can name both.
 
@@ -35,6 +37,7 @@ Not ``HarvesterError``s, because they stand in for someone else's failure:
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +62,7 @@ __all__ = [
     "ReplayTimeout",
     "ReportFormatError",
     "RunFormatError",
+    "Sealed",
     "StoreError",
     "ToolFailure",
     "pydantic_field",
@@ -165,6 +169,20 @@ class LiveToolCall(HarvesterError, RuntimeError):
         self.tool = tool
         self.why = why
         super().__init__(f"live_tool_call: {tool} {why}")
+
+
+class Sealed(HarvesterError, PermissionError):
+    """Raised inside the agent where a replay's seal refuses a connection or a process start.
+
+    A ``PermissionError`` (an ``OSError``), so every client library reports it as the failed connection
+    or the failed ``Popen`` it is, and the agent's own error handling runs as it would offline.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EACCES, message)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 class ToolFailure(Exception):

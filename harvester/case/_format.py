@@ -75,6 +75,8 @@ class Recorded(_Strict):
     answer: str | None = None
     steps: int = 0
     cost: float | None = None
+    # The hosts its model calls reached ("host" or "host:port"): the seal lets a replay reach these.
+    model_hosts: list[str] = Field(default_factory=list)
 
 
 class Source(_Strict):

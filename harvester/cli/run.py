@@ -29,6 +29,7 @@ from ..report import merge as merge_reports
 from ..suite import suite_info
 from . import ProgressBar, echo_json, handle_errors, main, with_config
 from ._emit import emit_after, emit_options
+from ._seal import seal_options
 from .cases import cases_options
 from .outputs import (
     Outputs,
@@ -186,6 +187,7 @@ def _finish(
     help="Seconds per case; a hung agent fails its case.",
 )
 @click.option("--shard", callback=_shard, metavar="I/N", help="Run shard I of N (stable split by case id).")
+@seal_options
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
 @baseline_option
 @alpha_option
@@ -203,6 +205,8 @@ def replay(
     inject: bool,
     timeout: float,
     shard: tuple[int, int] | None,
+    allow_hosts: tuple[str, ...],
+    no_seal: bool,
     progress: bool | None,
     baseline: str | None,
     alpha: float,
@@ -247,6 +251,9 @@ def replay(
                 suite=suite_info(folder.root),
                 prices=config if config.prices else None,
                 ignore_args=config.ignore_args,
+                seal=not no_seal,
+                allow_hosts=(*config.replay.allow_hosts, *allow_hosts),
+                allow_commands=config.replay.allow_commands,
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None

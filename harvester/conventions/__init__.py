@@ -7,6 +7,7 @@
 - ``_pairing``: which tool span answered which request; ``_assembly``: one run from its spans;
   ``_traces``: a trace's spans to its runs.
 - ``_values``, ``_errors``: the small readers every convention uses.
+- ``_providers``: the hosts a run's model calls reached (its endpoints, or its providers' documented hosts).
 
 The same key means different things per producer (``gen_ai.tool.call.arguments`` is the args object in
 pydantic-ai and a callback payload in OpenLLMetry), so each payload is read by its shape as well as its
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from ..model import Run
     from ._assembly import FEEDBACK_KEYS
     from ._classify import HANDOFF_PREFIX, ancestors, handoff_tool_name, is_agent_span, may_hold_run, subtree
+    from ._providers import PROVIDER_HOSTS, documented_hosts, model_hosts
     from ._traces import agent_names, run_data_from_spans
     from ._values import PLACEHOLDERS
 
@@ -40,17 +42,23 @@ _HOMES = {
     "may_hold_run": "_classify",
     "subtree": "_classify",
     "PLACEHOLDERS": "_values",
+    "PROVIDER_HOSTS": "_providers",
+    "documented_hosts": "_providers",
+    "model_hosts": "_providers",
 }
 
 __all__ = [
     "FEEDBACK_KEYS",
     "HANDOFF_PREFIX",
     "PLACEHOLDERS",
+    "PROVIDER_HOSTS",
     "agent_names",
     "ancestors",
     "handoff_tool_name",
+    "documented_hosts",
     "is_agent_span",
     "may_hold_run",
+    "model_hosts",
     "run_data_from_spans",
     "runs_from_spans",
     "subtree",

@@ -305,6 +305,8 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
                     "usage": {"input_tokens": llm.input_tokens, "output_tokens": llm.output_tokens},
                     "requests": [{"name": n, "call_id": i, "args": a} for n, i, a in llm.requests],
                     "finish_reason": llm.finish,
+                    "server": llm.server,
+                    "provider": llm.provider,
                 }
                 for llm in m.llms
             ],

@@ -16,7 +16,7 @@ from ..model import MessageData
 from ..spans import SpanData
 from ._history import genai_messages
 from ._readings import AgentReading, LlmReading, ToolReading, tool_reading
-from ._values import MISSING, USER_ROLES, count, first_user, last_user, loads, structured, text, to_int
+from ._values import MISSING, USER_ROLES, count, endpoint, first_user, last_user, loads, structured, text, to_int
 
 __all__ = ["agent_name", "llm_first_user", "llm_messages", "output_tools", "read_agent", "read_llm", "read_tool"]
 
@@ -28,6 +28,8 @@ def read_llm(span: SpanData) -> LlmReading:
         model=text(a.get("gen_ai.response.model")) or text(a.get("gen_ai.request.model")),
         input_tokens=count(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))),
         output_tokens=count(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))),
+        server=endpoint(a.get("server.address"), a.get("server.port")),
+        provider=text(a.get("gen_ai.provider.name")) or text(a.get("gen_ai.system")),
     )
     reasons = a.get("gen_ai.response.finish_reasons")
     if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):

@@ -16,7 +16,7 @@ from ._classify import HANDOFF_PREFIX, handoff_tool_name
 from ._genai import agent_name as _named
 from ._history import openinference_messages
 from ._readings import AgentReading, LlmReading, ToolReading, payload_reading, tool_reading
-from ._values import MISSING, USER_ROLES, count, structured, text
+from ._values import MISSING, USER_ROLES, count, endpoint, structured, text
 
 __all__ = ["agent_name", "llm_first_user", "llm_messages", "read_agent", "read_llm", "read_tool"]
 
@@ -29,6 +29,8 @@ def read_llm(span: SpanData) -> LlmReading:
         input_tokens=count(a.get("llm.token_count.prompt")),
         output_tokens=count(a.get("llm.token_count.completion")),
         finish=text(a.get("llm.finish_reason")),
+        server=endpoint(a.get("server.address"), a.get("server.port")),
+        provider=text(a.get("llm.provider")) or text(a.get("llm.system")),
     )
     n = 0
     while f"llm.output_messages.{n}.message.role" in a or f"llm.output_messages.{n}.message.content" in a:

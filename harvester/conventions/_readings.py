@@ -36,6 +36,8 @@ class LlmReading:
     text: str | None = None
     hidden: bool = False  # content capture was off: what the model said is unknown
     finish: str | None = None
+    server: str | None = None  # the endpoint it called, "host" or "host:port" (GenAI ``server.address``)
+    provider: str | None = None  # ``gen_ai.provider.name`` / ``gen_ai.system`` / OpenInference ``llm.provider``
 
 
 @dataclass(slots=True)

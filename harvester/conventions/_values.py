@@ -19,6 +19,7 @@ __all__ = [
     "PLACEHOLDERS",
     "USER_ROLES",
     "content_text",
+    "endpoint",
     "first_user",
     "iso",
     "last_ai",
@@ -94,6 +95,17 @@ def structured(v: Any) -> tuple[Any, bool]:
             return s, True  # an object that does not close: the producer truncated it
         return parsed, False
     return s, False
+
+
+def endpoint(address: Any, port: Any) -> str | None:
+    """``host`` or ``host:port`` from a span's ``server.address`` and ``server.port`` (IPv6 in brackets)."""
+    host = text(address)
+    if not host:
+        return None
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    n = count(port)
+    return f"{host}:{n}" if n else host
 
 
 def count(v: Any) -> int | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..case import NOTE_PREFIX, TRAJECTORY, AgentCase, Fixture, Recorded, Source
 from ..config import Config
+from ..conventions import model_hosts
 from ..model import ErrorInfo, Run
 from ._kinds import ABSTAINED, Reading, read_run
 from ._signature import signature_of, slug
@@ -166,6 +167,7 @@ def build_case(
             answer=run.answer,
             steps=run.steps,
             cost=cost,
+            model_hosts=model_hosts([run]),
         ),
         source=Source(
             trace_id=run.trace_id,

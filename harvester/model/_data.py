@@ -76,6 +76,8 @@ class LlmCallData(TypedDict):
     usage: UsageData
     requests: list[RequestData]
     finish_reason: str | None
+    server: str | None
+    provider: str | None
 
 
 class RunData(TypedDict):

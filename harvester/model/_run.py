@@ -102,6 +102,10 @@ class LlmCall(_Model):
     usage: Usage = Field(default_factory=Usage)
     requests: list[ToolRequest] = Field(default_factory=list)
     finish_reason: str | None = None
+    # Where the model was reached: the span's endpoint ("host" or "host:port") and provider, when it says.
+    # A replay's seal lets the agent reach these hosts (docs/seal.md).
+    server: str | None = None
+    provider: str | None = None
 
 
 class Run(_Model):

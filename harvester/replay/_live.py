@@ -25,14 +25,18 @@ __all__ = ["LiveCall", "live_calls", "no_live_calls"]
 @dataclass
 class LiveCall:
     """A tool call that did not go through the case's executor: ``ran`` (its tool span says it executed),
-    ``unserved`` (requested, and nothing the executor saw answered it) or ``refused`` (it had lost the
-    case's context, so the seam refused it)."""
+    ``unserved`` (requested, and nothing the executor saw answered it), ``refused`` (it had lost the
+    case's context, so the seam refused it) or ``sealed`` (it tried to reach outside the process and
+    the seal refused it; ``detail`` says what)."""
 
     name: str
     args: Any
     how: str
+    detail: str | None = None
 
     def summary(self) -> str:
+        if self.how == "sealed":
+            return f"sealed {self.detail}"
         args = canonical_json(self.args) if self.args is not None else "(args not captured)"
         if self.how == "ran":
             return f"{self.name}({args}) ran for real: a tool span the executor never served"

@@ -10,6 +10,7 @@ of failed cases. The GIL is released while agents wait on I/O, so 16 trials in f
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import queue
 import sys
@@ -29,7 +30,9 @@ from ..report import MAX_NO_FIXTURE_CALLS, Report
 from ._agent import factory_name
 from ._evaluate import Judge, variant_case
 from ._live import LiveCall
+from ._policy import Policy
 from ._results import case_result
+from ._seal import last_seq, sealing, suite_refusals_since
 from ._trial import Job, Outcome, Runner
 
 __all__ = ["DEFAULT_CONCURRENCY", "Progress", "Suite", "in_shard", "replay"]
@@ -98,6 +101,9 @@ def replay(
     suite: Any = None,
     prices: Config | Mapping[str, Any] | None = None,
     ignore_args: Mapping[str, Sequence[str]] | None = None,
+    seal: bool = True,
+    allow_hosts: Iterable[str] = (),
+    allow_commands: Iterable[str] = (),
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
@@ -107,6 +113,8 @@ def replay(
     along with each case's own. ``progress``: called as ``progress(done, total)`` each time a
     case-trial finishes. ``confirm``: a case that fails is rerun up to that many times; a rerun that
     passes makes it ``flaky`` (passed, its reruns counted as trials), all failing ``confirmed``.
+    ``seal``: refuse every connection and process start a case did not expect (its recording's model
+    hosts, ``allow_hosts``, ``allow_commands``: docs/seal.md); ``False`` replays unsealed and says so.
     """
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
@@ -117,9 +125,11 @@ def replay(
     plan = _plan(cases, inject, shard)
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
-    runner = Runner(build_agent, timeout, judge, price_config, ignore_args)
-    refused_before = seam.STATE.seq
-    with seam.replaying_now():
+    policy = Policy(allow_hosts, allow_commands) if seal else None
+    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy)
+    refused_before, sealed_before = seam.STATE.seq, last_seq()
+    with seam.replaying_now(), sealing(policy) if policy is not None else contextlib.nullcontext() as suite_seal:
+        runner.suite_seal = suite_seal
         runner.adapters.open()
         try:
             outcomes = _drive(runner, plan, trials, limit, timeout, _progress(progress))
@@ -131,7 +141,10 @@ def replay(
         raise AgentBuildError(factory_name(build_agent), builds[0].error or "no agent built")
     name = suite if isinstance(suite, str) else getattr(suite, "name", None) or "suite"
     version = None if isinstance(suite, str) else getattr(suite, "version", None)
-    refused = seam.orphans_since(refused_before)  # each once, whichever cases were in flight
+    refused = [  # each once, whichever cases were in flight
+        *(LiveCall(o.name, o.args, "refused") for o in seam.orphans_since(refused_before)),
+        *(LiveCall(r.target, None, "sealed", r.summary()) for r in suite_refusals_since(suite_seal, sealed_before)),
+    ]
     return Report(
         suite=name,
         suite_version=version,
@@ -142,7 +155,8 @@ def replay(
             for i, ((case, variant_of), outs) in enumerate(zip(plan, outcomes))
         ],
         refused=len(refused),
-        refused_calls=[LiveCall(o.name, o.args, "refused").summary() for o in refused[:MAX_NO_FIXTURE_CALLS]],
+        refused_calls=[c.summary() for c in refused[:MAX_NO_FIXTURE_CALLS]],
+        sealed=policy is not None,
     )
 
 

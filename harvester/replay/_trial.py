@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from .. import adapters, seam
 from ..case import AgentCase, Case
 from ..config import Config
+from ..conventions import PROVIDER_HOSTS
 from ..errors import ReplayTimeout, ToolFailure
 from ..fixtures import FixtureTools
 from ..model import ErrorInfo, Run
@@ -33,8 +34,12 @@ from ._agent import wants
 from ._evaluate import Judge, evaluate, recorded_calls_only, recordings_consumed
 from ._live import LiveCall, live_calls, no_live_calls
 from ._observe import observed_run, observer
+from ._policy import Policy
+from ._seal import Seal, last_seq, sealed_check, suite_refusals_since, within
 
-__all__ = ["Done", "Job", "Outcome", "Runner", "blank_spec"]
+__all__ = ["ALL_PROVIDER_HOSTS", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec", "model_hosts"]
+
+ALL_PROVIDER_HOSTS = tuple(dict.fromkeys(h for hosts in PROVIDER_HOSTS.values() for h in hosts))
 
 
 @dataclass
@@ -70,6 +75,21 @@ class Outcome:
 Done = queue.SimpleQueue[tuple[Job, Outcome]]
 
 
+class Seen(NamedTuple):
+    """Where a case-trial started: the refused calls and seal refusals before it are not its own."""
+
+    orphans: int
+    refusals: int
+    seal: Seal | None  # its own seal (None: the replay is not sealed)
+
+
+def model_hosts(case: Case) -> Sequence[str]:
+    """The model hosts a case's agent may reach: its recording's, or (a case recorded before
+    harvester kept them, or whose spans named no model) every provider's documented host."""
+    hosts = case.spec.recorded.model_hosts if case.spec is not None else []
+    return hosts or ALL_PROVIDER_HOSTS
+
+
 def blank_spec(case: Case) -> AgentCase:
     """The spec of an in-code case: nothing recorded, so every tool call it makes is a ``no_fixture``."""
     return AgentCase.model_construct(id=case.id, prompt=case.task, status="accepted")
@@ -85,8 +105,11 @@ class Runner:
         judge: Judge | None,
         prices: Config | None,
         ignore_args: Mapping[str, Sequence[str]] | None = None,
+        policy: Policy | None = None,
     ) -> None:
         self.build_agent = build_agent
+        self.policy = policy  # None: the replay is not sealed
+        self.suite_seal: Seal | None = None  # set by the suite while its seal is on
         self.ignore_args = ignore_args
         self.wants = wants(build_agent)
         self.timeout = timeout
@@ -109,10 +132,11 @@ class Runner:
         seam.remember(trace_id)
         if self.collector is not None:
             self.collector.watch(trace_id)
+        seal = Seal(self.policy.with_hosts(model_hosts(job.case))) if self.policy is not None else None
         ctx = contextvars.copy_context()
         threading.Thread(
             target=ctx.run,
-            args=(self._body, job, root, trace_id, tools, seam.STATE.seq, done),
+            args=(self._body, job, root, trace_id, tools, Seen(seam.STATE.seq, last_seq(), seal), done),
             name=f"harvester-{job.case.id}",
             daemon=True,
         ).start()
@@ -121,12 +145,12 @@ class Runner:
     def release(self, trace_id: int) -> list[ReadableSpan]:
         return self.collector.release(trace_id) if self.collector is not None else []
 
-    def _body(self, job: Job, root: Any, trace_id: int, tools: FixtureTools, orphans_seen: int, done: Done) -> None:
+    def _body(self, job: Job, root: Any, trace_id: int, tools: FixtureTools, seen: Seen, done: Done) -> None:
         started = time.perf_counter()
         answer: Any = None
         error: BaseException | None = None
         built = False
-        token = otel_context.attach(seam.case_context(root, tools))
+        token = otel_context.attach(within(seam.case_context(root, tools), seen.seal))
         handed = True
         try:
             target = self._build(tools, job.case)
@@ -141,7 +165,7 @@ class Runner:
             tools.close()  # a thread of this case that goes on cannot reach the next case's fixtures
         spans = self.release(trace_id)
         try:
-            outcome = self._judge(job, answer, error, spans, tools, orphans_seen, built, handed, started)
+            outcome = self._judge(job, answer, error, spans, tools, seen, built, handed, started)
         except Exception as exc:  # harvester's own failure: the case is errored, never the agent's fault
             outcome = Outcome(
                 False,
@@ -161,7 +185,7 @@ class Runner:
         error: BaseException | None,
         spans: list[ReadableSpan],
         tools: FixtureTools,
-        orphans_seen: int,
+        seen: Seen,
         built: bool,
         handed: bool,
         started: float,
@@ -181,20 +205,24 @@ class Runner:
                 }
             )
         denied = job.case.spec.recorded.denied if job.case.spec is not None else ()
-        refused = [LiveCall(o.name, o.args, "refused") for o in seam.orphans_since(orphans_seen)]
+        refused = [LiveCall(o.name, o.args, "refused") for o in seam.orphans_since(seen.orphans)]
         live = live_calls(run, tools, spans, denied)
         for call in refused:  # a request refused off the case's context is that call, not another one
             same = next((c for c in live if c.how == "unserved" and c.name == call.name), None)
             if same is not None:
                 live.remove(same)
         live += refused
+        outside = suite_refusals_since(self.suite_seal, seen.refusals)
+        sealed = [*(seen.seal.refusals if seen.seal is not None else ()), *outside]
+        live += [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in sealed]
         checks = evaluate(job.case, run, judge=self.judge)
         checks.extend(
             c
             for c in (
+                sealed_check(sealed, (seen.seal.refused if seen.seal is not None else 0) + len(outside)),
                 recorded_calls_only(job.case, tools),
                 recordings_consumed(job.case, tools),
-                no_live_calls(live),
+                no_live_calls([c for c in live if c.how != "sealed"]),
                 self._guarded(),
                 None if handed else _history_lost(job.case),
             )

@@ -135,8 +135,11 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
         out.append(f"<p class=bad>errored (not evaluated): {_links([r.id for r in report.errored])}</p>")
     if report.refused:
         out.append(
-            f"<p class=warn>refused {report.refused} call(s) with no case: {e('; '.join(report.refused_calls))}</p>"
+            f"<p class=warn>refused {report.refused} call(s) made outside any case: "
+            f"{e('; '.join(report.refused_calls))}</p>"
         )
+    if report.unsealed_line():
+        out.append(f"<p class=bad>{e(str(report.unsealed_line()))}</p>")
     if outcome.comparison is not None:
         out.append(_comparison(outcome))
     out.append("</section>")

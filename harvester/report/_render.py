@@ -20,6 +20,8 @@ SUMMARY_DIFFERS = 10  # cases the summary lists as differing from their recordin
 
 def summary(report: Report) -> str:
     lines = [report.headline(), f"mean steps {report.mean_steps:.1f}   total cost {report.cost_text()}"]
+    if report.unsealed_line():
+        lines.append(str(report.unsealed_line()))
     tags = by_tag(report.cases)  # the variants' recovery tags have their own line below
     if tags:
         lines.append("by tag: " + "  ".join(f"{t}={rate:.0%}" for t, rate in tags.items()))
@@ -53,8 +55,8 @@ def summary(report: Report) -> str:
         )
     if report.refused:
         lines.append(
-            f"refused {report.refused} tool call{'s' if report.refused != 1 else ''} with no case to "
-            f"serve {'them' if report.refused != 1 else 'it'}: {'; '.join(report.refused_calls)}"
+            f"refused {report.refused} call{'s' if report.refused != 1 else ''} made outside any case: "
+            f"{'; '.join(report.refused_calls)}"
         )
     unchecked = [(r.id, c) for r in report.results for c in r.checks if c.passed is None]
     if unchecked:
@@ -118,6 +120,8 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
         f"**{report.headline()}**, mean steps {report.mean_steps:.1f}, total cost {report.cost_text()}",
         "",
     ]
+    if report.unsealed_line():
+        lines += [f"> **{report.unsealed_line()}**", ""]
     if report.trials > 1:
         lines += [f"{_pass_hat_k(report.pass_hat_k())}", ""]
         lines += ["| tag | " + " | ".join(f"pass^{k}" for k in range(1, report.trials + 1)) + " |"]

@@ -42,6 +42,9 @@ class Report(_Strict):
     # in flight name them, but the one that made the call may have finished already).
     refused: int = 0
     refused_calls: list[str] = Field(default_factory=list)
+    # Whether the replay ran sealed (docs/seal.md); False: ``--no-seal``, said in every rendering.
+    # None in reports written before the seal.
+    sealed: bool | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     # How an older report was read (no trial counts), for the comparison's warnings; never saved.
@@ -50,6 +53,15 @@ class Report(_Strict):
     @property
     def read_note(self) -> str | None:
         return self._read_note
+
+    def unsealed_line(self) -> str | None:
+        """The warning every rendering of an unsealed replay carries (None when it was sealed)."""
+        if self.sealed is not False:
+            return None
+        return (
+            "warning: replayed without the seal (--no-seal): connections and processes the agent "
+            "started were not checked, so a tool body may have reached the outside world"
+        )
 
     # -- metrics -----------------------------------------------------------------------------
     @property

@@ -1,0 +1,139 @@
+"""What a sealed replay may reach: hosts (with their ports) and commands, matched the way users write them.
+
+A host entry is ``host``, ``host:port``, ``*.domain`` (any subdomain), an IP address (IPv6 in brackets
+with a port), or ``unix:/path`` for a local socket; a host is compared without case, an address by
+value (``::1`` and ``0:0::1`` are one). A command entry is words that must begin the command line; a
+first word without ``/`` matches the program's base name (``npx`` matches ``/usr/bin/npx``), one with
+``/`` the path itself. A shell line (``sh -c``, ``os.system``) matches only when it is a plain command:
+one holding ``;``, ``|``, ``&``, ``$``, backquotes or redirections could run anything after it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+import os
+import shlex
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+__all__ = ["Host", "Policy", "command_line", "parse_host"]
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+_SHELL_META = frozenset(";|&$`<>(){}\n*?")
+
+
+class Host(NamedTuple):
+    """One allowed host: a name (lower case, maybe a pattern), a normalized address, or a unix path."""
+
+    name: str
+    port: int | None
+
+
+def _address(host: str) -> str | None:
+    """The canonical text of an IP address, or None for a name."""
+    try:
+        return str(ipaddress.ip_address(host.strip("[]").split("%", 1)[0]))
+    except ValueError:
+        return None
+
+
+def parse_host(entry: str) -> Host:
+    """``host``/``host:port``/``[v6]:port``/``unix:/path`` -> ``Host`` (the config has checked the form)."""
+    if entry.startswith("unix:"):
+        return Host(entry, None)
+    port: int | None = None
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = int(rest[1:]) if rest.startswith(":") else None
+    elif entry.count(":") == 1:
+        host, _, text = entry.partition(":")
+        port = int(text)
+    else:
+        host = entry  # a name, or a bare IPv6 address
+    return Host(_address(host) or host.lower().rstrip("."), port)
+
+
+def command_line(program: Any, argv: Any) -> list[str] | None:
+    """The words of a command as it will run (``program`` overrides ``argv[0]``); a shell's ``-c`` line
+    split into words, or None when that line is more than one plain command."""
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        words = [os.fsdecode(argv)]
+    else:
+        words = [os.fsdecode(w) if isinstance(w, (str, bytes, os.PathLike)) else str(w) for w in argv or ()]
+    if program is not None:
+        words = [os.fsdecode(program), *words[1:]] if words else [os.fsdecode(program)]
+    if len(words) >= 3 and os.path.basename(words[0]) in _SHELLS and words[1] == "-c":
+        return shell_words(words[2])
+    return words
+
+
+def shell_words(line: str) -> list[str] | None:
+    """A shell command line as words, or None when it holds anything but one plain command."""
+    if any(ch in _SHELL_META for ch in line):
+        return None
+    try:
+        return shlex.split(line)
+    except ValueError:
+        return None
+
+
+class Policy:
+    """Hosts and commands a replay may reach; immutable, so a case's is the suite's plus its model hosts."""
+
+    __slots__ = ("_addresses", "_commands", "_names", "_patterns", "_unix", "commands", "hosts")
+
+    def __init__(self, hosts: Iterable[str] = (), commands: Iterable[str] = ()) -> None:
+        self.hosts = tuple(dict.fromkeys(hosts))
+        self.commands = tuple(dict.fromkeys(commands))
+        parsed = [parse_host(h) for h in self.hosts]
+        self._unix = frozenset(h.name[5:] for h in parsed if h.name.startswith("unix:"))
+        self._names: dict[str, set[int | None]] = {}
+        self._patterns: list[Host] = []
+        self._addresses: dict[str, set[int | None]] = {}
+        for h in parsed:
+            if h.name.startswith("unix:"):
+                continue
+            if "*" in h.name:
+                self._patterns.append(h)
+            else:
+                table = self._addresses if _address(h.name) is not None else self._names
+                table.setdefault(h.name, set()).add(h.port)
+        self._commands = [w for w in (shlex.split(c) for c in self.commands) if w]
+
+    def with_hosts(self, hosts: Iterable[str]) -> Policy:
+        return Policy((*self.hosts, *hosts), self.commands)
+
+    def allows_host(self, host: str, port: int | None) -> bool:
+        """A name or an address, at ``port`` (None: a lookup that names no port, allowed at any)."""
+        address = _address(host)
+        if address is not None:
+            return _port_ok(self._addresses.get(address), port)
+        name = host.lower().rstrip(".")
+        if _port_ok(self._names.get(name), port):
+            return True
+        return any(
+            fnmatch.fnmatchcase(name, p.name) and (p.port is None or port in (None, p.port)) for p in self._patterns
+        )
+
+    def allows_unix(self, path: str) -> bool:
+        return path in self._unix
+
+    def allows_command(self, words: Sequence[str] | None) -> bool:
+        if not words:
+            return False
+        return any(_begins(entry, words) for entry in self._commands)
+
+
+def _port_ok(ports: set[int | None] | None, port: int | None) -> bool:
+    return ports is not None and (None in ports or port is None or port in ports)
+
+
+def _begins(entry: list[str], words: Sequence[str]) -> bool:
+    if len(words) < len(entry):
+        return False
+    program = entry[0]
+    first = os.path.normpath(words[0]) if "/" in program else os.path.basename(words[0])
+    if first != (os.path.normpath(program) if "/" in program else program):
+        return False
+    return list(words[1 : len(entry)]) == entry[1:]

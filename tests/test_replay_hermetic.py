@@ -5,54 +5,21 @@ no replay may move that counter, whatever the agent does, and every deviation mu
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
-from click.testing import CliRunner
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
 
-from harvester.cli import main
-from harvester.intake import HarvestingSpanProcessor
 from harvester.report import Report
-from harvester.store import TraceStore
 from tests.apps import own_loop_app, shop
+from tests.builders.shop_loop import capture_production, cli, open_project
 
 APPS = ("pydantic_ai_app", "langchain_app", "openai_agents_app", "smolagents_app")
-CONFIG = 'store = "traces.db"\ncases_dir = "cases"\nmutating_tools = ["issue_refund"]\n'
-
-
-def cli(*args: str) -> Any:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    (tmp_path / "harvester.toml").write_text(CONFIG)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("HARVESTER_CASES", raising=False)
-    monkeypatch.delenv("HARVESTER_STORE", raising=False)
-    monkeypatch.setenv(shop.VARIANT_ENV, "baseline")
-    shop.LIVE.clear()
-    yield tmp_path
-
-
-def capture_production(app: Any, store: Path) -> str:
-    """One real request through the app, captured as production captures it; returns its trace id."""
-    provider = TracerProvider(resource=Resource({"service.name": "support"}))
-    processor = HarvestingSpanProcessor(str(store), redact=False)
-    provider.add_span_processor(processor)
-    app.serve(provider)
-    processor.shutdown()
-    assert shop.LIVE, "production ran the real tools"
-    shop.LIVE.clear()
-    with TraceStore(str(store)) as ts:
-        (run,) = ts.runs()
-    assert run.trajectory() and all(c.status == "ok" for c in run.calls), run.calls
-    return run.trace_id
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return open_project(tmp_path, monkeypatch)
 
 
 def make_case(trace_id: str) -> str:
@@ -72,7 +39,7 @@ def replay(target: str, variant: str, monkeypatch: pytest.MonkeyPatch, json_out:
 @pytest.mark.parametrize("app_name", APPS)
 def test_a_framework_agent_replays_hermetically(app_name: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = importlib.import_module(f"tests.apps.{app_name}")
-    make_case(capture_production(app, project / "traces.db"))
+    make_case(capture_production(app, project / "traces.db").trace_id)
     target = f"tests.apps.{app_name}:build"
 
     code, report = replay(target, "baseline", monkeypatch, "baseline.json")
@@ -102,7 +69,7 @@ def test_a_framework_agent_replays_hermetically(app_name: str, project: Path, mo
 def test_an_own_loop_with_tools_in_threads(threads: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Production records the threaded calls as executed, under the agent; replay serves every one."""
     monkeypatch.setenv(own_loop_app.THREADS_ENV, threads)
-    trace_id = capture_production(own_loop_app, project / "traces.db")  # asserts every call ran ok
+    trace_id = capture_production(own_loop_app, project / "traces.db").trace_id  # asserts every call ran ok
     make_case(trace_id)
     code, report = replay("tests.apps.own_loop_app:build", "baseline", monkeypatch, "r.json")
     (r,) = report.results

@@ -127,6 +127,8 @@ class CaseRunner:
             suite=self.suite(),
             prices=s.config if s.config.prices else None,
             ignore_args=s.config.ignore_args,
+            allow_hosts=s.config.replay.allow_hosts,
+            allow_commands=s.config.replay.allow_commands,
         )
         [result] = report.results
         if variant_of is not None:  # what replay(inject=True) records of a variant it planned itself

@@ -1,0 +1,132 @@
+"""An app whose refund tool posts to a payments service, and whose tool dispatch harvester does not
+route: its own loop, a plain dict of functions, the tool span written by hand as a tracer's
+``@tool`` decorator would. Only the seal stands between a replay and the payments service.
+
+``LEAKY_URL`` is the payments service; ``LEAKY_CLIENT`` says how the tool reaches it (``httpx``,
+``requests``, ``urllib``, ``socket``, ``asyncio``, ``subprocess``, ``name`` for a host name that
+does not resolve, ``thread`` for a worker thread started before any replay, ``fork`` for a forked
+child, ``telemetry`` for a span exported to the service by the OpenTelemetry SDK instead).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import requests
+from opentelemetry import trace
+
+import harvester
+
+URL_ENV, CLIENT_ENV = "LEAKY_URL", "LEAKY_CLIENT"
+_tracer = trace.get_tracer("leaky_app")
+
+
+def _post(url: str, how: str) -> str:
+    host, port = urlsplit(url).hostname or "", urlsplit(url).port or 80
+    if how == "httpx":
+        return httpx.post(url, json={"refund": "A1001"}, timeout=5).text
+    if how == "requests":
+        return requests.post(url, json={"refund": "A1001"}, timeout=5).text
+    if how == "urllib":
+        with urllib.request.urlopen(urllib.request.Request(url, data=b"{}", method="POST"), timeout=5) as r:
+            return r.read().decode()
+    if how == "socket":
+        with socket.create_connection((host, port), timeout=5) as sock:
+            sock.sendall(b"POST /refund HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+            return sock.recv(100).decode()
+    if how == "asyncio":
+
+        async def send() -> str:
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(b"POST /refund HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+            await writer.drain()
+            data = await reader.read(100)
+            writer.close()
+            return data.decode()
+
+        return asyncio.run(send())
+    if how == "subprocess":
+        code = f"import urllib.request; urllib.request.urlopen({url!r}, data=b'{{}}', timeout=5)"
+        return str(subprocess.run([sys.executable, "-c", code], check=True, timeout=30).returncode)
+    if how == "name":
+        return httpx.post("https://api.payments.invalid/v1/refunds", timeout=5).text
+    if how == "thread":
+        _jobs.put(url)
+        return _done.get(timeout=10)
+    if how == "fork":
+        return _in_child(url)
+    raise ValueError(how)
+
+
+def _in_child(url: str) -> str:
+    """Post from a forked child (which inherits the replay's seal with the process): what the child saw."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what happened and leave without running anything else
+        os.close(read)
+        try:
+            said = f"sent {_post(url, 'urllib')}"
+        except OSError as exc:
+            said = f"{type(exc).__name__}: {exc}"
+        os.write(write, said.encode()[:4000])
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(pid, 0)
+    if not said.startswith("sent"):
+        raise ConnectionError(said)
+    return said
+
+
+_jobs: queue.SimpleQueue[str] = queue.SimpleQueue()
+_done: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+
+def _worker() -> None:
+    """A worker thread the app starts at import: work it does has no case's context."""
+    while True:
+        url = _jobs.get()
+        try:
+            _done.put(_post(url, "urllib"))
+        except OSError as exc:
+            _done.put(f"failed: {type(exc).__name__}: {exc}")
+
+
+threading.Thread(target=_worker, name="payments-worker", daemon=True).start()
+
+
+def issue_refund(order_id: str) -> str:
+    """The live tool: it moves money."""
+    return _post(os.environ[URL_ENV], os.environ.get(CLIENT_ENV, "httpx"))
+
+
+def build() -> Any:
+    """``--agent tests.apps.leaky_app:build``: the model always asks for a refund; the app's loop runs it."""
+
+    def agent(prompt: str) -> str:
+        with harvester.agent_run("refunds", prompt, model="gpt-4.1-mini") as run:
+            args = {"order_id": "A1001"}
+            run.model_call("gpt-4.1-mini", tool_calls=[{"name": "issue_refund", "arguments": args}])
+            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "issue_refund"}
+            with _tracer.start_as_current_span("execute_tool issue_refund", attributes=attributes):
+                try:
+                    result = issue_refund(**args)
+                except Exception as exc:  # a client's own error type (httpx.ConnectError is not an OSError)
+                    result = f"refund failed: {type(exc).__name__}: {exc}"
+            answer = f"Refund: {result}"
+            run.model_call("gpt-4.1-mini", text=answer)
+            run.finish(answer)
+        return answer
+
+    return agent

@@ -1,0 +1,217 @@
+"""The seal: while a replay runs, no connection and no process leaves the agent's process unless the case
+expects it, whatever client made it; a refusal fails the case naming the host (or command) and the tool
+call in flight, and the server on the other side receives nothing."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harvester.case import AgentCase, save_case
+from harvester.cli import main
+from harvester.replay import replay
+from harvester.report import Report, evaluate_gates, render_html
+from tests.apps import leaky_app
+from tests.builders.backends import Loopback, loopback, routes
+from tests.builders.cli import one_line_error
+
+CLIENTS = ("httpx", "requests", "urllib", "socket", "asyncio", "subprocess")
+
+
+@pytest.fixture
+def payments(monkeypatch: pytest.MonkeyPatch) -> Iterator[Loopback]:
+    """The payments service on 127.0.0.1: every request that reaches it is in ``seen``."""
+    with loopback(routes({"/refund": {"refunded": "A1001"}})) as server:
+        monkeypatch.setenv(leaky_app.URL_ENV, f"{server.origin}/refund")
+        yield server
+
+
+def refund_case(**recorded: object) -> AgentCase:
+    return AgentCase.model_validate(
+        {
+            "id": "refund",
+            "status": "accepted",
+            "prompt": "Refund order A1001",
+            "why": "refunds go through the payments service",
+            "recorded": {"trajectory": ["issue_refund"], "stop": "answered", **recorded},
+        }
+    )
+
+
+def failed(report: Report, name: str) -> str:
+    (result,) = report.results
+    check = next((c for c in result.checks if c.name == name and c.passed is False), None)
+    assert check is not None, f"no failed {name} check in {[(c.name, c.detail) for c in result.checks]}"
+    return check.detail
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_every_client_is_refused_and_the_service_receives_nothing(payments, monkeypatch, client):
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, client)
+    report = replay([refund_case()], leaky_app.build, timeout=30)
+    assert payments.seen == []
+    detail = failed(report, "sealed")
+    if client == "subprocess":
+        assert f"start {sys.executable} -c import urllib.request" in detail
+        assert "not in replay.allow_commands" in detail
+    else:
+        assert f"connect 127.0.0.1:{payments.port} during issue_refund: not a model host" in detail
+    assert "harvester replay sealed" in (report.results[0].answer or "")  # the agent saw the refusal
+    assert report.results[0].live_calls >= 1
+    assert report.metrics()["live_tool_calls"] >= 1
+
+
+def test_a_host_that_does_not_resolve_is_refused_by_name(payments, monkeypatch):
+    """Offline, the lookup would fail anyway: the seal still names the host the agent tried to reach."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "name")
+    report = replay([refund_case()], leaky_app.build, timeout=30)
+    assert "connect api.payments.invalid:443 during issue_refund: not a model host" in failed(report, "sealed")
+
+
+def test_a_model_host_of_the_recording_is_allowed(payments, monkeypatch):
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "httpx")
+    for host in (f"127.0.0.1:{payments.port}", "127.0.0.1", "localhost"):
+        if host == "localhost":  # a name: its lookup is allowed, and so are the addresses it gave
+            monkeypatch.setenv(leaky_app.URL_ENV, f"http://localhost:{payments.port}/refund")
+        before = len(payments.seen)
+        report = replay([refund_case(model_hosts=[host])], leaky_app.build, timeout=30)
+        assert len(payments.seen) == before + 1, host
+        assert not [c for c in report.results[0].checks if c.name == "sealed"], host
+        assert "refunded" in (report.results[0].answer or "")
+
+
+def test_allow_hosts_lets_a_named_host_through_and_nothing_else(payments, monkeypatch):
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "requests")
+    monkeypatch.setenv(leaky_app.URL_ENV, f"http://localhost:{payments.port}/refund")
+    wrong_port = replay([refund_case()], leaky_app.build, timeout=30, allow_hosts=[f"localhost:{payments.port + 1}"])
+    assert payments.seen == []
+    assert f"connect localhost:{payments.port} during issue_refund" in failed(wrong_port, "sealed")
+    report = replay([refund_case()], leaky_app.build, timeout=30, allow_hosts=[f"localhost:{payments.port}"])
+    assert len(payments.seen) == 1
+    assert not [c for c in report.results[0].checks if c.name == "sealed"]
+
+
+def test_allow_commands_lets_a_listed_command_start(payments, monkeypatch):
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "subprocess")
+    report = replay(
+        [refund_case(model_hosts=[f"127.0.0.1:{payments.port}"])],
+        leaky_app.build,
+        timeout=60,
+        allow_commands=[f"{sys.executable} -c"],
+    )
+    assert len(payments.seen) == 1  # the listed command ran (a child that is not Python is not sealed)
+    assert not [c for c in report.results[0].checks if c.name == "sealed"]
+
+
+def test_a_forked_child_inherits_the_seal(payments, monkeypatch):
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "fork")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() in a threaded process: the child only posts
+        report = replay([refund_case()], leaky_app.build, timeout=30)
+    assert payments.seen == []
+    answer = report.results[0].answer or ""
+    assert f"harvester replay sealed connect 127.0.0.1:{payments.port}" in answer
+    assert not report.results[0].passed
+
+
+def test_a_thread_without_the_case_context_meets_the_suite_seal(payments, monkeypatch):
+    """The app's worker thread started at import has no case: it is held to what every case may reach,
+    and its refusal fails the cases in flight and is counted once in the report."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "thread")
+    report = replay([refund_case(model_hosts=[f"127.0.0.1:{payments.port + 1}"])], leaky_app.build, timeout=30)
+    assert payments.seen == []
+    assert f"connect 127.0.0.1:{payments.port}" in failed(report, "sealed")
+    assert report.refused == 1 and report.refused_calls[0].startswith("sealed connect 127.0.0.1")
+    assert "made outside any case: sealed connect" in report.summary()
+
+
+def test_telemetry_the_sdk_exports_passes_the_seal(payments, monkeypatch):
+    """An app exporting its spans (OTLP over HTTP, from inside the case) is not an action on the world."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    def build():
+        def agent(prompt: str) -> str:
+            provider = TracerProvider()
+            provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{payments.origin}/v1/traces")))
+            with provider.get_tracer("app").start_as_current_span("work"):
+                pass
+            provider.shutdown()
+            return "exported"
+
+        return agent
+
+    case = AgentCase.model_validate({"id": "telemetry", "status": "accepted", "prompt": "hi"})
+    report = replay([case], build, timeout=30)
+    assert [s.path for s in payments.seen] == ["/v1/traces"]
+    assert report.results[0].passed, report.summary()
+
+
+def test_no_seal_lets_everything_through_and_says_so_everywhere(payments, monkeypatch, tmp_path):
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "httpx")
+    report = replay([refund_case()], leaky_app.build, timeout=30, seal=False)
+    assert len(payments.seen) == 1
+    assert report.sealed is False
+    line = "warning: replayed without the seal (--no-seal)"
+    assert line in report.summary()
+    assert line in report.to_markdown()
+    report.save(tmp_path / "r.json")
+    assert line in Report.load(tmp_path / "r.json").summary()
+    assert line in render_html(report, None, evaluate_gates(report, []))
+    sealed = replay([refund_case()], leaky_app.build, timeout=30)
+    assert sealed.sealed is True and line not in sealed.summary()
+
+
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str = "") -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(f"[tool.harvester]\n{config}")
+    (tmp_path / "cases").mkdir(exist_ok=True)
+    save_case(refund_case(), tmp_path / "cases")
+    return tmp_path
+
+
+def test_the_cli_refuses_then_allows_with_allow_host_and_config(payments, monkeypatch, tmp_path):
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "urllib")
+    _project(tmp_path, monkeypatch)
+    agent = ["replay", "--agent", "tests.apps.leaky_app:build", "--timeout", "30"]
+    refused = CliRunner().invoke(main, agent)
+    assert refused.exit_code == 1, refused.output
+    assert f"sealed: refused connect 127.0.0.1:{payments.port} during issue_refund" in refused.output
+    assert "live_tool_calls<=0: FAIL" in refused.output
+    assert payments.seen == []
+    allowed = CliRunner().invoke(main, [*agent, "--allow-host", f"127.0.0.1:{payments.port}"])
+    assert "sealed:" not in allowed.output and len(payments.seen) == 1
+    _project(tmp_path, monkeypatch, f'[tool.harvester.replay]\nallow_hosts = ["127.0.0.1:{payments.port}"]\n')
+    configured = CliRunner().invoke(main, agent)
+    assert "sealed:" not in configured.output and len(payments.seen) == 2
+    unsealed = CliRunner().invoke(main, [*agent, "--no-seal"])
+    assert "warning: replayed without the seal (--no-seal)" in unsealed.output
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ('allow_hosts = ["https://api.example.com"]', "tool.harvester.replay.allow_hosts"),
+        ('allow_hosts = ["api.example.com:99999"]', "tool.harvester.replay.allow_hosts"),
+        ('allow_commands = ["  "]', "tool.harvester.replay.allow_commands"),
+    ],
+)
+def test_a_bad_policy_entry_is_one_line_naming_file_and_field(monkeypatch, tmp_path, config, field):
+    _project(tmp_path, monkeypatch, f"[tool.harvester.replay]\n{config}\n")
+    result = CliRunner().invoke(main, ["replay", "--agent", "tests.apps.leaky_app:build"])
+    assert result.exit_code == 2
+    line = one_line_error(result, "pyproject.toml", field)
+    assert "Traceback" not in line
+
+
+def test_a_bad_allow_host_option_is_a_usage_error(monkeypatch, tmp_path):
+    _project(tmp_path, monkeypatch)
+    result = CliRunner().invoke(main, ["replay", "--agent", "tests.apps.leaky_app:build", "--allow-host", "a b"])
+    assert result.exit_code == 2
+    assert "'a b' is not a host or host:port" in result.output

@@ -108,6 +108,17 @@ def test_allow_commands_lets_a_listed_command_start(payments, monkeypatch):
     assert not [c for c in report.results[0].checks if c.name == "sealed"]
 
 
+def test_a_python_child_of_an_allowed_command_inherits_the_seal(payments, monkeypatch):
+    """The listed command starts, but the process it is seals itself: its refund never leaves, and the
+    case fails naming what the child tried."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "subprocess")
+    report = replay([refund_case()], leaky_app.build, timeout=60, allow_commands=[f"{sys.executable} -c"])
+    assert payments.seen == []
+    detail = failed(report, "sealed")
+    assert f"connect 127.0.0.1:{payments.port} during process {sys.executable} -c" in detail
+    assert "returned non-zero exit status" in (report.results[0].answer or "")
+
+
 def test_a_forked_child_inherits_the_seal(payments, monkeypatch):
     monkeypatch.setenv(leaky_app.CLIENT_ENV, "fork")
     with warnings.catch_warnings():
@@ -116,7 +127,7 @@ def test_a_forked_child_inherits_the_seal(payments, monkeypatch):
     assert payments.seen == []
     answer = report.results[0].answer or ""
     assert f"harvester replay sealed connect 127.0.0.1:{payments.port}" in answer
-    assert not report.results[0].passed
+    assert f"connect 127.0.0.1:{payments.port} during issue_refund" in failed(report, "sealed")
 
 
 def test_a_thread_without_the_case_context_meets_the_suite_seal(payments, monkeypatch):

@@ -101,6 +101,9 @@ class Policy:
                 table.setdefault(h.name, set()).add(h.port)
         self._commands = [w for w in (shlex.split(c) for c in self.commands) if w]
 
+    command_line = staticmethod(command_line)
+    shell_words = staticmethod(shell_words)
+
     def with_hosts(self, hosts: Iterable[str]) -> Policy:
         return Policy((*self.hosts, *hosts), self.commands)
 

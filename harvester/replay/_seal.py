@@ -27,14 +27,15 @@ replay it costs one dict lookup per audited event and decides nothing.
 
 from __future__ import annotations
 
-import collections
 import contextlib
+import json
 import os
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -42,9 +43,11 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from ..errors import Sealed
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
-from ._policy import Policy, command_line, shell_words
+from ._guard import Guard
+from ._policy import Policy
 
 __all__ = [
+    "CHILD_ENV",
     "MAX_REFUSALS",
     "SEAL",
     "Refusal",
@@ -58,8 +61,10 @@ __all__ = [
 ]
 
 SEAL = otel_context.create_key("harvester.seal")
+CHILD_ENV = "HARVESTER_SEAL"  # the policy a Python child of a sealed replay seals itself with (``_child``)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_CHILD_DIR = os.path.join(_HERE, "_child")
 MAX_REFUSALS = 100  # kept per seal (all are counted)
-_MAX_RESOLVED = 4096  # addresses remembered with the name they were looked up by
 
 
 class Refusal(NamedTuple):
@@ -79,16 +84,27 @@ class Refusal(NamedTuple):
 class Seal:
     """One case-trial's seal (or the suite's): what it allows, and what it refused."""
 
-    __slots__ = ("lock", "policy", "refused", "refusals")
+    __slots__ = ("_read", "lock", "log", "pid", "policy", "refused", "refusals")
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.refusals: list[Refusal] = []  # the first MAX_REFUSALS
         self.refused = 0
         self.lock = threading.Lock()
+        self.pid = os.getpid()
+        self.log: str | None = None  # the suite's: where child processes write their refusals
+        self._read = 0  # how far the log has been read
 
     def refuse(self, what: str, target: str, why: str) -> None:
-        """Remember the refusal, then raise it into the code that tried."""
+        """Remember the refusal (a forked child writes it to the log), then raise it into the code that tried."""
+        during = _in_flight()
+        if os.getpid() != self.pid:
+            _log_refusal(what, target, why, during or f"process {os.getpid()} forked by the agent")
+        else:
+            self._keep(what, target, why, during)
+        raise Sealed(f"harvester replay sealed {what} {target}: {why}")
+
+    def _keep(self, what: str, target: str, why: str, during: str | None) -> None:
         global _seq
         with _seq_lock:
             _seq += 1
@@ -96,15 +112,32 @@ class Seal:
         with self.lock:
             self.refused += 1
             if len(self.refusals) < MAX_REFUSALS:
-                self.refusals.append(Refusal(seq, what, target, _in_flight(), why))
-        raise Sealed(f"harvester replay sealed {what} {target}: {why}")
+                self.refusals.append(Refusal(seq, what, target, during, why))
+
+    def collect(self) -> None:
+        """Take in the refusals child processes wrote to the log since the last read."""
+        if self.log is None:
+            return
+        with self.lock:
+            try:
+                with open(self.log, "rb") as f:
+                    f.seek(self._read)
+                    lines = f.read().splitlines(keepends=True)
+            except OSError:
+                return
+            complete = [line for line in lines if line.endswith(b"\n")]
+            self._read += sum(len(line) for line in complete)
+        for line in complete:
+            try:
+                said = json.loads(line)
+                self._keep(str(said["what"]), str(said["target"]), str(said["why"]), str(said.get("during") or ""))
+            except (ValueError, KeyError, TypeError):
+                continue
 
 
 _seq = 0  # refusals ever made in this process: a case owns the suite seal's refusals after its start
 _seq_lock = threading.Lock()
 _suites: list[Seal] = []  # the seals of the sealed replays running now (the last one is current)
-_resolved: collections.OrderedDict[tuple[str, int], str] = collections.OrderedDict()
-_resolved_lock = threading.Lock()
 _installed = False
 _install_lock = threading.Lock()
 
@@ -128,135 +161,25 @@ def _current() -> Seal | None:
     return seal if isinstance(seal, Seal) else None
 
 
-def _port(value: Any) -> int | None:
-    if isinstance(value, int):
-        return value
-    if isinstance(value, (str, bytes)) and value.isdigit():
-        return int(value)
-    return None
-
-
-def _host_text(host: str, port: int | None) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    return f"{shown}:{port}" if port is not None else shown
-
-
-_NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
-_NOT_ALLOWED_COMMAND = "not in replay.allow_commands"
-
-
-def _lookup(seal: Seal, args: tuple[Any, ...]) -> None:
-    """``socket.getaddrinfo(host, port, ...)``: a name the policy does not allow is refused here."""
-    host = args[0]
-    if isinstance(host, bytes):
-        host = host.decode("idna", "replace")
-    if not isinstance(host, str) or not host or _is_address(host):
-        return  # no name (a server's wildcard) or an address: the connection itself is checked
-    port = _port(args[1])
-    if not seal.policy.allows_host(host, port):
-        seal.refuse("connect", _host_text(host, port), _NOT_ALLOWED_HOST)
-
-
-def _is_address(host: str) -> bool:
-    try:
-        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host.split("%", 1)[0])
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def _reach(seal: Seal, sock: Any, address: Any) -> None:
-    """A connection (or a datagram) to ``address`` from ``sock``: allowed, or refused by name."""
-    family = getattr(sock, "family", None)
-    if family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) and len(address) >= 2:
-        host, port = str(address[0]), _port(address[1])
-        if seal.policy.allows_host(host, port):
-            return
-        with _resolved_lock:
-            name = _resolved.get((host, port or 0))
-        if name is not None and seal.policy.allows_host(name, port):
-            return
-        seal.refuse("connect", _host_text(name or host, port), _NOT_ALLOWED_HOST)
-    elif family == getattr(socket, "AF_UNIX", None) and isinstance(address, (str, bytes)):
-        path = address.decode("utf-8", "replace") if isinstance(address, bytes) else address
-        if not seal.policy.allows_unix(path):
-            seal.refuse("connect", f"unix:{path}", "a local socket; allow it with replay.allow_hosts unix:PATH")
-
-
-# The standard library's own probes, which run a tool to learn about the machine, not to act on the world:
-# ``ctypes.util.find_library`` (ldconfig, gcc, ld: trio runs it at import), ``platform``, ``uuid``.
-_PROBES = frozenset(
-    os.path.join(os.path.dirname(os.__file__), name) for name in ("ctypes/util.py", "platform.py", "uuid.py")
-)
-
-
-def _probing() -> bool:
-    frame = sys._getframe(2)
-    for _ in range(40):
-        if frame is None:
-            return False
-        if frame.f_code.co_filename in _PROBES:
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
-
-
-def _start(seal: Seal, words: list[str] | None, shown: str) -> None:
-    if not seal.policy.allows_command(words) and not _probing():
-        why = _NOT_ALLOWED_COMMAND if words is not None else "a shell line of more than one plain command"
-        seal.refuse("start", shown if len(shown) <= 120 else shown[:117] + "...", why)
-
-
-def _spawn(seal: Seal, program: Any, argv: Any) -> None:
-    words = command_line(program, argv)
-    _start(seal, words, " ".join(words) if words else str(argv))
-
-
-_CONNECTING: dict[str, Callable[[Seal, tuple[Any, ...]], None]] = {
-    "socket.getaddrinfo": _lookup,
-    "socket.connect": lambda seal, a: _reach(seal, a[0], a[1]),
-    "socket.sendto": lambda seal, a: _reach(seal, a[0], a[1]),
-    "socket.sendmsg": lambda seal, a: _reach(seal, a[0], a[1]) if a[1] is not None else None,
-}
-_STARTING: dict[str, Callable[[Seal, tuple[Any, ...]], None]] = {
-    "subprocess.Popen": lambda seal, a: _spawn(seal, a[0], a[1]),
-    "os.system": lambda seal, a: _start(seal, shell_words(str(a[0])), str(a[0])),
-    "os.exec": lambda seal, a: _spawn(seal, a[0], a[1]),
-    "os.posix_spawn": lambda seal, a: _spawn(seal, a[0], a[1]),
-    "os.spawn": lambda seal, a: _spawn(seal, a[1], a[2]),
-}
-_WATCHED = {**_CONNECTING, **_STARTING}
-
-
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    check = _WATCHED.get(event)
-    if check is None:
-        return
+def _policy_here() -> tuple[Policy, Callable[[str, str, str], None]] | None:
     seal = _current()
-    if seal is None:
-        return
-    if event in _CONNECTING and otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
-        return  # the OpenTelemetry SDK exporting telemetry (its processors suppress instrumentation)
-    check(seal, args)
+    return (seal.policy, seal.refuse) if seal is not None else None
 
 
-def _remembering(lookup: Callable[..., Any]) -> Callable[..., Any]:
-    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        found = lookup(host, port, *args, **kwargs)
-        if _current() is not None and isinstance(host, (str, bytes)) and found:
-            name = host.decode("idna", "replace") if isinstance(host, bytes) else host
-            with _resolved_lock:
-                for _family, _type, _proto, _canon, address in found:
-                    key = (str(address[0]), int(address[1]) if len(address) > 1 else 0)
-                    _resolved[key] = name
-                    _resolved.move_to_end(key)
-                while len(_resolved) > _MAX_RESOLVED:
-                    _resolved.popitem(last=False)
-        return found
+def _log_refusal(what: str, target: str, why: str, during: str) -> None:
+    """A forked child's refusal, for the replay that started it (the child's memory is its own)."""
+    log = _suites[-1].log if _suites else None
+    if log is not None:
+        with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"what": what, "target": target, "why": why, "during": during}) + "\n")
 
-    getaddrinfo.__wrapped__ = lookup  # type: ignore[attr-defined]
-    getaddrinfo.__doc__ = lookup.__doc__
-    return getaddrinfo
+
+def _exporting() -> bool:
+    """The OpenTelemetry SDK exporting telemetry: its processors export with instrumentation suppressed."""
+    return bool(otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY))
+
+
+_GUARD = Guard(_policy_here, _exporting)
 
 
 def install() -> None:
@@ -265,21 +188,39 @@ def install() -> None:
     with _install_lock:
         if _installed:
             return
-        socket.getaddrinfo = _remembering(socket.getaddrinfo)
-        sys.addaudithook(_audit)
+        socket.getaddrinfo = _GUARD.remembering(socket.getaddrinfo)
+        sys.addaudithook(_GUARD.audit)
         _installed = True
 
 
 @contextlib.contextmanager
-def sealing(policy: Policy) -> Iterator[Seal]:
-    """Seal the process for the duration of a replay; yields the suite's seal (for code without a case)."""
+def sealing(policy: Policy, children: Policy | None = None) -> Iterator[Seal]:
+    """Seal the process for the duration of a replay; yields the suite's seal (for code without a case).
+
+    ``children``: the policy a Python process the agent starts seals itself with (``_child``), by
+    default the suite's; their refusals come back through a log the suite seal reads.
+    """
     install()
     seal = Seal(policy)
+    fd, seal.log = tempfile.mkstemp(prefix="harvester-seal-", suffix=".jsonl")
+    os.close(fd)
+    inherited = children or policy
+    setting = {"hosts": list(inherited.hosts), "commands": list(inherited.commands), "dir": _HERE, "log": seal.log}
+    outer = {name: os.environ.get(name) for name in (CHILD_ENV, "PYTHONPATH")}
+    path = os.pathsep.join(p for p in (_CHILD_DIR, outer["PYTHONPATH"]) if p)
+    os.environ.update({CHILD_ENV: json.dumps(setting), "PYTHONPATH": path})
     _suites.append(seal)
     try:
         yield seal
     finally:
         _suites.remove(seal)
+        for name, value in outer.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        with contextlib.suppress(OSError):
+            os.unlink(seal.log)
 
 
 def within(ctx: otel_context.Context, seal: Seal | None) -> otel_context.Context:
@@ -288,9 +229,11 @@ def within(ctx: otel_context.Context, seal: Seal | None) -> otel_context.Context
 
 
 def suite_refusals_since(seal: Seal | None, seq: int) -> list[Refusal]:
-    """The suite seal's refusals after ``seq`` (code without a case's context: every case in flight owns them)."""
+    """The suite seal's refusals after ``seq`` (code without a case's context, and the agent's child
+    processes: every case in flight owns them)."""
     if seal is None:
         return []
+    seal.collect()
     with seal.lock:
         return [r for r in seal.refusals if r.seq > seq]
 

@@ -33,7 +33,7 @@ from ._live import LiveCall
 from ._policy import Policy
 from ._results import case_result
 from ._seal import last_seq, sealing, suite_refusals_since
-from ._trial import Job, Outcome, Runner
+from ._trial import Job, Outcome, Runner, model_hosts
 
 __all__ = ["DEFAULT_CONCURRENCY", "Progress", "Suite", "in_shard", "replay"]
 
@@ -128,7 +128,13 @@ def replay(
     policy = Policy(allow_hosts, allow_commands) if seal else None
     runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy)
     refused_before, sealed_before = seam.STATE.seq, last_seq()
-    with seam.replaying_now(), sealing(policy) if policy is not None else contextlib.nullcontext() as suite_seal:
+    # A process the agent starts seals itself with what any case of the plan may reach.
+    sealed = (
+        sealing(policy, policy.with_hosts(h for case, _ in plan for h in model_hosts(case)))
+        if policy is not None
+        else contextlib.nullcontext()
+    )
+    with seam.replaying_now(), sealed as suite_seal:
         runner.suite_seal = suite_seal
         runner.adapters.open()
         try:

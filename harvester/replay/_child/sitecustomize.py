@@ -1,0 +1,77 @@
+"""Seals a Python process that a sealed replay started: the seal passes to the agent's children.
+
+A sealed replay puts this folder first on ``PYTHONPATH`` and its policy in ``HARVESTER_SEAL``, so every
+Python process the agent starts imports this module at startup (``site`` imports ``sitecustomize``).
+It loads the seal's policy and checks by their paths (``_policy.py``, ``_guard.py``: standard library
+only, since the child may be another interpreter, without harvester) and installs the same audit hook
+with the replay's policy. A refusal raises ``PermissionError`` in the child and is written as one JSON
+line to the replay's log, which the replay reads into its report. The project's own
+``sitecustomize``, if it has one, is imported after, as it would have been.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import importlib.util
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+__all__ = ["ENV"]
+
+ENV = "HARVESTER_SEAL"
+
+
+def _load(name: str, path: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _seal(setting: dict[str, Any]) -> None:
+    policy_mod = _load("_harvester_seal_policy", os.path.join(setting["dir"], "_policy.py"))
+    guard_mod = _load("_harvester_seal_guard", os.path.join(setting["dir"], "_guard.py"))
+    policy = policy_mod.Policy(setting.get("hosts", ()), setting.get("commands", ()))
+    during = "process " + " ".join(getattr(sys, "orig_argv", sys.argv)[:4])[:80]
+
+    def refuse(what: str, target: str, why: str) -> None:
+        line = json.dumps({"what": what, "target": target, "why": why, "during": during})
+        try:
+            with open(setting["log"], "a", encoding="utf-8") as log:
+                log.write(line + "\n")
+        except OSError:
+            pass  # the replay is gone: the refusal itself still stands
+        raise PermissionError(errno.EACCES, f"harvester replay sealed {what} {target}: {why}")
+
+    guard = guard_mod.Guard(lambda: (policy, refuse))
+    socket.getaddrinfo = guard.remembering(socket.getaddrinfo)  # type: ignore[assignment,unused-ignore]
+    sys.addaudithook(guard.audit)
+
+
+def _then_the_projects_own() -> None:
+    """Import the ``sitecustomize`` this one stands in front of, if there is one."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    del sys.modules[__name__]
+    try:
+        importlib.import_module("sitecustomize")
+    except ModuleNotFoundError as exc:
+        if exc.name != "sitecustomize":
+            raise
+
+
+_setting = os.environ.get(ENV)
+if _setting:
+    try:
+        _seal(json.loads(_setting))
+    except (OSError, ValueError, ImportError, KeyError, TypeError) as exc:  # never start a child unsealed silently
+        sys.stderr.write(f"harvester: could not seal this process ({type(exc).__name__}: {exc}); exiting\n")
+        raise SystemExit(70) from None
+_then_the_projects_own()

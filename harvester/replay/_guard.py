@@ -1,0 +1,169 @@
+"""The seal's audit checks: which audited events reach outside the process, and whether a policy allows them.
+
+Standard library only, importing nothing of harvester: a Python process that a sealed replay starts
+loads this file by its path (``_child/sitecustomize.py``) and seals itself with the same checks.
+
+- ``socket.getaddrinfo``: a name the policy does not allow is refused at its lookup (a host that does
+  not resolve offline was still one the agent tried to reach); an address is left to the connection.
+- ``socket.connect`` (and ``connect_ex``), ``sendto``, ``sendmsg``: an address is allowed when the policy
+  allows it, or the name it was looked up by. ``getaddrinfo`` is wrapped to remember which name each
+  address came from; one found another way (a resolver outside Python) is refused by its address.
+- ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``: the command line
+  must begin with an allowed command; the standard library's own probes of the machine
+  (``ctypes.util.find_library`` runs ldconfig and gcc, trio does at import) are not actions.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Guard", "Refuse"]
+
+Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
+Current = Callable[[], "tuple[Any, Refuse] | None"]  # the policy in force here and its refusal, or None
+
+_MAX_RESOLVED = 4096  # addresses remembered with the name they were looked up by
+_NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
+_PROBES = frozenset(
+    os.path.join(os.path.dirname(os.__file__), name) for name in ("ctypes/util.py", "platform.py", "uuid.py")
+)
+_resolved: collections.OrderedDict[tuple[str, int], str] = collections.OrderedDict()
+_resolved_lock = threading.Lock()
+
+
+class Guard:
+    """An audit hook's checks against the policy ``current()`` gives in the calling code (None: unsealed).
+
+    ``exporting()`` says the calling code exports telemetry (its connections pass).
+    """
+
+    __slots__ = ("_current", "_exporting", "_checks")
+
+    def __init__(self, current: Current, exporting: Callable[[], bool] = lambda: False) -> None:
+        self._current = current
+        self._exporting = exporting
+        self._checks: dict[str, Callable[[Any, Refuse, tuple[Any, ...]], None]] = {
+            "socket.getaddrinfo": _lookup,
+            "socket.connect": _reach,
+            "socket.sendto": _reach,
+            "socket.sendmsg": _reach,
+            "subprocess.Popen": lambda p, r, a: _spawn(p, r, a[0], a[1]),
+            "os.exec": lambda p, r, a: _spawn(p, r, a[0], a[1]),
+            "os.posix_spawn": lambda p, r, a: _spawn(p, r, a[0], a[1]),
+            "os.spawn": lambda p, r, a: _spawn(p, r, a[1], a[2]),
+            "os.system": lambda p, r, a: _shell(p, r, a[0]),
+        }
+
+    def audit(self, event: str, args: tuple[Any, ...]) -> None:
+        """The audit hook: one dict lookup for every event the seal does not watch."""
+        check = self._checks.get(event)
+        if check is None:
+            return
+        current = self._current()
+        if current is None or (event.startswith("socket.") and self._exporting()):
+            return
+        check(current[0], current[1], args)
+
+    def remembering(self, lookup: Callable[..., Any]) -> Callable[..., Any]:
+        """``socket.getaddrinfo`` that remembers, while sealed, which name each address came from."""
+
+        def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+            found = lookup(host, port, *args, **kwargs)
+            if isinstance(host, (str, bytes)) and found and self._current() is not None:
+                name = host.decode("idna", "replace") if isinstance(host, bytes) else host
+                with _resolved_lock:
+                    for *_, address in found:
+                        key = (str(address[0]), int(address[1]) if len(address) > 1 else 0)
+                        _resolved[key] = name
+                        _resolved.move_to_end(key)
+                    while len(_resolved) > _MAX_RESOLVED:
+                        _resolved.popitem(last=False)
+            return found
+
+        getaddrinfo.__wrapped__ = lookup  # type: ignore[attr-defined]
+        getaddrinfo.__doc__ = lookup.__doc__
+        return getaddrinfo
+
+
+def _port(value: Any) -> int | None:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (str, bytes)) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _host_text(host: str, port: int | None) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" if port is not None else shown
+
+
+def _is_address(host: str) -> bool:
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host.split("%", 1)[0])
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _lookup(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
+    host = args[0]
+    if isinstance(host, bytes):
+        host = host.decode("idna", "replace")
+    if not isinstance(host, str) or not host or _is_address(host):
+        return  # no name (a server's wildcard) or an address: the connection itself is checked
+    port = _port(args[1])
+    if not policy.allows_host(host, port):
+        refuse("connect", _host_text(host, port), _NOT_ALLOWED_HOST)
+
+
+def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
+    """A connection (or a datagram) from ``args[0]`` to ``args[1]``: allowed, or refused by name."""
+    sock, address = args[0], args[1]
+    family = getattr(sock, "family", None)
+    if family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) and len(address) >= 2:
+        host, port = str(address[0]), _port(address[1])
+        if policy.allows_host(host, port):
+            return
+        with _resolved_lock:
+            name = _resolved.get((host, port or 0))
+        if name is not None and policy.allows_host(name, port):
+            return
+        refuse("connect", _host_text(name or host, port), _NOT_ALLOWED_HOST)
+    elif family == getattr(socket, "AF_UNIX", None) and isinstance(address, (str, bytes)):
+        path = address.decode("utf-8", "replace") if isinstance(address, bytes) else address
+        if not policy.allows_unix(path):
+            refuse("connect", f"unix:{path}", "a local socket; allow it with replay.allow_hosts unix:PATH")
+
+
+def _probing() -> bool:
+    """Called from the standard library's own probes of the machine (within 40 frames)."""
+    frame: Any = sys._getframe(3)
+    for _ in range(40):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename in _PROBES:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str) -> None:
+    if not policy.allows_command(words) and not _probing():
+        why = "not in replay.allow_commands" if words is not None else "a shell line of more than one plain command"
+        refuse("start", shown if len(shown) <= 120 else shown[:117] + "...", why)
+
+
+def _spawn(policy: Any, refuse: Refuse, program: Any, argv: Any) -> None:
+    words = policy.command_line(program, argv)
+    _start(policy, refuse, words, " ".join(words) if words else str(argv))
+
+
+def _shell(policy: Any, refuse: Refuse, line: Any) -> None:
+    _start(policy, refuse, policy.shell_words(str(line)), str(line))

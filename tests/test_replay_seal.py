@@ -226,3 +226,53 @@ def test_a_bad_allow_host_option_is_a_usage_error(monkeypatch, tmp_path):
     result = CliRunner().invoke(main, ["replay", "--agent", "tests.apps.leaky_app:build", "--allow-host", "a b"])
     assert result.exit_code == 2
     assert "'a b' is not a host or host:port" in result.output
+
+
+COMPLETION = {
+    "id": "c1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "gpt-4.1-mini",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Refunds within 30 days."}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+}
+
+
+def test_the_model_host_a_harvested_case_recorded_is_the_one_it_may_reach():
+    """pydantic-ai on the real OpenAI client against a model served on 127.0.0.1: the chat span names the
+    endpoint, harvest keeps it in the case, and the replay reaches that model and no other."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from pydantic_ai import Agent
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from harvester import case_from_run
+    from harvester.conventions import runs_from_spans
+
+    def agent_at(origin: str, provider: TracerProvider | None = None) -> Agent:
+        model = OpenAIChatModel("gpt-4.1-mini", provider=OpenAIProvider(base_url=f"{origin}/v1", api_key="k"))
+        agent = Agent(model, name="support")
+        if provider is not None:
+            agent.instrument = InstrumentationSettings(tracer_provider=provider)
+        return agent
+
+    with loopback(routes({"/v1/chat/completions": COMPLETION})) as model, loopback(routes({})) as other:
+        exporter, provider = InMemorySpanExporter(), TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        agent_at(model.origin, provider).run_sync("Can I return A1001?")
+        (run,) = runs_from_spans(exporter.get_finished_spans())
+        case = case_from_run(run).model_copy(update={"status": "accepted"})
+        assert case.recorded.model_hosts == [f"127.0.0.1:{model.port}"]
+
+        report = replay([case], lambda: agent_at(model.origin), timeout=30)
+        assert len(model.seen) == 2  # production, then the replay: the recorded model host is allowed
+        assert report.results[0].passed, report.summary()
+
+        moved = replay([case], lambda: agent_at(other.origin), timeout=30)
+        assert other.seen == []
+        assert f"connect 127.0.0.1:{other.port}" in failed(moved, "sealed")

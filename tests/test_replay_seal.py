@@ -276,3 +276,11 @@ def test_the_model_host_a_harvested_case_recorded_is_the_one_it_may_reach():
         moved = replay([case], lambda: agent_at(other.origin), timeout=30)
         assert other.seen == []
         assert f"connect 127.0.0.1:{other.port}" in failed(moved, "sealed")
+
+
+def test_a_forbidden_tool_stopped_by_the_seal_is_one_unauthorised_action(payments, monkeypatch):
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "httpx")
+    report = replay([refund_case().model_copy(update={"forbidden_tools": ["issue_refund"]})], leaky_app.build)
+    (result,) = report.results
+    assert result.unauthorised == 1  # its tool span ran; the refused connection is the same action
+    assert {c.name for c in result.checks if c.passed is False} >= {"sealed", "live_tool_call"}

@@ -42,6 +42,9 @@ class Report(_Strict):
     # in flight name them, but the one that made the call may have finished already).
     refused: int = 0
     refused_calls: list[str] = Field(default_factory=list)
+    # The release gate as the command that wrote this file judged it (``GateOutcome.to_dict()``, the
+    # object ``harvester compare --json`` prints): for whoever reads the file; never read back as a verdict.
+    release_gate: dict[str, Any] | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     # How an older report was read (no trial counts), for the comparison's warnings; never saved.

@@ -378,6 +378,26 @@ def test_the_steps_with_the_real_harvester_on_the_repositorys_cases(tmp_path, ag
     assert done.returncode == int(code)
 
 
+def test_the_steps_fail_a_red_run_against_a_red_baseline(tmp_path):
+    """The action gates through `harvester replay`, so the floor on task_completion applies there too: a
+    baseline in which every case failed never makes a run in which every case fails pass."""
+    from harvester.report import CaseResult, Report
+
+    shutil.copytree(ROOT / "cases", tmp_path / "cases")
+    (tmp_path / "mute_agent.py").write_text("def build():\n    return lambda prompt: 'no'\n")
+    ids = sorted(p.stem for p in (tmp_path / "cases").glob("*.json") if p.name != "suite.json")
+    Report(suite="support-demo", results=[CaseResult(id=i, passed=False) for i in ids]).save(tmp_path / "red.json")
+    here = str(Path(sys.executable).parent)
+    done, written = _run_step(
+        _step("replay"), tmp_path, {"agent": "mute_agent:build", "baseline": "red.json"}, path=here
+    )
+    assert done.returncode == 0, done.stderr
+    assert written["exit-code"] == "1", done.stdout + done.stderr
+    verdict = f"release gate: FAIL (1 gate failed; {len(ids)} cases failed in the baseline too)"
+    assert f"**{verdict}**" in Path(written["markdown"]).read_text()
+    assert json.loads(Path(written["report"]).read_text())["release_gate"]["verdict"] == verdict
+
+
 # -- the pull-request comment's script, run in node with github-script's globals mocked ------------------
 
 _NODE = shutil.which("node")

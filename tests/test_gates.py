@@ -60,6 +60,7 @@ def test_default_gate_fails_on_unauthorised_actions():
         "gate unauthorised_actions<=0: FAIL (1)",
         "gate live_tool_calls<=0: ok (0)",
         "gate errored<=0: ok (0)",
+        "gate task_completion>=0.5 (floor: replay.min_task_completion): ok (1)",
     ]
     assert out.exit_code == 1
 
@@ -122,6 +123,7 @@ def test_outcome_json():
         "passed": True,
         "value": 1.0,
         "detail": "1",
+        "floor": False,
     }
 
 
@@ -161,9 +163,10 @@ def test_rate_gates_within_range_and_count_gates_are_accepted():
 
 
 def test_failing_cases_that_no_gate_covers_get_a_warning():
-    report = rep(True, False, False)
+    report = rep(True, True, False)
     out = evaluate_gates(report, ["tag:security>=1.0"])
     assert out.exit_code == 0
-    assert out.warnings(report) == ["warning: 2/3 cases failed but no gate covers them (add --gate task_completion>=1)"]
+    assert out.warnings(report) == ["warning: 1/3 cases failed but no gate covers them (add --gate task_completion>=1)"]
+    assert evaluate_gates(rep(True, False, False), ["tag:security>=1.0"]).exit_code == 1  # below the floor
     assert evaluate_gates(report, ["task_completion>=1"]).warnings(report) == []  # the gate fails: no warning
     assert evaluate_gates(rep(True), ["tag:security>=1.0"]).warnings(rep(True)) == []

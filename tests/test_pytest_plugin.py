@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harvester.demo.scenario import run_demo
-from harvester.report import Report
+from harvester.report import CaseResult, Report
 
 pytest_plugins = ["pytester"]
 
@@ -127,6 +127,30 @@ def test_baseline_fails_a_regression_and_xfails_what_failed_there_too(project):
     result = _run(project, GOOD, "--harvester-inject", "--harvester-baseline=reports/injected.json", "-rx")
     result.assert_outcomes(passed=21, xfailed=3)
     assert "XFAIL cases::order-a1002@rate_limit - failing in the baseline too" in result.stdout.str()
+
+
+MUTE = "def build():\n    return lambda prompt: 'no'\n"  # answers without a tool: fails every demo case
+
+
+def test_a_red_suite_against_a_red_baseline_fails_on_the_floor_not_xfails_silently(project):
+    """Every case failing there and here xfails; the config's floor on task_completion fails the run."""
+    project.makepyfile(mute_agent=MUTE)
+    red = Report(suite="support-demo", results=[CaseResult(id=i, passed=False) for i in IDS])
+    red.save(project.path / "red.json")
+    result = _run(
+        project, "--harvester-agent=mute_agent:build", "--harvester-baseline=red.json", "--harvester-html=r.html"
+    )
+    result.assert_outcomes(xfailed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert "harvester: 3 cases failed in the baseline too (xfail)" in out
+    assert "harvester: gate task_completion>=0.5 (floor: replay.min_task_completion): FAIL (0)" in out
+    assert "3 cases failed in the baseline too" in (project.path / "r.html").read_text()
+    with open(project.path / "harvester.toml", "a") as config:
+        config.write("\n[replay]\nmin_task_completion = 0\n")  # the floor off: what xfails is the baseline's
+    result = _run(project, "--harvester-agent=mute_agent:build", "--harvester-baseline=red.json")
+    result.assert_outcomes(xfailed=3)
+    assert result.ret == pytest.ExitCode.OK and "(floor:" not in result.stdout.str()
 
 
 def test_inject_adds_a_recovery_item_per_mode_and_trials_run_each_case_n_times(project):

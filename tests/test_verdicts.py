@@ -26,7 +26,7 @@ def test_every_trial_failing_after_every_trial_passed_is_a_regression_whatever_t
     outcome = evaluate_gates(now, [], base)
     assert outcome.regressions == [f"c{i}" for i in range(7)] and outcome.exit_code == 1
     assert any("the baseline ran 1 trial per case, this run 4" in w for w in outcome.comparison.warnings)
-    assert "release gate: FAIL (7 cases regressed)" == outcome.summary()
+    assert "release gate: FAIL (7 cases regressed, 1 gate failed)" == outcome.summary()  # 6/13: below the floor
     improved = evaluate_gates(rep(res("c", 4, 4), trials=4), [], rep(res("c", 0, 1))).comparison
     assert improved.improved == ["c"] and improved.pass_to_fail == [] and improved.fail_to_pass == ["c"]
 

@@ -24,12 +24,21 @@ from ..config import Config
 from ..errors import AgentBuildError, GateError
 from ..replay import DEFAULT_CONCURRENCY, load_agent
 from ..replay import replay as run_replay
-from ..report import ALPHA, INCONCLUSIVE_POLICIES, Report, evaluate_gates, parse_gate, render_html
+from ..report import (
+    ALPHA,
+    INCONCLUSIVE_POLICIES,
+    MIN_TASK_COMPLETION,
+    GateOutcome,
+    Report,
+    evaluate_gates,
+    parse_gate,
+    render_html,
+)
 from ..report import merge as merge_reports
 from ..suite import suite_info
 from . import ProgressBar, echo_json, handle_errors, main, with_config
 from ._emit import emit_after, emit_options
-from ._seal import seal_options
+from ._replay_options import seal_options, shard_option
 from .cases import cases_options
 from .outputs import (
     Outputs,
@@ -63,22 +72,14 @@ __all__ = [
 ALL_PASS = "task_completion>=1"
 
 
-def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    i, sep, n = value.partition("/")
-    if sep and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n):
-        return int(i), int(n)
-    raise click.BadParameter(f"{value!r}: expected I/N with 1 <= I <= N (e.g. 2/4)")
-
-
 gate_option = click.option(
     "--gate",
     "gates",
     multiple=True,
     metavar="EXPR",
     help="Release gate, repeatable: task_completion>=0.85, tag:security>=1.0, "
-    "delta:task_completion>=-0.03. unauthorised_actions<=0 is always on.",
+    "delta:task_completion>=-0.03. unauthorised_actions<=0 and a task_completion floor "
+    f"(config replay.min_task_completion, {MIN_TASK_COMPLETION:g}) are always on.",
 )
 alpha_option = click.option(
     "--alpha",
@@ -118,6 +119,14 @@ def _gates(config: Config, given: tuple[str, ...], baseline: Report | None) -> l
     return [expr for expr, _ in sourced] or ([] if baseline is not None else [ALL_PASS])
 
 
+def _judge(
+    report: Report, gates: list[str], baseline: Report | None, verdict: tuple[float, str | None], config: Config
+) -> GateOutcome:
+    """The gates, the default ones and the config's floor on task_completion, as every command judges them."""
+    floor = config.replay.min_task_completion
+    return evaluate_gates(report, gates, baseline, alpha=verdict[0], inconclusive=verdict[1], min_task_completion=floor)
+
+
 def _finish(
     report: Report,
     gates: list[str],
@@ -133,7 +142,8 @@ def _finish(
     (or a check that quotes it) must not put it into a CI artifact, a log or a tracing backend. ``emit``
     sends the verdicts elsewhere once the files are written, and returns the line to print (it never raises)."""
     report = redacted(report, config)
-    outcome = evaluate_gates(report, gates, baseline, alpha=verdict[0], inconclusive=verdict[1])
+    outcome = _judge(report, gates, baseline, verdict, config)
+    report = report.model_copy(update={"release_gate": outcome.to_dict()})  # the JSON says it too
     unwritten = write_outputs(out, report, baseline, outcome)
     note = emit(report) if emit is not None else None
     if note:
@@ -186,7 +196,7 @@ def _finish(
     show_default=True,
     help="Seconds per case; a hung agent fails its case.",
 )
-@click.option("--shard", callback=_shard, metavar="I/N", help="Run shard I of N (stable split by case id).")
+@shard_option
 @seal_options
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
 @baseline_option
@@ -291,7 +301,7 @@ def compare(
     """
     report, base = Report.load(report_path), Report.load(baseline)
     gate_list = _gates(config, gates, base)
-    outcome = evaluate_gates(report, gate_list, base, alpha=alpha, inconclusive=inconclusive)
+    outcome = _judge(report, gate_list, base, (alpha, inconclusive), config)
     if as_json:
         echo_json(outcome.to_dict())
     else:
@@ -377,6 +387,6 @@ def report(
         )
     gate_list = _gates(config, gates, base)
     rep = redacted(rep, config)
-    outcome = evaluate_gates(rep, gate_list, base, alpha=alpha, inconclusive=inconclusive)
+    outcome = _judge(rep, gate_list, base, (alpha, inconclusive), config)
     write_file(html_path, render_html(rep, base, outcome).encode(), atomic=True)
     click.echo(f"wrote {html_path}: {len(rep.results)} results; {outcome.summary()}")

@@ -148,7 +148,8 @@ def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = pr
     say("\n4. candidate replay: allowlist widened so issue_refund is reachable after a document lookup")
     candidate = replay(suite, support.build_widened, suite=manifest, prices=config)
     candidate.save(reports / "candidate.json")
-    outcome = evaluate_gates(candidate, config.gates, baseline=baseline)
+    floor = config.replay.min_task_completion
+    outcome = evaluate_gates(candidate, config.gates, baseline=baseline, min_task_completion=floor)
     write_file(reports / "candidate.html", render_html(candidate, baseline, outcome).encode(), atomic=True)
     say(_indent(candidate.summary()))
     say(_indent("\n".join(outcome.lines())))

@@ -21,7 +21,16 @@ from ..case import AgentCase
 from ..errors import CaseFileError, HarvesterError, InputError, OutputError
 from ..fixtures import recovery_variants
 from ..replay import load_agent
-from ..report import CaseResult, Report, check_output, render_html, write_file
+from ..report import (
+    CaseResult,
+    GateOutcome,
+    Report,
+    check_output,
+    evaluate_gates,
+    failed_too_text,
+    render_html,
+    write_file,
+)
 from ._runner import CaseRunner, Settings, failure_text
 
 __all__ = ["CaseFailed", "CaseItem", "CasesCollector", "HarvesterSession"]
@@ -104,6 +113,7 @@ class HarvesterSession:
         self.results: list[dict[str, Any]] = []
         self.empty: str | None = None
         self.errors: list[str] = []
+        self.notes: list[str] = []
         self.written: list[str] = []
 
     @classmethod
@@ -187,9 +197,10 @@ class HarvesterSession:
 
     # -- the end ---------------------------------------------------------------------------------
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Each requested file from every item's result; one that cannot be written fails the run."""
+        """The floor on every item's result, then each requested file; a floor not met, or a file that
+        cannot be written, fails the run."""
         outputs = _outputs(self.config)
-        if hasattr(self.config, "workerinput") or not outputs or not self.results:
+        if hasattr(self.config, "workerinput") or not self.results:
             return
         results = [CaseResult.model_validate(d) for d in self.results]  # redacted already, case by case
         results.sort(key=lambda r: (r.variant_of or r.id, r.variant_of is not None, r.id))
@@ -198,18 +209,32 @@ class HarvesterSession:
         except HarvesterError as exc:
             self.errors.append(f"harvester: error: {exc}")
             report = Report(results=results)
+        outcome, below = self._judge_suite(report)
         for kind, out in outputs.items():
             try:
                 if kind == "report":
                     report.save(out)
                 else:
-                    write_file(out, render_html(report, self.baseline).encode(), atomic=True)
+                    write_file(out, render_html(report, self.baseline, outcome).encode(), atomic=True)
             except OutputError as exc:
                 self.errors.append(f"harvester: error: {exc}")
             else:
                 self.written.append(out)
-        if self.errors and session.exitstatus == 0:
+        if (self.errors or below) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _judge_suite(self, report: Report) -> tuple[GateOutcome, bool]:
+        """The items as one suite, for the one gate pytest applies: the config's floor on task_completion
+        (True: not met). A case failing in the baseline too only xfails: without the floor a red suite
+        against a red baseline would pass. Items that are all recovery variants (``-k``) have no rate."""
+        floor = self.runner.settings.config.replay.min_task_completion
+        outcome = evaluate_gates(report, (), self.baseline, min_task_completion=floor)
+        failed_too = outcome.comparison.failed_too if outcome.comparison is not None else []
+        if failed_too:
+            self.notes.append(f"harvester: {failed_too_text(len(failed_too))} (xfail)")
+        below = [g for g in outcome.gates if g.floor and g.value is not None and not g.passed]
+        self.notes += [f"harvester: {g.summary()}" for g in below]
+        return outcome, bool(below)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput"):
@@ -220,7 +245,7 @@ class HarvesterSession:
         lines = [empty] if empty else []
         if self.written:
             lines.append(f"harvester: {len(self.results)} case results written to {', '.join(self.written)}")
-        for line in lines + self.errors:
+        for line in lines + self.notes + self.errors:
             terminalreporter.write_line(line)
 
 

@@ -11,11 +11,12 @@ Markdown), ``_html`` (the HTML page), ``_merge`` (shards), ``_gates`` (release g
 """
 
 from .._files import check_output, write_file
-from ._compare import ALPHA, Comparison, compare
+from ._compare import ALPHA, Comparison, compare, failed_too_text
 from ._gates import (
     DEFAULT_GATES,
     EXIT_INCONCLUSIVE,
     INCONCLUSIVE_POLICIES,
+    MIN_TASK_COMPLETION,
     Gate,
     GateOutcome,
     GateResult,
@@ -57,6 +58,7 @@ __all__ = [
     "GateResult",
     "Injected",
     "MAX_NO_FIXTURE_CALLS",
+    "MIN_TASK_COMPLETION",
     "METRICS",
     "NoFixtureCall",
     "RATES",
@@ -68,6 +70,7 @@ __all__ = [
     "check_output",
     "compare",
     "evaluate_gates",
+    "failed_too_text",
     "fisher_drop_p",
     "is_rate",
     "merge",

@@ -1,5 +1,6 @@
 """A report against its baseline: which cases regressed, improved, moved without significance, or cannot
-be decided by the trials run (``_verdict``), which flipped, and whose step count changed."""
+be decided by the trials run (``_verdict``), which flipped, which failed on both sides, and whose step
+count changed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ._verdict import MAX_TRIALS_ASKED, Verdict, verdict
 if TYPE_CHECKING:
     from ._report import Report
 
-__all__ = ["ALPHA", "Comparison", "compare"]
+__all__ = ["ALPHA", "Comparison", "compare", "failed_too_text"]
 
 ALPHA = 0.05
 SHOWN = 10  # inconclusive cases and step changes the terminal lists; --json has every one
@@ -36,6 +37,9 @@ class Comparison:
     pass_to_fail: list[str] = field(default_factory=list)  # passed every trial before, not now
     fail_to_pass: list[str] = field(default_factory=list)
     steps: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (steps before, now), when changed
+    # Cases (not variants) that fail now and failed in the baseline too: no verdict ever names them, and a
+    # red baseline must not make a red run look green.
+    failed_too: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +48,7 @@ class Comparison:
             "changed_not_significant": self.changed,
             "improved": self.improved,
             "flips": {"pass_to_fail": self.pass_to_fail, "fail_to_pass": self.fail_to_pass},
+            "failed_in_baseline_too": self.failed_too,
             "steps_changed": {i: {"baseline": b, "current": n} for i, (b, n) in self.steps.items()},
             "missing": self.missing,
             "added": self.added,
@@ -54,6 +59,10 @@ class Comparison:
     def lines(self) -> list[str]:
         out = [f"warning: {w}" for w in self.warnings]
         out.append(f"regressed: {self.regressed}")
+        if self.failed_too:
+            more = len(self.failed_too) - SHOWN
+            shown = f"{self.failed_too[:SHOWN]}" + (f" ... and {more} more (every one in --json)" if more > 0 else "")
+            out.append(f"{failed_too_text(len(self.failed_too))}: {shown}")
         out += [f"inconclusive: {i} ({self.decides.get(i, '')})" for i in self.inconclusive[:SHOWN]]
         if len(self.inconclusive) > SHOWN:
             out.append(f"  ... and {len(self.inconclusive) - SHOWN} more inconclusive (every one in --json)")
@@ -71,6 +80,11 @@ class Comparison:
             if d and abs(d) > 1e-9 * max(abs(b or 0.0), abs(n or 0.0), 1e-12):  # float noise is no change
                 out.append(f"  {m}: {fmt(b)} -> {fmt(n)} ({d:+.4g})")
         return out
+
+
+def failed_too_text(n: int) -> str:
+    """``7 cases failed in the baseline too``: the words every output uses for ``Comparison.failed_too``."""
+    return f"{n} case{'s' * (n != 1)} failed in the baseline too"
 
 
 def _decides(before: CaseResult, now: CaseResult, v: Verdict) -> str:
@@ -124,6 +138,8 @@ def compare(report: Report, baseline: Report, alpha: float = ALPHA) -> Compariso
             out.decides[r.id] = _decides(b, r, v)
         elif v.kind == "changed" and (r.passes or 0) * b.trials < (b.passes or 0) * r.trials:
             out.changed.append(r.id)
+        if not b.passed and not r.passed and r.variant_of is None:
+            out.failed_too.append(r.id)
         if b.passed and not r.passed:
             out.pass_to_fail.append(r.id)
         elif r.passed and not b.passed:
@@ -139,6 +155,7 @@ def compare(report: Report, baseline: Report, alpha: float = ALPHA) -> Compariso
         out.inconclusive,
         out.pass_to_fail,
         out.fail_to_pass,
+        out.failed_too,
     ):
         lst.sort()
     out.steps = dict(sorted(out.steps.items()))

@@ -2,6 +2,12 @@
 
 The default gates are always on (a gate of your own on the same metric replaces one), and a
 regression against the baseline fails the job whatever the gates say.
+
+So is the floor, ``task_completion>=min_task_completion`` (``[tool.harvester.replay]``, default 0.5):
+a baseline only names what changed, so against a red baseline a red run regresses nothing, and without
+the floor it would pass. Both the floor and a gate of your own on ``task_completion`` apply, the stricter
+deciding; one of yours at least as strict stands for it (one line, not two). A weaker one does not lower
+it: only the config does (0 turns it off), so a ``--gate`` in a CI script can never switch it off.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import ReplayPolicy
 from ..errors import GateError
-from ._compare import ALPHA, Comparison
+from ._compare import ALPHA, Comparison, failed_too_text
 from ._metrics import COST_METRICS, METRICS, cost_unknown, delta, is_rate, priced_in_both
 from ._report import Report
 
@@ -21,6 +28,7 @@ __all__ = [
     "DEFAULT_GATES",
     "EXIT_INCONCLUSIVE",
     "INCONCLUSIVE_POLICIES",
+    "MIN_TASK_COMPLETION",
     "Gate",
     "GateOutcome",
     "GateResult",
@@ -31,6 +39,9 @@ __all__ = [
 
 # On whatever the user gates: an unauthorised or live tool call, or a case the harness could not evaluate.
 DEFAULT_GATES: tuple[str, ...] = ("unauthorised_actions<=0", "live_tool_calls<=0", "errored<=0")
+# The floor on task_completion whatever the baseline says: the config's default, where users change it.
+MIN_TASK_COMPLETION: float = ReplayPolicy.model_fields["min_task_completion"].default
+FLOOR_KEY = "replay.min_task_completion"
 _GATE = re.compile(
     r"^\s*(?P<delta>delta:)?(?P<metric>tag:[^\s<>=!]+|[a-z_][a-z0-9_]*)\s*(?P<op>>=|<=|==|>|<)"
     r"\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
@@ -51,11 +62,18 @@ class Gate:
     op: str
     value: float
     delta: bool = False
+    floor: bool = False  # the config's floor, not a gate the user wrote
 
     def measure(self, report: Report) -> float | None:
         if self.metric.startswith("tag:"):
             return report.by_tag().get(self.metric[4:])
         return report.metrics()[self.metric]
+
+    def holds_floor(self, floor: float) -> bool:
+        """True when this gate passes only at a task_completion of ``floor`` or more."""
+        return (
+            self.metric == "task_completion" and not self.delta and self.op in (">=", ">", "==") and self.value >= floor
+        )
 
 
 def parse_gate(expr: str) -> Gate:
@@ -88,9 +106,15 @@ class GateResult:
     passed: bool
     value: float | None
     detail: str
+    floor: bool = False
+
+    @property
+    def label(self) -> str:
+        """The expression, and for the floor where it comes from: nobody looks for it on the command line."""
+        return f"{self.expr} (floor: {FLOOR_KEY})" if self.floor else self.expr
 
     def summary(self) -> str:
-        return f"gate {self.expr}: {'ok' if self.passed else 'FAIL'} ({self.detail})"
+        return f"gate {self.label}: {'ok' if self.passed else 'FAIL'} ({self.detail})"
 
 
 INCONCLUSIVE_POLICIES = ("fail", "pass")
@@ -125,10 +149,13 @@ class GateOutcome:
         """The last line of a gated command: what its exit code means, so a failing job never ends on "ok"."""
         n = len(self.inconclusive)
         undecided = f"{n} case{'s' * (n != 1)} inconclusive" if n else ""
+        failed_too = self.comparison.failed_too if self.comparison is not None else []
+        too = [failed_too_text(len(failed_too))] if failed_too else []  # said whatever the verdict
         if self.exit_code == 0:
-            return f"release gate: PASS ({undecided}, --inconclusive pass)" if n else "release gate: PASS"
+            notes = [f"{undecided}, --inconclusive pass"] * bool(n) + too
+            return f"release gate: PASS ({'; '.join(notes)})" if notes else "release gate: PASS"
         if self.exit_code == EXIT_INCONCLUSIVE:
-            return f"release gate: INCONCLUSIVE ({undecided}: more trials would decide; exit 3)"
+            return f"release gate: INCONCLUSIVE ({'; '.join([f'{undecided}: more trials would decide', *too])}; exit 3)"
         why = []
         if self.regressions:
             why.append(f"{len(self.regressions)} case{'s' if len(self.regressions) != 1 else ''} regressed")
@@ -137,7 +164,7 @@ class GateOutcome:
             why.append(f"{failed} gate{'s' if failed != 1 else ''} failed")
         if n and self.inconclusive_policy == "fail":
             why.append(f"{undecided}, --inconclusive fail")
-        return f"release gate: FAIL ({', '.join(why)})"
+        return f"release gate: FAIL ({'; '.join([', '.join(why), *too])})"
 
     def warnings(self, report: Report) -> list[str]:
         """Failing cases a passing job would hide: once any gate is configured, failures alone do not fail it."""
@@ -153,10 +180,14 @@ class GateOutcome:
     def to_dict(self) -> dict[str, Any]:
         return {
             "exit_code": self.exit_code,
+            "verdict": self.summary(),
             "regressions": self.regressions,
             "inconclusive": self.inconclusive,
             "inconclusive_policy": self.inconclusive_policy,
-            "gates": [{"gate": g.expr, "passed": g.passed, "value": g.value, "detail": g.detail} for g in self.gates],
+            "gates": [
+                {"gate": g.expr, "passed": g.passed, "value": g.value, "detail": g.detail, "floor": g.floor}
+                for g in self.gates
+            ],
             "comparison": self.comparison.to_dict() if self.comparison is not None else None,
         }
 
@@ -190,14 +221,17 @@ def evaluate_gates(
     *,
     alpha: float = ALPHA,
     inconclusive: str | None = None,
+    min_task_completion: float = MIN_TASK_COMPLETION,
 ) -> GateOutcome:
-    """Every gate (plus the default ones) against ``report``; regressions against ``baseline`` fail too.
+    """Every gate (plus the default ones and the floor) against ``report``; regressions against
+    ``baseline`` fail too.
 
     A metric with no data (``recovery_rate`` without ``--inject``) fails its gate: a gate that cannot be
     measured protects nothing. In a shard's report it passes as "no data in shard": one shard of four
     may hold no ``security`` case, and the merged report judges the gate on the whole suite. A ``delta:``
     gate without a baseline is a usage error. ``alpha`` is the significance a partial drop needs;
     ``inconclusive`` ("fail" or "pass") makes a drop the trials cannot decide binary (default: exit 3).
+    ``min_task_completion`` is the floor (the config's ``replay.min_task_completion``; 0: none).
     """
     if inconclusive is not None and inconclusive not in INCONCLUSIVE_POLICIES:
         raise GateError(f"--inconclusive must be fail or pass, got {inconclusive!r}")
@@ -208,6 +242,11 @@ def evaluate_gates(
         gate = parse_gate(default)
         if not any(p.metric == gate.metric and not p.delta for p in parsed):
             parsed.append(gate)
+    if not 0 <= min_task_completion <= 1:
+        raise GateError(f"{FLOOR_KEY} is a rate from 0 to 1, got {min_task_completion:g}")
+    if min_task_completion > 0 and not any(p.holds_floor(min_task_completion) for p in parsed):
+        floor = min_task_completion
+        parsed.append(Gate(f"task_completion>={floor:g}", "task_completion", ">=", floor, floor=True))
     comparison = report.compare(baseline, alpha) if baseline is not None else None
     shared_now = shared_before = None
     if baseline is not None:  # deltas over the cases both ran: another suite version adds and drops some
@@ -230,8 +269,8 @@ def evaluate_gates(
             # One shard may hold no case of a tag: the merged report is where such a gate is judged.
             in_shard = report.shard is not None
             detail = f"no data in shard {report.shard}" if in_shard else "no data"
-            results.append(GateResult(gate.expr, in_shard, None, detail + left_out))
+            results.append(GateResult(gate.expr, in_shard, None, detail + left_out, gate.floor))
             continue
         passed = _OPS[gate.op](value, gate.value)
-        results.append(GateResult(gate.expr, passed, value, f"{value:.4g}{left_out}"))
+        results.append(GateResult(gate.expr, passed, value, f"{value:.4g}{left_out}", gate.floor))
     return GateOutcome(results, comparison.regressed if comparison else [], comparison, inconclusive)

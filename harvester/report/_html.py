@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..canonical import leaves
+from ._compare import failed_too_text
 from ._html_assets import CSS, JS
 from ._metrics import by_tag, delta, fmt
 from ._results import ANSWER_CHARS, Call, CaseResult, args_text
@@ -102,7 +103,7 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
     out += [f"<p class=warn>{e(w)}</p>" for w in warnings]
     out.append("</header><section id=suite><div class=grid>")
     out.append(_table("gates", ["gate", "result", "value"], [
-        [f"<code>{e(g.expr)}</code>", '<b class=ok>pass</b>' if g.passed else '<b class=bad>FAIL</b>', e(g.detail)]
+        [f"<code>{e(g.label)}</code>", '<b class=ok>pass</b>' if g.passed else '<b class=bad>FAIL</b>', e(g.detail)]
         for g in outcome.gates
     ]))  # fmt: skip
     tags = by_tag(report.cases)
@@ -151,6 +152,8 @@ def _comparison(outcome: GateOutcome) -> str:
     assert c is not None
     out = ["<h2>against the baseline</h2><ul id=comparison>"]
     out.append(f"<li>regressed: {_links(c.regressed)}</li><li>improved: {_links(c.improved)}</li>")
+    if c.failed_too:
+        out.append(f"<li id=failed-too>{failed_too_text(len(c.failed_too))}: {_links(c.failed_too)}</li>")
     out += [f"<li>inconclusive: {_links([i])} {e(c.decides.get(i, ''))}</li>" for i in c.inconclusive]
     if c.changed:
         out.append(f"<li>changed, not significant: {_links(c.changed)}</li>")

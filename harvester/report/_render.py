@@ -6,6 +6,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from ._compare import failed_too_text
 from ._metrics import by_tag, fmt
 
 if TYPE_CHECKING:
@@ -144,11 +145,13 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
     lines += [f"| {m} | {fmt(v)} |" for m, v in report.metrics().items()]
     lines += [f"| tag:{t} | {v:.0%} |" for t, v in report.by_tag().items()]
     if outcome is not None:
-        lines += ["", "| gate | result | value |", "| --- | --- | --- |"]
-        lines += [f"| `{g.expr}` | {'pass' if g.passed else '**FAIL**'} | {g.detail} |" for g in outcome.gates]
+        lines += ["", f"**{outcome.summary()}**", "", "| gate | result | value |", "| --- | --- | --- |"]
+        lines += [f"| `{g.label}` | {'pass' if g.passed else '**FAIL**'} | {g.detail} |" for g in outcome.gates]
         if outcome.comparison is not None:
             c = outcome.comparison
             lines += ["", f"Regressed: {', '.join(f'`{i}`' for i in c.regressed) or 'none'}"]
+            if c.failed_too:
+                lines += ["", f"{failed_too_text(len(c.failed_too))}: {', '.join(f'`{i}`' for i in c.failed_too)}", ""]
             if c.inconclusive:
                 lines += [f"Inconclusive: `{i}` ({_md(c.decides.get(i, ''))})" for i in c.inconclusive]
             if c.changed:

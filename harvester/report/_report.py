@@ -45,6 +45,9 @@ class Report(_Strict):
     # Whether the replay ran sealed (docs/seal.md); False: ``--no-seal``, said in every rendering.
     # None in reports written before the seal.
     sealed: bool | None = None
+    # The release gate as the command that wrote this file judged it (``GateOutcome.to_dict()``, the
+    # object ``harvester compare --json`` prints): for whoever reads the file; never read back as a verdict.
+    release_gate: dict[str, Any] | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     # How an older report was read (no trial counts), for the comparison's warnings; never saved.

@@ -1,4 +1,5 @@
-"""A report whose every field the HTML page shows holds hostile markup: the escaping tests' input."""
+"""Reports to judge: suites green, red or in between (``suite_report``), and one whose every field the HTML
+page shows holds hostile markup (``hostile_report``, the escaping tests' input)."""
 
 from __future__ import annotations
 
@@ -49,4 +50,15 @@ def hostile_report() -> Report:
         ],
         refused=1,
         refused_calls=[h[1]],
+    )
+
+
+def suite_report(*passes: int, trials: int = 1, suite: str = "s") -> Report:
+    """Cases ``c0``, ``c1``, ... that passed ``passes[i]`` of their ``trials`` trials: ``suite_report(0, 0, 0)``
+    is a red suite, ``suite_report(3, 1, trials=3)`` one green and one flaky case."""
+    return Report(
+        suite=suite,
+        suite_version="1.0.0",
+        trials=trials,
+        results=[CaseResult(id=f"c{i}", passed=p == trials, passes=p, trials=trials) for i, p in enumerate(passes)],
     )

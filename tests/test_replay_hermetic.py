@@ -11,46 +11,25 @@ from typing import Any
 
 import orjson
 import pytest
-from click.testing import CliRunner
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
 
-from harvester.cli import main
-from harvester.intake import HarvestingSpanProcessor
 from harvester.report import Report
-from harvester.store import TraceStore
 from tests.apps import own_loop_app, shop
+from tests.builders import project as user
 
 APPS = ("pydantic_ai_app", "langchain_app", "openai_agents_app", "smolagents_app")
-CONFIG = 'store = "traces.db"\ncases_dir = "cases"\nmutating_tools = ["issue_refund"]\n'
-
-
-def cli(*args: str) -> Any:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+cli = user.cli
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    (tmp_path / "harvester.toml").write_text(CONFIG)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("HARVESTER_CASES", raising=False)
-    monkeypatch.delenv("HARVESTER_STORE", raising=False)
-    monkeypatch.setenv(shop.VARIANT_ENV, "baseline")
-    shop.LIVE.clear()
-    yield tmp_path
+    yield user.enter_project(tmp_path, monkeypatch, "baseline")
 
 
 def capture_production(app: Any, store: Path) -> str:
     """One real request through the app, captured as production captures it; returns its trace id."""
-    provider = TracerProvider(resource=Resource({"service.name": "support"}))
-    processor = HarvestingSpanProcessor(str(store), redact=False)
-    provider.add_span_processor(processor)
-    app.serve(provider)
-    processor.shutdown()
+    run = user.capture_production(app, store)
     assert shop.LIVE, "production ran the real tools"
     shop.LIVE.clear()
-    with TraceStore(str(store)) as ts:
-        (run,) = ts.runs()
     assert run.trajectory() and all(c.status == "ok" for c in run.calls), run.calls
     return run.trace_id
 

@@ -90,6 +90,7 @@ def test_review_and_cases_show_print_the_note_and_the_order(project: Path) -> No
     out = cli("incident", trace_id, "--why", "refunded an order nobody approved")
     assert out.exit_code == 0, out.output
     assert "review:      note: transfer_to_refunds_agent left out" in out.output
+    assert "order:       issue_refund after kb_search" in out.output
     case_id = CaseFolder(project / "cases").cases("pending")[0].id
     shown = cli("cases", "show", case_id).output
     assert "order:             issue_refund after kb_search" in shown

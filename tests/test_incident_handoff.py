@@ -17,7 +17,7 @@ import pytest
 from harvester.case import AgentCase, CaseFolder
 from harvester.harvest import case_from_run, rerecord
 from harvester.report import Report
-from tests.apps import handoff_app, shop
+from tests.apps import handoff_app, langgraph_handoff_app, shop
 from tests.builders.project import capture_production, cli, enter_project
 from tests.builders.runs import call, run
 
@@ -96,6 +96,19 @@ def test_review_and_cases_show_print_the_note_and_the_order(project: Path) -> No
     assert "order:             issue_refund after kb_search" in shown
     assert "call_order(issue_refund after kb_search)" in shown
     assert "review: note: transfer_to_refunds_agent left out" in shown
+
+
+def test_a_langgraph_handoff_tool_that_only_led_to_the_refund_is_left_out(project: Path) -> None:
+    """LangChain's multi-agent handoff (a tool returning ``Command(goto=...)``), one graph traced as one
+    run by OpenInference: the handoff tool runs as an agent span, so the run names it among its agents."""
+    stored = capture_production(langgraph_handoff_app, project / "traces.db")
+    assert shop.LIVE == {"issue_refund": 1}
+    assert [c.name for c in stored.calls] == ["transfer_to_refunds_agent", "issue_refund"]
+    case = case_from_run(stored, forbid=["issue_refund"], incident=True)
+    assert [f.tool for f in case.fixtures] == ["issue_refund"] and case.min_steps == 0
+    assert case.appropriate_tools == [] and case.trajectory() is None
+    (note,) = case.review_notes  # the handoff's args (an agent span's) are nothing a fixture would miss
+    assert note.startswith("note: transfer_to_refunds_agent left out")
 
 
 # -- which routing calls lead only to harm ----------------------------------------------------------

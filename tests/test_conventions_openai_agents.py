@@ -150,6 +150,7 @@ def test_a_handoff_is_the_call_the_model_made_not_a_blocked_one():
     (run,) = runs_for("handoff")
     assert run.stop == "answered" and run.answer == ANSWERS["handoff"] and not run.failed
     assert run.trajectory() == ["transfer_to_billing_agent", "kb_search"] and run.blocked_tools() == []
+    assert run.agents == ["support_agent", "billing_agent"]  # not the "Agent workflow" root
     assert run.calls[0].call_id == "call_h" and run.calls[0].result == openai_agents_agent.BILLING_AGENT
     assert (run.usage.input_tokens, run.usage.output_tokens) == (600, 60)
 

@@ -116,6 +116,7 @@ def test_a_managed_agent_is_the_call_the_model_made():
     (run,) = runs_from_spans(spans_for("managed"))
     assert run.stop == "answered" and not run.failed and run.blocked_tools() == []
     assert run.agent == "support_agent" and run.answer == ANSWERS["managed"]
+    assert run.agents == ["support_agent", "research_agent"]  # the call research_agent ran an agent
     assert [(c.name, c.status) for c in run.calls] == [("research_agent", "ok"), ("kb_search", "ok")]
     assert run.calls[0].args == {"task": "Find the refund policy."}
     assert run.calls[0].result == "Within 30 days of delivery."

@@ -473,3 +473,14 @@ def test_span_and_event_names_are_redacted() -> None:
     )
     (out,) = R.redact_spans([span])
     assert "abcd1234efgh" not in out.name and "bob@" not in out.events[0]["name"]
+
+
+def test_the_names_of_the_agents_of_a_run_are_redacted_like_its_agent() -> None:
+    """An agent may be named after its owner: the run's ``agents`` list says the same names again."""
+    run = Run(trace_id="t", agent="bob@example.com", agents=["bob@example.com", "refunds_agent"])
+    r = Redactor()
+    out = r.redact_run(run)
+    assert "bob@example.com" not in out.model_dump_json()
+    assert out.agents == [out.agent, "refunds_agent"]
+    data, _ = r.redact_data(run.to_data(), [])
+    assert data["agents"] == [out.agent, "refunds_agent"]

@@ -5,21 +5,33 @@ no replay may move that counter, whatever the agent does, and every deviation mu
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from harvester.report import Report
 from tests.apps import own_loop_app, shop
-from tests.builders.shop_loop import capture_production, cli, open_project
+from tests.builders import project as user
 
 APPS = ("pydantic_ai_app", "langchain_app", "openai_agents_app", "smolagents_app")
+cli = user.cli
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return open_project(tmp_path, monkeypatch)
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    yield user.enter_project(tmp_path, monkeypatch, "baseline")
+
+
+def capture_production(app: Any, store: Path) -> str:
+    """One real request through the app, captured as production captures it; returns its trace id."""
+    run = user.capture_production(app, store)
+    assert shop.LIVE, "production ran the real tools"
+    shop.LIVE.clear()
+    assert run.trajectory() and all(c.status == "ok" for c in run.calls), run.calls
+    return run.trace_id
 
 
 def make_case(trace_id: str) -> str:
@@ -39,7 +51,7 @@ def replay(target: str, variant: str, monkeypatch: pytest.MonkeyPatch, json_out:
 @pytest.mark.parametrize("app_name", APPS)
 def test_a_framework_agent_replays_hermetically(app_name: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = importlib.import_module(f"tests.apps.{app_name}")
-    make_case(capture_production(app, project / "traces.db").trace_id)
+    make_case(capture_production(app, project / "traces.db"))
     target = f"tests.apps.{app_name}:build"
 
     code, report = replay(target, "baseline", monkeypatch, "baseline.json")
@@ -69,7 +81,7 @@ def test_a_framework_agent_replays_hermetically(app_name: str, project: Path, mo
 def test_an_own_loop_with_tools_in_threads(threads: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Production records the threaded calls as executed, under the agent; replay serves every one."""
     monkeypatch.setenv(own_loop_app.THREADS_ENV, threads)
-    trace_id = capture_production(own_loop_app, project / "traces.db").trace_id  # asserts every call ran ok
+    trace_id = capture_production(own_loop_app, project / "traces.db")  # asserts every call ran ok
     make_case(trace_id)
     code, report = replay("tests.apps.own_loop_app:build", "baseline", monkeypatch, "r.json")
     (r,) = report.results

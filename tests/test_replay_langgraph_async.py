@@ -26,7 +26,7 @@ from harvester.replay import replay
 from harvester.report import Report
 from tests.apps import langgraph_async_app as app
 from tests.apps import shop
-from tests.builders.shop_loop import capture_production, cli, open_project
+from tests.builders.project import capture_production, cli, enter_project
 from tests.frameworks.langchain_agent import ToolsThenEcho
 
 AGENT = "tests.apps.langgraph_async_app:build"
@@ -34,7 +34,7 @@ AGENT = "tests.apps.langgraph_async_app:build"
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return open_project(tmp_path, monkeypatch)
+    return enter_project(tmp_path, monkeypatch, "baseline")
 
 
 def harvest_and_accept() -> str:
@@ -66,6 +66,8 @@ def test_an_async_graph_replays_through_ainvoke_and_every_regression_is_red(
     with pytest.raises(TypeError, match="No synchronous function provided"):
         app.build().invoke({"messages": [{"role": "user", "content": shop.PROMPT}]})
     run = capture_production(app, project / "traces.db")
+    assert shop.LIVE, "production ran the real tools"
+    shop.LIVE.clear()
     assert sorted(run.trajectory()) == ["get_order", "kb_search"]  # one turn, two calls gathered
     harvest_and_accept()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .._lazy import moved
 from ._case import Case
-from ._file import CaseSignature, case_bytes, load_case, read_signature, save_case
+from ._file import CaseSignature, case_bytes, check_order, load_case, read_signature, save_case
 from ._folder import (
     CASES_ENV,
     STATUS_FOLDERS,
@@ -29,6 +29,7 @@ from ._format import (
     AgentCase,
     Fixture,
     InjectSpec,
+    OrderRule,
     Recorded,
     Source,
     Status,
@@ -50,10 +51,12 @@ __all__ = [
     "CaseSignature",
     "Fixture",
     "InjectSpec",
+    "OrderRule",
     "Recorded",
     "Source",
     "Status",
     "case_bytes",
+    "check_order",
     "case_files",
     "case_json_schema",
     "case_signatures",

@@ -16,7 +16,7 @@ from ..canonical import fixture_key
 from ..errors import CaseFileError, CheckSpecError, pydantic_field
 from ._format import AgentCase, check_id
 
-__all__ = ["CaseSignature", "case_bytes", "load_case", "read_signature", "save_case"]
+__all__ = ["CaseSignature", "case_bytes", "check_order", "load_case", "read_signature", "save_case"]
 
 
 def case_bytes(case: AgentCase) -> bytes:
@@ -50,7 +50,7 @@ def _read_json(path: Path, max_bytes: int) -> Any:
 
 
 def load_case(path: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> AgentCase:
-    """Parse and fully validate one case file: schema, id = file name, declared checks, fixture keys."""
+    """Parse and fully validate one case file: schema, id = file name, order, declared checks, fixture keys."""
     path = Path(path)
     file = str(path)
     data = _read_json(path, max_bytes)
@@ -61,6 +61,7 @@ def load_case(path: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> AgentCase
         raise CaseFileError(msg, file=file, field=loc) from None
     if case.id != path.stem:
         raise CaseFileError(f"id {case.id!r} does not match the file name {path.name!r}", file=file, field="id")
+    check_order(case, file)
     try:
         case.compiled_checks()
     except CheckSpecError as exc:
@@ -76,6 +77,21 @@ def load_case(path: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> AgentCase
                 field=f"fixtures.{i}.key",
             )
     return case
+
+
+def check_order(case: AgentCase, file: str | None = None) -> None:
+    """A ``CaseFileError`` naming the first ``order`` entry that names a call the case does not record:
+    a rule about a call the replay is never compared with would pass forever, checking nothing."""
+    recorded = {f.tool for f in case.fixtures} | set(case.recorded.trajectory)
+    for i, rule in enumerate(case.order):
+        for field, name in [("call", rule.call), *((f"after.{j}", a) for j, a in enumerate(rule.after))]:
+            if name not in recorded:
+                known = ", ".join(sorted(recorded)) or "nothing"
+                raise CaseFileError(
+                    f"{name!r} is not a call this case records (it records: {known})",
+                    file=file,
+                    field=f"order.{i}.{field}",
+                )
 
 
 def _key_before_ignore(key: str, tool: str, args: Any, ignore: Sequence[str]) -> bool:

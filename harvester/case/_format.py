@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -27,6 +27,7 @@ __all__ = [
     "AgentCase",
     "Fixture",
     "InjectSpec",
+    "OrderRule",
     "Recorded",
     "Source",
     "Status",
@@ -104,6 +105,18 @@ class InjectSpec(_Strict):
     times: int | None = None
 
 
+class OrderRule(_Strict):
+    """``call`` must come after each of ``after`` (by default: the calls recorded before a mutating one).
+    A reviewer relaxes it by removing names from ``after``; an empty ``after`` keeps the rule, relaxed."""
+
+    call: str = Field(min_length=1)
+    after: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+
+    def summary(self) -> str:
+        """``issue_refund after kb_search, get_order`` (``-`` for an empty ``after``)."""
+        return f"{self.call} after {', '.join(self.after) or '-'}"
+
+
 class AgentCase(_Strict):
     schema_: Literal["harvester.case/1"] = Field(SCHEMA, alias="schema")
     id: str
@@ -119,6 +132,8 @@ class AgentCase(_Strict):
     min_steps: int | None = Field(None, ge=0)
     appropriate_tools: list[str] = Field(default_factory=list)
     forbidden_tools: list[str] = Field(default_factory=list)
+    # The order a replay keeps around mutating calls: each rule's call only after its ``after`` calls.
+    order: list[OrderRule] = Field(default_factory=list)
     max_cost: float | None = Field(None, ge=0)
     tags: list[str] = Field(default_factory=list)
     inject_failures: dict[str, InjectSpec] = Field(default_factory=dict)
@@ -148,10 +163,12 @@ class AgentCase(_Strict):
         return [n for n in self.review_notes if not n.startswith(NOTE_PREFIX)]
 
     def auto_checks(self) -> list[checklib.Check]:
-        """The checks a case's fields imply, cheapest first: forbidden tools, cost, required elements, steps."""
+        """The checks a case's fields imply, cheapest first: forbidden tools, order, cost, required elements,
+        steps."""
         out: list[checklib.Check] = []
         if self.forbidden_tools:
             out.append(checklib.never_used(*self.forbidden_tools))
+        out += [checklib.call_order(rule.call, rule.after) for rule in self.order]
         if self.max_cost is not None:
             out.append(checklib.max_cost(self.max_cost))
         if self.required_elements:

@@ -6,7 +6,7 @@ nightly job is read by someone who was not there. Declarative specs in case file
 
 - ``_base``: ``Check``, the registry (``register``, ``REGISTRY``, ``from_spec``), ``run_check``, ``label``.
 - ``_answer``: what the agent said (answered, contains, excludes, valid_json, abstained).
-- ``_path``: which tools ran, steps, cost and the stop (used_tools, never_used, awaiting, trajectory_is, ...).
+- ``_path``: which tools ran, in what order, steps, cost and the stop (used_tools, never_used, call_order, ...).
 - ``_trajectory``: ``trajectory_match``, the run's calls against a reference list of calls.
 
 Each module registers its built-in factories when it loads; this facade loads them all.
@@ -16,6 +16,7 @@ from ._answer import DEFAULT_ABSTAIN_MARKERS, abstained, answered, contains, exc
 from ._base import REGISTRY, Check, CheckFn, from_spec, label, register, run_check
 from ._path import (
     awaiting,
+    call_order,
     max_cost,
     max_steps,
     min_steps,
@@ -37,6 +38,7 @@ __all__ = [
     "abstained",
     "awaiting",
     "answered",
+    "call_order",
     "contains",
     "excludes",
     "from_spec",

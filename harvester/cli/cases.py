@@ -79,6 +79,7 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
         f"    min_steps:         {case.min_steps if case.min_steps is not None else '-'}",
         f"    appropriate_tools: {listing(case.appropriate_tools)}",
         f"    forbidden_tools:   {listing(case.forbidden_tools)}",
+        f"    order:             {'; '.join(r.summary() for r in case.order) or '-'}",
         f"    max_cost:          {case.max_cost if case.max_cost is not None else '-'}",
         f"    checks:            {listing(c.label() for c in case.compiled_checks())}",
         f"    tags:              {listing(case.tags)}",

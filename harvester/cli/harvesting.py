@@ -208,6 +208,8 @@ def incident(
     click.echo(f"  min_steps:   {case.min_steps}")
     click.echo(f"  appropriate: {listing(case.appropriate_tools)}")
     click.echo(f"  forbidden:   {listing(case.forbidden_tools)}")
+    if case.order:
+        click.echo(f"  order:       {'; '.join(r.summary() for r in case.order)}")
     click.echo(f"  tags:        {listing(case.tags)}")
     for note in case.review_notes:
         if note != held:

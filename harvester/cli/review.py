@@ -8,10 +8,10 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from ..case import AgentCase, CaseFolder
+from ..case import AgentCase, CaseFolder, check_order
 from ..checks import ARGS_MODES, MODES
 from ..config import Config
-from ..errors import pydantic_field
+from ..errors import CaseFileError, pydantic_field
 from . import HarvesterCliError, echo_json, handle_errors, json_option, main
 from .cases import cases_options, render_case
 
@@ -29,6 +29,7 @@ EDITABLE = (
     "prompt",
     "review_notes",  # '-' clears them, once the case is fixed
     "trajectory",  # the trajectory_match check's mode and args mode ('-' drops the check)
+    "order",  # 'issue_refund after get_order; ...' ('-' drops every rule)
 )
 
 
@@ -172,20 +173,44 @@ def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
     name = click.prompt("field", type=click.Choice(EDITABLE))
     if name == "trajectory":
         return _edit_trajectory(folder, case)
-    raw = click.prompt(f"{name} (lists comma-separated, '-' to clear)", default="-", show_default=False)
+    if name == "order":
+        hint = "'CALL after A, B; ...', an empty after as '-'; '-' drops every rule"
+        raw = click.prompt(f"order ({hint})", default="; ".join(r.summary() for r in case.order) or "-")
+    else:
+        raw = click.prompt(f"{name} (lists comma-separated, '-' to clear)", default="-", show_default=False)
     value: Any
-    if isinstance(getattr(case, name), list):
+    if name == "order":
+        value = _order_rules(raw)
+    elif isinstance(getattr(case, name), list):
         value = [] if raw.strip() == "-" else [v.strip() for v in raw.split(",") if v.strip()]
     else:
         value = None if raw.strip() == "-" else raw
     try:
         edited = AgentCase.model_validate({**case.model_dump(by_alias=True), name: value})
+        check_order(edited)
     except ValidationError as exc:
         field, msg = pydantic_field(exc)
         click.echo(f"not changed: {field}: {msg}", err=True)
         return case
+    except CaseFileError as exc:
+        click.echo(f"not changed: {exc}", err=True)
+        return case
     folder.save(edited)
     return edited
+
+
+def _order_rules(raw: str) -> list[dict[str, Any]]:
+    """``issue_refund after kb_search, get_order; send_email after -`` as the ``order`` field's rules
+    (``-``, or no ``after``, is a rule with nothing required before its call)."""
+    rules = []
+    for text in filter(None, (part.strip() for part in raw.split(";"))):
+        if text == "-":
+            continue
+        call, _, after = text.partition(" after ")
+        rules.append(
+            {"call": call.strip(), "after": [a.strip() for a in after.split(",") if a.strip() not in ("", "-")]}
+        )
+    return rules
 
 
 def _edit_trajectory(folder: CaseFolder, case: AgentCase) -> AgentCase:

@@ -24,7 +24,15 @@ from .._lazy import lazy
 if TYPE_CHECKING:
     from ..model import Run
     from ._assembly import FEEDBACK_KEYS
-    from ._classify import HANDOFF_PREFIX, ancestors, handoff_tool_name, is_agent_span, may_hold_run, subtree
+    from ._classify import (
+        HANDOFF_PREFIX,
+        agent_calls,
+        ancestors,
+        handoff_tool_name,
+        is_agent_span,
+        may_hold_run,
+        subtree,
+    )
     from ._providers import PROVIDER_HOSTS, documented_hosts, model_hosts
     from ._traces import agent_names, run_data_from_spans
     from ._values import PLACEHOLDERS
@@ -33,6 +41,7 @@ if TYPE_CHECKING:
 # defers normalizing to the store's first read) seldom the readers and the assembly.
 _HOMES = {
     "FEEDBACK_KEYS": "_assembly",
+    "agent_calls": "_classify",
     "agent_names": "_traces",
     "run_data_from_spans": "_traces",
     "HANDOFF_PREFIX": "_classify",
@@ -52,6 +61,7 @@ __all__ = [
     "HANDOFF_PREFIX",
     "PLACEHOLDERS",
     "PROVIDER_HOSTS",
+    "agent_calls",
     "agent_names",
     "ancestors",
     "handoff_tool_name",

@@ -217,6 +217,13 @@ def _history(llms: list[LlmReading], roles: Roles, root: SpanData) -> list[Messa
     return found
 
 
+def _agents(own: str | None, agents: list[tuple[SpanData, str]]) -> list[str]:
+    """The run's own agent, then the agents nested in it (a handoff's target, a managed agent), once each.
+    The outermost span is the run's own: openai-agents names it after the workflow, not an agent."""
+    names = [own, *(READERS[src].agent_name(sp) for sp, src in agents[1:])]
+    return list(dict.fromkeys(n for n in names if n))
+
+
 def _feedback(spans: Iterable[SpanData]) -> str | None:
     found = None
     for sp in spans:
@@ -318,5 +325,6 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
             "feedback": _feedback(members),
             "source": source,
             "history": _history(m.llms, roles, root),
+            "agents": _agents(agent, m.agents),
         },
     )

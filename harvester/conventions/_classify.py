@@ -7,7 +7,7 @@ A span of no known convention is ``("", "other")``: ignored, never an error.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..spans import SpanData
@@ -19,6 +19,7 @@ __all__ = [
     "OI_KIND",
     "Roles",
     "TL_KIND",
+    "agent_calls",
     "ancestors",
     "classify",
     "handoff_tool_name",
@@ -41,6 +42,15 @@ Roles = dict[str, tuple[str, str]]  # span id -> (source, role)
 def handoff_tool_name(agent: str) -> str:
     """openai-agents' default tool name for a handoff to ``agent`` (``Handoff.default_tool_name``)."""
     return re.sub(r"[^a-zA-Z0-9_]", "_", re.sub(r"\s", "_", f"transfer_to_{agent}")).lower()
+
+
+def agent_calls(agents: Iterable[str]) -> set[str]:
+    """Names of the calls a framework answers by running one of ``agents``, never a tool body: the agent's
+    own name (a smolagents managed agent) and the handoff to it (an openai-agents ``transfer_to_<agent>``)."""
+    out: set[str] = set()
+    for name in agents:
+        out.update((name, handoff_tool_name(name)))
+    return out
 
 
 def is_agent_span(span: Any) -> bool:

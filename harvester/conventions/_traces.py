@@ -15,7 +15,7 @@ from typing import Any
 from ..model import RunData
 from ..spans import SpanData, from_readable, span_from_otlp, spans_from_otlp
 from ._assembly import build
-from ._classify import classify, handoff_tool_name, promote_chains, subtree
+from ._classify import agent_calls, classify, promote_chains, subtree
 from ._readers import READERS
 
 __all__ = ["agent_names", "run_data_from_spans", "span_datas"]
@@ -53,14 +53,12 @@ def span_datas(spans: Any) -> Iterable[SpanData]:
 def agent_names(spans: Any) -> set[str]:
     """Names of the agents these spans ran, and of the handoffs to them: calls a framework answers by
     running an agent (a smolagents managed agent, an openai-agents handoff), never by running a tool."""
-    out: set[str] = set()
+    names = []
     for sp in span_datas(spans):
         source, role = classify(sp)
         if role == "agent":
-            name = READERS[source].agent_name(sp)
-            if name:
-                out.update((name, handoff_tool_name(name)))
-    return out
+            names.append(READERS[source].agent_name(sp))
+    return agent_calls(n for n in names if n)
 
 
 def run_data_from_spans(spans: Any) -> list[RunData]:

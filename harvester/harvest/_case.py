@@ -3,7 +3,9 @@
 Every executed tool call becomes a fixture (so replay is deterministic), the successful distinct
 calls give ``min_steps`` (a floor and a bound) and the ``trajectory_match`` reference (``superset``,
 args ``ignore``: the replay did at least that work), mutating tools the run did not need become
-``forbidden_tools``, and the failure kind names what the case protects against.
+``forbidden_tools``, the calls before each mutating one its ``order`` (``_order``), and the failure
+kind names what the case protects against. A handoff that only led to a forbidden call is none of
+these (``_routes``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from ..config import Config
 from ..conventions import model_hosts
 from ..model import ErrorInfo, Run
 from ._kinds import ABSTAINED, Reading, read_run
+from ._order import order_rules
+from ._routes import routes_note, routes_to_harm
 from ._signature import signature_of, slug
 
 __all__ = [
@@ -78,15 +82,16 @@ def build_case(
     tags: Iterable[str] = (),
 ) -> AgentCase:
     unintended = set(reading.unintended) | set(forbid)
-    notes: list[str] = []
+    routes = routes_to_harm(run, unintended)  # handoffs that only led to harm: not required, not served
+    notes: list[str] = [routes_note(run, routes, unintended)] if routes else []
     fixtures: list[Fixture] = []
     ignore_args: dict[str, list[str]] = {}
     needed: set[str] = set()  # tools the run executed for its task (ok or failed)
     distinct_ok: set[str] = set()
     appropriate: list[str] = []
     hidden = 0
-    for call, key in zip(run.calls, reading.keys):
-        if not call.executed:  # denied, or awaiting a human: nothing ran, nothing to serve
+    for i, (call, key) in enumerate(zip(run.calls, reading.keys)):
+        if not call.executed or i in routes:  # denied, awaiting a human, or a route to harm: nothing to serve
             continue
         if call.name in config.ignore_args:
             ignore_args[call.name] = config.ignore_args[call.name]
@@ -139,6 +144,9 @@ def build_case(
     else:
         ends = [{"check": "abstained" if should_abstain else "answered"}]
     forbidden = _forbidden(config, run, needed, reading.unintended, list(forbid))
+    banned = set(forbidden)
+    kept = (c for i, c in enumerate(run.calls) if i not in routes)
+    order = order_rules(kept, lambda tool: tool in banned or config.is_mutating(tool), banned)
     reference = trajectory_reference(fixtures, forbidden, DEFAULT_MODE)
     if reference:  # the replay must do at least the work the recording needed (its args may differ)
         ends.append(trajectory_spec(reference))
@@ -154,6 +162,7 @@ def build_case(
         min_steps=len(distinct_ok),
         appropriate_tools=appropriate,
         forbidden_tools=forbidden,
+        order=order,
         max_cost=_with_headroom(cost),
         tags=list(dict.fromkeys([*(("regression", kind) if kind else ("typical",)), *stopped, *tags])),
         ignore_args=ignore_args,

@@ -6,8 +6,10 @@ lose what the reviewer decided; ``rerecord`` instead takes the recording from th
 ``recorded``, ``min_steps``, ``appropriate_tools``, ``max_cost``, the source) and keeps every field a
 reviewer owns: ``why``, ``status``, ``tags``, ``checks``, ``required_elements``, ``expected``,
 ``forbidden_tools``, ``ignore_args``, ``strict_repeats``, ``strict_consumption``, ``inject_failures``,
-``rejected_why``. A tool the case forbids is never what it expects: a newer run that executed one still
-gets a fixture for it, but not a place in ``appropriate_tools``, ``min_steps`` or a trajectory reference.
+``rejected_why``, and ``order`` (less the calls the new run no longer makes, plus the new run's rules
+for mutating calls it does not name). A tool the case forbids is never what it expects: a newer run
+that executed one still gets a fixture for it, but not a place in ``appropriate_tools``, ``min_steps``
+or a trajectory reference.
 A ``trajectory_match`` check keeps its mode and args, and takes its reference from the new run: the
 calls it executed (a failed attempt included, as the check reads a run), or for ``superset`` the
 successful ones (the work the run needed).
@@ -26,6 +28,7 @@ from ..model import Run
 from ..store import epoch
 from ._case import case_from_run, trajectory_reference
 from ._kinds import failure_kind
+from ._order import kept_order
 from ._signature import normalize_prompt
 
 __all__ = ["Refreshed", "matching_runs", "refresh", "rerecord", "same_situation"]
@@ -86,6 +89,8 @@ def rerecord(case: AgentCase, run: Run, *, config: Config | None = None) -> Refr
         data[name] = old[name]
     data["id"] = case.id
     data["checks"] = [_refreshed_check(c, fresh, set(case.forbidden_tools)) for c in old["checks"]]
+    recorded = {f.tool for f in fresh.fixtures} | set(fresh.recorded.trajectory)
+    data["order"] = [r.model_dump() for r in kept_order(case.order, fresh.order, recorded)]
     seen = case.source.seen + (0 if (run.trace_id, run.run_id) == (case.source.trace_id, case.source.run_id) else 1)
     earlier = list(case.source.earlier_signatures)
     if case.source.signature and case.source.signature != data["source"]["signature"]:
@@ -120,6 +125,9 @@ def _changes(old: AgentCase, new: AgentCase) -> list[str]:
     ]
     if old.recorded.stop != new.recorded.stop:
         out.append(f"stop: {old.recorded.stop}  =>  {new.recorded.stop}")
+    if old.order != new.order:
+        was, now = ("; ".join(r.summary() for r in c.order) or "(none)" for c in (old, new))
+        out.append(f"order: {was}  =>  {now}")
     for name in _REFRESHED[2:]:
         was, now = getattr(old, name), getattr(new, name)
         if was != now:

@@ -100,6 +100,8 @@ class RunData(TypedDict):
     source: str | None
     # The conversation before this turn (None: the spans do not say; []: the turn began it).
     history: NotRequired[list[MessageData] | None]
+    # Every agent that ran in the run, its own first, then handoff targets and managed agents.
+    agents: NotRequired[list[str]]
     requested_tools: NotRequired[list[str]]
     blocked_tools: NotRequired[list[str]]
 

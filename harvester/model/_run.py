@@ -131,6 +131,10 @@ class Run(_Model):
     # The conversation before this turn, from the first model call's input: None when the spans do
     # not hold it, [] when this turn began the conversation.
     history: list[Message] | None = None
+    # Every agent that ran in the run: its own first, then the agents it handed over to or managed. A
+    # call of one of their names (or a handoff to one, ``transfer_to_<agent>``) was answered by running
+    # that agent, not a tool body. [] when the spans name no agent.
+    agents: list[str] = Field(default_factory=list)
 
     # -- derived views -------------------------------------------------------------------------
     def trajectory(self) -> list[str]:

@@ -145,7 +145,7 @@ class Redactor(Engine):
     def redact_data(self, data: RunData, spans: list[SpanData]) -> tuple[RunData, list[SpanData]]:
         """``redact_trace`` of one run in its plain-dict form (``RunData``) and its spans.
 
-        The values the run's redaction reads (agent name, prompt, answer, error message, each call's
+        The values the run's redaction reads (agent names, prompt, answer, error message, each call's
         name, args, result and error message, each model request's name and args, the history) are
         redacted as one list; when that changes
         nothing, which is the common case, no ``Run`` model is built. Otherwise, and for field rules
@@ -162,6 +162,7 @@ class Redactor(Engine):
                 [(c["name"], c["args"], c["result"], c["error"] and c["error"]["message"]) for c in data["calls"]],
                 [[(r["name"], r["args"]) for r in llm["requests"]] for llm in data["llm_calls"]],
                 data.get("history"),
+                data.get("agents"),
             ]
             if self._nothing_in(values, p) or self._value(values, p) is values:
                 return data, self._spans(spans, p)
@@ -227,6 +228,9 @@ class Redactor(Engine):
             history = self._history(run.history, p)
             if history is not run.history:
                 update["history"] = history
+        agents = self._value(run.agents, p) if run.agents else run.agents
+        if agents is not run.agents:
+            update["agents"] = agents
         return run.model_copy(update=update) if update else run
 
     def _requests(self, requests: list[Any], p: Pass) -> list[Any]:

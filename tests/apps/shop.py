@@ -2,7 +2,8 @@
 
 ``HARVESTER_TEST_VARIANT`` picks the script: ``baseline`` (the production behaviour: look up the
 policy and the order, in parallel, then answer), ``mutating`` (also refunds the order), ``new_args``
-(looks up another order than the recording did).
+(looks up another order than the recording did), ``refund`` (looks the order up, then refunds it) and
+``reorder`` (refunds first, then looks the order up).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ LIVE: Counter[str] = Counter()
 PROMPT = "Can I still return order A1001?"
 ANSWER = "Yes: refunds are accepted within 30 days of delivery, and order A1001 was delivered 12 days ago."
 VARIANT_ENV = "HARVESTER_TEST_VARIANT"
-VARIANTS = ("baseline", "mutating", "new_args")
+VARIANTS = ("baseline", "mutating", "new_args", "refund", "reorder")
+REFUNDED = "Refunded 40.00 on order A1001."
 KB = {"refund policy": "Refunds are accepted within 30 days of delivery."}
 ORDERS = {
     "A1001": {"order_id": "A1001", "status": "delivered", "days_since_delivery": 12, "total": 40.0},
@@ -23,10 +25,13 @@ ORDERS = {
 }
 
 _LOOKUPS = [("kb_search", {"query": "refund policy"}, "call_1"), ("get_order", {"order_id": "A1001"}, "call_2")]
+_REFUND = ("issue_refund", {"order_id": "A1001", "amount": 40.0}, "call_3")
 STEPS: dict[str, list[Any]] = {
     "baseline": [_LOOKUPS, ANSWER],
-    "mutating": [_LOOKUPS, [("issue_refund", {"order_id": "A1001", "amount": 40.0}, "call_3")], ANSWER],
+    "mutating": [_LOOKUPS, [_REFUND], ANSWER],
     "new_args": [[_LOOKUPS[0], ("get_order", {"order_id": "A1002"}, "call_2")], ANSWER],
+    "refund": [[_LOOKUPS[1]], [_REFUND], REFUNDED],
+    "reorder": [[_REFUND], [_LOOKUPS[1]], REFUNDED],
 }
 
 

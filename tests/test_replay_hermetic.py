@@ -11,33 +11,20 @@ from typing import Any
 
 import orjson
 import pytest
-from click.testing import CliRunner
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from harvester.cli import main
 from harvester.intake import HarvestingSpanProcessor
-from harvester.report import Report
 from harvester.store import TraceStore
 from tests.apps import own_loop_app, shop
+from tests.builders.project import cli, open_project, replay
 
 APPS = ("pydantic_ai_app", "langchain_app", "openai_agents_app", "smolagents_app")
-CONFIG = 'store = "traces.db"\ncases_dir = "cases"\nmutating_tools = ["issue_refund"]\n'
-
-
-def cli(*args: str) -> Any:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    (tmp_path / "harvester.toml").write_text(CONFIG)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("HARVESTER_CASES", raising=False)
-    monkeypatch.delenv("HARVESTER_STORE", raising=False)
-    monkeypatch.setenv(shop.VARIANT_ENV, "baseline")
-    shop.LIVE.clear()
-    yield tmp_path
+    yield open_project(tmp_path, monkeypatch)
 
 
 def capture_production(app: Any, store: Path) -> str:
@@ -61,12 +48,6 @@ def make_case(trace_id: str) -> str:
     case_id = orjson.loads(out.output)["id"]
     assert cli("accept", case_id).exit_code == 0
     return case_id
-
-
-def replay(target: str, variant: str, monkeypatch: pytest.MonkeyPatch, json_out: str) -> tuple[int, Report]:
-    monkeypatch.setenv(shop.VARIANT_ENV, variant)
-    out = cli("replay", "--agent", target, "--report", json_out)
-    return out.exit_code, Report.load(json_out)
 
 
 @pytest.mark.parametrize("app_name", APPS)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import checks as checklib
 from .._files import write_file
-from ..model import ErrorInfo, Message
+from ..model import ErrorInfo, McpTool, Message
 from ._case import Case
 
 __all__ = [
@@ -75,6 +75,8 @@ class Recorded(_Strict):
     answer: str | None = None
     steps: int = 0
     cost: float | None = None
+    # The tools MCP servers offered the model: a replay lists a server's tools from here, never starting it.
+    mcp_tools: list[McpTool] = Field(default_factory=list)
 
 
 class Source(_Strict):

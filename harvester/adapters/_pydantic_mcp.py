@@ -35,6 +35,7 @@ _STATE = "_harvester_replay"  # on a toolset: executor -> _Entered
 _listing: contextvars.ContextVar[tuple[Any, list[Any]] | None] = contextvars.ContextVar(
     "harvester_mcp_listing", default=None
 )
+_NONE_RECORDED = "the recording lists none of its tools (re-harvest the case from a newer trace)"
 # executor -> the toolsets entered in its case whose recorded tools have no id of theirs
 _untagged: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Any]] = weakref.WeakKeyDictionary()
 
@@ -68,12 +69,12 @@ def _why_live(toolset: Any, recorded: Sequence[Any]) -> str | None:
     if getattr(toolset, "include_instructions", False):
         return "it hands the model its server's instructions (include_instructions), which the recording lacks"
     if not _tagged(toolset, recorded) and not any(t.toolset is None for t in recorded):
-        return "the recording lists none of its tools (re-harvest the case from a newer trace)"
+        return _NONE_RECORDED
     return None
 
 
 def _server(toolset: Any) -> str:
-    """The server a toolset reaches, as its user knows it: its id, the command it starts, its URL."""
+    """The server a toolset reaches, as its user knows it: the command it starts, its URL, else its id."""
     transport = getattr(getattr(toolset, "client", None), "transport", None)
     command = getattr(transport, "command", None)
     if isinstance(command, str):
@@ -120,11 +121,11 @@ def _own_tools(toolset: Any, ctx: Any, ex: Any) -> tuple[list[Any] | None, str]:
         ):
             out.append(t.model_copy(update={"name": name}))
     if not out:
-        return None, "the recording lists none of its tools (re-harvest the case from a newer trace)"
+        return None, _NONE_RECORDED
     return out, ""
 
 
-def _listed(toolset: Any, tools: list[Any]) -> list[Any]:
+def _listed(tools: list[Any]) -> list[Any]:
     """The recorded tools as the MCP SDK's ``Tool``s, which pydantic-ai's ``get_tools`` reads."""
     from mcp import types as mcp_types
 
@@ -187,7 +188,7 @@ def _make_get_tools(original: Callable[..., Any], enter: Callable[..., Any]) -> 
             await enter(self)
             entry.live += 1
             return await original(self, ctx)
-        token = _listing.set((self, _listed(self, tools)))
+        token = _listing.set((self, _listed(tools)))
         try:
             return await original(self, ctx)
         finally:

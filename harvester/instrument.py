@@ -206,10 +206,14 @@ def tool(*, name: str | None = None, spans: bool | None = None) -> Callable[[F],
 def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) -> Any:
     """Make a function a harvester tool: real in production, served from fixtures inside a replay.
 
-    The tool span is emitted unless a framework's own tool span is already the current span (then
-    that one is the record, and the function only gains the replay seam); ``spans=False`` never emits
-    one. Signature and docstring are kept (frameworks read them). Parameters a framework fills in
-    (``self``, ``cls``, a ``RunContext``, LangChain's injected arguments) are not the call's args.
+    The tool span is emitted unless a tool span is already the current span (a framework's, or another
+    tracer's decorator above this one: that one is the record, and the function only gains the replay
+    seam). It may go above or below another tracer's tool decorator (OpenInference's ``@tracer.tool``)
+    or any ``functools.wraps`` decorator: nested tool spans of one call read as one call. ``spans=False``
+    emits none in production (a decorator below records the call); in a replay, where nothing below it
+    runs, the served call still gets its span. Signature and docstring are kept (frameworks read them).
+    Parameters a framework fills in (``self``, ``cls``, a ``RunContext``, LangChain's injected
+    arguments) are not the call's args.
     """
 
     def deco(func: F) -> F:
@@ -240,8 +244,8 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) 
             @functools.wraps(func)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
                 call_args = bind(args, kwargs)
-                with _tool_span(tool_name, call_args, spans) as record:
-                    executor = seam.route()
+                executor = seam.route()
+                with _tool_span(tool_name, call_args, spans, executor is not None) as record:
                     result = await (
                         executor.aexecute(tool_name, call_args) if executor is not None else func(*args, **kwargs)
                     )
@@ -253,8 +257,8 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             call_args = bind(args, kwargs)
-            with _tool_span(tool_name, call_args, spans) as record:
-                executor = seam.route()
+            executor = seam.route()
+            with _tool_span(tool_name, call_args, spans, executor is not None) as record:
                 result = executor.execute(tool_name, call_args) if executor is not None else func(*args, **kwargs)
                 record(result)
                 return result
@@ -298,8 +302,13 @@ def _noop(_result: Any) -> None:
 
 
 @contextlib.contextmanager
-def _tool_span(tool_name: str, args: dict[str, Any], enabled: bool | None) -> Iterator[Callable[[Any], None]]:
-    if enabled is False or (enabled is None and _in_tool_span()):
+def _tool_span(
+    tool_name: str, args: dict[str, Any], enabled: bool | None, served: bool
+) -> Iterator[Callable[[Any], None]]:
+    """The call's span, unless another tracer's records it: a tool span already current (a decorator or
+    a framework above this one), or ``spans=False`` (one below it). In a replay (``served``) what is
+    below never runs, so only a tool span already current records the call."""
+    if (enabled is not True and _in_tool_span()) or (enabled is False and not served):
         yield _noop
         return
     run = otel_context.get_value(_RUN)

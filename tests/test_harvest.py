@@ -201,6 +201,20 @@ def test_truncated_results_and_hidden_payloads_need_review():
     assert case_from_run(run(call("a"))).review_notes == []
 
 
+def test_content_capture_off_only_when_no_call_holds_payloads():
+    """A run read as partly hidden (a model call's text, say) whose calls all hold their payloads needs no
+    note; a call missing only its args is named, not called content capture off."""
+    whole = run(call("kb_search"), call("get_order"), content_captured=False)
+    assert case_from_run(whole).review_notes == []
+    some = run(call("kb_search"), call("get_order", args=None), content_captured=False)
+    (note,) = case_from_run(some).review_notes
+    assert note.startswith("fixture 1 (get_order:") and "args were not captured" in note
+    assert "content capture off" not in note
+    hidden = run(call("kb_search", result=None), call("get_order", args=None, result=None), content_captured=False)
+    (note,) = case_from_run(hidden).review_notes
+    assert "content capture off" in note
+
+
 def test_slugs():
     assert slug("Can I still return order A1001?") == "return-order-a1001"
     assert slug("Héllo, ¿dónde está mi pedido número 42 por favor?") == "donde-esta-mi-pedido-numero-42"

@@ -12,12 +12,11 @@ from typing import Any
 import orjson
 import pytest
 
-from harvester.report import Report
 from tests.apps import own_loop_app, shop
 from tests.builders import project as user
 
 APPS = ("pydantic_ai_app", "langchain_app", "openai_agents_app", "smolagents_app")
-cli = user.cli
+cli, replay = user.cli, user.replay
 
 
 @pytest.fixture
@@ -40,12 +39,6 @@ def make_case(trace_id: str) -> str:
     case_id = orjson.loads(out.output)["id"]
     assert cli("accept", case_id).exit_code == 0
     return case_id
-
-
-def replay(target: str, variant: str, monkeypatch: pytest.MonkeyPatch, json_out: str) -> tuple[int, Report]:
-    monkeypatch.setenv(shop.VARIANT_ENV, variant)
-    out = cli("replay", "--agent", target, "--report", json_out)
-    return out.exit_code, Report.load(json_out)
 
 
 @pytest.mark.parametrize("app_name", APPS)

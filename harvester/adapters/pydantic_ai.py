@@ -8,7 +8,8 @@ run the tool, is served instead. The guard on ``_raw_execute`` remembers the nam
 the arguments it sent (``RunContext`` is never among them); the guard on every leaf toolset's
 ``call_tool`` answers with them from the case's executor. A toolset that holds others (``wrapped``,
 ``toolsets``) is a wrapper, everything else a leaf. So retries (``ModelRetry``), approvals and the span
-behave as in production.
+behave as in production. An MCP server's toolset is also entered and listed from the recording, so the
+server is never started (``_pydantic_mcp``).
 
 An output function (``ToolOutput(fn)``, ``TextOutput(fn)``, a function in ``output_type``) is code of
 yours too, and may act: it is served like a tool, under the name its span records (the output tool's,
@@ -20,12 +21,14 @@ from __future__ import annotations
 
 import contextvars
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from .. import seam
 from ._history import history_of, takes_history
 from ._patch import guard, subclasses
+from ._pydantic_mcp import install_mcp
 
 __all__ = ["NAME", "ROOTS", "accepts", "answer_of", "install", "instrument", "message_history", "prepare"]
 
@@ -101,6 +104,9 @@ def install() -> None:
     for cls in subclasses(AbstractToolset):
         if "call_tool" in cls.__dict__:
             guard(cls, "call_tool", _make_call_tool)
+    mcp = sys.modules.get("pydantic_ai.mcp")  # never imported here: it needs the app's MCP client
+    if mcp is not None and isinstance(getattr(mcp, "MCPToolset", None), type):
+        install_mcp(mcp.MCPToolset)
     current = getattr(_output, "execute_output_function", None)
     if current is not None and not getattr(current, "__harvester_guard__", False):
         served = _make_output_function(current)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import checks as checklib
 from .._files import write_file
-from ..model import ErrorInfo, Message
+from ..model import ErrorInfo, McpTool, Message
 from ._case import Case
 
 __all__ = [
@@ -78,6 +78,8 @@ class Recorded(_Strict):
     cost: float | None = None
     # The hosts its model calls reached ("host" or "host:port"): the seal lets a replay reach these.
     model_hosts: list[str] = Field(default_factory=list)
+    # The tools MCP servers offered the model: a replay lists a server's tools from here, never starting it.
+    mcp_tools: list[McpTool] = Field(default_factory=list)
 
 
 class Source(_Strict):

@@ -15,11 +15,13 @@ from typing import Any, cast
 
 import orjson
 
-from ..model import STOPS, MessageData, RunData
+from ..model import STOPS, McpToolData, MessageData, RunData
 from ..spans import SpanData
 from ._classify import Roles, ancestors
 from ._errors import LIMIT_ANSWERS, LIMIT_STOPS, RUN_STOPPERS, deferral, error_of
+from ._genai import mcp_tools
 from ._history import genai_messages, split_history
+from ._nested import one_per_call
 from ._pairing import answer_from_tools, pair, run_by_sub_agents
 from ._readers import READERS
 from ._readings import LlmReading, ToolReading
@@ -92,6 +94,7 @@ def _members(members: list[SpanData], by_id: Mapping[str, SpanData], roles: Role
             out.tools.append(READERS[src].read_tool(sp))
         if sp.events and role != "tool" and deferral(sp):
             out.interrupted = True
+    out.tools = one_per_call(out.tools, by_id, roles)
     last_llm = max((llm.span.start_ns for llm in out.llms if type(llm.span.start_ns) is int), default=0)
     for t in out.tools:  # no model turn after it: the run stopped on it (openai-agents needs_approval)
         if t.awaiting and type(t.span.start_ns) is int and t.span.start_ns > last_llm:
@@ -224,6 +227,15 @@ def _agents(own: str | None, agents: list[tuple[SpanData, str]]) -> list[str]:
     return list(dict.fromkeys(n for n in names if n))
 
 
+def _mcp_tools(llms: list[LlmReading]) -> list[McpToolData]:
+    """The MCP servers' tools the model calls were offered, each once (the first listing of it)."""
+    seen: dict[tuple[str | None, str], McpToolData] = {}
+    for llm in llms:
+        for t in mcp_tools(llm.span):
+            seen.setdefault((t["toolset"], t["name"]), t)
+    return list(seen.values())
+
+
 def _feedback(spans: Iterable[SpanData]) -> str | None:
     found = None
     for sp in spans:
@@ -294,6 +306,7 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
     )
     start, end = root.start_ns, root.end_ns
     ok_times = type(start) is int and type(end) is int and 0 < start <= end
+    offered = _mcp_tools(m.llms)
     return cast(
         RunData,
         {  # the readers' dicts are built to RunData's shape
@@ -326,5 +339,6 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
             "source": source,
             "history": _history(m.llms, roles, root),
             "agents": _agents(agent, m.agents),
+            **({"mcp_tools": offered} if offered else {}),
         },
     )

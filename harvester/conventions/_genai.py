@@ -12,13 +12,25 @@ from typing import Any
 
 import orjson
 
-from ..model import MessageData
+from ..model import McpToolData, MessageData
 from ..spans import SpanData
 from ._history import genai_messages
 from ._readings import AgentReading, LlmReading, ToolReading, tool_reading
 from ._values import MISSING, USER_ROLES, count, endpoint, first_user, last_user, loads, structured, text, to_int
 
-__all__ = ["agent_name", "llm_first_user", "llm_messages", "output_tools", "read_agent", "read_llm", "read_tool"]
+__all__ = [
+    "agent_name",
+    "llm_first_user",
+    "llm_messages",
+    "mcp_tools",
+    "output_tools",
+    "read_agent",
+    "read_llm",
+    "read_tool",
+]
+
+# The metadata pydantic-ai's MCP toolset gives each tool it lists (pydantic-ai tells MCP tools by it too).
+_MCP_METADATA = frozenset({"meta", "annotations", "task"})
 
 
 def read_llm(span: SpanData) -> LlmReading:
@@ -107,6 +119,38 @@ def output_tools(span: SpanData) -> set[str]:
     if isinstance(params, dict) and isinstance(params.get("output_tools"), list):
         return {t["name"] for t in params["output_tools"] if isinstance(t, dict) and isinstance(t.get("name"), str)}
     return set()
+
+
+def mcp_tools(span: SpanData) -> list[McpToolData]:
+    """The MCP servers' tools a pydantic-ai model call was offered (``model_request_parameters``)."""
+    raw = span.attributes.get("model_request_parameters")
+    if not isinstance(raw, str) or '"annotations"' not in raw:  # no MCP tool: skip the parse
+        return []
+    params = loads(raw)
+    tools = params.get("function_tools") if isinstance(params, dict) else None
+    out: list[McpToolData] = []
+    for t in tools if isinstance(tools, list) else ():
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            continue
+        meta = t.get("metadata")
+        if not isinstance(meta, dict) or not _MCP_METADATA <= meta.keys():
+            continue
+        out.append(
+            {
+                "name": t["name"],
+                "toolset": text(t.get("toolset_id")),
+                "description": text(t.get("description")),
+                "input_schema": _object(t.get("parameters_json_schema")) or {},
+                "output_schema": _object(t.get("return_schema")),
+                "annotations": _object(meta.get("annotations")),
+                "meta": _object(meta.get("meta")),
+            }
+        )
+    return out
+
+
+def _object(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
 
 
 def read_tool(span: SpanData) -> ToolReading:

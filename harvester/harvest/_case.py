@@ -89,7 +89,6 @@ def build_case(
     needed: set[str] = set()  # tools the run executed for its task (ok or failed)
     distinct_ok: set[str] = set()
     appropriate: list[str] = []
-    hidden = 0
     for i, (call, key) in enumerate(zip(run.calls, reading.keys)):
         if not call.executed or i in routes:  # denied, awaiting a human, or a route to harm: nothing to serve
             continue
@@ -111,8 +110,6 @@ def build_case(
                 f"fixture {len(fixtures) - 1} ({key}): the result was truncated by the OTel attribute "
                 "length limit; paste the full result (or raise the limit) before accepting"
             )
-        if call.args is None:
-            hidden += 1
         if call.name in unintended:
             continue
         needed.add(call.name)
@@ -120,11 +117,7 @@ def build_case(
             distinct_ok.add(key)
             if call.name not in appropriate:
                 appropriate.append(call.name)
-    if not run.content_captured or hidden:
-        notes.append(
-            "payloads were not captured (content capture off): the fixtures are incomplete; fill in "
-            "args and results, or re-capture with content on, before accepting"
-        )
+    notes += _payload_notes(run, fixtures)
     if not run.prompt:
         notes.append("the prompt was not captured: write it before accepting")
     if run.history is None and run.prompt:
@@ -177,6 +170,7 @@ def build_case(
             steps=run.steps,
             cost=cost,
             model_hosts=model_hosts([run]),
+            mcp_tools=run.mcp_tools,
         ),
         source=Source(
             trace_id=run.trace_id,
@@ -190,6 +184,22 @@ def build_case(
             incident=reading.incident,
         ),
     )
+
+
+def _payload_notes(run: Run, fixtures: list[Fixture]) -> list[str]:
+    """What a reviewer must fill in: every payload, when no call holds any (content capture was off), else
+    the args of each call whose args alone are missing (one tracer's span of it without them)."""
+    whole = [f for f in fixtures if f.args is not None and (f.result is not None or f.error is not None)]
+    if not whole and (not run.content_captured or any(f.args is None for f in fixtures)):
+        return [
+            "payloads were not captured (content capture off): the fixtures are incomplete; fill in "
+            "args and results, or re-capture with content on, before accepting"
+        ]
+    return [
+        f"fixture {i} ({f.key}): its args were not captured; fill them in before accepting"
+        for i, f in enumerate(fixtures)
+        if f.args is None
+    ]
 
 
 def trajectory_spec(

@@ -18,6 +18,7 @@ from ._data import (
     CallStatus,
     ErrorData,
     LlmCallData,
+    McpToolData,
     MessageData,
     RequestData,
     RunData,
@@ -27,9 +28,9 @@ from ._data import (
 )
 
 if TYPE_CHECKING:
-    from ._run import ErrorInfo, LlmCall, Message, Run, ToolCall, ToolRequest, Usage
+    from ._run import ErrorInfo, LlmCall, McpTool, Message, Run, ToolCall, ToolRequest, Usage
 
-_MODELS = ("ErrorInfo", "LlmCall", "Message", "Run", "ToolCall", "ToolRequest", "Usage")
+_MODELS = ("ErrorInfo", "LlmCall", "McpTool", "Message", "Run", "ToolCall", "ToolRequest", "Usage")
 
 __all__ = [
     "NOT_RUN",
@@ -40,6 +41,8 @@ __all__ = [
     "ErrorInfo",
     "LlmCall",
     "LlmCallData",
+    "McpTool",
+    "McpToolData",
     "Message",
     "MessageData",
     "RequestData",

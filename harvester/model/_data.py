@@ -20,6 +20,7 @@ __all__ = [
     "CallStatus",
     "ErrorData",
     "LlmCallData",
+    "McpToolData",
     "MessageData",
     "RequestData",
     "RunData",
@@ -80,6 +81,18 @@ class LlmCallData(TypedDict):
     provider: str | None
 
 
+class McpToolData(TypedDict):
+    """A tool an MCP server offered the model, as the recording saw it (see ``McpTool``)."""
+
+    name: str
+    toolset: str | None
+    description: str | None
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, Any] | None
+    meta: dict[str, Any] | None
+
+
 class RunData(TypedDict):
     trace_id: str
     run_id: str
@@ -102,6 +115,8 @@ class RunData(TypedDict):
     history: NotRequired[list[MessageData] | None]
     # Every agent that ran in the run, its own first, then handoff targets and managed agents.
     agents: NotRequired[list[str]]
+    # The tools MCP servers offered the model (a replay lists them from here, not from the server).
+    mcp_tools: NotRequired[list[McpToolData]]
     requested_tools: NotRequired[list[str]]
     blocked_tools: NotRequired[list[str]]
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serial
 from ..errors import RunFormatError, pydantic_field
 from ._data import NOT_RUN, CallStatus, RunData, Stop
 
-__all__ = ["ErrorInfo", "LlmCall", "Run", "ToolCall", "ToolRequest", "Usage"]
+__all__ = ["ErrorInfo", "LlmCall", "McpTool", "Run", "ToolCall", "ToolRequest", "Usage"]
 
 
 class _Model(BaseModel):
@@ -97,6 +97,21 @@ class Message(_Model):
     tool_call_id: str | None = None  # the call a tool message answers
 
 
+class McpTool(_Model):
+    """A tool an MCP server offered the model, as the recording saw it (pydantic-ai's chat spans list
+    every tool offered, an MCP server's with its annotations and metadata). A replay lists an MCP
+    server's tools from these, so the server need not start. ``name`` is the name the model saw (a
+    prefixing toolset's prefix included); ``toolset`` the ``id`` the server's toolset was given."""
+
+    name: str
+    toolset: str | None = None
+    description: str | None = None
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
 class LlmCall(_Model):
     model: str | None = None
     usage: Usage = Field(default_factory=Usage)
@@ -135,6 +150,8 @@ class Run(_Model):
     # call of one of their names (or a handoff to one, ``transfer_to_<agent>``) was answered by running
     # that agent, not a tool body. [] when the spans name no agent.
     agents: list[str] = Field(default_factory=list)
+    # The tools MCP servers offered the model: a replay lists a server's tools from them.
+    mcp_tools: list[McpTool] = Field(default_factory=list)
 
     # -- derived views -------------------------------------------------------------------------
     def trajectory(self) -> list[str]:
@@ -175,6 +192,8 @@ class Run(_Model):
     @model_serializer(mode="wrap")
     def _with_derived(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
+        if not self.mcp_tools:  # most runs have none: their JSON stays as it was
+            data.pop("mcp_tools", None)
         data["requested_tools"] = self.requested_tools()
         data["blocked_tools"] = self.blocked_tools()
         return data

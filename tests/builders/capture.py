@@ -1,8 +1,10 @@
-"""A capturing processor on a private provider, and a GenAI-semconv agent run to emit through it."""
+"""A capturing processor on a private provider (or the global one), and a GenAI-semconv agent run to emit through it."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +137,21 @@ class FailingStore(TraceStore):
         if self.fail is not None:
             raise self.fail
         return super().add_many(items, **kw)
+
+
+@contextmanager
+def capturing_globally(path: str) -> Iterator[HarvestingSpanProcessor]:
+    """Production capture on the process's global SDK provider (set here if none is): where an app that
+    traces through the global provider (pydantic-ai's ``instrument=True``, an MCP client) sends its spans.
+    The processor is shut down on leaving: it stores nothing after."""
+    provider = otel.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        otel.set_tracer_provider(TracerProvider())
+        provider = otel.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    processor = HarvestingSpanProcessor(path, redact=False)
+    provider.add_span_processor(processor)
+    try:
+        yield processor
+    finally:
+        processor.shutdown()

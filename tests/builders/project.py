@@ -1,12 +1,14 @@
-"""A user's project for the whole-loop tests (capture, incident or harvest, accept, replay): a config
-naming ``issue_refund`` mutating, the CLI run in it, and one production request of an app from
-``tests/apps`` captured as production captures it."""
+"""A user's project for the whole-loop tests (capture, incident or harvest, accept, replay through the
+CLI): a config naming ``issue_refund`` mutating, a clean environment, the CLI run in it, one production
+request of an app from ``tests/apps`` captured as production captures it, and a replay of an app under
+one of the shop's variants."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from click.testing import CliRunner
 from opentelemetry.sdk.resources import Resource
@@ -15,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from harvester.cli import main
 from harvester.intake import HarvestingSpanProcessor
 from harvester.model import Run
+from harvester.report import Report
 from harvester.store import TraceStore
 from tests.apps import shop
 
@@ -25,9 +28,12 @@ def cli(*args: str) -> Any:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
-def enter_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str) -> Path:
-    """``tmp_path`` as the current project, its apps scripted as ``variant``, their live counts at 0."""
-    (tmp_path / "harvester.toml").write_text(CONFIG)
+def enter_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str = "baseline", config: str = CONFIG
+) -> Path:
+    """``tmp_path`` as the current project (``config`` its harvester.toml), its apps scripted as
+    ``variant``, their live counts at 0."""
+    (tmp_path / "harvester.toml").write_text(config)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HARVESTER_CASES", raising=False)
     monkeypatch.delenv("HARVESTER_STORE", raising=False)
@@ -46,3 +52,21 @@ def capture_production(app: Any, store: Path) -> Run:
     with TraceStore(str(store)) as ts:
         (run,) = ts.runs()
     return run
+
+
+def replay(target: str, variant: str, monkeypatch: pytest.MonkeyPatch, json_out: str) -> tuple[int, Report]:
+    """``harvester replay --agent target`` with the shop's model scripted as ``variant``."""
+    monkeypatch.setenv(shop.VARIANT_ENV, variant)
+    out = cli("replay", "--agent", target, "--report", json_out)
+    return out.exit_code, Report.load(json_out)
+
+
+def harvest_and_accept(project: Path) -> dict[str, Any]:
+    """``harvester harvest`` of the one stored run, then ``accept`` of its case as harvest wrote it (no
+    review note may stop it); returns the case file's JSON."""
+    assert cli("harvest").exit_code == 0
+    (case_file,) = (project / "cases" / "pending").glob("*.json")
+    case = orjson.loads(case_file.read_bytes())
+    accepted = cli("accept", case["id"])
+    assert accepted.exit_code == 0, accepted.output
+    return case

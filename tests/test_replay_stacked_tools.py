@@ -1,0 +1,59 @@
+"""``@harvester.tool`` stacked with another tracer's tool decorator (OpenInference's ``@tracer.tool``) in
+either order, with ``spans=False``, or over a plain ``functools.wraps`` decorator, in an own loop traced
+as OpenInference documents it: production records each call once, harvest makes an acceptable case, and
+a replay sees each call, serves it from the fixtures, and runs no tool body."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harvester.store import TraceStore
+from tests.apps import shop, stacked_tools_app
+from tests.builders.capture import capturing_globally
+from tests.builders.project import enter_project, harvest_and_accept, replay
+
+TARGET = "tests.apps.stacked_tools_app:build"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    stacked_tools_app.TRACED.clear()
+    yield enter_project(tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("stacking", stacked_tools_app.STACKINGS)
+def test_stacked_tool_decorators_record_once_and_replay(
+    stacking: str, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(stacked_tools_app.STACKING_ENV, stacking)
+    with capturing_globally(str(project / "traces.db")):
+        stacked_tools_app.serve(None)
+    assert shop.LIVE == {"kb_search": 1, "get_order": 1}, "production runs each tool once"
+    shop.LIVE.clear()
+    with TraceStore(str(project / "traces.db")) as ts:
+        (run,) = ts.runs()
+    assert [(c.name, c.args, c.status) for c in run.calls] == [
+        ("kb_search", {"query": "refund policy"}, "ok"),
+        ("get_order", {"order_id": "A1001"}, "ok"),
+    ], "each call is recorded once"
+    assert run.calls[1].result == shop.ORDERS["A1001"] and run.content_captured
+
+    case = harvest_and_accept(project)
+    assert [f["tool"] for f in case["fixtures"]] == ["kb_search", "get_order"]
+    traced = dict(stacked_tools_app.TRACED)
+
+    code, report = replay(TARGET, "baseline", monkeypatch, "baseline.json")
+    (r,) = report.results
+    assert code == 0 and r.passed, r.reasons()
+    assert r.trajectory == ["kb_search", "get_order"] and r.tool_calls == 2
+    assert r.live_calls == 0 and r.no_fixture == 0
+
+    code, report = replay(TARGET, "new_args", monkeypatch, "new_args.json")
+    (r,) = report.results
+    assert code == 1 and r.no_fixture == 1 and r.no_fixture_calls[0].args == {"order_id": "A1002"}
+
+    assert not shop.LIVE, f"a replay ran live tools: {dict(shop.LIVE)}"
+    assert stacked_tools_app.TRACED == traced, "a decorator under @harvester.tool ran in a replay"

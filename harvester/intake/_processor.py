@@ -241,7 +241,7 @@ class HarvestingSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         try:
             if _REPLAY.active or _REPLAY.traces or _REPLAY.harness:  # a replay's spans are never production runs
-                if seam.replay_trace(span.context.trace_id):
+                if seam.replay_trace(_trace_id(span)):
                     next(self._replay_dropped)
                     return
             q = self._queue
@@ -396,3 +396,12 @@ class HarvestingSpanProcessor(SpanProcessor):
         if self._store_error is not None:
             out["store_unusable"] = self._store_error
         return out
+
+
+def _trace_id(span: ReadableSpan) -> int:
+    """The span's trace id; 0 (no replay's) for something that is not a span, which the queue then
+    counts as it counts any other (a process that has replayed still counts what it cannot read)."""
+    try:
+        return span.context.trace_id
+    except Exception:
+        return 0

@@ -75,6 +75,9 @@ class Recorded(_Strict):
     answer: str | None = None
     steps: int = 0
     cost: float | None = None
+    # The instrumentation scopes that traced the recording's model calls: replay turns on the same SDK
+    # instrumentor (OpenInference's or OpenLLMetry's OpenAI / Anthropic one) when nothing traces the client.
+    instrumentation: list[str] = Field(default_factory=list)
 
 
 class Source(_Strict):

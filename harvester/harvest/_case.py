@@ -166,6 +166,7 @@ def build_case(
             answer=run.answer,
             steps=run.steps,
             cost=cost,
+            instrumentation=run.instrumentation,
         ),
         source=Source(
             trace_id=run.trace_id,

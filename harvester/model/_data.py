@@ -98,6 +98,8 @@ class RunData(TypedDict):
     source: str | None
     # The conversation before this turn (None: the spans do not say; []: the turn began it).
     history: NotRequired[list[MessageData] | None]
+    # The instrumentation scopes that traced its model calls (an SDK instrumentor: replay turns it on).
+    instrumentation: NotRequired[list[str]]
     requested_tools: NotRequired[list[str]]
     blocked_tools: NotRequired[list[str]]
 

@@ -127,6 +127,9 @@ class Run(_Model):
     # The conversation before this turn, from the first model call's input: None when the spans do
     # not hold it, [] when this turn began the conversation.
     history: list[Message] | None = None
+    # The instrumentation scopes that traced its model calls (``openinference.instrumentation.openai``):
+    # a replay of a raw SDK loop turns the same instrumentor on, so it reads the replay as production.
+    instrumentation: list[str] = Field(default_factory=list)
 
     # -- derived views -------------------------------------------------------------------------
     def trajectory(self) -> list[str]:

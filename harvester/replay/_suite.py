@@ -120,7 +120,7 @@ def replay(
     runner = Runner(build_agent, timeout, judge, price_config, ignore_args)
     refused_before = seam.STATE.seq
     with seam.replaying_now():
-        runner.adapters.open()
+        runner.adapters.open(s for case, _ in plan if case.spec is not None for s in case.spec.recorded.instrumentation)
         try:
             outcomes = _drive(runner, plan, trials, limit, timeout, _progress(progress))
             confirmed = _confirm(runner, plan, outcomes, confirm, limit, timeout)

@@ -31,7 +31,7 @@ from ..model import ErrorInfo, Run
 from ..report import CheckResult
 from ._agent import wants
 from ._evaluate import Judge, evaluate, recorded_calls_only, recordings_consumed
-from ._live import LiveCall, live_calls, no_live_calls
+from ._live import LiveCall, live_calls, models_traced, no_live_calls
 from ._observe import observed_run, observer
 
 __all__ = ["Done", "Job", "Outcome", "Runner", "blank_spec"]
@@ -197,6 +197,9 @@ class Runner:
                 no_live_calls(live),
                 self._guarded(),
                 None if handed else _history_lost(job.case),
+                models_traced(
+                    run, self.adapters.untraced(job.case.spec.recorded.instrumentation if job.case.spec else ())
+                ),
             )
             if c is not None
         )

@@ -2,7 +2,7 @@
 
 ``HARVESTER_TEST_VARIANT`` picks the script: ``baseline`` (the production behaviour: look up the
 policy and the order, in parallel, then answer), ``mutating`` (also refunds the order), ``new_args``
-(looks up another order than the recording did).
+(looks up another order than the recording did), ``skipped`` (answers without looking the order up).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ LIVE: Counter[str] = Counter()
 PROMPT = "Can I still return order A1001?"
 ANSWER = "Yes: refunds are accepted within 30 days of delivery, and order A1001 was delivered 12 days ago."
 VARIANT_ENV = "HARVESTER_TEST_VARIANT"
-VARIANTS = ("baseline", "mutating", "new_args")
+VARIANTS = ("baseline", "mutating", "new_args", "skipped")
 KB = {"refund policy": "Refunds are accepted within 30 days of delivery."}
 ORDERS = {
     "A1001": {"order_id": "A1001", "status": "delivered", "days_since_delivery": 12, "total": 40.0},
@@ -27,6 +27,7 @@ STEPS: dict[str, list[Any]] = {
     "baseline": [_LOOKUPS, ANSWER],
     "mutating": [_LOOKUPS, [("issue_refund", {"order_id": "A1001", "amount": 40.0}, "call_3")], ANSWER],
     "new_args": [[_LOOKUPS[0], ("get_order", {"order_id": "A1002"}, "call_2")], ANSWER],
+    "skipped": [[_LOOKUPS[0]], ANSWER],
 }
 
 

@@ -72,8 +72,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.delenv("HARVESTER_STORE", raising=False)
     monkeypatch.setenv(shop.VARIANT_ENV, "baseline")
     shop.LIVE.clear()
+    raw_openai_app.unwrap_leftovers()  # what OpenLLMetry's uninstrument left on the client, before and after
     yield tmp_path
-    raw_openai_app.unwrap_leftovers()  # what OpenLLMetry's uninstrument left after the replay turned it off
+    raw_openai_app.unwrap_leftovers()
 
 
 def loop(monkeypatch: pytest.MonkeyPatch, app: str, api: str, client: str, instrumentor: str) -> Any:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable
 
 from ._tracing import instrumented, turn_on
 
-__all__ = ["CLIENTS", "Client", "untraced"]
+__all__ = ["CLIENTS", "Client", "client_scopes", "untraced"]
 
 Instrumentor = tuple[str, str]  # (module, class): the scope its spans carry starts with the module
 
@@ -70,6 +70,12 @@ CLIENTS: tuple[Client, ...] = (
         ),
     ),
 )
+
+
+def client_scopes(scopes: Iterable[str]) -> list[str]:
+    """Of a run's model-call instrumentation scopes, those of an SDK client instrumentor a replay can
+    turn on: what a case remembers (``recorded.instrumentation``)."""
+    return [s for s in scopes if any(client.recorded([s]) for client in CLIENTS)]
 
 
 def untraced(scopes: Collection[str], loaded: Callable[[Client], bool]) -> list[str]:

@@ -75,8 +75,8 @@ class Recorded(_Strict):
     answer: str | None = None
     steps: int = 0
     cost: float | None = None
-    # The instrumentation scopes that traced the recording's model calls: replay turns on the same SDK
-    # instrumentor (OpenInference's or OpenLLMetry's OpenAI / Anthropic one) when nothing traces the client.
+    # The SDK client instrumentation that traced the recording's model calls, by scope (OpenInference's or
+    # OpenLLMetry's OpenAI / Anthropic instrumentor): replay turns it on when nothing traces the client.
     instrumentation: list[str] = Field(default_factory=list)
 
 

@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from ..adapters.clients import client_scopes
 from ..case import NOTE_PREFIX, TRAJECTORY, AgentCase, Fixture, Recorded, Source
 from ..config import Config
 from ..model import ErrorInfo, Run
@@ -166,7 +167,7 @@ def build_case(
             answer=run.answer,
             steps=run.steps,
             cost=cost,
-            instrumentation=run.instrumentation,
+            instrumentation=client_scopes(run.instrumentation),
         ),
         source=Source(
             trace_id=run.trace_id,

@@ -5,39 +5,26 @@ no replay may move that counter, whatever the agent does, and every deviation mu
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from click.testing import CliRunner
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from harvester.cli import main
 from harvester.intake import HarvestingSpanProcessor
 from harvester.report import Report
 from harvester.store import TraceStore
 from tests.apps import own_loop_app, shop
+from tests.builders.shop_project import cli, shop_project
 
 APPS = ("pydantic_ai_app", "langchain_app", "openai_agents_app", "smolagents_app")
-CONFIG = 'store = "traces.db"\ncases_dir = "cases"\nmutating_tools = ["issue_refund"]\n'
-
-
-def cli(*args: str) -> Any:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    (tmp_path / "harvester.toml").write_text(CONFIG)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("HARVESTER_CASES", raising=False)
-    monkeypatch.delenv("HARVESTER_STORE", raising=False)
-    monkeypatch.setenv(shop.VARIANT_ENV, "baseline")
-    shop.LIVE.clear()
-    yield tmp_path
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return shop_project(tmp_path, monkeypatch)
 
 
 def capture_production(app: Any, store: Path) -> str:

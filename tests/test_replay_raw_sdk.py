@@ -16,28 +16,20 @@ from typing import Any
 
 import orjson
 import pytest
-from click.testing import CliRunner
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from harvester.adapters import Session, clients
 from harvester.case import load_cases
-from harvester.cli import main
 from harvester.intake import HarvestingSpanProcessor
 from harvester.report import Report
 from harvester.store import TraceStore
 from tests.apps import raw_anthropic_app, raw_openai_app, shop
+from tests.builders.shop_project import CONFIG as SHOP_CONFIG
+from tests.builders.shop_project import cli, shop_project
 
-CONFIG = """store = "traces.db"
-cases_dir = "cases"
-mutating_tools = ["issue_refund"]
-[prices."gpt-4o-mini"]
-input = 1.0
-output = 2.0
-[prices."claude-sonnet-4-5"]
-input = 1.0
-output = 2.0
-"""
+CONFIG = SHOP_CONFIG + '[prices."gpt-4o-mini"]\ninput = 1.0\noutput = 2.0\n'
+CONFIG += '[prices."claude-sonnet-4-5"]\ninput = 1.0\noutput = 2.0\n'
 APPS = {"openai": raw_openai_app, "anthropic": raw_anthropic_app}
 # (app, API, client, production's instrumentor): every API sync and async, streamed and not, under both.
 LOOPS = [
@@ -60,20 +52,10 @@ SCOPES = {
 }
 
 
-def cli(*args: str) -> Any:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    (tmp_path / "harvester.toml").write_text(CONFIG)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("HARVESTER_CASES", raising=False)
-    monkeypatch.delenv("HARVESTER_STORE", raising=False)
-    monkeypatch.setenv(shop.VARIANT_ENV, "baseline")
-    shop.LIVE.clear()
     raw_openai_app.unwrap_leftovers()  # what OpenLLMetry's uninstrument left on the client, before and after
-    yield tmp_path
+    yield shop_project(tmp_path, monkeypatch, CONFIG)
     raw_openai_app.unwrap_leftovers()
 
 

@@ -44,7 +44,9 @@ def _loaded(adapter: ModuleType | clients.Client, ready: frozenset[str] = frozen
 
 
 _sessions: list[Session] = []  # the sessions of the replays running now
-_ROOTS = frozenset(root for adapter in (*ADAPTERS, *clients.CLIENTS) for root in adapter.ROOTS)
+_ROOTS = frozenset(
+    [root for adapter in ADAPTERS for root in adapter.ROOTS] + [root for c in clients.CLIENTS for root in c.ROOTS]
+)
 
 
 class _GuardOnLoad(importlib.abc.Loader):

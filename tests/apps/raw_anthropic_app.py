@@ -3,34 +3,28 @@ the model stops asking for tools, each ``tool_use`` block dispatched through a d
 Traced as OpenInference documents it: the client instrumentor in production's entry point (``serve``),
 ``@tracer.agent`` on the loop and ``@tracer.tool`` on each function.
 
-``build()`` is the app as it is; ``build_documented()`` the same app as docs/own-loop.md asks for it
-(``@harvester.tool`` under ``@tracer.tool``); ``build_bare()`` dispatches the plain functions with no
-tool span at all. ``HARVESTER_TEST_CLIENT`` picks one of ``CLIENTS`` (sync or
-async, ``messages.create`` or ``messages.stream``), ``HARVESTER_TEST_INSTRUMENTOR`` production's
-instrumentor (``openinference`` or ``openllmetry``).
+``build``, ``build_documented`` and ``build_bare`` dispatch the functions as ``oi_loop`` says.
+``HARVESTER_TEST_CLIENT`` picks one of ``CLIENTS`` (sync or async, ``messages.create`` or
+``messages.stream``), ``HARVESTER_TEST_INSTRUMENTOR`` production's instrumentor (``openinference`` or
+``openllmetry``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 from anthropic import Anthropic, AsyncAnthropic
-from openinference.instrumentation import OITracer, TraceConfig
-from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-import harvester
 from tests.builders.sdk_http import MODEL, http_client
 
-from . import shop
+from . import oi_loop, shop
 
 CLIENT_ENV, INSTRUMENTOR_ENV = "HARVESTER_TEST_CLIENT", "HARVESTER_TEST_INSTRUMENTOR"
 CLIENTS = ("sync", "async", "stream", "async-stream")
-FUNCTIONS: dict[str, Callable[..., Any]] = {f.__name__: f for f in (shop.kb_search, shop.get_order, shop.issue_refund)}
 SCHEMAS = [
     {"name": "kb_search", "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}},
     {"name": "get_order", "input_schema": {"type": "object", "properties": {"order_id": {"type": "string"}}}},
@@ -42,7 +36,6 @@ SCHEMAS = [
         },
     },
 ]
-Tools = dict[str, Callable[..., Any]]
 
 
 def instrumentor() -> Any:
@@ -56,7 +49,7 @@ def instrumentor() -> Any:
     return AnthropicInstrumentor()
 
 
-def _next(tools: Tools, conversation: list[Any], message: Any) -> str | None:
+def _next(tools: oi_loop.Tools, conversation: list[Any], message: Any) -> str | None:
     """The answer when the model is done, else its tool calls run and their results added (None)."""
     if message.stop_reason != "tool_use":
         return "".join(block.text for block in message.content if block.type == "text")
@@ -70,7 +63,7 @@ def _next(tools: Tools, conversation: list[Any], message: Any) -> str | None:
     return None
 
 
-def _agent(tools: Tools, tracer: Any) -> Callable[[str], Any]:
+def _agent(tools: oi_loop.Tools, tracer: Any) -> Callable[[str], Any]:
     kind = os.environ.get(CLIENT_ENV, "sync")
     script = shop.STEPS[shop.variant()]
     request = {"model": MODEL["anthropic"], "max_tokens": 1024, "tools": SCHEMAS}
@@ -117,34 +110,9 @@ def _agent(tools: Tools, tracer: Any) -> Callable[[str], Any]:
     return async_support_agent
 
 
-def _tracer(provider: TracerProvider | None) -> OITracer:
-    return OITracer(trace.get_tracer(__name__, tracer_provider=provider), TraceConfig())
+build, build_documented, build_bare = oi_loop.factories(__name__, _agent)
 
 
-def build(provider: TracerProvider | None = None) -> Callable[[str], Any]:
-    """The app as OpenInference's docs trace it: ``@tracer.tool`` on each function, nothing for harvester."""
-    tracer = _tracer(provider)
-    return _agent({name: tracer.tool(f) for name, f in FUNCTIONS.items()}, tracer)
-
-
-def build_documented(provider: TracerProvider | None = None) -> Callable[[str], Any]:
-    """The app as docs/own-loop.md asks for it: ``@harvester.tool`` on each dispatched function too."""
-    tracer = _tracer(provider)
-    return _agent({name: tracer.tool(harvester.tool(f)) for name, f in FUNCTIONS.items()}, tracer)
-
-
-def build_bare(provider: TracerProvider | None = None) -> Callable[[str], Any]:
-    """The plain functions dispatched as they are: only the model's spans say what it asked for."""
-    return _agent(dict(FUNCTIONS), _tracer(provider))
-
-
-def serve(provider: TracerProvider, factory: Callable[..., Callable[[str], Any]] = build) -> None:
-    """One production request: the entry point instruments the client, the agent runs, tracing stops."""
-    inst = instrumentor()
-    inst.instrument(tracer_provider=provider)
-    try:
-        answer = factory(provider)(shop.PROMPT)
-        if asyncio.iscoroutine(answer):
-            asyncio.run(answer)
-    finally:
-        inst.uninstrument()
+def serve(provider: TracerProvider, factory: oi_loop.Factory = build) -> None:
+    """One production request, traced onto ``provider`` by the instrumentor production runs."""
+    oi_loop.serve(provider, instrumentor(), factory)

@@ -3,35 +3,29 @@
 Traced as OpenInference documents it: the client instrumentor in production's entry point (``serve``),
 a CHAIN span around the loop and ``@tracer.tool`` on each function.
 
-``build()`` is the app as it is, with nothing for harvester; ``build_documented()`` is the same app as
-docs/own-loop.md asks for it (``@harvester.tool`` under ``@tracer.tool``); ``build_bare()`` dispatches
-the plain functions with no tool span at all. ``HARVESTER_TEST_API`` picks ``chat`` or ``responses``,
+``build``, ``build_documented`` and ``build_bare`` dispatch the functions as ``oi_loop`` says.
+``HARVESTER_TEST_API`` picks ``chat`` or ``responses``,
 ``HARVESTER_TEST_CLIENT`` one of ``CLIENTS`` (sync or async, streaming or not) and
 ``HARVESTER_TEST_INSTRUMENTOR`` production's instrumentor (``openinference`` or ``openllmetry``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
-from openinference.instrumentation import OITracer, TraceConfig
-from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 
-import harvester
 from tests.builders.sdk_http import MODEL, http_client
 
-from . import shop
+from . import oi_loop, shop
 
 API_ENV, CLIENT_ENV, INSTRUMENTOR_ENV = "HARVESTER_TEST_API", "HARVESTER_TEST_CLIENT", "HARVESTER_TEST_INSTRUMENTOR"
 CLIENTS = ("sync", "async", "stream", "async-stream")
-FUNCTIONS: dict[str, Callable[..., Any]] = {f.__name__: f for f in (shop.kb_search, shop.get_order, shop.issue_refund)}
 SCHEMAS = [
     {"name": "kb_search", "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}},
     {"name": "get_order", "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}}},
@@ -40,7 +34,6 @@ SCHEMAS = [
         "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}}},
     },
 ]
-Tools = dict[str, Callable[..., Any]]
 
 
 def _api() -> str:
@@ -141,7 +134,7 @@ async def _aturn(
     return _response_turn(await client.responses.create(**_request(conversation)))
 
 
-def _results(tools: Tools, calls: list[tuple[str, str, str]]) -> list[Any]:
+def _results(tools: oi_loop.Tools, calls: list[tuple[str, str, str]]) -> list[Any]:
     """Each requested call dispatched through the dict, its result as the API wants it back."""
     out = []
     for call_id, name, arguments in calls:
@@ -153,7 +146,7 @@ def _results(tools: Tools, calls: list[tuple[str, str, str]]) -> list[Any]:
     return out
 
 
-def _agent(tools: Tools, tracer: Any) -> Callable[[str], Any]:
+def _agent(tools: oi_loop.Tools, tracer: Any) -> Callable[[str], Any]:
     kind = _client_kind()
     client, stream = _client(kind), kind.endswith("stream")
 
@@ -184,38 +177,14 @@ def _agent(tools: Tools, tracer: Any) -> Callable[[str], Any]:
     return async_agent if kind.startswith("async") else sync_agent
 
 
-def _tracer(provider: TracerProvider | None) -> OITracer:
-    return OITracer(trace.get_tracer(__name__, tracer_provider=provider), TraceConfig())
+build, build_documented, build_bare = oi_loop.factories(__name__, _agent)
 
 
-def build(provider: TracerProvider | None = None) -> Callable[[str], Any]:
-    """The app as OpenInference's docs trace it: ``@tracer.tool`` on each function, nothing for harvester."""
-    tracer = _tracer(provider)
-    return _agent({name: tracer.tool(f) for name, f in FUNCTIONS.items()}, tracer)
-
-
-def build_documented(provider: TracerProvider | None = None) -> Callable[[str], Any]:
-    """The app as docs/own-loop.md asks for it: ``@harvester.tool`` on each dispatched function too."""
-    tracer = _tracer(provider)
-    return _agent({name: tracer.tool(harvester.tool(f)) for name, f in FUNCTIONS.items()}, tracer)
-
-
-def build_bare(provider: TracerProvider | None = None) -> Callable[[str], Any]:
-    """The plain functions dispatched as they are: only the model's spans say what it asked for."""
-    return _agent(dict(FUNCTIONS), _tracer(provider))
-
-
-def serve(provider: TracerProvider, factory: Callable[..., Callable[[str], Any]] = build) -> None:
-    """One production request: the entry point instruments the client, the agent runs, tracing stops."""
-    inst = instrumentor()
-    inst.instrument(tracer_provider=provider)
+def serve(provider: TracerProvider, factory: oi_loop.Factory = build) -> None:
+    """One production request, traced onto ``provider`` by the instrumentor production runs."""
     try:
-        agent = factory(provider)
-        answer = agent(shop.PROMPT)
-        if asyncio.iscoroutine(answer):
-            asyncio.run(answer)
+        oi_loop.serve(provider, instrumentor(), factory)
     finally:
-        inst.uninstrument()
         unwrap_leftovers()
 
 

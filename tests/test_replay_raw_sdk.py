@@ -10,21 +10,25 @@ body counts its real runs in ``shop.LIVE``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from openai import OpenAI
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from harvester.adapters import Session, clients
 from harvester.case import load_cases
 from harvester.intake import HarvestingSpanProcessor
+from harvester.replay import replay as replay_cases
 from harvester.report import Report
 from harvester.store import TraceStore
 from tests.apps import raw_anthropic_app, raw_openai_app, shop
+from tests.builders.sdk_http import MODEL, http_client
 from tests.builders.shop_project import CONFIG as SHOP_CONFIG
 from tests.builders.shop_project import cli, shop_project
 
@@ -219,3 +223,36 @@ def test_replay_leaves_a_client_the_app_traces_itself_alone(monkeypatch: pytest.
     finally:
         session.close()
         ours.uninstrument()
+
+
+def test_requests_the_executor_served_are_served_calls(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop with no span of its own that hands each request to the executor it is given: the model's
+    spans are the run, and each request they show unanswered is the call the executor served."""
+    module = loop(monkeypatch, *LOOPS[0])
+    harvested(module, "build", SCOPES[("openai", "openinference")])
+
+    def factory(tools: Any) -> Any:
+        client = OpenAI(
+            api_key="sk-test",
+            base_url="http://openai.invalid/v1",
+            http_client=http_client("chat", shop.STEPS["baseline"]),
+        )
+        schemas = [{"type": "function", "function": s} for s in raw_openai_app.SCHEMAS]
+
+        def agent(prompt: str) -> str | None:
+            messages: list[Any] = [{"role": "user", "content": prompt}]
+            while True:
+                reply = client.chat.completions.create(model=MODEL["chat"], messages=messages, tools=schemas)
+                message = reply.choices[0].message
+                if not message.tool_calls:
+                    return message.content
+                messages.append(message.model_dump(exclude_none=True))
+                for call in message.tool_calls:
+                    result = tools.execute(call.function.name, json.loads(call.function.arguments))
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
+
+        return agent
+
+    (r,) = replay_cases(load_cases("cases"), factory).results
+    assert r.passed and r.live_calls == 0, r.reasons()
+    assert r.trajectory == ["kb_search", "get_order"] and r.tool_calls == 2

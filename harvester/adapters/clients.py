@@ -14,6 +14,7 @@ streamed or not, are all traced.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 
 from ._tracing import instrumented, turn_on
 
@@ -22,13 +23,14 @@ __all__ = ["CLIENTS", "Client", "client_scopes", "untraced"]
 Instrumentor = tuple[str, str]  # (module, class): the scope its spans carry starts with the module
 
 
+@dataclass(frozen=True)
 class Client:
-    """One SDK client: the modules whose import means it is in use, and the instrumentors that trace it."""
+    """One SDK client: the modules whose import means it is in use (``NAME`` and ``ROOTS`` as a framework
+    adapter has them, so a session tells it loaded the same way), and the instrumentors that trace it."""
 
-    def __init__(self, name: str, roots: tuple[str, ...], instrumentors: tuple[Instrumentor, ...]) -> None:
-        self.NAME = name
-        self.ROOTS = roots
-        self.instrumentors = instrumentors
+    NAME: str
+    ROOTS: tuple[str, ...]
+    instrumentors: tuple[Instrumentor, ...]
 
     def recorded(self, scopes: Iterable[str]) -> list[Instrumentor]:
         """The instrumentors of this client that traced the recording (``scopes``)."""
@@ -83,6 +85,7 @@ def untraced(scopes: Collection[str], loaded: Callable[[Client], bool]) -> list[
     reading those clients' model calls sees none of them."""
     out: list[str] = []
     for client in CLIENTS:
-        if loaded(client) and not client.traced():
-            out += [module for module, _ in client.recorded(scopes)]
+        recorded = client.recorded(scopes)
+        if recorded and loaded(client) and not client.traced():
+            out += [module for module, _ in recorded]
     return out

@@ -139,18 +139,17 @@ def _trace_run(spans: list[ReadableSpan], tools: FixtureTools | None) -> Run | N
 
 
 def _with_served(run: Run, log: list[ToolLog]) -> Run:
-    """``run`` with the executor's calls the spans do not show as executed: a request left unanswered
-    in the spans that the executor served (same tool, same args first) is that call; a served call
-    the spans never mention is added."""
+    """``run`` with the executor's calls as it logged them (what it answered: an injected failure by its
+    mode), each in place of the call the spans show for it (same tool and args first, then same tool);
+    a call the spans show that it never served stays (it ran for real, or was requested and never
+    answered), and a served call the spans never mention is added."""
     left = list(log)
     calls = list(run.calls)
     for i, call in enumerate(calls):
         entry = next((e for e in left if e.name == call.name and e.args == call.args), None)
         entry = entry or next((e for e in left if e.name == call.name), None)
-        if entry is None:
-            continue
-        left.remove(entry)
-        if not call.executed:
+        if entry is not None:
+            left.remove(entry)
             calls[i] = _call(entry).model_copy(update={"call_id": call.call_id})
     return run.model_copy(update={"calls": calls + [_call(e) for e in left]})
 

@@ -80,6 +80,9 @@ class Recorded(_Strict):
     model_hosts: list[str] = Field(default_factory=list)
     # The tools MCP servers offered the model: a replay lists a server's tools from here, never starting it.
     mcp_tools: list[McpTool] = Field(default_factory=list)
+    # The SDK client instrumentation that traced the recording's model calls, by scope (OpenInference's or
+    # OpenLLMetry's OpenAI / Anthropic instrumentor): replay turns it on when nothing traces the client.
+    instrumentation: list[str] = Field(default_factory=list)
 
 
 class Source(_Strict):

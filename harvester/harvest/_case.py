@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from ..adapters.clients import client_scopes
 from ..case import NOTE_PREFIX, TRAJECTORY, AgentCase, Fixture, Recorded, Source
 from ..config import Config
 from ..conventions import model_hosts
@@ -171,6 +172,7 @@ def build_case(
             cost=cost,
             model_hosts=model_hosts([run]),
             mcp_tools=run.mcp_tools,
+            instrumentation=client_scopes(run.instrumentation),
         ),
         source=Source(
             trace_id=run.trace_id,

@@ -241,7 +241,7 @@ class HarvestingSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         try:
             if _REPLAY.active or _REPLAY.traces or _REPLAY.harness:  # a replay's spans are never production runs
-                if seam.replay_trace(_trace_id(span)):
+                if seam.replay_span_ended(span):
                     next(self._replay_dropped)
                     return
             q = self._queue
@@ -397,11 +397,3 @@ class HarvestingSpanProcessor(SpanProcessor):
             out["store_unusable"] = self._store_error
         return out
 
-
-def _trace_id(span: ReadableSpan) -> int:
-    """The span's trace id; 0 (no replay's) for something that is not a span, which the queue then
-    counts as it counts any other (a process that has replayed still counts what it cannot read)."""
-    try:
-        return span.context.trace_id
-    except Exception:
-        return 0

@@ -32,7 +32,7 @@ from ..model import ErrorInfo, Run
 from ..report import CheckResult
 from ._agent import wants
 from ._evaluate import Judge, evaluate, recorded_calls_only, recordings_consumed
-from ._live import LiveCall, live_calls, no_live_calls
+from ._live import LiveCall, live_calls, models_traced, no_live_calls
 from ._observe import observed_run, observer
 from ._policy import Policy
 from ._seal import Seal, last_seq, sealed_check, suite_refusals_since, within
@@ -235,6 +235,9 @@ class Runner:
                 no_live_calls([c for c in live if c.how != "sealed"]),
                 self._guarded(),
                 None if handed else _history_lost(job.case),
+                models_traced(
+                    run, self.adapters.untraced(job.case.spec.recorded.instrumentation if job.case.spec else ())
+                ),
             )
             if c is not None
         )

@@ -396,4 +396,3 @@ class HarvestingSpanProcessor(SpanProcessor):
         if self._store_error is not None:
             out["store_unusable"] = self._store_error
         return out
-

@@ -128,7 +128,7 @@ def _lookup(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
         return  # no name (a server's wildcard) or an address: the connection itself is checked
     port = _port(args[1])
     if not policy.allows_host(host, port):
-        refuse("connect", _host_text(host, port), _NOT_ALLOWED_HOST)
+        refuse("connect to", _host_text(host, port), _NOT_ALLOWED_HOST)
 
 
 def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
@@ -143,11 +143,11 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
             name = _resolved.get((host, port or 0))
         if name is not None and policy.allows_host(name, port):
             return
-        refuse("connect", _host_text(name or host, port), _NOT_ALLOWED_HOST)
+        refuse("connect to", _host_text(name or host, port), _NOT_ALLOWED_HOST)
     elif family == getattr(socket, "AF_UNIX", None) and isinstance(address, (str, bytes)):
         path = address.decode("utf-8", "replace") if isinstance(address, bytes) else address
         if not policy.allows_unix(path):
-            refuse("connect", f"unix:{path}", "a local socket; allow it with replay.allow_hosts unix:PATH")
+            refuse("connect to", f"unix:{path}", "a local socket; allow it with replay.allow_hosts unix:PATH")
 
 
 def _probing() -> bool:

@@ -1,8 +1,9 @@
 """``READERS``: every backend harvester reads, by name; the one table the rest reads them from.
 
-Adding a backend is adding its module (see ``_backend``) and one line here. The order is the order
-the CLI's help and the docs list them in; which backend a saved file came from does not depend on it
-(each ``from_export`` takes only its own backend's form: the conformance test checks it).
+Adding a backend is adding its module (see ``_backend``) and its name here, imported and listed.
+The order is the order the CLI's help and the docs list them in; which backend a saved file came
+from does not depend on it (each ``from_export`` takes only its own backend's form: the conformance
+test checks it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from ._backend import Backend, BackendReader
 
 __all__ = ["BACKENDS", "READERS", "backend_of", "exports", "labels", "reader", "url_forms"]
 
-_REGISTERED: list[BackendReader] = [_phoenix, _mlflow, _jaeger, _tempo]  # mypy checks each against the protocol
+# A list, not a tuple: mypy then names the module and the member that breaks the protocol.
+_REGISTERED: list[BackendReader] = [_phoenix, _mlflow, _jaeger, _tempo]
 
 READERS: dict[str, BackendReader] = {r.BACKEND.name: r for r in _REGISTERED}
 BACKENDS: tuple[Backend, ...] = tuple(r.BACKEND for r in _REGISTERED)

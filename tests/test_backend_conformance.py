@@ -54,7 +54,8 @@ def traces() -> dict[str, list[SpanData]]:
 
 
 def dumped(spans: list[SpanData]) -> list[dict]:
-    return [r.model_dump() for r in runs_from_spans(spans)]
+    """The runs, but for the SDK instrumentation named by scope: Phoenix and MLflow store no scope."""
+    return [{k: v for k, v in r.model_dump().items() if k != "instrumentation"} for r in runs_from_spans(spans)]
 
 
 # -- what a backend declares -------------------------------------------------------------------

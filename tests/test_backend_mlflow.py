@@ -98,7 +98,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def client_of(server: str, experiment: str | None = None) -> Client:
     target = parse_target(server.replace("http://", "mlflow://") + (f"/{experiment}" if experiment else ""))
-    return Client(target, headers=_mlflow.headers(), credentials=_mlflow.CREDENTIALS)
+    return Client(target, headers=_mlflow.headers(), credentials=_mlflow.BACKEND.credentials)
 
 
 def new_experiment(server: str) -> tuple[str, str]:
@@ -423,7 +423,7 @@ def test_a_replay_trace_is_not_read():
 def test_credentials_from_the_mlflow_client_variables(monkeypatch):
     for var in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
         monkeypatch.delenv(var, raising=False)
-        assert var in _mlflow.CREDENTIALS
+        assert var in _mlflow.BACKEND.credentials
     assert _mlflow.headers() == {}
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ann")
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret")

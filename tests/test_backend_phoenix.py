@@ -98,7 +98,7 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def client(url: str, project: str | None = PROJECT) -> Client:
     target = parse_target(f"phoenix://{url.removeprefix('http://')}" + (f"/{project}" if project else ""))
-    return Client(target, headers=_phoenix.headers(), credentials=_phoenix.CREDENTIALS)
+    return Client(target, headers=_phoenix.headers(), credentials=_phoenix.BACKEND.credentials)
 
 
 def stored(url: str, trace_id: str, count: int, project: str = PROJECT) -> list[SpanData]:
@@ -407,7 +407,7 @@ def test_credentials_are_phoenixs_own_variables(monkeypatch):
     assert _phoenix.headers() == {"api_key": "k 1", "X-Org": "acme"}
     monkeypatch.setenv("PHOENIX_API_KEY", " secret ")
     assert _phoenix.headers() == {"api_key": "k 1", "X-Org": "acme", "Authorization": "Bearer secret"}
-    assert "PHOENIX_API_KEY" in _phoenix.CREDENTIALS
+    assert "PHOENIX_API_KEY" in _phoenix.BACKEND.credentials
 
 
 @pytest.mark.parametrize("name", ["pydantic_ai/tool_error", "langchain/happy"])

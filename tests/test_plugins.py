@@ -1,5 +1,6 @@
-"""Every registered plug-in keeps its protocol: the convention readers (``READERS``: ``Reader``) and the
-framework adapters (``ADAPTERS``: ``Adapter``). mypy checks the same through the tables' types; this
+"""Every registered plug-in keeps its protocol: the convention readers (``READERS``: ``Reader``), the
+frameworks' capture quirks (``FRAMEWORKS``: ``Framework``) and the framework adapters (``ADAPTERS``:
+``Adapter``). mypy checks the same through the tables' types; this
 runs each registered module through one contract, and shows the contract catches a module missing a
 member (an adapter written without ``NAME`` made every replay raise ``AttributeError``)."""
 
@@ -13,8 +14,10 @@ import pytest
 
 from harvester.adapters import ADAPTERS, Adapter
 from harvester.adapters import pydantic_ai as pydantic_ai_adapter
+from harvester.conventions._frameworks import FRAMEWORKS, Framework
 from harvester.conventions._readers import READERS, Reader
 from harvester.conventions._readings import AgentReading, LlmReading, ToolReading
+from harvester.model import STOPS
 from harvester.spans import SpanData
 
 
@@ -63,6 +66,28 @@ def test_every_reader_reads_a_span_it_cannot_make_sense_of_without_raising(sourc
     assert reader.agent_name(odd) in ("x", None)
     assert reader.llm_first_user(odd) is None
     assert reader.llm_messages(odd) in (None, [])
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS, ids=lambda f: f.name)
+def test_every_registered_framework_keeps_the_contract(framework):
+    assert isinstance(framework, Framework) and isinstance(framework.name, str) and framework.name
+    assert isinstance(framework.deferrals, frozenset) and isinstance(framework.hidden_answers, frozenset)
+    assert all(isinstance(k, str) and v in STOPS for k, v in framework.limit_stops.items())
+    assert all(isinstance(a, str) and a for a in framework.limit_answers)
+    assert all(isinstance(p, str) and p and isinstance(t, str) for p, t in framework.stop_messages)
+    # a plain span and a plain message are no framework's quirk: every framework leaves them alone
+    plain = SpanData("0" * 32, "1" * 16, None, "get_order", attributes={"tool.name": "get_order"})
+    assert framework.tool_span(plain, "get_order", "{}", "ok") is None
+    assert framework.error_message("boom") is None
+    assert framework.agent_span_name(plain, "support") == "support"
+    assert framework.forced_answer([], [], []) is False
+    assert all(isinstance(c, str) for c in framework.agent_calls("support"))
+
+
+def test_frameworks_have_names_of_their_own_and_adapters_share_them():
+    names = [f.name for f in FRAMEWORKS]
+    assert len(set(names)) == len(names)
+    assert {a.NAME for a in ADAPTERS} <= set(names)  # a framework with an adapter has its quirks module
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS, ids=lambda a: a.__name__.rpartition(".")[2])

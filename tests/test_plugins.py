@@ -14,9 +14,12 @@ import pytest
 
 from harvester.adapters import ADAPTERS, Adapter
 from harvester.adapters import pydantic_ai as pydantic_ai_adapter
+from harvester.conventions import _frameworks as frameworks
+from harvester.conventions import runs_from_spans
 from harvester.conventions._frameworks import FRAMEWORKS, Framework
 from harvester.conventions._readers import READERS, Reader
 from harvester.conventions._readings import AgentReading, LlmReading, ToolReading
+from harvester.conventions._values import MISSING
 from harvester.model import STOPS
 from harvester.spans import SpanData
 
@@ -82,6 +85,32 @@ def test_every_registered_framework_keeps_the_contract(framework):
     assert framework.agent_span_name(plain, "support") == "support"
     assert framework.forced_answer([], [], []) is False
     assert all(isinstance(c, str) for c in framework.agent_calls("support"))
+    assert framework.tool_args({"order_id": "A1"}) is MISSING
+    assert framework.agent_prompt({"messages": []}) is MISSING
+
+
+def test_a_registered_framework_is_asked_by_the_readers_and_the_assembly(monkeypatch):
+    # one module and its line in FRAMEWORKS: here a framework naming its agent spans "<agent>.invoke"
+    invoke = Framework("invoking", agent_span_name=lambda span, name: name.removesuffix(".invoke"))
+    agent = SpanData("a" * 32, "1" * 16, None, "support.invoke", 1, 9, attributes={"openinference.span.kind": "AGENT"})
+    llm = SpanData(
+        "a" * 32,
+        "2" * 16,
+        "1" * 16,
+        "chat",
+        2,
+        8,
+        attributes={
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "where is A1?",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "on its way",
+        },
+    )
+    assert [r.agent for r in runs_from_spans([agent, llm])] == ["support.invoke"]
+    monkeypatch.setattr(frameworks, "FRAMEWORKS", (*frameworks.FRAMEWORKS, invoke))
+    assert [(r.agent, r.answer) for r in runs_from_spans([agent, llm])] == [("support", "on its way")]
 
 
 def test_frameworks_have_names_of_their_own_and_adapters_share_them():

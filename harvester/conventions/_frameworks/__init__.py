@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ...spans import SpanData
+from .._values import MISSING
 from . import langchain, openai_agents, pydantic_ai, smolagents
 from ._framework import Framework
 
@@ -28,10 +29,12 @@ __all__ = [
     "STOP_MESSAGES",
     "Framework",
     "agent_calls",
+    "agent_prompt",
     "agent_span_name",
     "error_message",
     "forced_answer",
     "read_tool",
+    "tool_args",
     "tool_span",
 ]
 
@@ -79,3 +82,13 @@ def agent_span_name(span: SpanData, name: str) -> str:
 
 def forced_answer(agents: list[tuple[SpanData, str]], llms: list[LlmReading], tools: list[ToolReading]) -> bool:
     return any(f.forced_answer(agents, llms, tools) for f in FRAMEWORKS)
+
+
+def tool_args(payload: dict[str, Any]) -> Any:
+    """A tool span's args from its input payload in some framework's own form; ``MISSING``: none's."""
+    return next((a for f in FRAMEWORKS if (a := f.tool_args(payload)) is not MISSING), MISSING)
+
+
+def agent_prompt(payload: dict[str, Any]) -> Any:
+    """An agent span's prompt from its input payload in some framework's own form; ``MISSING``: none's."""
+    return next((p for f in FRAMEWORKS if (p := f.agent_prompt(payload)) is not MISSING), MISSING)

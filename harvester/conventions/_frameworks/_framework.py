@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...spans import SpanData
+from .._values import MISSING
 
 if TYPE_CHECKING:
     from .._readings import LlmReading, ToolReading
@@ -41,6 +42,10 @@ def _as_named(span: SpanData, name: str) -> str:
     return name
 
 
+def _not_its_payload(payload: dict[str, Any]) -> Any:
+    return MISSING
+
+
 def _never(agents: list[tuple[SpanData, str]], llms: list[LlmReading], tools: list[ToolReading]) -> bool:
     return False
 
@@ -63,6 +68,8 @@ class Framework:
     reading, result)``: mark what it means by an OpenInference tool span (``result``: the raw
     output). ``agent_span_name(span, name)``: the agent an agent span ran, from the span's name.
     ``forced_answer(agents, llms, tools)``: the run ran out of steps and it had the model answer.
+    ``tool_args(payload)``, ``agent_prompt(payload)``: a tool span's args and an agent span's prompt
+    from an input payload (a JSON object) in its own form (``MISSING``: not its form).
     """
 
     name: str
@@ -77,3 +84,5 @@ class Framework:
     read_tool: Callable[[SpanData, ToolReading, Any], None] = _nothing_to_mark
     agent_span_name: Callable[[SpanData, str], str] = _as_named
     forced_answer: Callable[[list[tuple[SpanData, str]], list[LlmReading], list[ToolReading]], bool] = _never
+    tool_args: Callable[[dict[str, Any]], Any] = _not_its_payload
+    agent_prompt: Callable[[dict[str, Any]], Any] = _not_its_payload

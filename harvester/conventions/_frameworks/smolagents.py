@@ -1,7 +1,8 @@
 """smolagents under OpenInference: its answer tool, its managed agents, its agent spans' names, its
 step limit.
 
-It answers through its ``FinalAnswerTool`` (the run's answer, not a call); a managed agent is called
+A tool span's input is ``{"args", "kwargs"}``, an agent span's ``{"task"}``. It answers through its
+``FinalAnswerTool`` (the run's answer, not a call); a managed agent is called
 by the model by its name and runs as an agent span; agent spans are named ``<agent>.run``; out of
 steps, it has the model answer from the agent itself (``provide_final_answer``).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...spans import SpanData
+from .._values import MISSING, text
 from ._framework import Framework
 
 if TYPE_CHECKING:
@@ -42,6 +44,22 @@ def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[LlmReading], t
     return bool(limited) and llms[-1].span.parent_id in limited
 
 
+def _tool_args(payload: dict[str, Any]) -> Any:
+    """``{"args": [], "kwargs": {...}}``: the kwargs."""
+    if (
+        set(payload) <= {"args", "kwargs", "sanitize_inputs_outputs"}
+        and isinstance(payload.get("kwargs"), dict)
+        and not payload.get("args")
+    ):
+        return payload["kwargs"]
+    return MISSING
+
+
+def _agent_prompt(payload: dict[str, Any]) -> Any:
+    """``{"task": ...}``: the task."""
+    return text(payload["task"]) if isinstance(payload.get("task"), str) else MISSING
+
+
 FRAMEWORK = Framework(
     "smolagents",
     limit_stops={"AgentMaxStepsError": "max_steps"},
@@ -49,4 +67,6 @@ FRAMEWORK = Framework(
     read_tool=_read_tool,
     agent_span_name=_agent_span_name,
     forced_answer=_forced_answer,
+    tool_args=_tool_args,
+    agent_prompt=_agent_prompt,
 )

@@ -59,14 +59,20 @@ def agent_calls(agents: Iterable[str]) -> set[str]:
 
 def error_message(message: str) -> dict[str, str] | None:
     """A status message in some framework's own form, as an error."""
-    return next((e for f in FRAMEWORKS if (e := f.error_message(message)) is not None), None)
+    for f in FRAMEWORKS:
+        error = f.error_message(message)
+        if error is not None:
+            return error
+    return None
 
 
 def tool_span(span: SpanData, name: str, args: Any, result: Any) -> tuple[str, Any, Any]:
     """An OpenInference TOOL span's (name, args, result), as the first framework that folds it says."""
-    return next(
-        (t for f in FRAMEWORKS if (t := f.tool_span(span, name, args, result)) is not None), (name, args, result)
-    )
+    for f in FRAMEWORKS:
+        folded = f.tool_span(span, name, args, result)
+        if folded is not None:
+            return folded
+    return name, args, result
 
 
 def read_tool(span: SpanData, reading: ToolReading, result: Any) -> None:
@@ -81,14 +87,25 @@ def agent_span_name(span: SpanData, name: str) -> str:
 
 
 def forced_answer(agents: list[tuple[SpanData, str]], llms: list[LlmReading], tools: list[ToolReading]) -> bool:
-    return any(f.forced_answer(agents, llms, tools) for f in FRAMEWORKS)
+    for f in FRAMEWORKS:
+        if f.forced_answer(agents, llms, tools):
+            return True
+    return False
 
 
 def tool_args(payload: dict[str, Any]) -> Any:
     """A tool span's args from its input payload in some framework's own form; ``MISSING``: none's."""
-    return next((a for f in FRAMEWORKS if (a := f.tool_args(payload)) is not MISSING), MISSING)
+    for f in FRAMEWORKS:
+        args = f.tool_args(payload)
+        if args is not MISSING:
+            return args
+    return MISSING
 
 
 def agent_prompt(payload: dict[str, Any]) -> Any:
     """An agent span's prompt from its input payload in some framework's own form; ``MISSING``: none's."""
-    return next((p for f in FRAMEWORKS if (p := f.agent_prompt(payload)) is not MISSING), MISSING)
+    for f in FRAMEWORKS:
+        prompt = f.agent_prompt(payload)
+        if prompt is not MISSING:
+            return prompt
+    return MISSING

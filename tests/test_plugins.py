@@ -85,7 +85,7 @@ def test_every_registered_framework_keeps_the_contract(framework):
     assert framework.agent_span_name(plain, "support") == "support"
     assert framework.forced_answer([], [], []) is False
     assert all(isinstance(c, str) for c in framework.agent_calls("support"))
-    assert framework.tool_args({"order_id": "A1"}) is MISSING
+    assert framework.tool_input({"order_id": "A1"}, None) is None
     assert framework.agent_prompt({"messages": []}) is MISSING
 
 

@@ -5,8 +5,8 @@ of its prompt and answer). The assembly may adjust a reading (pair a tool call w
 answers, mark an approval-pending call blocked), never the span.
 
 Also here, the readers every convention shares because they go by a payload's shape, not by who
-wrote it: a tool call's arguments and result (``tool_reading``: LangChain callback payloads,
-serialized tool messages, and a framework's own forms, ``_frameworks``) and an agent's input and
+wrote it: a tool call's arguments and result (``tool_reading``: serialized tool messages, and a
+framework's own forms, ``_frameworks``) and an agent's input and
 output (``payload_reading``: a LangChain state, a framework's own form).
 """
 
@@ -97,15 +97,11 @@ def tool_reading(span: SpanData, name: str, call_id: str | None, raw_args: Any, 
         parsed, cut = structured(raw_args)
         truncated |= cut
         if isinstance(parsed, dict):
-            if "input_str" in parsed or ("inputs" in parsed and "kwargs" in parsed):  # LangChain callback payload
-                kw = parsed.get("kwargs")
-                if isinstance(kw, dict) and call_id is None:
-                    call_id = text(kw.get("tool_call_id"))
-                if isinstance(parsed.get("inputs"), dict):
-                    args = parsed["inputs"]
+            own = _frameworks.tool_input(parsed, call_id)  # a framework's own form (a LangChain callback)
+            if own is None:
+                args = parsed
             else:
-                own = _frameworks.tool_args(parsed)  # a framework's own form (smolagents' kwargs)
-                args = parsed if own is MISSING else own
+                args, call_id = own
         elif parsed is not None:
             args = Bare(parsed)
     result: Any = None

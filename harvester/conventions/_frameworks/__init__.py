@@ -34,7 +34,7 @@ __all__ = [
     "error_message",
     "forced_answer",
     "read_tool",
-    "tool_args",
+    "tool_input",
     "tool_span",
 ]
 
@@ -93,13 +93,13 @@ def forced_answer(agents: list[tuple[SpanData, str]], llms: list[LlmReading], to
     return False
 
 
-def tool_args(payload: dict[str, Any]) -> Any:
-    """A tool span's args from its input payload in some framework's own form; ``MISSING``: none's."""
+def tool_input(payload: dict[str, Any], call_id: str | None) -> tuple[Any, str | None] | None:
+    """A tool span's (args, call id) from its input payload in some framework's own form; None: none's."""
     for f in FRAMEWORKS:
-        args = f.tool_args(payload)
-        if args is not MISSING:
-            return args
-    return MISSING
+        found = f.tool_input(payload, call_id)
+        if found is not None:
+            return found
+    return None
 
 
 def agent_prompt(payload: dict[str, Any]) -> Any:

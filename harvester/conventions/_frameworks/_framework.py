@@ -42,6 +42,10 @@ def _as_named(span: SpanData, name: str) -> str:
     return name
 
 
+def _not_its_input(payload: dict[str, Any], call_id: str | None) -> tuple[Any, str | None] | None:
+    return None
+
+
 def _not_its_payload(payload: dict[str, Any]) -> Any:
     return MISSING
 
@@ -68,8 +72,9 @@ class Framework:
     reading, result)``: mark what it means by an OpenInference tool span (``result``: the raw
     output). ``agent_span_name(span, name)``: the agent an agent span ran, from the span's name.
     ``forced_answer(agents, llms, tools)``: the run ran out of steps and it had the model answer.
-    ``tool_args(payload)``, ``agent_prompt(payload)``: a tool span's args and an agent span's prompt
-    from an input payload (a JSON object) in its own form (``MISSING``: not its form).
+    ``tool_input(payload, call_id)``: a tool span's input payload (a JSON object) in its own form, as
+    (args, call id) (args ``MISSING``: it holds none; None: not its form). ``agent_prompt(payload)``:
+    an agent span's prompt from an input payload in its own form (``MISSING``: not its form).
     """
 
     name: str
@@ -84,5 +89,5 @@ class Framework:
     read_tool: Callable[[SpanData, ToolReading, Any], None] = _nothing_to_mark
     agent_span_name: Callable[[SpanData, str], str] = _as_named
     forced_answer: Callable[[list[tuple[SpanData, str]], list[LlmReading], list[ToolReading]], bool] = _never
-    tool_args: Callable[[dict[str, Any]], Any] = _not_its_payload
+    tool_input: Callable[[dict[str, Any], str | None], tuple[Any, str | None] | None] = _not_its_input
     agent_prompt: Callable[[dict[str, Any]], Any] = _not_its_payload

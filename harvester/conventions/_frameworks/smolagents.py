@@ -44,15 +44,15 @@ def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[LlmReading], t
     return bool(limited) and llms[-1].span.parent_id in limited
 
 
-def _tool_args(payload: dict[str, Any]) -> Any:
+def _tool_input(payload: dict[str, Any], call_id: str | None) -> tuple[Any, str | None] | None:
     """``{"args": [], "kwargs": {...}}``: the kwargs."""
     if (
         set(payload) <= {"args", "kwargs", "sanitize_inputs_outputs"}
         and isinstance(payload.get("kwargs"), dict)
         and not payload.get("args")
     ):
-        return payload["kwargs"]
-    return MISSING
+        return payload["kwargs"], call_id
+    return None
 
 
 def _agent_prompt(payload: dict[str, Any]) -> Any:
@@ -67,6 +67,6 @@ FRAMEWORK = Framework(
     read_tool=_read_tool,
     agent_span_name=_agent_span_name,
     forced_answer=_forced_answer,
-    tool_args=_tool_args,
+    tool_input=_tool_input,
     agent_prompt=_agent_prompt,
 )

@@ -108,19 +108,17 @@ def _call_args(args: Any, req_args: Any) -> Any:
     return args
 
 
-def pair(
-    llms: list[LlmReading], tools: list[ToolReading], answers: Sequence[Any] = ()
-) -> tuple[list[dict[str, Any]], bool]:
-    """Tool spans matched to the model's requests (by id, else by order and name); unexecuted requests blocked.
+_Keyed = list[tuple[tuple[int, int, int], dict[str, Any]]]  # (turn, place in it, start) -> a call
 
-    Returns the calls in request order (a tool span no request names follows its turn's requests) and
-    whether the last model turn's requests all went unexecuted (the run paused on them). A request
-    whose args are one of ``answers`` (the agent's structured response) is the answer, not a call.
-    """
-    reqs = _requests(llms)
+
+def _answered(
+    llms: list[LlmReading], tools: list[ToolReading], reqs: list[_Request]
+) -> tuple[dict[int, ToolReading], _Keyed]:
+    """The tool spans as calls, each keyed by the request it answered (a span no request names after
+    its turn's requests), and which requests were answered."""
     starts = [llm.span.start_ns if type(llm.span.start_ns) is int else 0 for llm in llms]
     matched: dict[int, ToolReading] = {}
-    keyed: list[tuple[tuple[int, int, int], dict[str, Any]]] = []
+    keyed: _Keyed = []
     lo = 0  # requests before this index are all matched
     # Tool spans with an id first: an id-less one (an OpenInference tool that raised has no output to
     # carry it) must not take the request of a sibling that names its own; and among same-name
@@ -156,6 +154,14 @@ def pair(
             "truncated": t.truncated,
         }
         keyed.append((key, call))
+    return matched, keyed
+
+
+def _unanswered(
+    llms: list[LlmReading], reqs: list[_Request], matched: dict[int, ToolReading], answers: Sequence[Any]
+) -> tuple[_Keyed, bool]:
+    """The requests no tool span answered, as calls that never ran (but for the answer itself: an
+    output tool, a structured response), and whether the run paused on the last turn's."""
     output_tools: dict[int, set[str]] = {}
 
     def is_output_tool(r: _Request) -> bool:
@@ -167,6 +173,7 @@ def pair(
 
     last = [k for k, r in enumerate(reqs) if r.turn == len(llms) - 1]
     paused = bool(last) and not any(k in matched for k in last) and any(not is_output_tool(reqs[k]) for k in last)
+    keyed: _Keyed = []
     for k, r in enumerate(reqs):
         if k in matched or is_output_tool(r):
             continue
@@ -184,6 +191,22 @@ def pair(
             "truncated": False,
         }
         keyed.append(((r.turn, r.place, 0), call))
+    return keyed, paused
+
+
+def pair(
+    llms: list[LlmReading], tools: list[ToolReading], answers: Sequence[Any] = ()
+) -> tuple[list[dict[str, Any]], bool]:
+    """Tool spans matched to the model's requests (by id, else by order and name); unexecuted requests blocked.
+
+    Returns the calls in request order (a tool span no request names follows its turn's requests) and
+    whether the last model turn's requests all went unexecuted (the run paused on them). A request
+    whose args are one of ``answers`` (the agent's structured response) is the answer, not a call.
+    """
+    reqs = _requests(llms)
+    matched, keyed = _answered(llms, tools, reqs)
+    rest, paused = _unanswered(llms, reqs, matched, answers)
+    keyed += rest
     keyed.sort(key=lambda kv: kv[0])
     return [c for _, c in keyed], paused
 

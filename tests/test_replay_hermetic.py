@@ -12,10 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
+from harvester.adapters import ADAPTERS
 from tests.apps import own_loop_app, shop
 from tests.builders import project as user
 
-APPS = ("pydantic_ai_app", "langchain_app", "openai_agents_app", "smolagents_app")
+# every registered adapter's app (tests/apps/<adapter>_app.py, written as that framework's docs write it)
+APPS = tuple(f"{adapter.NAME.replace('-', '_')}_app" for adapter in ADAPTERS)
 cli, replay = user.cli, user.replay
 
 

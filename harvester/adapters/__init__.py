@@ -1,7 +1,7 @@
 """Framework adapters: during a replay, each framework's tool dispatch goes to the case's executor.
 
-One module per framework (``pydantic_ai``, ``langchain``, ``openai_agents``, ``smolagents``), each with
-the same five names: ``ROOTS`` (the modules whose import means the framework is in use), ``install()``
+One module per framework (``pydantic_ai``, ``langchain``, ``openai_agents``, ``smolagents``), each an
+``Adapter`` (``_protocol``): ``NAME``, ``ROOTS`` (the modules whose import means the framework is in use), ``install()``
 (guard its dispatch, once, on the classes), ``accepts(agent)``, ``prepare(agent, case)`` (what to call
 with the prompt; it hands the framework the case's earlier messages, ``_history``) and
 ``instrument()`` (turn its tracing on when nothing traces it; returns the undo).
@@ -25,13 +25,14 @@ from typing import Any
 
 from . import clients, langchain, openai_agents, pydantic_ai, smolagents
 from ._history import with_history
+from ._protocol import Adapter, Loadable
 
-ADAPTERS: tuple[ModuleType, ...] = (pydantic_ai, langchain, openai_agents, smolagents)
+ADAPTERS: tuple[Adapter, ...] = (pydantic_ai, langchain, openai_agents, smolagents)
 
-__all__ = ["ADAPTERS", "Session", "entry", "with_history"]
+__all__ = ["ADAPTERS", "Adapter", "Session", "entry", "with_history"]
 
 
-def _loaded(adapter: ModuleType | clients.Client, ready: frozenset[str] = frozenset()) -> bool:
+def _loaded(adapter: Loadable, ready: frozenset[str] = frozenset()) -> bool:
     """The framework is imported, and done importing: one another thread is still loading is guarded
     by that thread once it is done (``ready`` names the module that thread has just executed)."""
     for root in adapter.ROOTS:

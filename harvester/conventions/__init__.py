@@ -3,6 +3,8 @@
 - ``_classify``: which convention a span speaks and what it is (agent, model call, tool call).
 - ``_genai`` (OTel GenAI semconv: pydantic-ai, harvester's own spans), ``_openinference`` (the OpenAI
   Agents SDK, smolagents, LangChain), ``_openllmetry``: the readers, one module each (``_readers``).
+- ``_frameworks``: what each framework records its own way (a handoff, an answer tool, the exceptions
+  that stop or pause it), one module per framework, which the readers and the assembly ask.
 - ``_readings``: what a reader makes of a span (typed), and the shape-based readers they share.
 - ``_pairing``: which tool span answered which request; ``_assembly``: one run from its spans;
   ``_traces``: a trace's spans to its runs.
@@ -25,14 +27,13 @@ if TYPE_CHECKING:
     from ..model import Run
     from ._assembly import FEEDBACK_KEYS
     from ._classify import (
-        HANDOFF_PREFIX,
-        agent_calls,
         ancestors,
-        handoff_tool_name,
         is_agent_span,
         may_hold_run,
         subtree,
     )
+    from ._frameworks import agent_calls
+    from ._frameworks.openai_agents import HANDOFF_PREFIX, handoff_tool_name
     from ._providers import PROVIDER_HOSTS, documented_hosts, model_hosts
     from ._traces import agent_names, run_data_from_spans
     from ._values import PLACEHOLDERS
@@ -41,12 +42,12 @@ if TYPE_CHECKING:
 # defers normalizing to the store's first read) seldom the readers and the assembly.
 _HOMES = {
     "FEEDBACK_KEYS": "_assembly",
-    "agent_calls": "_classify",
+    "agent_calls": "_frameworks",
     "agent_names": "_traces",
     "run_data_from_spans": "_traces",
-    "HANDOFF_PREFIX": "_classify",
+    "HANDOFF_PREFIX": "_frameworks.openai_agents",
     "ancestors": "_classify",
-    "handoff_tool_name": "_classify",
+    "handoff_tool_name": "_frameworks.openai_agents",
     "is_agent_span": "_classify",
     "may_hold_run": "_classify",
     "subtree": "_classify",

@@ -19,6 +19,7 @@ from ..model import STOPS, McpToolData, MessageData, RunData
 from ..spans import SpanData
 from ._classify import Roles, ancestors
 from ._errors import LIMIT_ANSWERS, LIMIT_STOPS, RUN_STOPPERS, deferral, error_of
+from ._frameworks import HIDDEN_ANSWERS, forced_answer
 from ._genai import mcp_tools
 from ._history import genai_messages, split_history
 from ._nested import one_per_call
@@ -145,15 +146,6 @@ def _agent_facts(agents: list[tuple[SpanData, str]], tools: list[ToolReading]) -
     return out
 
 
-def _forced_answer(agents: list[tuple[SpanData, str]], llms: list[LlmReading], tools: list[ToolReading]) -> bool:
-    """smolagents ran out of steps: no final_answer call, and the answer came from a model call made
-    by the agent itself (``provide_final_answer``), not from one of its numbered steps."""
-    if not agents or not llms or any(t.answer_tool for t in tools):
-        return False
-    limited = {sp.span_id for sp, _ in agents if "smolagents.max_steps" in sp.attributes}
-    return bool(limited) and llms[-1].span.parent_id in limited
-
-
 def _decide(
     root: SpanData,
     source: str,
@@ -176,12 +168,12 @@ def _decide(
     deferred = facts.deferred or m.interrupted
     if answer is MISSING or (answer is None and not deferred and last is not None and not last.requests):
         answer = last.text if last is not None and not last.requests else None
-    if answer == "" or (error is not None and error["type"] == "GuardrailTripwireTriggered"):
+    if answer == "" or (error is not None and error["type"] in HIDDEN_ANSWERS):
         answer = None  # an output guardrail blocked it: nobody saw that text
     if answer is None and error is None and not deferred and not paused and source in ("openinference", "openllmetry"):
         answer = answer_from_tools(last, calls)
     if error is None and (
-        _forced_answer(m.agents, llms, own) or (isinstance(answer, str) and answer.startswith(LIMIT_ANSWERS))
+        forced_answer(m.agents, llms, own) or (isinstance(answer, str) and answer.startswith(LIMIT_ANSWERS))
     ):
         stop = "max_steps"
     elif error is not None:
@@ -277,14 +269,14 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
     facts = _agent_facts(m.agents, m.tools)
     own = [t for t in m.tools if t.answer_tool and _nearest_agent(t.span, by_id, roles) == root.span_id]
     final = next((t for t in reversed(own) if t.status == "ok" and t.name == "final_answer"), None)
-    if final is not None and final.result is not None:  # smolagents: what final_answer was given
+    if final is not None and final.result is not None:  # an answer tool (smolagents'): what it was given
         facts.answer = final.result if isinstance(final.result, str) else orjson.dumps(final.result).decode()
     calls, paused = pair(m.llms, m.tools, facts.structured)
     if len(m.agents) > 1 and any(c["status"] in ("blocked", "awaiting") for c in calls):
         run_by_sub_agents(calls, m.agents[1:])
     if facts.error is None and not (isinstance(facts.answer, str) and facts.answer):
-        # openai-agents: an input guardrail fails its turn (a CHAIN), never the agent span. Only a
-        # message that names such a stop: a node that failed while the agent recovered is no error.
+        # A stop recorded on another span (openai-agents' input guardrail fails its turn, a CHAIN). Only
+        # a message that names such a stop: a node that failed while the agent recovered is no error.
         failed = next(
             (
                 sp

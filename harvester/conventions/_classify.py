@@ -6,23 +6,19 @@ A span of no known convention is ``("", "other")``: ignored, never an error.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..spans import SpanData
 
 __all__ = [
     "GENAI_OP",
-    "HANDOFF_PREFIX",
     "LLM_OPS",
     "OI_KIND",
     "Roles",
     "TL_KIND",
-    "agent_calls",
     "ancestors",
     "classify",
-    "handoff_tool_name",
     "is_agent_span",
     "may_hold_run",
     "promote_chains",
@@ -35,22 +31,7 @@ GENAI_OP = "gen_ai.operation.name"
 LLM_OPS = frozenset({"chat", "text_completion", "generate_content", "completion", "responses"})
 _OI_ROLES = {"AGENT": "agent", "LLM": "llm", "TOOL": "tool"}
 _TL_ROLES = {"workflow": "agent", "agent": "agent", "tool": "tool"}
-HANDOFF_PREFIX = "handoff to "
 Roles = dict[str, tuple[str, str]]  # span id -> (source, role)
-
-
-def handoff_tool_name(agent: str) -> str:
-    """openai-agents' default tool name for a handoff to ``agent`` (``Handoff.default_tool_name``)."""
-    return re.sub(r"[^a-zA-Z0-9_]", "_", re.sub(r"\s", "_", f"transfer_to_{agent}")).lower()
-
-
-def agent_calls(agents: Iterable[str]) -> set[str]:
-    """Names of the calls a framework answers by running one of ``agents``, never a tool body: the agent's
-    own name (a smolagents managed agent) and the handoff to it (an openai-agents ``transfer_to_<agent>``)."""
-    out: set[str] = set()
-    for name in agents:
-        out.update((name, handoff_tool_name(name)))
-    return out
 
 
 def is_agent_span(span: Any) -> bool:

@@ -1,11 +1,11 @@
 """What stopped a run or failed a call, as each producer records it: exception events, status messages,
-error types, and the pauses (an interrupt, an approval) that are not failures at all."""
+error types, and the pauses (an interrupt, an approval) that are not failures at all. Which exceptions
+and messages mean what is each framework's (``_frameworks``); reading them off a span is here."""
 
 from __future__ import annotations
 
-import ast
-
 from ..spans import SpanData
+from ._frameworks import DEFERRALS, LIMIT_ANSWERS, LIMIT_STOPS, STOP_MESSAGES, error_message
 from ._values import short_type, text
 
 __all__ = [
@@ -19,24 +19,8 @@ __all__ = [
     "exception",
 ]
 
-# Exceptions that pause a run for a human rather than fail it.
-DEFERRALS = frozenset({"GraphInterrupt", "NodeInterrupt", "Interrupt", "ApprovalRequired", "CallDeferred"})
-LIMIT_STOPS = {
-    "UsageLimitExceeded": "budget_exceeded",
-    "GraphRecursionError": "max_steps",
-    "MaxTurnsExceeded": "max_steps",
-    "AgentMaxStepsError": "max_steps",
-    "ModelCallLimitExceededError": "max_steps",
-    "ToolCallLimitExceededError": "max_steps",
-}
-# LangChain's call-limit middleware with exit_behavior="end" ends the run on a message of its own,
-# which no model wrote: the run stopped on a limit, whatever the message says.
-LIMIT_ANSWERS = ("Model call limits exceeded", "Tool call limit reached", "Tool call limits exceeded")
 # Error messages that say what stopped a run when no exception event does.
-ERROR_MESSAGES = (
-    ("Max turns exceeded", "MaxTurnsExceeded"),
-    ("Guardrail tripwire triggered", "GuardrailTripwireTriggered"),
-)
+ERROR_MESSAGES = STOP_MESSAGES
 RUN_STOPPERS = tuple(prefix for prefix, _ in ERROR_MESSAGES)
 
 
@@ -57,16 +41,10 @@ def error_of(span: SpanData) -> dict[str, str]:
     etype = span.attributes.get("error.type")
     if etype is not None:
         return {"type": short_type(etype), "message": msg}
-    # openai-agents: "Error running tool: {'tool_name': 'get_order', 'error': "'no order B2002'"}" (a dict repr)
-    cut = msg.find(": {")
-    if cut > 0 and msg.endswith("}") and len(msg) < 20_000:
-        try:
-            data = ast.literal_eval(msg[cut + 2 :])
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("error"), str):
-            return {"type": "Error", "message": data["error"]}
-    for prefix, etype in ERROR_MESSAGES:  # openai-agents records these without an exception event
+    framed = error_message(msg)  # a framework's own form of it
+    if framed is not None:
+        return framed
+    for prefix, etype in ERROR_MESSAGES:  # recorded without an exception event
         if msg.startswith(prefix):
             return {"type": etype, "message": msg}
     # OpenInference/LangChain: "KeyError('no order B2002')Traceback (most recent call last): ..."

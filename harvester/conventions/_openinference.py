@@ -3,16 +3,15 @@
 ``openinference.span.kind`` says AGENT / LLM / TOOL / CHAIN; payloads are ``input.value`` /
 ``output.value``; a model call's messages are flattened into ``llm.input_messages.N.*`` and
 ``llm.output_messages.N.message.tool_calls.M.tool_call.*``, its tokens into ``llm.token_count.*``.
-What each framework adds: openai-agents' handoffs are spans named "handoff to <agent>" and a call
-waiting for an approval is a TOOL span with no output; smolagents answers through its
-``FinalAnswerTool`` and names agent spans ``<agent>.run``; LangChain's agent payloads are graph states.
+What each framework adds (a handoff span, an approval, an answer tool, an agent span's name) is its
+own module's (``_frameworks``), asked here; LangChain's agent payloads are graph states.
 """
 
 from __future__ import annotations
 
 from ..model import MessageData
 from ..spans import SpanData
-from ._classify import HANDOFF_PREFIX, handoff_tool_name
+from . import _frameworks
 from ._genai import agent_name as _named
 from ._history import openinference_messages
 from ._readings import AgentReading, LlmReading, ToolReading, payload_reading, tool_reading
@@ -71,16 +70,9 @@ def read_tool(span: SpanData) -> ToolReading:
     a = span.attributes
     name = text(a.get("tool.name")) or text(span.name) or ""
     raw_args, raw_result = a.get("input.value", MISSING), a.get("output.value", MISSING)
-    if "tool.name" not in a and name.startswith(HANDOFF_PREFIX):
-        # openai-agents: the model called transfer_to_<agent>; the span says "handoff to <agent>",
-        # with the agents handed from and to as its input and output.
-        target = name[len(HANDOFF_PREFIX) :]
-        name, raw_args, raw_result = handoff_tool_name(target), "{}", target
+    name, raw_args, raw_result = _frameworks.tool_span(span, name, raw_args, raw_result)
     reading = tool_reading(span, name, None, raw_args, raw_result)
-    # openai-agents: a call waiting for approval is a TOOL span with input and no output that never ran
-    reading.awaiting = reading.status == "ok" and raw_result is MISSING and not reading.hidden
-    # smolagents answers through its FinalAnswerTool: the run's answer, not a call
-    reading.answer_tool = span.name == "FinalAnswerTool" and name == "final_answer"
+    _frameworks.read_tool(span, reading, raw_result)
     return reading
 
 
@@ -94,6 +86,4 @@ def agent_name(span: SpanData, *, span_name: bool = True) -> str | None:
     if name or not span_name:
         return name
     name = text(span.name)
-    if name and name.endswith(".run") and "smolagents.tools_names" in span.attributes:  # "<agent name>.run"
-        name = name[: -len(".run")]
-    return name
+    return _frameworks.agent_span_name(span, name) if name else name

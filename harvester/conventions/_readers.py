@@ -1,19 +1,45 @@
-"""The convention readers by source name: every reader module answers the same six questions.
+"""The convention readers by source name, each a module that is a ``Reader``.
 
-``read_llm(span)``, ``read_tool(span)``, ``read_agent(span)``, ``agent_name(span, span_name=...)``,
-``llm_first_user(span)``, ``llm_messages(span)`` (a model call's input, for the history). Adding a
-convention is adding a module with those and a line here (and teaching ``_classify`` its spans).
+Adding a convention is adding a module with the ``Reader``'s functions and a line in ``READERS`` (and
+teaching ``_classify`` its spans): mypy checks the module against the protocol through the table's
+type, and ``tests/test_plugins.py`` runs every registered reader through the same contract.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from typing import Protocol
 
+from ..model import MessageData
+from ..spans import SpanData
 from . import _genai, _openinference, _openllmetry
+from ._readings import AgentReading, LlmReading, ToolReading
 
-__all__ = ["READERS"]
+__all__ = ["READERS", "Reader"]
 
-READERS: dict[str, ModuleType] = {
+
+class Reader(Protocol):
+    """What every convention's reader answers about a span of its convention (never raising)."""
+
+    def read_llm(self, span: SpanData) -> LlmReading:
+        """A model call: its model, tokens, text and the tool calls it requested."""
+
+    def read_tool(self, span: SpanData) -> ToolReading:
+        """A tool call: its name, call id, args, result or error."""
+
+    def read_agent(self, span: SpanData) -> AgentReading:
+        """An agent invocation: its prompt and answer (and what its payloads say besides)."""
+
+    def agent_name(self, span: SpanData, *, span_name: bool = True) -> str | None:
+        """The agent an agent span ran (its span's name as a last resort, unless ``span_name`` is False)."""
+
+    def llm_first_user(self, span: SpanData) -> str | None:
+        """The user's message in a model call's input (the run's prompt when no agent span says it)."""
+
+    def llm_messages(self, span: SpanData) -> list[MessageData] | None:
+        """A model call's input messages in the neutral form (for the conversation's history)."""
+
+
+READERS: dict[str, Reader] = {
     "genai": _genai,
     "harvester": _genai,
     "openinference": _openinference,

@@ -5,9 +5,9 @@ of its prompt and answer). The assembly may adjust a reading (pair a tool call w
 answers, mark an approval-pending call blocked), never the span.
 
 Also here, the readers every convention shares because they go by a payload's shape, not by who
-wrote it: a tool call's arguments and result (``tool_reading``: LangChain callback payloads,
-smolagents' ``{"args", "kwargs"}``, serialized tool messages) and an agent's input and output
-(``payload_reading``: a LangChain state, a smolagents task).
+wrote it: a tool call's arguments and result (``tool_reading``: serialized tool messages, and a
+framework's own forms, ``_frameworks``) and an agent's input and
+output (``payload_reading``: a LangChain state, a framework's own form).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from ..spans import SpanData
+from . import _frameworks
 from ._errors import deferral, error_of
 from ._values import MISSING, Bare, first_user, last_ai, last_user, messages_of, placeholder, structured, text
 
@@ -96,20 +97,11 @@ def tool_reading(span: SpanData, name: str, call_id: str | None, raw_args: Any, 
         parsed, cut = structured(raw_args)
         truncated |= cut
         if isinstance(parsed, dict):
-            if "input_str" in parsed or ("inputs" in parsed and "kwargs" in parsed):  # LangChain callback payload
-                kw = parsed.get("kwargs")
-                if isinstance(kw, dict) and call_id is None:
-                    call_id = text(kw.get("tool_call_id"))
-                if isinstance(parsed.get("inputs"), dict):
-                    args = parsed["inputs"]
-            elif (
-                set(parsed) <= {"args", "kwargs", "sanitize_inputs_outputs"}
-                and isinstance(parsed.get("kwargs"), dict)
-                and not parsed.get("args")
-            ):
-                args = parsed["kwargs"]  # smolagents
-            else:
+            own = _frameworks.tool_input(parsed, call_id)  # a framework's own form (a LangChain callback)
+            if own is None:
                 args = parsed
+            else:
+                args, call_id = own
         elif parsed is not None:
             args = Bare(parsed)
     result: Any = None
@@ -162,8 +154,8 @@ def payload_reading(raw_in: Any, raw_out: Any) -> AgentReading:
         value, _ = structured(raw_in)
         if isinstance(value, str):
             out.prompt = value
-        elif isinstance(value, dict) and isinstance(value.get("task"), str):  # smolagents
-            out.prompt = text(value["task"])
+        elif isinstance(value, dict) and (own := _frameworks.agent_prompt(value)) is not MISSING:
+            out.prompt = own  # a framework's own form (smolagents' task)
         else:
             messages = messages_of(value)
             if messages is not None:

@@ -15,7 +15,8 @@ from typing import Any
 from ..model import RunData
 from ..spans import SpanData, from_readable, span_from_otlp, spans_from_otlp
 from ._assembly import build
-from ._classify import agent_calls, classify, promote_chains, subtree
+from ._classify import classify, promote_chains, subtree
+from ._frameworks import agent_calls
 from ._readers import READERS
 
 __all__ = ["agent_names", "run_data_from_spans", "span_datas"]

@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
@@ -37,7 +37,7 @@ from ._observe import observed_run, observer
 from ._policy import Policy
 from ._seal import Seal, last_seq, sealed_check, suite_refusals_since, within
 
-__all__ = ["ALL_PROVIDER_HOSTS", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec", "model_hosts"]
+__all__ = ["ALL_PROVIDER_HOSTS", "Attempt", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec", "model_hosts"]
 
 ALL_PROVIDER_HOSTS = tuple(dict.fromkeys(h for hosts in PROVIDER_HOSTS.values() for h in hosts))
 
@@ -47,6 +47,22 @@ class Job:
     index: int  # position of the case in the plan
     case: Case
     trial: int
+
+
+@dataclass
+class Attempt:
+    """What a trial's thread saw of its agent run, handed to the judging: the answer or the error, the
+    spans it left, whether the factory built it and took the case's history."""
+
+    job: Job
+    tools: FixtureTools
+    seen: Seen
+    started: float  # perf_counter at the thread's start
+    answer: Any = None
+    error: BaseException | None = None
+    spans: list[ReadableSpan] = field(default_factory=list)
+    built: bool = False
+    handed: bool = True
 
 
 @dataclass
@@ -156,51 +172,38 @@ class Runner:
         return self.collector.release(trace_id) if self.collector is not None else []
 
     def _body(self, job: Job, root: Any, trace_id: int, tools: FixtureTools, seen: Seen, done: Done) -> None:
-        started = time.perf_counter()
-        answer: Any = None
-        error: BaseException | None = None
-        built = False
+        attempt = Attempt(job, tools, seen, time.perf_counter())
         token = otel_context.attach(within(seam.case_context(root, tools), seen.seal))
-        handed = True
         try:
             target = self._build(tools, job.case)
-            built = True
-            target, handed = adapters.with_history(target, job.case.spec)
-            answer = self._run(target, job.case.task)
+            attempt.built = True
+            target, attempt.handed = adapters.with_history(target, job.case.spec)
+            attempt.answer = self._run(target, job.case.task)
         except BaseException as exc:
-            error = exc
+            attempt.error = exc
         finally:
             otel_context.detach(token)
             root.end()
             tools.close()  # a thread of this case that goes on cannot reach the next case's fixtures
-        spans = self.release(trace_id)
+        attempt.spans = self.release(trace_id)
         try:
-            outcome = self._judge(job, answer, error, spans, tools, seen, built, handed, started)
+            outcome = self._judge(attempt)
         except Exception as exc:  # harvester's own failure: the case is errored, never the agent's fault
             outcome = Outcome(
                 False,
                 [CheckResult(name="harness", passed=False, detail=f"{type(exc).__name__}: {exc}")],
                 None,
                 f"harness error: {type(exc).__name__}: {exc}",
-                (time.perf_counter() - started) * 1000,
+                (time.perf_counter() - attempt.started) * 1000,
                 tools,
                 harness_failed=True,
             )
         done.put((job, outcome))
 
-    def _judge(
-        self,
-        job: Job,
-        answer: Any,
-        error: BaseException | None,
-        spans: list[ReadableSpan],
-        tools: FixtureTools,
-        seen: Seen,
-        built: bool,
-        handed: bool,
-        started: float,
-    ) -> Outcome:
+    def _judge(self, attempt: Attempt) -> Outcome:
         """The run read from the case's spans, and every check of it."""
+        job, tools, seen, spans = attempt.job, attempt.tools, attempt.seen, attempt.spans
+        answer, error = attempt.answer, attempt.error
         try:
             run = observed_run(job.case, answer, spans, tools, self.prices)
         except TypeError as exc:  # garbage returned and no span to read it from
@@ -234,7 +237,7 @@ class Runner:
                 recordings_consumed(job.case, tools),
                 no_live_calls([c for c in live if c.how != "sealed"]),
                 self._guarded(),
-                None if handed else _history_lost(job.case),
+                None if attempt.handed else _history_lost(job.case),
                 models_traced(
                     run, self.adapters.untraced(job.case.spec.recorded.instrumentation if job.case.spec else ())
                 ),
@@ -248,9 +251,9 @@ class Runner:
             checks,
             run,
             message,
-            (time.perf_counter() - started) * 1000,
+            (time.perf_counter() - attempt.started) * 1000,
             tools,
-            build_failed=not built,
+            build_failed=not attempt.built,
             live=live,
         )
 

@@ -464,6 +464,28 @@ def test_a_shutdown_at_interpreter_exit_waits_at_most_five_seconds(
             {"join": lambda self, t: (waited.append(t), real.join(t)), "is_alive": lambda self: real.is_alive()},
         )(),
     )
-    monkeypatch.setattr(capture_module, "_exiting", True)
+    monkeypatch.setattr(capture_module, "_exiting", lambda: True)
     proc.shutdown()
     assert waited == [5.0]
+
+
+def test_the_sdk_exit_hook_finds_the_interpreter_exiting(tmp_path: Path) -> None:
+    """At a real exit: a provider made after the processor shuts it down first (atexit runs last in,
+    first out) with the SDK's 30 s default, and the processor already knows the interpreter is exiting."""
+    code = f"""
+from opentelemetry.sdk.trace import TracerProvider
+from harvester.intake import HarvestingSpanProcessor
+proc = HarvestingSpanProcessor({str(tmp_path / "t.db")!r})
+TracerProvider().add_span_processor(proc)
+real = proc._worker
+class Worker:
+    def join(self, timeout):
+        print("join", timeout)
+        real.join(timeout)
+    def is_alive(self):
+        return real.is_alive()
+proc._worker = Worker()
+print("running")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["running", "join", "5.0"], out.stdout + out.stderr

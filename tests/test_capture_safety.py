@@ -137,6 +137,30 @@ def test_on_end_after_shutdown_and_provider_shut_down_twice(tmp_path: Path) -> N
     assert [r.prompt for r in stored(path)] == ["before"]
 
 
+def test_drop_counts_stay_exact_while_other_threads_read_them(tmp_path: Path) -> None:
+    """Drops are counted on the app's threads without a lock; reading the counts (``stats()``, from
+    several threads at once) neither loses an add nor counts itself."""
+    proc, _, _ = setup(tmp_path)
+    proc.shutdown()  # from now on every span that ends is dropped and counted
+    with TracerProvider(shutdown_on_exit=False).get_tracer("u").start_as_current_span("late") as late:
+        pass
+
+    def end() -> None:
+        for _ in range(500):
+            proc.on_end(late)  # type: ignore[arg-type]
+
+    def read() -> None:
+        for _ in range(200):
+            proc.stats()
+
+    threads = [threading.Thread(target=fn) for fn in (end, read) * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(DEADLINE)
+    assert proc.stats()["dropped"]["queue_full"] == proc.stats()["dropped"]["queue_full"] == 2_000
+
+
 def test_timeouts_of_any_shape(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path)
     agent_run(tracer)

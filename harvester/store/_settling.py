@@ -217,7 +217,7 @@ class Settling:
 
         normalize = self.normalize
         if normalize is None:
-            from ..intake._settle import normalize_inbox  # the documented call up: see the module's docstring
+            from ..intake import normalize_inbox  # the documented call up: see the module's docstring
 
             normalize = self.normalize = normalize_inbox
         return normalize(traces, stored, redact, drop)

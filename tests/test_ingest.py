@@ -95,7 +95,7 @@ def test_stdin_is_sent_to_the_workers_as_bytes(
     db = tmp_path / "stdin.db"
     with TraceStore(db) as store:
         stats = ingest_files(["-"], store, jobs=2)
-    assert (stats.as_dict(), stored(db)) == expected
+    assert (stats.to_dict(), stored(db)) == expected
 
 
 @pytest.mark.parametrize(

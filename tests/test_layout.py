@@ -27,7 +27,6 @@ FLOORS = {
     7: ["cli", "pytest_plugin", "demo", "__main__"],
 }
 FLOOR = {name: floor for floor, names in FLOORS.items() for name in names}
-DEPRECATED = {"capture", "ingest", "receiver"}  # old paths re-exporting intake, for one release
 # The one documented call up: the store settles its inbox with the intake's normalizer unless handed one.
 ALLOWED_UP = {("store/_settling.py", "intake")}
 # Reaches into another package's private module, each with why it must stay.
@@ -41,7 +40,7 @@ MAX_LINES = 400
 
 
 def _modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).with_suffix("").parts[0] not in DEPRECATED)
+    return sorted(PACKAGE.rglob("*.py"))
 
 
 def _imports(path: Path, *, typing: bool = False) -> list[tuple[str, int]]:
@@ -95,7 +94,7 @@ def test_imports_only_point_down():
             continue  # the facade re-exports lazily from every floor
         for module, line in _imports(path):
             other = _top(module)
-            if other is None or other == me or other in DEPRECATED:
+            if other is None or other == me:
                 continue
             if FLOOR[other] > FLOOR[me] and (rel.as_posix(), other) not in ALLOWED_UP:
                 up.append(f"{rel}:{line} (floor {FLOOR[me]}) imports {module} (floor {FLOOR[other]})")

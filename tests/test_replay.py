@@ -437,9 +437,6 @@ def test_progress_is_a_callback_and_the_library_draws_nothing(capsys):
     seen: list[tuple[int, int]] = []
     replay([case(), case("two")], lambda: GOOD, trials=2, progress=lambda done, total: seen.append((done, total)))
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)] and capsys.readouterr().err == ""
-    with pytest.warns(DeprecationWarning, match="progress=bool"):  # the old spelling, for one release
-        replay([case()], lambda: GOOD, progress=True)
-    assert "1/1" in capsys.readouterr().err
 
 
 # -- loading agents -----------------------------------------------------------------------

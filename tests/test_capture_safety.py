@@ -20,6 +20,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry import trace as otel
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -246,6 +247,7 @@ def test_five_megabyte_attribute_is_stored_and_redacted(tmp_path: Path) -> None:
     assert secret.encode() not in raw
 
 
+@pytest.mark.slow
 def test_trace_without_agent_spans_memory_plateaus(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path, max_queue=200_000)
 
@@ -386,6 +388,7 @@ def test_force_flush_covers_every_span_ended_before_it(tmp_path: Path) -> None:
     proc.shutdown()
 
 
+@pytest.mark.slow
 def test_redaction_caches_are_bounded(tmp_path: Path) -> None:
     r = Redactor()
     for i in range(60_000):

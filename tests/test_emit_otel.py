@@ -60,7 +60,7 @@ class Collector:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         self.thread.start()
 
     def spans(self) -> list[Any]:
@@ -223,6 +223,7 @@ def test_emit_otel_reads_the_sdk_environment_and_sends_its_headers(collector, mo
     assert len(collector.requests) == 2
 
 
+@pytest.mark.slow
 def test_an_unreachable_endpoint_is_one_warning_line(demo, capfd):
     report, cases = demo
     url = f"http://127.0.0.1:{_closed_port()}/v1/traces"
@@ -277,6 +278,7 @@ def test_the_options_are_checked_before_anything_runs(monkeypatch):
     assert len(ran) == 1
 
 
+@pytest.mark.slow
 def test_an_endpoint_that_never_answers_is_given_up_at_the_timeout():
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

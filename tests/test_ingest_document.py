@@ -71,6 +71,7 @@ def _traffic_doc() -> dict[str, Any]:
     return to_otlp(spans)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_big_document_stores_the_runs_of_its_spans_as_json_lines_do(
     tmp_path: Path, streamed: None, jobs: int

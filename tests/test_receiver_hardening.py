@@ -141,6 +141,7 @@ def tricklers() -> Iterator[list[Trickler]]:
 
 
 # -- slow clients ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_four_slow_clients_do_not_lock_a_real_exporter_out(store: str, tricklers: list[Trickler]):
     """Four clients declare a 16 MiB body and send a byte at a time: they hold what they sent, not what
     they declared, so the real exporter beside them is still served (before: 503 for every export)."""
@@ -229,6 +230,7 @@ def test_a_body_slower_than_the_minimum_rate_gets_a_408_long_before_the_body_dea
     assert rec.health()["errors"] == {"408": 1}
 
 
+@pytest.mark.slow
 def test_without_a_minimum_rate_only_the_body_deadline_cuts_a_trickler(
     store: str, tricklers: list[Trickler], monkeypatch: pytest.MonkeyPatch
 ):
@@ -270,6 +272,7 @@ def test_connections_are_limited_per_client_address(store: str, tricklers: list[
 
 
 # -- memory ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_gzip_body_is_charged_what_it_inflates_to(store: str, tricklers: list[Trickler]):
     """2 KB of gzip inflating to 2 MiB does not fit a 1 MiB budget another request holds part of
     (before: charged its 2 KB on the wire, so twenty of them held gigabytes)."""
@@ -396,6 +399,7 @@ def test_traces_in_the_pipe_when_the_store_process_dies_are_counted_lost(store: 
     assert stored(store) == []
 
 
+@pytest.mark.slow
 def test_stop_is_bounded_when_the_store_process_is_stuck(store: str):
     """Its last word used to wait on a full pipe for ever: a child that reads nothing more."""
     rec = Receiver(store, port=0, idle_seconds=0.05, redact=False, store_process=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -137,6 +138,7 @@ spans = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(spans, min_size=1, max_size=4))
 def test_the_fast_path_for_spans_gives_what_the_walk_gives(trace: list[SpanData]) -> None:
@@ -144,6 +146,7 @@ def test_the_fast_path_for_spans_gives_what_the_walk_gives(trace: list[SpanData]
     assert R.redact_spans(trace) == [R._span(s, p) for s in trace]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(values)
 def test_values_the_scan_lets_through_are_values_the_walk_leaves_alone(value: object) -> None:

@@ -99,6 +99,7 @@ def test_a_factory_that_builds_something_unrunnable():
     assert "neither callable, nor has .run(prompt)" in r.error and ok.passed
 
 
+@pytest.mark.slow
 def test_hung_sync_agent_is_abandoned_and_fails_its_case():
     release = threading.Event()
 

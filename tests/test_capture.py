@@ -190,6 +190,7 @@ def test_bad_input(tmp_path: Path) -> None:
     proc.shutdown()
 
 
+@pytest.mark.slow
 def test_ten_thousand_spans_in_one_trace(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path, max_queue=20_000)
     with tracer.start_as_current_span("invoke_agent big", attributes={"gen_ai.operation.name": "invoke_agent"}):
@@ -399,6 +400,7 @@ def test_pool_children_write_their_runs_when_multiprocessing_comes_after_the_pro
     assert out.stdout.strip() == "['from fork', 'from spawn']"
 
 
+@pytest.mark.slow
 def test_a_long_session_writes_its_ended_runs_and_never_cuts_one_in_progress(tmp_path: Path) -> None:
     """Runs inside a root that stays open (a chat session): once the trace is older than max_trace_age_s,
     the runs whose agent spans ended are written (a crash no longer loses them), and a run still going

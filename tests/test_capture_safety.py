@@ -235,6 +235,7 @@ def test_disk_full_is_counted_and_the_worker_recovers(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_five_megabyte_attribute_is_stored_and_redacted(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path)
     secret = "sk-proj-AAAAbbbbCCCCddddEEEEffff"

@@ -37,6 +37,7 @@ def test_workers_store_the_same_rows_as_in_process(tmp_path: Path, small_chunks:
     assert b"user1@example.com" not in b"".join(r[10] + (r[11] or b"") for r in rows2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_segments_store_the_runs_of_the_whole_file(
     tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch, jobs: int

@@ -63,6 +63,7 @@ def test_candidate_fails_the_security_case_with_its_checks_and_divergence(projec
     assert "Traceback" not in out and "harvester/replay" not in out and "_session.py" not in out
 
 
+@pytest.mark.slow
 def test_baseline_agent_passes_and_the_report_holds_every_result(project):
     result = _run(project, GOOD, "--harvester-report=out/report.json")
     result.assert_outcomes(passed=3)

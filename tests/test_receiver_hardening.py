@@ -163,6 +163,7 @@ def test_four_slow_clients_do_not_lock_a_real_exporter_out(store: str, tricklers
     assert len(stored(store)) == ok
 
 
+@pytest.mark.slow
 def test_headers_trickled_a_byte_at_a_time_are_cut_off_at_the_header_deadline(store: str, tricklers: list[Trickler]):
     """The token is a header, so headers are read before it is checked: they get a deadline for the
     whole of them, not per byte, or slots are held without a token (before: held for as long as bytes came)."""
@@ -178,6 +179,7 @@ def test_headers_trickled_a_byte_at_a_time_are_cut_off_at_the_header_deadline(st
         rec.stop(timeout=1)
 
 
+@pytest.mark.slow
 def test_a_keep_alive_connection_quiet_between_exports_is_not_cut(store: str):
     """The header deadline starts at a request's first byte, not when the last response went out:
     an exporter's keep-alive connection may be quiet longer than it between batches."""
@@ -195,6 +197,7 @@ def test_a_keep_alive_connection_quiet_between_exports_is_not_cut(store: str):
     assert rec.health()["errors"] == {}
 
 
+@pytest.mark.slow
 def test_a_body_trickled_a_byte_at_a_time_gets_a_408_at_the_body_deadline(store: str, tricklers: list[Trickler]):
     """A socket timeout is per recv: a byte a second would hold the connection forever. The body has
     one deadline for the whole of it (before: no answer while bytes kept coming)."""
@@ -316,6 +319,7 @@ def test_an_export_retried_after_its_trace_was_stored_merges_into_the_stored_run
         assert len(ts.spans(run.trace_id)) == len(spans)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store_process", [False, True], ids=["in-process", "store-process"])
 def test_a_late_part_without_the_agent_span_merges_into_the_stored_trace(store: str, store_process: bool):
     """Another service's spans of a stored trace (the tool's HTTP backend, exported by its own batch

@@ -281,6 +281,7 @@ long_texts = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(long_texts, min_size=1, max_size=3), min_size=2, max_size=5))
 def test_runs_after_runs_through_one_redactor_get_what_the_walk_gives(runs: list[list[str]]) -> None:

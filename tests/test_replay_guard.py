@@ -424,6 +424,7 @@ PROCESS_POOL = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_tool_in_a_spawned_process_is_refused_and_its_case_fails(tmp_path) -> None:
     from pathlib import Path
 

@@ -14,13 +14,33 @@
     size (a tenth of the cases dropped, some partially: Fisher tests and inconclusive searches run),
     median of 5 (target < 1 s).
 
-    python bench/replay.py [--cases 200] [--quick] [--only d]
+(e) The seal per case: (a)'s zero-latency agent (one tool call through the executor, the harness time
+    the target is about) and, as the worst case, a busy one (it reads a file, compiles and evaluates a
+    snippet and deep-copies its messages: ``open``, ``compile``, ``exec`` and ``builtins.id`` audit events
+    beside the harness's own, each a call of the hook), replayed serially with ``seal=True`` and
+    ``seal=False``, each side a process of its own (an audit hook cannot be removed) asked for 3 steps of
+    500 cases in turn, in 5 sessions of fresh processes; harness CPU time per case (cases that recorded
+    one model host; the busy agent also with none: every provider's hosts allowed), the median of the
+    steps' ratios (target <= 1.05x for (a)'s agent).
+    Beside it, the hook's cost per audited event, timed in a loop an agent runs in a sealed and an
+    unsealed case, and its installation.
+(f) An allowed connection: a case whose recording names ``localhost:PORT`` as its model host makes HTTP
+    requests by name, each on a fresh connection (a lookup, a connect, a request), to a loopback server in
+    a process of its own; sealed, unsealed and unsealed again (the noise band), each a process of its own
+    asked for 3 steps of 200 requests in turn, in 5 sessions. Judged in the agent thread's CPU per
+    connection, as the seal's work is CPU and a loopback request's wall time on a shared machine moves by
+    more than it (target: the seal's cost within the noise); wall time beside it.
+
+    python bench/replay.py [--cases 200] [--quick] [--only d|e|f]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
+import subprocess
+import sys
 import time
 
 from harvester.canonical import fixture_key
@@ -30,7 +50,7 @@ from harvester.replay import replay
 ARGS = {"query": "refund policy"}
 
 
-def cases(n: int, calls: int = 1) -> list[AgentCase]:
+def cases(n: int, calls: int = 1, hosts: tuple[str, ...] = ()) -> list[AgentCase]:
     return [
         AgentCase.model_validate(
             {
@@ -49,7 +69,7 @@ def cases(n: int, calls: int = 1) -> list[AgentCase]:
                     }
                 ]
                 * calls,
-                "recorded": {"trajectory": ["kb_search"] * calls},
+                "recorded": {"trajectory": ["kb_search"] * calls, "model_hosts": list(hosts)},
             }
         )
         for i in range(n)
@@ -74,15 +94,15 @@ def sleepy(tools):
     return agent
 
 
-def bare_agent_seconds(n: int) -> float:
-    """The agent alone, no harness: what (a) subtracts."""
+def bare_agent_seconds(n: int, factory=zero_latency, clock=time.perf_counter) -> float:
+    """The agent alone, no harness: what (a) and (e) subtract."""
     from harvester.fixtures import FixtureTools
 
     suite = cases(n)
-    start = time.perf_counter()
+    start = clock()
     for c in suite:
-        zero_latency(FixtureTools(c))(c.prompt)
-    return time.perf_counter() - start
+        factory(FixtureTools(c))(c.prompt)
+    return clock() - start
 
 
 CALLS_PER_CASE = 20
@@ -156,9 +176,6 @@ def _per_call_us(decorated: bool, n: int) -> float:
 def adapter_cost(n: int, rounds: int = 5) -> tuple[float, float, float]:
     """(us per call adapted, us per call decorated, the difference): medians of interleaved rounds, each
     side in a fresh process (once installed, a guard stays for the process)."""
-    import subprocess
-    import sys
-
     times: dict[bool, list[float]] = {True: [], False: []}
     for i in range(rounds):
         for decorated in (False, True) if i % 2 == 0 else (True, False):
@@ -209,25 +226,280 @@ def verdict_seconds(n: int = 10_000, trials: int = 10, rounds: int = 5) -> float
     return statistics.median(times)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--quick", action="store_true", help="fewer cases for (a), for CI smoke runs")
-    parser.add_argument("--side", choices=("adapted", "decorated"), help=argparse.SUPPRESS)  # one side of (c)
-    parser.add_argument("--only", choices=("d",), help="run one benchmark")
-    opts = parser.parse_args()
-    if opts.side:
-        print(f"{_per_call_us(opts.side == 'decorated', opts.cases):.3f}")
-        return 0
+def _lockstep(workers: tuple[str, ...], sessions: int, steps: int, *args: str) -> dict[str, list[list[float]]]:
+    """Each worker's figures, step by step. A worker is a process of this file (an audit hook, once
+    installed, stays for its process) asked for one step at a time, the workers in turn and their order
+    rotated: a round's steps are taken within a second of each other, so the drift of a shared machine
+    (1.7x within minutes here) falls on every side alike. A process's own speed varies too (one loop of
+    (f)'s requests took 120-210 us of CPU each in processes started one after another), so each session
+    starts fresh ones."""
+    out: dict[str, list[list[float]]] = {worker: [] for worker in workers}
+    for _ in range(sessions):
+        command = [sys.executable, __file__, "--worker"]
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+        procs = [(worker, subprocess.Popen([*command, worker, *args], **pipes)) for worker in workers]
+        try:
+            for i in range(steps):
+                for worker, proc in procs[i % len(procs) :] + procs[: i % len(procs)]:
+                    assert proc.stdin is not None and proc.stdout is not None
+                    proc.stdin.write("step\n")
+                    proc.stdin.flush()
+                    line = proc.stdout.readline()
+                    if not line:
+                        raise SystemExit(f"worker {worker} failed (its error above)")
+                    out[worker].append([float(x) for x in line.split()])
+        finally:
+            for _, proc in procs:
+                proc.communicate()  # the end of its input: the worker exits
+    return out
+
+
+def _medians(rows: list[list[float]]) -> list[float]:
+    return [statistics.median(column) for column in zip(*rows)]
+
+
+MESSAGES = [{"role": "user", "content": "Can I return A1001?", "parts": [{"type": "text", "n": i}]} for i in range(8)]
+MODEL_HOST = ("api.openai.com",)
+
+
+def busy(tools):
+    """A zero-latency agent doing what agents do between model calls, each step an audit event the seal's
+    hook sees: it reads a file (``open``), compiles and evaluates a snippet (``compile``, ``exec``) and
+    copies its messages (``copy.deepcopy`` calls ``id()`` per object: ``builtins.id``)."""
+
+    def agent(prompt):
+        with open(__file__, "rb") as f:
+            f.read(512)
+        eval(compile("len(prompt)", "<bench>", "eval"), {"prompt": prompt})
+        copy.deepcopy(MESSAGES)
+        return "Answer: " + tools.execute("kb_search", ARGS)
+
+    return agent
+
+
+def _harness_ms(sealed: bool, n: int):
+    """A worker of (e): per step, harness ms per case for ``n`` cases recording one model host and ``n``
+    recording none, in alternating order (in a fixed one, the second measured ~25% slower on both sides).
+    In CPU time: a serial replay is CPU-bound and the seal waits on nothing, so it is what the replay
+    costs, without the waits the machine's other jobs put in its wall time."""
+    bare_agent_seconds(50, busy)
+    bare = {agent: bare_agent_seconds(n, agent, time.process_time) / n for agent in (zero_latency, busy)}
+    replay(cases(50), busy, concurrency=1, seal=sealed)  # warm up (sealed: installs the hook)
+    order = [(zero_latency, MODEL_HOST), (busy, ()), (busy, MODEL_HOST)]
+
+    def step() -> list[float]:
+        order.reverse()
+        out = {}
+        for agent, hosts in order:
+            suite = cases(n, hosts=hosts)
+            start = time.process_time()
+            report = replay(suite, agent, concurrency=1, seal=sealed)
+            out[agent, hosts] = ((time.process_time() - start) / n - bare[agent]) * 1000
+            assert report.passed == n and report.sealed == sealed, report.summary()
+        return [out[zero_latency, MODEL_HOST], out[busy, MODEL_HOST], out[busy, ()]]
+
+    return step
+
+
+EVENTS = ("id()", "sys._getframe()")  # cheap audited calls: the hook's cost is not lost in the call's own
+
+
+def _event_ns(hooked: bool, n: int):
+    """A worker of (e)'s per-event figures: per step, ns of CPU per audited operation, looped by an agent in
+    a case replayed sealed or not; the first figure is the hook's installation (us), timed before the first
+    replay installs it."""
+    from harvester.replay import _seal
+
+    install_us = 0.0
+    if hooked:
+        start = time.perf_counter()
+        _seal.install()
+        install_us = (time.perf_counter() - start) * 1e6
+    loops = (lambda: id(MESSAGES), sys._getframe)
+    ns: list[float] = []
+
+    def factory(tools):
+        def agent(prompt):
+            for op in loops:
+                start = time.thread_time()
+                for _ in range(n):
+                    op()
+                ns.append((time.thread_time() - start) / n * 1e9)
+            return "Answer: " + tools.execute("kb_search", ARGS)
+
+        return agent
+
+    def step() -> list[float]:
+        ns.clear()
+        assert replay(cases(1), factory, seal=hooked).passed == 1 and len(ns) == len(EVENTS)
+        return [install_us, *ns]
+
+    return step
+
+
+def _events_per_case(n: int):
+    """A worker of (e), one step: the audited events a case of (e) raises, the harness's and the agent's."""
+    events = [0]
+
+    def step() -> list[float]:
+        replay(cases(50), busy, concurrency=1)  # warm up (installs the seal's hook)
+        sys.addaudithook(lambda event, args: events.__setitem__(0, events[0] + 1))
+        events[0] = 0
+        replay(cases(n, hosts=MODEL_HOST), busy, concurrency=1)
+        return [events[0] / n]
+
+    return step
+
+
+def seal_cost(n: int, sessions: int, steps: int) -> tuple[list[float], list[float], list[float], float, float]:
+    """(e): harness ms per case (sealed then unsealed: one model host, none), the steps' median ratios
+    (sealed over unsealed), the hook's ns per audited event, its installation us, audited events a case."""
+    events = _lockstep(("events-count",), 1, 1, "--cases", "200")["events-count"][0][0]
+    got = _lockstep(("events-bare", "events-hooked"), sessions, steps, "--cases", "100000")
+    bare, hooked = got["events-bare"], got["events-hooked"]
+    added = [statistics.median(h[i] - b[i] for b, h in zip(bare, hooked)) for i in range(1, len(EVENTS) + 1)]
+    got = _lockstep(("unsealed", "sealed"), sessions, steps, "--cases", str(n))
+    ratios = [statistics.median(s[i] / u[i] for s, u in zip(got["sealed"], got["unsealed"])) for i in range(3)]
+    install_us = statistics.median(r[0] for r in hooked)
+    return [*_medians(got["sealed"]), *_medians(got["unsealed"])], ratios, added, install_us, events
+
+
+WARM_REQUESTS = 20
+CONNECT_WORKERS = ("connect-sealed", "connect-unsealed", "connect-unsealed-again")
+
+
+def serve(limit: int) -> None:
+    """(f)'s loopback HTTP server, in a process of its own: 127.0.0.1 only, one connection at a time
+    (HTTP/1.0: closed after each answer); it stops after ``limit`` requests, or after 30 s without one."""
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    idle: list[bool] = []
+    with HTTPServer(("127.0.0.1", 0), Answer) as server:
+        server.timeout = 30
+        server.handle_timeout = lambda: idle.append(True)
+        print(server.server_address[1], flush=True)
+        for _ in range(limit):
+            server.handle_request()
+            if idle:
+                break
+
+
+def _connect_us(sealed: bool, port: int, n: int):
+    """A worker of (f): per step, a case whose agent makes ``n`` HTTP requests to ``localhost``, each on a
+    fresh connection (the name looked up, connected to, a request answered): the median wall us per
+    request, and the agent thread's CPU us per request (the seal's work is CPU on that thread). Sealed,
+    what allows them is the case's recorded model host, and a connection to the bare address (which the
+    case does not name) is first shown refused: the seal is on, not merely asked for."""
+    import http.client
+    import socket
+
+    from harvester.errors import Sealed
+
+    times: list[float] = []
+    cpu: list[float] = []
+    refused: list[bool] = []
+
+    def probe(tools):
+        def agent(prompt):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=10).close()
+            except Sealed:
+                refused.append(True)
+            return "Answer: " + tools.execute("kb_search", ARGS)
+
+        return agent
+
+    def requests(k: int):
+        def factory(tools):
+            def agent(prompt):
+                began = time.thread_time()
+                for _ in range(k):
+                    start = time.perf_counter()
+                    connection = http.client.HTTPConnection("localhost", port, timeout=10)
+                    connection.request("GET", "/")
+                    assert connection.getresponse().read() == b"ok"
+                    connection.close()
+                    times.append(time.perf_counter() - start)
+                cpu.append((time.thread_time() - began) / k)
+                return "Answer: " + tools.execute("kb_search", ARGS)
+
+            return agent
+
+        return factory
+
+    hosts = (f"localhost:{port}",)
+    if sealed:
+        replay(cases(1, hosts=hosts), probe, seal=True)
+        assert refused, "the seal let through a connection the case does not allow"
+    replay(cases(1, hosts=hosts), requests(WARM_REQUESTS), seal=sealed)  # warm up
+
+    def step() -> list[float]:
+        times.clear()
+        report = replay(cases(1, hosts=hosts), requests(n), seal=sealed)
+        assert report.passed == 1 and len(times) == n, report.summary()
+        return [statistics.median(times) * 1e6, cpu[-1] * 1e6]
+
+    return step
+
+
+def connection_cost(n: int, sessions: int, steps: int) -> list[tuple[list[float], float, float]]:
+    """(f), in CPU time then in wall time: each side's median us per request, the seal's cost (the steps'
+    median of sealed less unsealed) and the noise band (the steps' median difference between the two
+    unsealed sides)."""
+    limit = len(CONNECT_WORKERS) * sessions * (WARM_REQUESTS + steps * n)
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(limit)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().strip()
+        got = _lockstep(CONNECT_WORKERS, sessions, steps, "--port", port, "--cases", str(n))
+        server.wait(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    out = []
+    for column in (1, 0):
+        sealed, unsealed, again = ([r[column] for r in got[worker]] for worker in CONNECT_WORKERS)
+        cost = statistics.median(s - u for s, u in zip(sealed, unsealed))
+        noise = statistics.median(abs(a - u) for a, u in zip(again, unsealed))
+        out.append(([statistics.median(t) for t in (sealed, unsealed, again)], cost, noise))
+    return out
+
+
+WORKERS = {
+    "sealed": lambda o: _harness_ms(True, o.cases),
+    "unsealed": lambda o: _harness_ms(False, o.cases),
+    "events-hooked": lambda o: _event_ns(True, o.cases),
+    "events-bare": lambda o: _event_ns(False, o.cases),
+    "events-count": lambda o: _events_per_case(o.cases),
+    "connect-sealed": lambda o: _connect_us(True, o.port, o.cases),
+    "connect-unsealed": lambda o: _connect_us(False, o.port, o.cases),
+    "connect-unsealed-again": lambda o: _connect_us(False, o.port, o.cases),
+}
+
+
+def bench_verdict(opts) -> bool:
     seconds = verdict_seconds()
     ok = seconds < 1.0
     print(
         f"(d) verdict, 10,000 cases x 10 trials vs a baseline of the same size: {seconds:.3f} s "
         f"(target < 1 s) {'PASS' if ok else 'FAIL'}"
     )
-    if opts.only == "d":
-        return 0 if ok else 1
+    return ok
 
+
+def bench_harness(opts) -> bool:
+    ok = True
     n_a = 500 if opts.quick else 2000
     suite = cases(n_a)
     replay(cases(50), zero_latency, concurrency=1)  # warm up: provider, collector, imports
@@ -265,6 +537,78 @@ def main() -> int:
         f"(c) pydantic-ai tool call in replay: adapted {adapted:.1f} us, decorated {decorated:.1f} us, "
         f"the adapter's cost {extra:+.1f} us/call (target <= 50 us) {verdict}"
     )
+    return ok
+
+
+def bench_seal(opts) -> bool:
+    n, sessions, steps = (200, 3, 2) if opts.quick else (500, 5, 3)
+    sides, ratios, added, install_us, events = seal_cost(n, sessions, steps)
+    print(f"(e) the seal, zero-latency agents, serial, {sessions} x {steps} steps of {n} cases:")
+    labels = (
+        "the harness (a)'s agent, one model host ",
+        f"busy agent ({events:.0f} audit events), one host",
+        f"busy agent ({events:.0f} audit events), no host ",
+    )
+    for i, label in enumerate(labels):
+        target = " (target <= 1.05) " + ("PASS" if ratios[i] <= 1.05 else "FAIL") if i == 0 else " (worst case)"
+        print(
+            f"    {label}: harness CPU {sides[i]:.3f} ms/case sealed, {sides[i + 3]:.3f} unsealed, "
+            f"{ratios[i]:.3f}x{target}"
+        )
+    costs = ", ".join(f"{name} {ns:+.0f} ns" for name, ns in zip(EVENTS, added))
+    print(
+        f"    the hook per audited event: {costs} ({events:.0f} a case: ~{events * added[0] / 1000:.0f} us of "
+        f"the seal's cost); installed once per process in {install_us:.0f} us"
+    )
+    return ratios[0] <= 1.05
+
+
+def bench_connection(opts) -> bool:
+    n, sessions, steps = (100, 3, 2) if opts.quick else (200, 5, 3)
+    figures = connection_cost(n, sessions, steps)
+    ok = figures[0][1] <= figures[0][2]
+    print(
+        f"(f) an allowed connection (a lookup of localhost, a connect, an HTTP request), "
+        f"{sessions} x {steps} steps of {n}:"
+    )
+    for label, ((sealed, unsealed, again), cost, noise), verdict in zip(
+        ("agent's CPU", "wall time  "), figures, (f"(target: within the noise) {'PASS' if ok else 'FAIL'}", "")
+    ):
+        print(
+            f"    {label}: sealed {sealed:.1f} us, unsealed {unsealed:.1f}, again {again:.1f}; the seal {cost:+.1f} "
+            f"us/connection ({sealed / unsealed:.3f}x), noise band {noise:.1f} us {verdict}".rstrip()
+        )
+    return ok
+
+
+SECTIONS = (("d", bench_verdict), (None, bench_harness), ("e", bench_seal), ("f", bench_connection))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="fewer cases for (a), (c), (e) and (f), for CI smoke runs")
+    parser.add_argument("--only", choices=("d", "e", "f"), help="run one benchmark")
+    parser.add_argument("--side", choices=("adapted", "decorated"), help=argparse.SUPPRESS)  # one side of (c)
+    parser.add_argument("--worker", choices=tuple(WORKERS), help=argparse.SUPPRESS)  # a side of (e) or (f)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)  # (f)'s server
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # be (f)'s server, for this many requests
+    opts = parser.parse_args()
+    if opts.side:
+        print(f"{_per_call_us(opts.side == 'decorated', opts.cases):.3f}")
+        return 0
+    if opts.worker:
+        step = WORKERS[opts.worker](opts)
+        for _ in sys.stdin:
+            print(" ".join(f"{x:.3f}" for x in step()), flush=True)
+        return 0
+    if opts.serve:
+        serve(opts.serve)
+        return 0
+    ok = True
+    for letter, section in SECTIONS:
+        if opts.only in (None, letter):
+            ok &= section(opts)
     return 0 if ok else 1
 
 

@@ -63,6 +63,7 @@ __all__ = [
     "propagate_into_threads",
     "remember",
     "replay_span",
+    "replay_span_ended",
     "replay_trace",
     "replaying",
     "replaying_now",
@@ -129,6 +130,16 @@ def replay_trace(trace_id: int) -> bool:
     """A span of this trace belongs to a replay: one is running (or this is a harness), or it is of a
     replay's trace."""
     return STATE.active > 0 or STATE.harness or trace_id in STATE.traces
+
+
+def replay_span_ended(span: Any) -> bool:
+    """``replay_trace`` of an ended span's trace; something that is not a span is none of a replay's
+    (the processor's queue then counts it as it counts any other)."""
+    try:
+        trace_id = span.context.trace_id
+    except Exception:
+        trace_id = 0
+    return replay_trace(trace_id)
 
 
 def harness() -> None:

@@ -314,7 +314,7 @@ def test_each_backend_page_names_its_credentials():
         from harvester.intake.backends import reader
 
         assert env in (pages / f"{page}.md").read_text() and env in (pages / "index.md").read_text()
-        assert env in reader(page).CREDENTIALS
+        assert env in reader(page).BACKEND.credentials
 
 
 def test_imported_traces_harvest_and_rerecord_from_the_backend(tmp_path):

@@ -30,7 +30,17 @@ from tests.builders.cli import one_line_error
 from tests.builders.project import capture_production, cli, enter_project
 from tests.builders.runs import call, run
 
-APPS = ("pydantic_ai_app", "langchain_app", "openai_agents_app", "smolagents_app")
+APPS = (
+    "pydantic_ai_app",
+    "langchain_app",
+    "openai_agents_app",
+    "smolagents_app",
+    "langgraph_async_app",
+    "raw_openai_app",
+    "raw_anthropic_app",
+)
+# A raw SDK loop replays as docs/own-loop.md writes it (``@harvester.tool`` on what the loop dispatches).
+FACTORIES = {"raw_openai_app": "build_documented", "raw_anthropic_app": "build_documented"}
 MUTATING = Config(mutating_tools=["issue_refund"])
 TOO_EARLY = "issue_refund came too early: executed at step 1, before get_order"
 
@@ -53,7 +63,7 @@ def harvested_refund(app: Any, project: Path) -> Path:
 
 def replay(variant: str, monkeypatch: pytest.MonkeyPatch, app_name: str) -> tuple[int, Any]:
     monkeypatch.setenv(shop.VARIANT_ENV, variant)
-    out = cli("replay", "--agent", f"tests.apps.{app_name}:build", "--report", "r.json")
+    out = cli("replay", "--agent", f"tests.apps.{app_name}:{FACTORIES.get(app_name, 'build')}", "--report", "r.json")
     (result,) = Report.load("r.json").results
     return out.exit_code, result
 

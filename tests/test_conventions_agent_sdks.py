@@ -26,9 +26,9 @@ def test_otlp_json_input_reads_like_readable_spans(spans_for):
     spans = spans_for("retry")
     doc = to_otlp(from_readable(s) for s in spans)
     assert runs_from_spans(doc) == runs_from_spans(spans)
-    assert runs_from_spans(
-        [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
-    ) == runs_from_spans(doc)
+    bare = runs_from_spans([s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]])
+    # span objects without their scopeSpans have no instrumentation scope to tell: all else reads the same
+    assert [r.model_copy(update={"instrumentation": []}) for r in runs_from_spans(doc)] == bare
 
 
 # -- openai-agents ---------------------------------------------------------------------------------

@@ -126,3 +126,22 @@ def test_servers_whose_tools_cannot_be_told_apart_start_and_say_why(
     assert len(r.notes) == 2 and all("give each MCPToolset an id=" in n for n in r.notes), r.notes
     assert server_log(project) == ["started", "started"], "both servers started, no tool body ran"
     assert case["recorded"]["mcp_tools"][0]["toolset"] is None
+
+
+def test_a_refund_before_the_lookup_on_an_mcp_server_fails_on_order(project: Path, monkeypatch: pytest.MonkeyPatch):
+    """Production looks the order up on the server, then refunds it there: the harvested case keeps that
+    order, and the replay that refunds first fails naming the refund, without the server started."""
+    monkeypatch.setenv(shop.VARIANT_ENV, "refund")
+    with capturing_globally(str(project / "traces.db")):
+        mcp_app.serve()
+    (project / "server.log").unlink()
+    case = harvest_and_accept(project)
+    assert case["order"] == [{"call": "issue_refund", "after": ["get_order"]}]
+    code, report = replay(TARGET, "refund", monkeypatch, "refund.json")
+    assert code == 0 and report.results[0].passed, report.results[0].reasons()
+    code, report = replay(TARGET, "reorder", monkeypatch, "reorder.json")
+    (r,) = report.results
+    failed = {c.name: c.detail for c in r.checks if c.passed is False}
+    assert code == 1 and list(failed) == ["call_order(issue_refund after get_order)"], failed
+    assert failed["call_order(issue_refund after get_order)"].startswith("issue_refund came too early")
+    assert server_log(project) == [], "the replay started the MCP server"

@@ -60,7 +60,7 @@ def test_every_client_is_refused_and_the_service_receives_nothing(payments, monk
         assert f"start {sys.executable} -c import urllib.request" in detail
         assert "not in replay.allow_commands" in detail
     else:
-        assert f"connect 127.0.0.1:{payments.port} during issue_refund: not a model host" in detail
+        assert f"connect to 127.0.0.1:{payments.port} during issue_refund: not a model host" in detail
     assert "harvester replay sealed" in (report.results[0].answer or "")  # the agent saw the refusal
     assert report.results[0].live_calls >= 1
     assert report.metrics()["live_tool_calls"] >= 1
@@ -70,7 +70,7 @@ def test_a_host_that_does_not_resolve_is_refused_by_name(payments, monkeypatch):
     """Offline, the lookup would fail anyway: the seal still names the host the agent tried to reach."""
     monkeypatch.setenv(leaky_app.CLIENT_ENV, "name")
     report = replay([refund_case()], leaky_app.build, timeout=30)
-    assert "connect api.payments.invalid:443 during issue_refund: not a model host" in failed(report, "sealed")
+    assert "connect to api.payments.invalid:443 during issue_refund: not a model host" in failed(report, "sealed")
 
 
 def test_a_model_host_of_the_recording_is_allowed(payments, monkeypatch):
@@ -90,7 +90,7 @@ def test_allow_hosts_lets_a_named_host_through_and_nothing_else(payments, monkey
     monkeypatch.setenv(leaky_app.URL_ENV, f"http://localhost:{payments.port}/refund")
     wrong_port = replay([refund_case()], leaky_app.build, timeout=30, allow_hosts=[f"localhost:{payments.port + 1}"])
     assert payments.seen == []
-    assert f"connect localhost:{payments.port} during issue_refund" in failed(wrong_port, "sealed")
+    assert f"connect to localhost:{payments.port} during issue_refund" in failed(wrong_port, "sealed")
     report = replay([refund_case()], leaky_app.build, timeout=30, allow_hosts=[f"localhost:{payments.port}"])
     assert len(payments.seen) == 1
     assert not [c for c in report.results[0].checks if c.name == "sealed"]
@@ -115,7 +115,7 @@ def test_a_python_child_of_an_allowed_command_inherits_the_seal(payments, monkey
     report = replay([refund_case()], leaky_app.build, timeout=60, allow_commands=[f"{sys.executable} -c"])
     assert payments.seen == []
     detail = failed(report, "sealed")
-    assert f"connect 127.0.0.1:{payments.port} during process {sys.executable} -c" in detail
+    assert f"connect to 127.0.0.1:{payments.port} during process {sys.executable} -c" in detail
     assert "returned non-zero exit status" in (report.results[0].answer or "")
 
 
@@ -126,8 +126,8 @@ def test_a_forked_child_inherits_the_seal(payments, monkeypatch):
         report = replay([refund_case()], leaky_app.build, timeout=30)
     assert payments.seen == []
     answer = report.results[0].answer or ""
-    assert f"harvester replay sealed connect 127.0.0.1:{payments.port}" in answer
-    assert f"connect 127.0.0.1:{payments.port} during issue_refund" in failed(report, "sealed")
+    assert f"harvester replay sealed connect to 127.0.0.1:{payments.port}" in answer
+    assert f"connect to 127.0.0.1:{payments.port} during issue_refund" in failed(report, "sealed")
 
 
 def test_a_thread_without_the_case_context_meets_the_suite_seal(payments, monkeypatch):
@@ -136,8 +136,8 @@ def test_a_thread_without_the_case_context_meets_the_suite_seal(payments, monkey
     monkeypatch.setenv(leaky_app.CLIENT_ENV, "thread")
     report = replay([refund_case(model_hosts=[f"127.0.0.1:{payments.port + 1}"])], leaky_app.build, timeout=30)
     assert payments.seen == []
-    assert f"connect 127.0.0.1:{payments.port}" in failed(report, "sealed")
-    assert report.refused == 1 and report.refused_calls[0].startswith("sealed connect 127.0.0.1")
+    assert f"connect to 127.0.0.1:{payments.port}" in failed(report, "sealed")
+    assert report.refused == 1 and report.refused_calls[0].startswith("sealed connect to 127.0.0.1")
     assert "made outside any case: sealed connect" in report.summary()
 
 
@@ -193,7 +193,7 @@ def test_the_cli_refuses_then_allows_with_allow_host_and_config(payments, monkey
     agent = ["replay", "--agent", "tests.apps.leaky_app:build", "--timeout", "30"]
     refused = CliRunner().invoke(main, agent)
     assert refused.exit_code == 1, refused.output
-    assert f"sealed: refused connect 127.0.0.1:{payments.port} during issue_refund" in refused.output
+    assert f"sealed: refused connect to 127.0.0.1:{payments.port} during issue_refund" in refused.output
     assert "live_tool_calls<=0: FAIL" in refused.output
     assert payments.seen == []
     allowed = CliRunner().invoke(main, [*agent, "--allow-host", f"127.0.0.1:{payments.port}"])
@@ -276,7 +276,7 @@ def test_the_model_host_a_harvested_case_recorded_is_the_one_it_may_reach():
 
         moved = replay([case], lambda: agent_at(other.origin), timeout=30)
         assert other.seen == []
-        assert f"connect 127.0.0.1:{other.port}" in failed(moved, "sealed")
+        assert f"connect to 127.0.0.1:{other.port}" in failed(moved, "sealed")
 
 
 def test_a_forbidden_tool_stopped_by_the_seal_is_one_unauthorised_action(payments, monkeypatch):

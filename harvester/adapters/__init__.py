@@ -5,6 +5,8 @@ the same five names: ``ROOTS`` (the modules whose import means the framework is 
 (guard its dispatch, once, on the classes), ``accepts(agent)``, ``prepare(agent, case)`` (what to call
 with the prompt; it hands the framework the case's earlier messages, ``_history``) and
 ``instrument()`` (turn its tracing on when nothing traces it; returns the undo).
+``clients`` holds the model SDK clients a raw loop calls (OpenAI, Anthropic): nothing to guard, their
+tracing turned on as the recording had it (``recorded.instrumentation``).
 Nothing here imports a framework the app did not import itself.
 
 The guards are the hermetic part and need nothing from the app: no decorator, no change to its
@@ -17,11 +19,11 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 from typing import Any
 
-from . import langchain, openai_agents, pydantic_ai, smolagents
+from . import clients, langchain, openai_agents, pydantic_ai, smolagents
 from ._history import with_history
 
 ADAPTERS: tuple[ModuleType, ...] = (pydantic_ai, langchain, openai_agents, smolagents)
@@ -29,7 +31,7 @@ ADAPTERS: tuple[ModuleType, ...] = (pydantic_ai, langchain, openai_agents, smola
 __all__ = ["ADAPTERS", "Session", "entry", "with_history"]
 
 
-def _loaded(adapter: ModuleType, ready: frozenset[str] = frozenset()) -> bool:
+def _loaded(adapter: ModuleType | clients.Client, ready: frozenset[str] = frozenset()) -> bool:
     """The framework is imported, and done importing: one another thread is still loading is guarded
     by that thread once it is done (``ready`` names the module that thread has just executed)."""
     for root in adapter.ROOTS:
@@ -42,7 +44,9 @@ def _loaded(adapter: ModuleType, ready: frozenset[str] = frozenset()) -> bool:
 
 
 _sessions: list[Session] = []  # the sessions of the replays running now
-_ROOTS = frozenset(root for adapter in ADAPTERS for root in adapter.ROOTS)
+_ROOTS = frozenset(
+    [root for adapter in ADAPTERS for root in adapter.ROOTS] + [root for c in clients.CLIENTS for root in c.ROOTS]
+)
 
 
 class _GuardOnLoad(importlib.abc.Loader):
@@ -91,18 +95,21 @@ class Session:
     whenever a framework is first imported meanwhile (a factory or an agent may import its framework
     lazily). ``failed`` names a framework whose dispatch could not be guarded (a
     version whose internals moved): its tools could run for real, so the replay trusts no case.
-    ``close()`` undoes the tracing it turned on; the guards stay.
+    ``close()`` undoes the tracing it turned on; the guards stay. ``instrumentation``: the scopes that
+    traced the recordings' model calls, whose SDK clients' tracing it turns on too.
     """
 
     def __init__(self) -> None:
         self.failed: dict[str, str] = {}
+        self.instrumentation: frozenset[str] = frozenset()
         self._seen: set[str] = set()
         self._undo: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
-    def open(self) -> None:
+    def open(self, instrumentation: Iterable[str] = ()) -> None:
         """Start guarding: every framework loaded now, and any the agent imports later."""
         with self._lock:
+            self.instrumentation = frozenset(instrumentation)
             if self not in _sessions:
                 _sessions.append(self)
             if _FINDER not in sys.meta_path:
@@ -130,6 +137,21 @@ class Session:
                     undo = None
                 if undo is not None:
                     self._undo.append(undo)
+            for client in clients.CLIENTS:
+                if client.NAME in self._seen or not _loaded(client, ready):
+                    continue
+                self._seen.add(client.NAME)
+                try:
+                    undo = client.instrument(self.instrumentation)
+                except Exception:
+                    undo = None
+                if undo is not None:
+                    self._undo.append(undo)
+
+    def untraced(self, instrumentation: Iterable[str]) -> list[str]:
+        """Of a recording's ``instrumentation``, the SDK instrumentors whose client is in use and not
+        traced now (not installed, or it failed): that client's model calls leave no span to read."""
+        return clients.untraced(frozenset(instrumentation), _loaded)
 
     def close(self) -> None:
         with self._lock:

@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["turn_on"]
+__all__ = ["instrumented", "turn_on"]
 
 
 def _instrumentor(module: str, name: str) -> Any:
@@ -22,16 +22,19 @@ def _instrumentor(module: str, name: str) -> Any:
         return None
 
 
+def instrumented(module: str, name: str) -> bool:
+    """``module.name`` is installed and on (instrumentors are process-wide singletons)."""
+    inst = _instrumentor(module, name)
+    return inst is not None and bool(inst.is_instrumented_by_opentelemetry)
+
+
 def turn_on(module: str, name: str, unless: Sequence[tuple[str, str]] = ()) -> Callable[[], None] | None:
     """Instrument with ``module.name`` (a ``BaseInstrumentor``) if it is installed and off, and none of
     ``unless`` is on; returns the undo, or None when nothing was turned on."""
     inst = _instrumentor(module, name)
     if inst is None or inst.is_instrumented_by_opentelemetry:
         return None
-    if any(
-        other is not None and other.is_instrumented_by_opentelemetry
-        for other in (_instrumentor(m, n) for m, n in unless)
-    ):
+    if any(instrumented(m, n) for m, n in unless):
         return None
     inst.instrument()
     return inst.uninstrument

@@ -25,7 +25,6 @@ from ._format import (
     NOTE_PREFIX,
     SCHEMA,
     SCHEMA_FILE,
-    TRAJECTORY,
     AgentCase,
     Fixture,
     InjectSpec,
@@ -39,7 +38,6 @@ from ._format import (
 
 __all__ = [
     "NOTE_PREFIX",
-    "TRAJECTORY",
     "CASES_ENV",
     "SCHEMA",
     "SCHEMA_FILE",

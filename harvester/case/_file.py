@@ -84,7 +84,7 @@ def load_case(path: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> AgentCase
 def check_order(case: AgentCase, file: str | None = None) -> None:
     """A ``CaseFileError`` naming the first ``order`` entry that names a call the case does not record:
     a rule about a call the replay is never compared with would pass forever, checking nothing."""
-    recorded = {f.tool for f in case.fixtures} | set(case.recorded.trajectory)
+    recorded = case.recording().records()
     for i, rule in enumerate(case.order):
         for field, name in [("call", rule.call), *((f"after.{j}", a) for j, a in enumerate(rule.after))]:
             if name not in recorded:

@@ -23,7 +23,6 @@ __all__ = [
     "NOTE_PREFIX",
     "SCHEMA",
     "SCHEMA_FILE",
-    "TRAJECTORY",
     "AgentCase",
     "Fixture",
     "InjectSpec",
@@ -37,7 +36,6 @@ __all__ = [
 ]
 
 SCHEMA: Literal["harvester.case/1"] = "harvester.case/1"
-TRAJECTORY = "trajectory_match"
 NOTE_PREFIX = "note: "  # a review note that informs, and does not stop ``accept``
 Status = Literal["pending", "accepted", "rejected"]
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -80,6 +78,9 @@ class Recorded(_Strict):
     model_hosts: list[str] = Field(default_factory=list)
     # The tools MCP servers offered the model: a replay lists a server's tools from here, never starting it.
     mcp_tools: list[McpTool] = Field(default_factory=list)
+    # The SDK client instrumentation that traced the recording's model calls, by scope (OpenInference's or
+    # OpenLLMetry's OpenAI / Anthropic instrumentor): replay turns it on when nothing traces the client.
+    instrumentation: list[str] = Field(default_factory=list)
 
 
 class Source(_Strict):
@@ -116,7 +117,7 @@ class OrderRule(_Strict):
 
     def summary(self) -> str:
         """``issue_refund after kb_search, get_order`` (``-`` for an empty ``after``)."""
-        return f"{self.call} after {', '.join(self.after) or '-'}"
+        return checklib.order_text(self.call, self.after)
 
 
 class AgentCase(_Strict):
@@ -181,23 +182,26 @@ class AgentCase(_Strict):
         return out
 
     def trajectory(self) -> dict[str, Any] | None:
-        """The case's ``trajectory_match`` check spec (a harvested case has one), or None."""
-        return next((c for c in self.checks if c.get("check") == TRAJECTORY), None)
+        """The case's first ``trajectory_match`` spec (a harvested case has one), or None: for scripts."""
+        return next((c for c in self.checks if c.get("check") == "trajectory_match"), None)
+
+    def recording(self) -> checklib.Recording:
+        """What the case recorded and forbids, as its harvested checks read it."""
+        return checklib.Recording(self.fixtures, self.recorded.trajectory, self.forbidden_tools, self.ignore_args)
+
+    def held(self, check: checklib.HarvestedCheck) -> list[dict[str, Any]]:
+        """What a harvested check keeps in this case: its specs among the checks, or its field's entries."""
+        return checklib.held(check, self.model_dump(include={checklib.CHECKS, check.slot}))
 
     def compiled_checks(self, file: str | None = None) -> list[checklib.Check]:
+        recording = self.recording()
         declared = [
-            checklib.from_spec(self._with_ignore(spec), where=_where(file, f"checks[{i}]"))
+            checklib.from_spec(_compiled(spec, recording), where=_where(file, f"checks[{i}]"))
             for i, spec in enumerate(self.checks)
         ]
         auto = self.auto_checks()
         seen = {c.label() for c in auto}
         return auto + [c for c in declared if c.label() not in seen]
-
-    def _with_ignore(self, spec: Any) -> Any:
-        """A trajectory check compares args after the case's ``ignore_args`` unless it names its own."""
-        if isinstance(spec, dict) and spec.get("check") == TRAJECTORY and "ignore" not in spec and self.ignore_args:
-            return {**spec, "ignore": self.ignore_args}
-        return spec
 
     def to_case(self, file: str | None = None) -> Case:
         return Case(
@@ -212,6 +216,13 @@ class AgentCase(_Strict):
 
 def _where(file: str | None, field: str) -> str:
     return f"{file}: {field}" if file else field
+
+
+def _compiled(spec: Any, recording: checklib.Recording) -> Any:
+    """A declared spec as the case runs it: a harvested check's may read the case's fields."""
+    name = spec.get("check") if isinstance(spec, dict) else None
+    check = next((c for c in checklib.HARVESTED if c.name == name), None)
+    return spec if check is None else check.compiled(spec, recording)
 
 
 SCHEMA_FILE = Path(__file__).parent.parent / "case.schema.json"

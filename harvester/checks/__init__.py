@@ -6,17 +6,23 @@ nightly job is read by someone who was not there. Declarative specs in case file
 
 - ``_base``: ``Check``, the registry (``register``, ``REGISTRY``, ``from_spec``), ``run_check``, ``label``.
 - ``_answer``: what the agent said (answered, contains, excludes, valid_json, abstained).
-- ``_path``: which tools ran, in what order, steps, cost and the stop (used_tools, never_used, call_order, ...).
+- ``_path``: which tools ran, steps, cost and the stop (used_tools, never_used, trajectory_is, ...).
 - ``_trajectory``: ``trajectory_match``, the run's calls against a reference list of calls.
+- ``_order``: ``call_order``, a call only after the calls it needs.
+- ``_life``: ``HarvestedCheck``, the life cycle of a check harvest proposes: how it is proposed from a
+  run, kept by a rerecord, edited in review and shown. ``HARVESTED`` below is their table.
 
 Each module registers its built-in factories when it loads; this facade loads them all.
 """
 
+from collections.abc import Sequence
+
 from ._answer import DEFAULT_ABSTAIN_MARKERS, abstained, answered, contains, excludes, valid_json
 from ._base import REGISTRY, Check, CheckFn, from_spec, label, register, run_check
+from ._life import CHECKS, Ask, HarvestedCheck, RecordedCall, Recording, Spec, held, placed
+from ._order import HarvestedCallOrder, call_order, order_text
 from ._path import (
     awaiting,
-    call_order,
     max_cost,
     max_steps,
     min_steps,
@@ -26,15 +32,31 @@ from ._path import (
     trajectory_is,
     used_tools,
 )
-from ._trajectory import ARGS_MODES, MODES, trajectory_match
+from ._trajectory import ARGS_MODES, MODES, HarvestedTrajectoryMatch, trajectory_match, trajectory_reference
+
+# The checks harvest proposes, a rerecord keeps, review edits and a case shows: one line each, in the
+# order review offers them (and a harvested case's checks list them).
+HARVESTED: Sequence[HarvestedCheck] = [
+    HarvestedTrajectoryMatch(),
+    HarvestedCallOrder(),
+]
 
 __all__ = [
     "ARGS_MODES",
+    "CHECKS",
     "DEFAULT_ABSTAIN_MARKERS",
+    "HARVESTED",
     "MODES",
     "REGISTRY",
+    "Ask",
     "Check",
     "CheckFn",
+    "HarvestedCallOrder",
+    "HarvestedCheck",
+    "HarvestedTrajectoryMatch",
+    "RecordedCall",
+    "Recording",
+    "Spec",
     "abstained",
     "awaiting",
     "answered",
@@ -42,17 +64,21 @@ __all__ = [
     "contains",
     "excludes",
     "from_spec",
+    "held",
     "label",
     "max_cost",
     "max_steps",
     "min_steps",
     "never_requested",
     "never_used",
+    "order_text",
+    "placed",
     "register",
     "run_check",
     "stopped_with",
     "trajectory_is",
     "trajectory_match",
+    "trajectory_reference",
     "used_tools",
     "valid_json",
 ]

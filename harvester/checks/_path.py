@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..model import STOPS, Run
 from ._base import Check, _names, register
 
 __all__ = [
-    "call_order",
     "max_cost",
     "max_steps",
     "min_steps",
@@ -75,37 +72,6 @@ def trajectory_is(*names: str) -> Check:
         return False, f"trajectory {traj}, expected {list(names)}"
 
     return Check("trajectory_is", fn, {"tools": list(names)})
-
-
-def call_order(call: str, after: Sequence[str] = ()) -> Check:
-    """``call`` executed only once each of ``after`` had executed successfully: the order looked up
-    before the refund. Only what comes before ``call`` is checked, so other calls may move freely; a
-    run that never executed ``call`` passes (whether it must is ``trajectory_match``'s question, whether
-    it may is ``never_used``'s)."""
-    if not isinstance(call, str) or not call:
-        raise TypeError(f"call must be a tool name, got {call!r}")
-    if isinstance(after, str) or not all(isinstance(a, str) and a for a in after):
-        raise TypeError(f"after must be a list of tool names, got {after!r}")
-    before = list(dict.fromkeys(after))
-
-    def fn(run: Run) -> tuple[bool, str]:
-        done: set[str] = set()
-        for step, c in enumerate(run.calls, 1):
-            if c.name == call and c.executed:
-                early = [a for a in before if a not in done]
-                if early:
-                    return False, (
-                        f"{call} came too early: executed at step {step}, before {', '.join(early)} "
-                        f"(trajectory {run.trajectory()})"
-                    )
-                return True, f"{call} at step {step}, after {', '.join(before) or 'nothing required'}"
-            if c.status == "ok":
-                done.add(c.name)
-        return True, f"{call} never executed: nothing to order"
-
-    return Check(
-        "call_order", fn, {"call": call, "after": before}, title=f"call_order({call} after {', '.join(before) or '-'})"
-    )
 
 
 def max_steps(n: int) -> Check:
@@ -183,7 +149,6 @@ def awaiting(*names: str) -> Check:
 
 for _factory in (
     awaiting,
-    call_order,
     min_steps,
     used_tools,
     never_used,

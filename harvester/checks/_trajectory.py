@@ -11,18 +11,27 @@ call pairs with a run call of the same name whose arguments agree under the tool
 
 Pairings are a maximum bipartite matching (augmenting paths): with loose args modes, pairing the
 first fit found can fail where a pairing exists.
+
+In a harvested case (``HarvestedTrajectoryMatch``) it is proposed ``superset`` with args ``ignore``
+against the recorded successful calls: the replay did at least the work the recording needed, so an
+agent that skips a tool fails and a reworded query passes. A rerecord keeps the reviewer's mode and
+args and takes the new recording's reference; ``review`` sets the mode and args mode.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..canonical import canonical_bytes, canonical_json, drop_paths
 from ..model import Run, ToolCall
 from ._base import Check, register
+from ._life import CHECKS, Ask, Recording, Spec
 
-__all__ = ["ARGS_MODES", "MODES", "trajectory_match"]
+if TYPE_CHECKING:
+    from ..config import Config
+
+__all__ = ["ARGS_MODES", "MODES", "HarvestedTrajectoryMatch", "trajectory_match", "trajectory_reference"]
 
 MODES = ("strict", "unordered", "subset", "superset")
 ARGS_MODES = ("exact", "ignore", "subset", "superset")
@@ -268,3 +277,71 @@ def _count(n: int, what: str) -> str:
 
 
 register()(trajectory_match)
+
+
+# -- in a harvested case ------------------------------------------------------------------------------
+# Proposed: every call the recording needed, in any order, maybe more, with args free.
+PROPOSED_MODE, PROPOSED_ARGS = "superset", "ignore"
+
+
+def trajectory_reference(recording: Recording, mode: str) -> list[dict[str, Any]]:
+    """The recorded calls a ``trajectory_match`` of ``mode`` compares with, in order: every executed
+    call (a failed attempt included: the check reads a run's executed calls), or for ``superset``
+    only the successful ones (the work the task needed). A forbidden tool is never in it: the check
+    would demand what ``never_used`` forbids."""
+    banned = set(recording.forbidden)
+    return [
+        {"name": f.tool, "args": f.args}
+        for f in recording.fixtures
+        if f.tool not in banned and not (mode == "superset" and f.error is not None)
+    ]
+
+
+class HarvestedTrajectoryMatch:
+    """``trajectory_match``'s life cycle: kept among the case's checks, shown by its label there."""
+
+    name = "trajectory_match"
+    field = "trajectory"
+    slot = CHECKS
+
+    def propose(self, recording: Recording, config: Config) -> list[Spec]:
+        reference = trajectory_reference(recording, PROPOSED_MODE)
+        if not reference:  # a run that called no tool: nothing to demand
+            return []
+        return [{"check": self.name, "reference": reference, "mode": PROPOSED_MODE, "args": PROPOSED_ARGS}]
+
+    def refresh(self, reviewed: list[Spec], fresh: list[Spec], recording: Recording) -> list[Spec]:
+        """The reviewer's mode and args, kept; the reference is the new recording's."""
+        return [
+            {**spec, "reference": trajectory_reference(recording, str(spec.get("mode", "strict")))} for spec in reviewed
+        ]
+
+    def edit(self, value: list[Spec], recording: Recording, ask: Ask) -> list[Spec]:
+        """The mode: ``superset`` (at least the recorded work), ``subset`` (no more than it: an agent that
+        now needs fewer steps), ``unordered``, ``strict``; '-' drops the check. Then the args mode."""
+        if not value:
+            raise ValueError(f"this case has no {self.name} check (a run that called no tool)")
+        spec, rest = value[0], value[1:]
+        question = f"trajectory mode ({', '.join(MODES)}; '-' drops the check)"
+        mode = ask(question, str(spec.get("mode", PROPOSED_MODE)), [*MODES, "-"])
+        if mode == "-":
+            return rest
+        args = ask(f"args mode ({', '.join(ARGS_MODES)})", str(spec.get("args", PROPOSED_ARGS)), ARGS_MODES)
+        # strict, unordered and subset read every executed call, a failed attempt included
+        return [{**spec, "mode": mode, "args": args, "reference": trajectory_reference(recording, mode)}, *rest]
+
+    def compiled(self, spec: Spec, recording: Recording) -> Spec:
+        """Args compare after the case's ``ignore_args`` unless the spec names its own ``ignore``."""
+        if "ignore" in spec or not recording.ignore_args:
+            return spec
+        return {**spec, "ignore": recording.ignore_args}
+
+    def render(self, value: list[Spec]) -> str | None:
+        return None
+
+    def changes(self, before: list[Spec], after: list[Spec]) -> list[str]:
+        return [
+            f"{self.name} reference: {len(spec.get('reference') or [])} calls (mode kept)"
+            for spec in after
+            if spec not in before
+        ]

@@ -12,6 +12,7 @@ import click
 import orjson
 
 from ..case import CASES_ENV, AgentCase, CaseFolder
+from ..checks import HARVESTED
 from ..config import Config
 from ..suite import bump_suite, read_suite
 from . import config_option, echo_json, handle_errors, json_option, main, project_config
@@ -79,7 +80,7 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
         f"    min_steps:         {case.min_steps if case.min_steps is not None else '-'}",
         f"    appropriate_tools: {listing(case.appropriate_tools)}",
         f"    forbidden_tools:   {listing(case.forbidden_tools)}",
-        f"    order:             {'; '.join(r.summary() for r in case.order) or '-'}",
+        *_harvested_lines(case),
         f"    max_cost:          {case.max_cost if case.max_cost is not None else '-'}",
         f"    checks:            {listing(c.label() for c in case.compiled_checks())}",
         f"    tags:              {listing(case.tags)}",
@@ -90,6 +91,12 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
         lines.append(f"  rejected:   {case.rejected_why}")
     lines += [click.style(f"  review: {note}", fg="yellow") for note in case.review_notes]
     return "\n".join(lines)
+
+
+def _harvested_lines(case: AgentCase) -> list[str]:
+    """A line per harvested check that shows itself (``order``); the others show among the checks."""
+    shown = ((check.field, check.render(case.held(check))) for check in HARVESTED)
+    return [f"    {field + ':':<19}{line}" for field, line in shown if line is not None]
 
 
 # -- cases list / show ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import click
 from ..case import CaseFolder
 from ..config import Config
 from ..errors import InputError, NotFoundError, OtlpFormatError
+from ..intake.backends import labels, url_forms
 from ..model import Run
 from ..redact import redaction_for
 from . import ProgressBar, echo_json, handle_errors, json_option, main, open_store, store_option
@@ -110,15 +111,13 @@ def _trace_options(file_needs: str = "") -> Callable[[Callable[..., Any]], Calla
             "--file",
             "otlp_file",
             type=click.Path(dir_okay=False),
-            help="Read the trace from a file instead of the store: OTLP/JSON, or a Jaeger, Tempo, Phoenix or "
-            f"MLflow export{file_needs}.",
+            help=f"Read the trace from a file instead of the store: OTLP/JSON, or a {labels()} export{file_needs}.",
         )(fn)
         fn = click.option(
             "--from",
             "backend_url",
             metavar="URL",
-            help="Pull the trace from a backend into the store first: phoenix://host:port[/project], "
-            f"mlflow://host:port[/experiment], jaeger://host:port, tempo://host:port{file_needs}.",
+            help=f"Pull the trace from a backend into the store first: {url_forms()}{file_needs}.",
         )(fn)
         return click.option("--run", "run_id", metavar="RUN_ID", help="Which run, when the trace holds several.")(fn)
 

@@ -1,4 +1,8 @@
-"""``harvester import URL [TRACE_ID...]``: traces from Phoenix, MLflow, Jaeger or Tempo into the store."""
+"""``harvester import URL [TRACE_ID...]``: traces from an observability backend into the store.
+
+The backends, their URL forms and their credentials come from the backends' registry: this module
+names none of them.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import click
 
 from ..config import Config
 from ..errors import InputError
+from ..intake.backends import BACKENDS, url_forms
 from ..redact import redaction_for
 from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
 
@@ -52,7 +57,16 @@ def store_pulled(got: Any, store_path: str | None, config: Config) -> tuple[Any,
         return stats, {tid: store.get(tid) for tid in got.traces}
 
 
-@main.command("import")
+_HELP = f"""Pull traces from an observability backend into the trace store, for harvest and incident.
+
+URL names the backend: {url_forms()} (+https for TLS, e.g. {BACKENDS[0].name}+https://host). Credentials come
+only from the environment variables of docs/backends/index.md. With TRACE_IDs, those traces;
+without, the newest --limit the backend finds (--since, --failed filter on the server where it can).
+Every trace is read whole before anything is stored, redacted as every write is.
+"""
+
+
+@main.command("import", help=_HELP)
 @click.argument("url")
 @click.argument("trace_ids", nargs=-1, metavar="[TRACE_ID]...")
 @click.option("--since", metavar="AGE|DATE", help="Only traces started since then (24h, 7d, 2026-12-01).")
@@ -73,14 +87,7 @@ def import_command(
     as_json: bool,
     config: Config,
 ) -> None:
-    """Pull traces from an observability backend into the trace store, for harvest and incident.
-
-    URL names the backend: phoenix://host:port[/project], mlflow://host:port[/experiment],
-    jaeger://host:port, tempo://host:port (+https for TLS, e.g. tempo+https://host). Credentials come
-    only from the environment variables of docs/backends.md. With TRACE_IDs, those traces; without,
-    the newest --limit the backend finds (--since, --failed filter on the server where it can).
-    Every trace is read whole before anything is stored, redacted as every write is.
-    """
+    """``_HELP``: read whole, then stored; one line per run of what its spans held."""
     from ..intake.backends import fidelity, pull
 
     show = sys.stderr.isatty() and not as_json

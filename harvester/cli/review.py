@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import click
 from pydantic import ValidationError
 
 from ..case import AgentCase, CaseFolder, check_order
-from ..checks import ARGS_MODES, MODES
+from ..checks import HARVESTED, placed
 from ..config import Config
 from ..errors import CaseFileError, pydantic_field
 from . import HarvesterCliError, echo_json, handle_errors, json_option, main
@@ -28,8 +29,7 @@ EDITABLE = (
     "tags",
     "prompt",
     "review_notes",  # '-' clears them, once the case is fixed
-    "trajectory",  # the trajectory_match check's mode and args mode ('-' drops the check)
-    "order",  # 'issue_refund after get_order; ...' ('-' drops every rule)
+    *(check.field for check in HARVESTED),  # each asks its own questions (trajectory: its mode; order: its rules)
 )
 
 
@@ -169,24 +169,26 @@ def _review_one(folder: CaseFolder, case_id: str, position: str, force: bool, re
 
 
 def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
-    """Change one field (lists comma-separated, '-' clears); the model validates before anything is saved."""
+    """Change one field (lists comma-separated, '-' clears; a harvested check asks its own questions); the
+    model validates before anything is saved."""
     name = click.prompt("field", type=click.Choice(EDITABLE))
-    if name == "trajectory":
-        return _edit_trajectory(folder, case)
-    if name == "order":
-        hint = "'CALL after A, B; ...', an empty after as '-'; '-' drops every rule"
-        raw = click.prompt(f"order ({hint})", default="; ".join(r.summary() for r in case.order) or "-")
+    data = case.model_dump(by_alias=True)
+    harvested = next((check for check in HARVESTED if check.field == name), None)
+    update: dict[str, Any]
+    if harvested is not None:
+        try:
+            update = placed(harvested, data, harvested.edit(case.held(harvested), case.recording(), _ask))
+        except ValueError as exc:
+            click.echo(f"not changed: {exc}", err=True)
+            return case
     else:
         raw = click.prompt(f"{name} (lists comma-separated, '-' to clear)", default="-", show_default=False)
-    value: Any
-    if name == "order":
-        value = _order_rules(raw)
-    elif isinstance(getattr(case, name), list):
-        value = [] if raw.strip() == "-" else [v.strip() for v in raw.split(",") if v.strip()]
-    else:
-        value = None if raw.strip() == "-" else raw
+        if isinstance(getattr(case, name), list):
+            update = {name: [] if raw.strip() == "-" else [v.strip() for v in raw.split(",") if v.strip()]}
+        else:
+            update = {name: None if raw.strip() == "-" else raw}
     try:
-        edited = AgentCase.model_validate({**case.model_dump(by_alias=True), name: value})
+        edited = AgentCase.model_validate({**data, **update})
         check_order(edited)
     except ValidationError as exc:
         field, msg = pydantic_field(exc)
@@ -199,43 +201,6 @@ def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
     return edited
 
 
-def _order_rules(raw: str) -> list[dict[str, Any]]:
-    """``issue_refund after kb_search, get_order; send_email after -`` as the ``order`` field's rules
-    (``-``, or no ``after``, is a rule with nothing required before its call)."""
-    rules = []
-    for text in filter(None, (part.strip() for part in raw.split(";"))):
-        if text == "-":
-            continue
-        call, _, after = text.partition(" after ")
-        rules.append(
-            {"call": call.strip(), "after": [a.strip() for a in after.split(",") if a.strip() not in ("", "-")]}
-        )
-    return rules
-
-
-def _edit_trajectory(folder: CaseFolder, case: AgentCase) -> AgentCase:
-    """The trajectory check's mode: ``superset`` (at least the recorded work), ``subset`` (no more than
-    it: an agent that now needs fewer steps), ``unordered``, ``strict``; '-' drops the check."""
-    from ..harvest import trajectory_reference
-
-    spec = case.trajectory()
-    if spec is None:
-        click.echo("not changed: this case has no trajectory_match check (a run that called no tool)", err=True)
-        return case
-    mode = click.prompt(
-        f"trajectory mode ({', '.join(MODES)}; '-' drops the check)",
-        type=click.Choice([*MODES, "-"]),
-        default=spec.get("mode", "superset"),
-    )
-    if mode == "-":
-        checks = [c for c in case.checks if c is not spec]
-    else:
-        args = click.prompt(
-            f"args mode ({', '.join(ARGS_MODES)})", type=click.Choice(ARGS_MODES), default=spec.get("args", "ignore")
-        )
-        # strict, unordered and subset read every executed call, a failed attempt included
-        reference = trajectory_reference(case.fixtures, case.forbidden_tools, mode)
-        checks = [{**c, "mode": mode, "args": args, "reference": reference} if c is spec else c for c in case.checks]
-    edited = case.model_copy(update={"checks": checks})
-    folder.save(edited)
-    return edited
+def _ask(question: str, default: str, choices: Sequence[str] = ()) -> str:
+    """One question of a harvested check's edit, on the terminal (``checks.Ask``)."""
+    return str(click.prompt(question, default=default, type=click.Choice(list(choices)) if choices else None))

@@ -72,11 +72,26 @@ def _nested_llm_spans(by_id: Mapping[str, SpanData], roles: Roles) -> set[str]:
     pydantic-ai's chat span wraps the OpenAI SDK call, which an OpenAI instrumentor (OpenInference's,
     or OpenLLMetry's, which ``Traceloop.init()`` turns on) traces again; counting both would double the
     tokens and report the inner span's requests as never executed. The outer, framework span is kept.
+    Inside is by time too: the anthropic SDK (2.x) traces its own calls (no content), and an
+    instrumentor that does not make its span current (OpenLLMetry's; any on a stream) leaves that span
+    beside its own, within its time, under the same parent, in another instrumentation scope.
     """
     llm = {sid: sp for sid, sp in by_id.items() if roles[sid][1] == "llm"}
     if len(llm) < 2:
         return set()
-    return {sid for sid, sp in llm.items() if any(a in llm for a in ancestors(sp, by_id))}
+    inner = {sid for sid, sp in llm.items() if any(a in llm for a in ancestors(sp, by_id))}
+    siblings: dict[str | None, list[SpanData]] = {}
+    for sid, sp in llm.items():
+        if sid not in inner and type(sp.start_ns) is int and type(sp.end_ns) is int:
+            siblings.setdefault(sp.parent_id, []).append(sp)
+    for group in siblings.values():
+        outer: SpanData | None = None  # of the spans started so far, the one that ends last
+        for sp in sorted(group, key=lambda s: (s.start_ns, -s.end_ns)):
+            if outer is not None and sp.end_ns <= outer.end_ns and sp.scope != outer.scope:
+                inner.add(sp.span_id)
+            elif outer is None or sp.end_ns > outer.end_ns:
+                outer = sp
+    return inner
 
 
 def _members(members: list[SpanData], by_id: Mapping[str, SpanData], roles: Roles) -> _Members:
@@ -340,5 +355,8 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
             "history": _history(m.llms, roles, root),
             "agents": _agents(agent, m.agents),
             **({"mcp_tools": offered} if offered else {}),
+            "instrumentation": sorted(
+                {sp.scope for sp in members if type(sp.scope) is str and sp.scope and roles[sp.span_id][1] == "llm"}
+            ),
         },
     )

@@ -87,11 +87,13 @@ def promote_chains(by_id: Mapping[str, SpanData], roles: dict[str, tuple[str, st
     ReAct agent's model node is even named "agent"), with no AGENT span between it and the work (a
     named agent inside an outer graph stays its own run), and only over an agent's work: a model call
     AND a tool span or a requested tool call. A plain chain (prompt | llm | parser) is no agent run.
+    The model call may come from another convention's instrumentor (a raw SDK loop whose app traces
+    its loop and tools with OpenInference, its client with OpenLLMetry).
     """
     model: set[str] = set()
     tools: set[str] = set()
     for sid, (source, role) in roles.items():
-        if source != "openinference" or role not in ("llm", "tool"):
+        if role not in ("llm", "tool") or (role == "tool" and source != "openinference"):
             continue
         top = _chain_top(sid, by_id, roles)
         if top is None:
@@ -100,10 +102,16 @@ def promote_chains(by_id: Mapping[str, SpanData], roles: dict[str, tuple[str, st
             tools.add(top)
         else:
             model.add(top)
-            if any(".tool_calls." in k for k in by_id[sid].attributes):
+            if _requests_tools(by_id[sid].attributes):
                 tools.add(top)
     for sid in model & tools:
         roles[sid] = ("openinference", "agent")
+
+
+def _requests_tools(a: Mapping[str, Any]) -> bool:
+    """A model call's output asks for tools (OpenInference's flattened keys, or GenAI output messages)."""
+    out = a.get("gen_ai.output.messages")
+    return any(".tool_calls." in k for k in a) or (type(out) is str and '"tool_call"' in out)
 
 
 def ancestors(span: SpanData, by_id: Mapping[str, SpanData]) -> Iterator[str]:

@@ -2,13 +2,13 @@
 
 - ``_kinds``: a run's failure kind (the precedence is in that module's docstring).
 - ``_signature``: which runs are one case, and the id a prompt gives.
-- ``_case``: ``case_from_run``, one run frozen into a pending case (``trajectory_reference``: what its
-  trajectory check compares with).
+- ``_case``: ``case_from_run``, one run frozen into a pending case (its harvested checks proposed by
+  ``checks.HARVESTED``).
 - ``_store``: ``harvest``, a whole store streamed into cases, folding runs of one signature.
 - ``_refresh``: ``rerecord``, a stale case's recording taken from a newer run, the reviewer's fields kept.
 """
 
-from ._case import COST_HEADROOM, case_from_run, trajectory_reference
+from ._case import COST_HEADROOM, case_from_run
 from ._kinds import FAILURE_KINDS, LOOP_REPEATS, failure_kind
 from ._refresh import Refreshed, matching_runs, refresh, rerecord, same_situation
 from ._signature import normalize_prompt, signature, slug
@@ -21,7 +21,6 @@ __all__ = [
     "HarvestResult",
     "Refreshed",
     "case_from_run",
-    "trajectory_reference",
     "failure_kind",
     "harvest",
     "matching_runs",

@@ -1,11 +1,10 @@
 """One run to one case: what it did, frozen.
 
 Every executed tool call becomes a fixture (so replay is deterministic), the successful distinct
-calls give ``min_steps`` (a floor and a bound) and the ``trajectory_match`` reference (``superset``,
-args ``ignore``: the replay did at least that work), mutating tools the run did not need become
-``forbidden_tools``, the calls before each mutating one its ``order`` (``_order``), and the failure
-kind names what the case protects against. A handoff that only led to a forbidden call is none of
-these (``_routes``).
+calls give ``min_steps`` (a floor and a bound), mutating tools the run did not need become
+``forbidden_tools``, each harvested check (``checks.HARVESTED``) proposes its own from the recording
+(the calls the replay must make, the order around mutating ones), and the failure kind names what
+the case protects against. A handoff that only led to a forbidden call is none of these (``_routes``).
 """
 
 from __future__ import annotations
@@ -15,30 +14,19 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from ..case import NOTE_PREFIX, TRAJECTORY, AgentCase, Fixture, Recorded, Source
+from .. import checks as checklib
+from ..adapters.clients import client_scopes
+from ..case import NOTE_PREFIX, AgentCase, Fixture, Recorded, Source
 from ..config import Config
 from ..conventions import model_hosts
 from ..model import ErrorInfo, Run
 from ._kinds import ABSTAINED, Reading, read_run
-from ._order import order_rules
 from ._routes import routes_note, routes_to_harm
 from ._signature import signature_of, slug
 
-__all__ = [
-    "COST_HEADROOM",
-    "DEFAULT_ARGS",
-    "DEFAULT_MODE",
-    "NO_HISTORY_NOTE",
-    "build_case",
-    "case_from_run",
-    "trajectory_reference",
-    "trajectory_spec",
-]
+__all__ = ["COST_HEADROOM", "NO_HISTORY_NOTE", "build_case", "case_from_run"]
 
 COST_HEADROOM = 2.0  # max_cost = recorded cost x this, so ordinary variance never fails a case
-# A harvested case's trajectory check: the replay made every call the recording needed (in any order,
-# maybe more), with args free, so a reworded query passes and an agent that skips a tool does not.
-DEFAULT_MODE, DEFAULT_ARGS = "superset", "ignore"
 NO_HISTORY_NOTE = (
     NOTE_PREFIX + "the spans do not hold the conversation before this prompt (no model call input was "
     "captured): if it is a later turn of a chat, add the earlier messages as `history`, or replay asks "
@@ -137,12 +125,11 @@ def build_case(
     else:
         ends = [{"check": "abstained" if should_abstain else "answered"}]
     forbidden = _forbidden(config, run, needed, reading.unintended, list(forbid))
-    banned = set(forbidden)
-    kept = (c for i, c in enumerate(run.calls) if i not in routes)
-    order = order_rules(kept, lambda tool: tool in banned or config.is_mutating(tool), banned)
-    reference = trajectory_reference(fixtures, forbidden, DEFAULT_MODE)
-    if reference:  # the replay must do at least the work the recording needed (its args may differ)
-        ends.append(trajectory_spec(reference))
+    trajectory = run.trajectory()
+    recording = checklib.Recording(fixtures, trajectory, forbidden, ignore_args)
+    proposed: dict[str, Any] = {"checks": ends}
+    for check in checklib.HARVESTED:
+        proposed.update(checklib.placed(check, proposed, check.propose(recording, config)))
     return AgentCase(
         id=slug(run.prompt, fallback=f"run-{run.trace_id[:8]}"),
         status="pending",
@@ -151,18 +138,17 @@ def build_case(
         history=run.history or [],
         expected=expected,
         required_elements=list(dict.fromkeys(required_elements)),
-        checks=ends,
         min_steps=len(distinct_ok),
         appropriate_tools=appropriate,
         forbidden_tools=forbidden,
-        order=order,
         max_cost=_with_headroom(cost),
+        **proposed,
         tags=list(dict.fromkeys([*(("regression", kind) if kind else ("typical",)), *stopped, *tags])),
         ignore_args=ignore_args,
         fixtures=fixtures,
         review_notes=notes,
         recorded=Recorded(
-            trajectory=run.trajectory(),
+            trajectory=trajectory,
             denied=_denied(run),
             awaiting=run.awaiting_tools(),
             stop=run.stop,
@@ -171,6 +157,7 @@ def build_case(
             cost=cost,
             model_hosts=model_hosts([run]),
             mcp_tools=run.mcp_tools,
+            instrumentation=client_scopes(run.instrumentation),
         ),
         source=Source(
             trace_id=run.trace_id,
@@ -199,26 +186,6 @@ def _payload_notes(run: Run, fixtures: list[Fixture]) -> list[str]:
         f"fixture {i} ({f.key}): its args were not captured; fill them in before accepting"
         for i, f in enumerate(fixtures)
         if f.args is None
-    ]
-
-
-def trajectory_spec(
-    reference: list[dict[str, Any]], mode: str = DEFAULT_MODE, args: str = DEFAULT_ARGS
-) -> dict[str, Any]:
-    """A harvested case's ``trajectory_match``: ``superset`` / args ``ignore`` unless the reviewer chose."""
-    return {"check": TRAJECTORY, "reference": reference, "mode": mode, "args": args}
-
-
-def trajectory_reference(fixtures: Iterable[Fixture], forbidden: Iterable[str], mode: str) -> list[dict[str, Any]]:
-    """The recorded calls a ``trajectory_match`` of ``mode`` compares with, in order: every executed
-    call (a failed attempt included: the check reads a run's executed calls), or for ``superset``
-    only the successful ones (the work the task needed). A forbidden tool is never in it: the check
-    would demand what ``never_used`` forbids."""
-    banned = set(forbidden)
-    return [
-        {"name": f.tool, "args": f.args}
-        for f in fixtures
-        if f.tool not in banned and not (mode == "superset" and f.error is not None)
     ]
 
 

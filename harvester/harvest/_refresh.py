@@ -6,13 +6,10 @@ lose what the reviewer decided; ``rerecord`` instead takes the recording from th
 ``recorded``, ``min_steps``, ``appropriate_tools``, ``max_cost``, the source) and keeps every field a
 reviewer owns: ``why``, ``status``, ``tags``, ``checks``, ``required_elements``, ``expected``,
 ``forbidden_tools``, ``ignore_args``, ``strict_repeats``, ``strict_consumption``, ``inject_failures``,
-``rejected_why``, and ``order`` (less the calls the new run no longer makes, plus the new run's rules
-for mutating calls it does not name). A tool the case forbids is never what it expects: a newer run
-that executed one still gets a fixture for it, but not a place in ``appropriate_tools``, ``min_steps``
-or a trajectory reference.
-A ``trajectory_match`` check keeps its mode and args, and takes its reference from the new run: the
-calls it executed (a failed attempt included, as the check reads a run), or for ``superset`` the
-successful ones (the work the run needed).
+``rejected_why``; each harvested check (``checks.HARVESTED``: the trajectory check, ``order``) keeps
+the reviewer's edits its own way, against the new recording (its ``refresh``). A tool the case forbids
+is never what it expects: a newer run that executed one still gets a fixture for it, but not a place
+in ``appropriate_tools``, ``min_steps`` or a harvested check.
 """
 
 from __future__ import annotations
@@ -20,15 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
+from .. import checks as checklib
 from ..canonical import canonical_json
-from ..case import TRAJECTORY, AgentCase, CaseFolder, load_cases
+from ..case import AgentCase, CaseFolder, load_cases
 from ..config import Config
 from ..errors import InputError
 from ..model import Run
 from ..store import epoch
-from ._case import case_from_run, trajectory_reference
+from ._case import case_from_run
 from ._kinds import failure_kind
-from ._order import kept_order
 from ._signature import normalize_prompt
 
 __all__ = ["Refreshed", "matching_runs", "refresh", "rerecord", "same_situation"]
@@ -88,9 +85,11 @@ def rerecord(case: AgentCase, run: Run, *, config: Config | None = None) -> Refr
     for name in _KEPT:
         data[name] = old[name]
     data["id"] = case.id
-    data["checks"] = [_refreshed_check(c, fresh, set(case.forbidden_tools)) for c in old["checks"]]
-    recorded = {f.tool for f in fresh.fixtures} | set(fresh.recorded.trajectory)
-    data["order"] = [r.model_dump() for r in kept_order(case.order, fresh.order, recorded)]
+    # the refreshed case's recording: the new run's calls, the reviewer's forbidden tools and ignored args
+    recording = checklib.Recording(fresh.fixtures, fresh.recorded.trajectory, case.forbidden_tools, case.ignore_args)
+    for check in checklib.HARVESTED:
+        kept = check.refresh(case.held(check), fresh.held(check), recording)
+        data.update(checklib.placed(check, data, kept))
     seen = case.source.seen + (0 if (run.trace_id, run.run_id) == (case.source.trace_id, case.source.run_id) else 1)
     earlier = list(case.source.earlier_signatures)
     if case.source.signature and case.source.signature != data["source"]["signature"]:
@@ -99,13 +98,6 @@ def rerecord(case: AgentCase, run: Run, *, config: Config | None = None) -> Refr
     data["source"] = {**data["source"], "seen": seen, "earlier_signatures": earlier}
     new = AgentCase.model_validate(data)
     return Refreshed(new, _changes(case, new))
-
-
-def _refreshed_check(spec: dict[str, Any], fresh: AgentCase, forbidden: set[str]) -> dict[str, Any]:
-    """A reviewer's check, kept; a trajectory check's reference is the new recording's (mode kept)."""
-    if spec.get("check") != TRAJECTORY:
-        return spec
-    return {**spec, "reference": trajectory_reference(fresh.fixtures, forbidden, str(spec.get("mode", "strict")))}
 
 
 def _changes(old: AgentCase, new: AgentCase) -> list[str]:
@@ -125,18 +117,14 @@ def _changes(old: AgentCase, new: AgentCase) -> list[str]:
     ]
     if old.recorded.stop != new.recorded.stop:
         out.append(f"stop: {old.recorded.stop}  =>  {new.recorded.stop}")
-    if old.order != new.order:
-        was, now = ("; ".join(r.summary() for r in c.order) or "(none)" for c in (old, new))
-        out.append(f"order: {was}  =>  {now}")
+    for check in checklib.HARVESTED:
+        out += check.changes(old.held(check), new.held(check))
     for name in _REFRESHED[2:]:
         was, now = getattr(old, name), getattr(new, name)
         if was != now:
             out.append(f"{name}: {was!r}  =>  {now!r}")
     if old.recorded.answer != new.recorded.answer:
         out.append(f"answer: {(old.recorded.answer or '')[:60]!r}  =>  {(new.recorded.answer or '')[:60]!r}")
-    for c in new.checks:
-        if c.get("check") == "trajectory_match" and c not in old.checks:
-            out.append(f"trajectory_match reference: {len(c.get('reference') or [])} calls (mode kept)")
     return out
 
 

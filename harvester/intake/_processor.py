@@ -235,7 +235,7 @@ class HarvestingSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         try:
             if _REPLAY.active or _REPLAY.traces or _REPLAY.harness:  # a replay's spans are never production runs
-                if seam.replay_trace(span.context.trace_id):
+                if seam.replay_span_ended(span):
                     self._replay_dropped.add()
                     return
             q = self._queue

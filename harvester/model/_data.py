@@ -117,6 +117,8 @@ class RunData(TypedDict):
     agents: NotRequired[list[str]]
     # The tools MCP servers offered the model (a replay lists them from here, not from the server).
     mcp_tools: NotRequired[list[McpToolData]]
+    # The instrumentation scopes that traced its model calls (an SDK instrumentor: replay turns it on).
+    instrumentation: NotRequired[list[str]]
     requested_tools: NotRequired[list[str]]
     blocked_tools: NotRequired[list[str]]
 

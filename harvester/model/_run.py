@@ -152,6 +152,9 @@ class Run(_Model):
     agents: list[str] = Field(default_factory=list)
     # The tools MCP servers offered the model: a replay lists a server's tools from them.
     mcp_tools: list[McpTool] = Field(default_factory=list)
+    # The instrumentation scopes that traced its model calls (``openinference.instrumentation.openai``):
+    # a replay of a raw SDK loop turns the same instrumentor on, so it reads the replay as production.
+    instrumentation: list[str] = Field(default_factory=list)
 
     # -- derived views -------------------------------------------------------------------------
     def trajectory(self) -> list[str]:

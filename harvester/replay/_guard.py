@@ -43,7 +43,7 @@ class Guard:
     ``exporting()`` says the calling code exports telemetry (its connections pass).
     """
 
-    __slots__ = ("_current", "_exporting", "_checks")
+    __slots__ = ("_current", "_exporting", "_checks", "audit")
 
     def __init__(self, current: Current, exporting: Callable[[], bool] = lambda: False) -> None:
         self._current = current
@@ -60,15 +60,23 @@ class Guard:
             "os.system": lambda p, r, a: _shell(p, r, a[0]),
         }
 
-    def audit(self, event: str, args: tuple[Any, ...]) -> None:
-        """The audit hook: one dict lookup for every event the seal does not watch."""
-        check = self._checks.get(event)
-        if check is None:
-            return
-        current = self._current()
-        if current is None or (event.startswith("socket.") and self._exporting()):
-            return
-        check(current[0], current[1], args)
+        self.audit = self._hook()
+
+    def _hook(self) -> Callable[[str, tuple[Any, ...]], None]:
+        """The audit hook: a closure over bound lookups, so an event the seal does not watch costs one call
+        and one dict lookup (every audited event of the process pays it)."""
+        checks, current, exporting = self._checks.get, self._current, self._exporting
+
+        def audit(event: str, args: tuple[Any, ...]) -> None:
+            check = checks(event)
+            if check is None:
+                return
+            here = current()
+            if here is None or (event.startswith("socket.") and exporting()):
+                return
+            check(here[0], here[1], args)
+
+        return audit
 
     def remembering(self, lookup: Callable[..., Any]) -> Callable[..., Any]:
         """``socket.getaddrinfo`` that remembers, while sealed, which name each address came from."""
@@ -120,7 +128,7 @@ def _lookup(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
         return  # no name (a server's wildcard) or an address: the connection itself is checked
     port = _port(args[1])
     if not policy.allows_host(host, port):
-        refuse("connect", _host_text(host, port), _NOT_ALLOWED_HOST)
+        refuse("connect to", _host_text(host, port), _NOT_ALLOWED_HOST)
 
 
 def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
@@ -135,11 +143,11 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
             name = _resolved.get((host, port or 0))
         if name is not None and policy.allows_host(name, port):
             return
-        refuse("connect", _host_text(name or host, port), _NOT_ALLOWED_HOST)
+        refuse("connect to", _host_text(name or host, port), _NOT_ALLOWED_HOST)
     elif family == getattr(socket, "AF_UNIX", None) and isinstance(address, (str, bytes)):
         path = address.decode("utf-8", "replace") if isinstance(address, bytes) else address
         if not policy.allows_unix(path):
-            refuse("connect", f"unix:{path}", "a local socket; allow it with replay.allow_hosts unix:PATH")
+            refuse("connect to", f"unix:{path}", "a local socket; allow it with replay.allow_hosts unix:PATH")
 
 
 def _probing() -> bool:

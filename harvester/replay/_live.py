@@ -19,7 +19,7 @@ from ..fixtures import FixtureTools
 from ..model import Run, ToolCall
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
 
-__all__ = ["LiveCall", "live_calls", "no_live_calls"]
+__all__ = ["LiveCall", "live_calls", "models_traced", "no_live_calls"]
 
 
 @dataclass
@@ -110,3 +110,18 @@ def no_live_calls(live: Sequence[LiveCall]) -> CheckResult | None:
     shown = "; ".join(c.summary() for c in live[:MAX_NO_FIXTURE_CALLS])
     more = f"; and {len(live) - MAX_NO_FIXTURE_CALLS} more" if len(live) > MAX_NO_FIXTURE_CALLS else ""
     return CheckResult(name="live_tool_call", passed=False, detail=shown + more)
+
+
+def models_traced(run: Run, untraced: Sequence[str]) -> CheckResult | None:
+    """A failed ``hermetic`` check when the recording's model calls were traced by an SDK instrumentor
+    (``untraced``) that this replay could not turn on, and the run shows no model call: what the model
+    asked for is invisible, so a tool it requested may have run for real where nothing traced it."""
+    if not untraced or run.llm_calls:
+        return None
+    return CheckResult(
+        name="hermetic",
+        passed=False,
+        detail=f"the recording's model calls were traced by {', '.join(untraced)}, which this replay could not "
+        "turn on (install it where replay runs, or instrument the client in the factory): harvester cannot see "
+        "which tools the model asked for, and the app's own loop may have run them for real",
+    )

@@ -1,6 +1,8 @@
 """Observing a replayed run the way production observes it: through its spans, read by the same
-``conventions.runs_from_spans``; an agent that emits no agent span still gets a Run, from its answer
-and the executor's log of tool calls.
+``conventions.runs_from_spans``. An agent that emits no agent span still gets a Run: its case's trace
+read as one run (``_trace_run``: the tool spans and model calls in it, wherever they sit), else its
+answer and the executor's log of tool calls. Tool spans are never dropped for the log's sake: a tool
+body that ran for real stays a call of the run, for the live-call cross-check to name.
 
 Each case-trial runs under its own root span; one span processor on the global SDK provider keeps
 the spans of the traces being replayed (one dict lookup per span), so concurrent cases never mix.
@@ -15,11 +17,13 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
+from .. import seam
 from ..case import Case
 from ..config import Config
 from ..conventions import runs_from_spans
 from ..fixtures import FixtureTools, ToolLog
 from ..model import ErrorInfo, Run, ToolCall
+from ..spans import SpanData, from_readable
 
 __all__ = ["SpanCollector", "observed_run", "observer"]
 
@@ -72,10 +76,11 @@ def observed_run(
         run = answer
     else:
         runs = runs_from_spans(spans) if spans else []
-        if runs:
-            run = _joined(runs)
+        found = _joined(runs) if runs else _trace_run(spans, tools)
+        if found is not None:
+            run = found
             if run.answer is None and isinstance(answer, str):
-                run = run.model_copy(update={"answer": answer})
+                run = run.model_copy(update={"answer": answer, "stop": "answered" if not runs else run.stop})
         elif answer is None or isinstance(answer, str):
             run = _run_from_log(answer, tools)
         else:
@@ -105,6 +110,48 @@ def _joined(runs: list[Run]) -> Run:
             "prompt": runs[0].prompt,
         }
     )
+
+
+def _trace_run(spans: list[ReadableSpan], tools: FixtureTools | None) -> Run | None:
+    """No agent span: the case's trace read as one run rooted at the case's replay root, or None when it
+    shows no tool call and no model call.
+
+    A raw SDK loop whose loop span is no agent (a CHAIN the client's spans did not promote, because
+    nothing traced the client), or an app that traces only its tools, still shows what ran: every tool
+    span and model call of the trace is the run's, a span whose parent went to another provider
+    included. A request the spans show unanswered that the executor served is that served call.
+    """
+    datas = [from_readable(s) for s in spans]
+    root = next((d for d in datas if d.parent_id is None and d.name.startswith(seam.ROOT_PREFIX)), None)
+    if root is None:
+        return None
+    ids = {d.span_id for d in datas}
+    reparented = [
+        d if d is root or d.parent_id in ids else SpanData(**{**d.to_dict(), "parent_id": root.span_id}) for d in datas
+    ]
+    as_agent = SpanData(
+        **{**root.to_dict(), "attributes": {**root.attributes, "gen_ai.operation.name": "invoke_agent"}}
+    )
+    runs = runs_from_spans([as_agent if d is root else d for d in reparented])
+    if not runs or not (runs[0].calls or runs[0].llm_calls):
+        return None
+    return _with_served(runs[0], tools.log if tools is not None else [])
+
+
+def _with_served(run: Run, log: list[ToolLog]) -> Run:
+    """``run`` with the executor's calls as it logged them (what it answered: an injected failure by its
+    mode), each in place of the call the spans show for it (same tool and args first, then same tool);
+    a call the spans show that it never served stays (it ran for real, or was requested and never
+    answered), and a served call the spans never mention is added."""
+    left = list(log)
+    calls = list(run.calls)
+    for i, call in enumerate(calls):
+        entry = next((e for e in left if e.name == call.name and e.args == call.args), None)
+        entry = entry or next((e for e in left if e.name == call.name), None)
+        if entry is not None:
+            left.remove(entry)
+            calls[i] = _call(entry).model_copy(update={"call_id": call.call_id})
+    return run.model_copy(update={"calls": calls + [_call(e) for e in left]})
 
 
 def _run_from_log(answer: str | None, tools: FixtureTools | None) -> Run:

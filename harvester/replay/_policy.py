@@ -11,8 +11,10 @@ one holding ``;``, ``|``, ``&``, ``$``, backquotes or redirections could run any
 from __future__ import annotations
 
 import fnmatch
+import functools
 import ipaddress
 import os
+import re
 import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
@@ -30,8 +32,9 @@ class Host(NamedTuple):
     port: int | None
 
 
+@functools.lru_cache(maxsize=4096)
 def _address(host: str) -> str | None:
-    """The canonical text of an IP address, or None for a name."""
+    """The canonical text of an IP address, or None for a name (cached: a connection asks per host)."""
     try:
         return str(ipaddress.ip_address(host.strip("[]").split("%", 1)[0]))
     except ValueError:
@@ -89,16 +92,18 @@ class Policy:
         parsed = [parse_host(h) for h in self.hosts]
         self._unix = frozenset(h.name[5:] for h in parsed if h.name.startswith("unix:"))
         self._names: dict[str, set[int | None]] = {}
-        self._patterns: list[Host] = []
+        patterns: dict[int | None, list[str]] = {}
         self._addresses: dict[str, set[int | None]] = {}
         for h in parsed:
             if h.name.startswith("unix:"):
                 continue
             if "*" in h.name:
-                self._patterns.append(h)
+                patterns.setdefault(h.port, []).append(fnmatch.translate(h.name))
             else:
                 table = self._addresses if _address(h.name) is not None else self._names
                 table.setdefault(h.name, set()).add(h.port)
+        # One regex per port (None: any port) for every pattern: a name is matched once, not per pattern.
+        self._patterns = {port: re.compile("|".join(found)) for port, found in patterns.items()}
         self._commands = [w for w in (shlex.split(c) for c in self.commands) if w]
 
     command_line = staticmethod(command_line)
@@ -116,7 +121,8 @@ class Policy:
         if _port_ok(self._names.get(name), port):
             return True
         return any(
-            fnmatch.fnmatchcase(name, p.name) and (p.port is None or port in (None, p.port)) for p in self._patterns
+            (at is None or port in (None, at)) and pattern.match(name) is not None
+            for at, pattern in self._patterns.items()
         )
 
     def allows_unix(self, path: str) -> bool:

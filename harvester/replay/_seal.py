@@ -118,6 +118,11 @@ class Seal:
         """Take in the refusals child processes wrote to the log since the last read."""
         if self.log is None:
             return
+        try:
+            if os.stat(self.log).st_size <= self._read:  # nothing new: the usual case, one stat per case
+                return
+        except OSError:
+            return
         with self.lock:
             try:
                 with open(self.log, "rb") as f:

@@ -113,7 +113,7 @@ def replay(
     )
     with seam.replaying_now(), sealed as suite_seal:
         runner.suite_seal = suite_seal
-        runner.adapters.open()
+        runner.adapters.open(s for case, _ in plan if case.spec is not None for s in case.spec.recorded.instrumentation)
         try:
             outcomes = _drive(runner, plan, trials, limit, timeout, progress)
             confirmed = _confirm(runner, plan, outcomes, confirm, limit, timeout)

@@ -32,7 +32,7 @@ from ..model import ErrorInfo, Run
 from ..report import CheckResult
 from ._agent import wants
 from ._evaluate import Judge, evaluate, recorded_calls_only, recordings_consumed
-from ._live import LiveCall, live_calls, no_live_calls
+from ._live import LiveCall, live_calls, models_traced, no_live_calls
 from ._observe import observed_run, observer
 from ._policy import Policy
 from ._seal import Seal, last_seq, sealed_check, suite_refusals_since, within
@@ -110,6 +110,7 @@ class Runner:
         self.build_agent = build_agent
         self.policy = policy  # None: the replay is not sealed
         self.suite_seal: Seal | None = None  # set by the suite while its seal is on
+        self._policies: dict[tuple[str, ...], Policy] = {}
         self.ignore_args = ignore_args
         self.wants = wants(build_agent)
         self.timeout = timeout
@@ -132,7 +133,7 @@ class Runner:
         seam.remember(trace_id)
         if self.collector is not None:
             self.collector.watch(trace_id)
-        seal = Seal(self.policy.with_hosts(model_hosts(job.case))) if self.policy is not None else None
+        seal = Seal(self._policy_for(job.case)) if self.policy is not None else None
         ctx = contextvars.copy_context()
         threading.Thread(
             target=ctx.run,
@@ -141,6 +142,15 @@ class Runner:
             daemon=True,
         ).start()
         return trace_id, tools
+
+    def _policy_for(self, case: Case) -> Policy:
+        """The suite's policy plus the case's model hosts, built once per distinct set of hosts."""
+        hosts = tuple(model_hosts(case))
+        policy = self._policies.get(hosts)
+        if policy is None:
+            assert self.policy is not None
+            policy = self._policies[hosts] = self.policy.with_hosts(hosts)
+        return policy
 
     def release(self, trace_id: int) -> list[ReadableSpan]:
         return self.collector.release(trace_id) if self.collector is not None else []
@@ -225,6 +235,9 @@ class Runner:
                 no_live_calls([c for c in live if c.how != "sealed"]),
                 self._guarded(),
                 None if handed else _history_lost(job.case),
+                models_traced(
+                    run, self.adapters.untraced(job.case.spec.recorded.instrumentation if job.case.spec else ())
+                ),
             )
             if c is not None
         )

@@ -2,8 +2,8 @@
 
 ``HARVESTER_TEST_VARIANT`` picks the script: ``baseline`` (the production behaviour: look up the
 policy and the order, in parallel, then answer), ``mutating`` (also refunds the order), ``new_args``
-(looks up another order than the recording did), ``refund`` (looks the order up, then refunds it) and
-``reorder`` (refunds first, then looks the order up).
+(looks up another order than the recording did), ``refund`` (looks the order up, then refunds it),
+``reorder`` (refunds first, then looks the order up) and ``skipped`` (answers without looking the order up).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ LIVE: Counter[str] = Counter()
 PROMPT = "Can I still return order A1001?"
 ANSWER = "Yes: refunds are accepted within 30 days of delivery, and order A1001 was delivered 12 days ago."
 VARIANT_ENV = "HARVESTER_TEST_VARIANT"
-VARIANTS = ("baseline", "mutating", "new_args", "refund", "reorder")
+VARIANTS = ("baseline", "mutating", "new_args", "refund", "reorder", "skipped")
 REFUNDED = "Refunded 40.00 on order A1001."
 KB = {"refund policy": "Refunds are accepted within 30 days of delivery."}
 ORDERS = {
@@ -32,6 +32,7 @@ STEPS: dict[str, list[Any]] = {
     "new_args": [[_LOOKUPS[0], ("get_order", {"order_id": "A1002"}, "call_2")], ANSWER],
     "refund": [[_LOOKUPS[1]], [_REFUND], REFUNDED],
     "reorder": [[_REFUND], [_LOOKUPS[1]], REFUNDED],
+    "skipped": [[_LOOKUPS[0]], ANSWER],
 }
 
 

@@ -1,20 +1,25 @@
-"""Jaeger and Tempo as their documented APIs answer, made from real recorded spans, on 127.0.0.1.
+"""Backends as their documented APIs answer, made from real recorded spans, on 127.0.0.1.
 
 ``jaeger_trace`` does what the OpenTelemetry Collector's OTLP-to-Jaeger translator does to a trace
 (typed tags, kind/status/scope as tags, an ``error`` tag, events as logs, arrays as JSON strings,
 the resource as the process, 16-digit ids when the high half is zero); ``tempo_answer`` wraps
-OTLP/JSON as Tempo marshals it (base64 ids, enum names, ``batches`` or ``trace``). ``Backend`` is a
-loopback HTTP server answering ``/api/traces/{id}``, ``/api/traces?service=``, ``/api/services``
-and ``/api/search`` from those forms, and failing on demand (401, 429, 500, not JSON).
+OTLP/JSON as Tempo marshals it (base64 ids, enum names, ``batches`` or ``trace``); ``phoenix_spans``
+and ``mlflow_artifact`` are the main changes Phoenix and MLflow make (their own tests check the rest
+against real servers). ``Backend`` is a loopback HTTP server answering a backend's API from those
+forms (Jaeger's ``/api/traces/{id}``, ``/api/traces?service=``, ``/api/services``; Tempo's
+``/api/search``...), and failing on demand (401, 429, 500, not JSON). ``FAKES`` has one entry per
+registered backend: the conformance test runs each through the same contract.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -116,8 +121,69 @@ def tempo_answer(spans: list[SpanData], form: str = "batches") -> dict[str, Any]
     return {"batches": doc["resourceSpans"]}
 
 
+def phoenix_spans(spans: list[SpanData]) -> list[dict[str, Any]]:
+    """Spans as Phoenix's REST API answers them: the OpenInference kind moved to ``span_kind``, times in
+    ISO 8601 (microseconds), no OTel kind, scope or resource (the JSON attributes it re-spells are left
+    to the test against a real Phoenix)."""
+    out = []
+    for s in spans:
+        attributes = dict(s.attributes)
+        out.append({
+            "context": {"trace_id": s.trace_id, "span_id": s.span_id},
+            "parent_id": s.parent_id,
+            "name": s.name,
+            "span_kind": attributes.pop("openinference.span.kind", "UNKNOWN"),
+            "start_time": _iso(s.start_ns),
+            "end_time": _iso(s.end_ns),
+            "status_code": s.status,
+            "status_message": s.status_message,
+            "attributes": attributes,
+            "events": [{"name": e["name"], "timestamp": _iso(e["time_ns"]), "attributes": e.get("attributes") or {}}
+                       for e in s.events],
+        })  # fmt: skip
+    return out
+
+
+def _iso(ns: int) -> str:
+    return (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=ns // 1000)).isoformat()
+
+
+def mlflow_artifact(spans: list[SpanData]) -> dict[str, Any]:
+    """A trace as MLflow stores it (its spans artifact): ids in base64, every attribute value JSON text
+    (a string that held JSON stored as that JSON), MLflow's own attributes added, ``STATUS_CODE_*``."""
+    request = json.dumps(f"tr-{spans[0].trace_id}")
+    out = []
+    for s in spans:
+        attributes = {k: v if _holds_json(v) else json.dumps(v, ensure_ascii=False) for k, v in s.attributes.items()}
+        out.append({
+            "trace_id": _b64(s.trace_id),
+            "span_id": _b64(s.span_id),
+            "parent_span_id": _b64(s.parent_id) if s.parent_id else None,
+            "name": s.name,
+            "start_time_unix_nano": s.start_ns,
+            "end_time_unix_nano": s.end_ns,
+            "status": {"code": f"STATUS_CODE_{s.status}", "message": s.status_message},
+            "attributes": {**attributes, "mlflow.traceRequestId": request, "mlflow.spanType": '"UNKNOWN"'},
+            "events": [{"name": e["name"], "time_unix_nano": e["time_ns"], "attributes": e.get("attributes") or {}}
+                       for e in s.events],
+        })  # fmt: skip
+    return {"spans": out}
+
+
+def _holds_json(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and isinstance(json.loads(value), dict | list)
+    except ValueError:
+        return False
+
+
+def _b64(hex_id: str) -> str:
+    return base64.b64encode(bytes.fromhex(hex_id)).decode()
+
+
 class Backend:
-    """What the loopback server holds and how it misbehaves; ``requests`` records each path asked."""
+    """What the loopback server holds and how it misbehaves; ``requests`` records each path asked.
+    ``kind`` picks the API it answers: ``FAKES[kind]``."""
 
     def __init__(self, kind: str, traces: dict[str, list[SpanData]], *, tempo_form: str = "batches") -> None:
         self.kind, self.traces, self.tempo_form = kind, traces, tempo_form
@@ -127,44 +193,104 @@ class Backend:
         self.url = ""
 
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
-        if self.kind == "jaeger":
-            if path == "/api/services":
-                return 200, {"data": sorted({str(s[0].resource.get("service.name")) for s in self.traces.values()})}
-            if path == "/api/traces":
-                service = query["service"][0]
-                limit = int(query.get("limit", ["20"])[0])
-                found = [jaeger_trace(s) for s in self.traces.values() if s[0].resource.get("service.name") == service]
-                if query.get("tags"):
-                    want = orjson.loads(query["tags"][0])
-                    found = [t for t in found if want == {"error": "true"} and any(
-                        tag["key"] == "error" for s in t["spans"] for tag in s["tags"])]  # fmt: skip
-                start = int(query.get("start", ["0"])[0])
-                found = [t for t in found if min(s["startTime"] for s in t["spans"]) >= start]
-                return 200, {"data": found[:limit], "total": 0, "limit": 0, "offset": 0, "errors": None}
-            if path.startswith("/api/traces/"):
-                tid = path.rsplit("/", 1)[1].rjust(32, "0")
-                if tid not in self.traces:
-                    return 404, {"data": None, "errors": [{"code": 404, "msg": "trace not found"}]}
-                return 200, {"data": [jaeger_trace(self.traces[tid])], "errors": None}
-        if self.kind == "tempo":
-            if path == "/api/search":
-                q = query["q"][0]
-                start_ns = int(query["start"][0]) * 10**9
-                found = []
-                for tid, spans in self.traces.items():
-                    first = min(s.start_ns for s in spans)
-                    if first < start_ns or ("error" in q and not any(s.status == "ERROR" for s in spans)):
-                        continue
-                    found.append(
-                        {"traceID": tid.lstrip("0") or "0", "rootServiceName": "x", "startTimeUnixNano": str(first)}
-                    )
-                return 200, {"traces": found[: int(query["limit"][0])], "metrics": {}}
-            if path.startswith("/api/traces/"):
-                tid = path.rsplit("/", 1)[1]
-                if tid not in self.traces:
-                    return 404, None
-                return 200, tempo_answer(self.traces[tid], self.tempo_form)
-        return 404, None
+        """(status, JSON document, or None for a plain-text 404) for one request."""
+        return FAKES[self.kind].answer(self, path, query)
+
+
+def _jaeger_api(backend: Backend, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+    traces = backend.traces
+    if path == "/api/services":
+        return 200, {"data": sorted({str(s[0].resource.get("service.name")) for s in traces.values()})}
+    if path == "/api/traces":
+        service = query["service"][0]
+        limit = int(query.get("limit", ["20"])[0])
+        found = [jaeger_trace(s) for s in traces.values() if s[0].resource.get("service.name") == service]
+        if query.get("tags"):
+            want = orjson.loads(query["tags"][0])
+            found = [t for t in found if want == {"error": "true"} and any(
+                tag["key"] == "error" for s in t["spans"] for tag in s["tags"])]  # fmt: skip
+        start = int(query.get("start", ["0"])[0])
+        found = [t for t in found if min(s["startTime"] for s in t["spans"]) >= start]
+        return 200, {"data": found[:limit], "total": 0, "limit": 0, "offset": 0, "errors": None}
+    if path.startswith("/api/traces/"):
+        tid = path.rsplit("/", 1)[1].rjust(32, "0")
+        if tid not in traces:
+            return 404, {"data": None, "errors": [{"code": 404, "msg": "trace not found"}]}
+        return 200, {"data": [jaeger_trace(traces[tid])], "errors": None}
+    return 404, None
+
+
+def _tempo_api(backend: Backend, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+    if path == "/api/search":
+        q = query["q"][0]
+        start_ns = int(query["start"][0]) * 10**9
+        found = []
+        for tid, spans in backend.traces.items():
+            first = min(s.start_ns for s in spans)
+            if first < start_ns or ("error" in q and not any(s.status == "ERROR" for s in spans)):
+                continue
+            found.append({"traceID": tid.lstrip("0") or "0", "rootServiceName": "x", "startTimeUnixNano": str(first)})
+        return 200, {"traces": found[: int(query["limit"][0])], "metrics": {}}
+    if path.startswith("/api/traces/"):
+        tid = path.rsplit("/", 1)[1]
+        if tid not in backend.traces:
+            return 404, None
+        return 200, tempo_answer(backend.traces[tid], backend.tempo_form)
+    return 404, None
+
+
+def _phoenix_api(backend: Backend, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+    """``/v1/projects/default/spans`` (by trace ids, status) and ``/traces`` (newest first, since, failed)."""
+    if path == "/v1/projects/default/spans":
+        ids, status = set(query.get("trace_id", ())), query.get("status_code", [None])[0]
+        spans = [s for tid, spans in backend.traces.items() if not ids or tid in ids for s in spans
+                 if status is None or s.status == status]  # fmt: skip
+        return 200, {"data": phoenix_spans(spans), "next_cursor": None}
+    if path == "/v1/projects/default/traces":
+        since = datetime.fromisoformat(query["start_time"][0]) if "start_time" in query else None
+        found = sorted(backend.traces.items(), key=lambda t: -min(s.start_ns for s in t[1]))
+        if since is not None:
+            found = [t for t in found if min(s.start_ns for s in t[1]) >= since.timestamp() * 1e9]
+        if query.get("filter") == ["error_count > 0"]:
+            found = [t for t in found if any(s.status == "ERROR" for s in t[1])]
+        return 200, {"data": [{"trace_id": tid} for tid, _ in found][: int(query["limit"][0])], "next_cursor": None}
+    return 404, {"detail": "Not Found"}
+
+
+def _mlflow_api(backend: Backend, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+    """A trace by its ``tr-`` name (info, then the spans artifact); a search of the default experiment,
+    newest first (the request's body, with its filter, is not read: a search answers every trace)."""
+    missing = {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "not found"}
+    by_name = {f"tr-{tid}": spans for tid, spans in backend.traces.items()}
+    if path.startswith("/api/3.0/mlflow/traces/") and path != "/api/3.0/mlflow/traces/search":
+        name = path.rsplit("/", 1)[1]
+        return (200, {"trace": {"trace_info": {"trace_id": name, "tags": {}}}}) if name in by_name else (404, missing)
+    if path == "/ajax-api/2.0/mlflow/get-trace-artifact":
+        name = query["request_id"][0]
+        return (200, mlflow_artifact(by_name[name])) if name in by_name else (404, missing)
+    if path == "/api/2.0/mlflow/experiments/search":
+        return 200, {"experiments": [{"experiment_id": "0", "name": "Default"}]}
+    if path == "/api/3.0/mlflow/traces/search":
+        found = sorted(by_name.items(), key=lambda t: -min(s.start_ns for s in t[1]))
+        return 200, {"traces": [{"trace_id": name} for name, _ in found]}
+    return 404, missing
+
+
+@dataclass(frozen=True)
+class Fake:
+    """A backend as the conformance test needs it: how its API answers from the traces a ``Backend``
+    holds, and what one trace saved from it (``--file``) looks like. One entry per registered backend."""
+
+    answer: Callable[[Backend, str, dict[str, list[str]]], tuple[int, Any]]
+    export: Callable[[list[SpanData]], Any]
+
+
+FAKES: dict[str, Fake] = {
+    "phoenix": Fake(_phoenix_api, lambda spans: {"data": phoenix_spans(spans)}),
+    "mlflow": Fake(_mlflow_api, mlflow_artifact),
+    "jaeger": Fake(_jaeger_api, lambda spans: {"data": [jaeger_trace(spans)]}),
+    "tempo": Fake(_tempo_api, tempo_answer),
+}
 
 
 @dataclass

@@ -35,7 +35,7 @@ from urllib.parse import urlencode, urlsplit
 import orjson
 
 from ...errors import BackendError, InputError, NotFoundError
-from ._target import Target
+from ._backend import Target
 
 __all__ = ["MAX_RESPONSE_BYTES", "SHAPE_ERRORS", "Client", "check_header", "credential", "one_line"]
 

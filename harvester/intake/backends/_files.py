@@ -1,10 +1,10 @@
 """``spans_of_export``: the spans of a file saved from any backend, its form told by its content.
 
-A user who saved a trace from Jaeger's UI, Tempo's API, Phoenix or MLflow should not have to say which
-it was, nor convert it: each document of the file (one JSON document, or JSON lines) is tried as
+A user who saved a trace from a backend (Jaeger's UI, Tempo's API...) should not have to say which it
+was, nor convert it: each document of the file (one JSON document, or JSON lines) is tried as
 OTLP/JSON first (the Collector's file exporter, ``traces export``, a Jaeger v3 or Tempo answer that is
-plain OTLP), then as each backend's own form. A document of no known form stops the read with one line
-naming the file and listing the forms that were expected.
+plain OTLP), then as each registered backend's own form. A document of no known form stops the read
+with one line naming the file and listing the forms that were expected.
 """
 
 from __future__ import annotations
@@ -13,15 +13,11 @@ from typing import Any
 
 from ...errors import OtlpFormatError
 from ...spans import OtlpStats, SpanData, numbered_otlp_documents, spans_of_document
-from . import READERS, reader
+from ._registry import READERS, exports
 
 __all__ = ["EXPECTED", "spans_of_export"]
 
-EXPECTED = (
-    "OTLP/JSON (resourceSpans), a Tempo answer (batches or trace.resourceSpans), a Jaeger download "
-    "(data[].spans with processes), a Phoenix spans export (data[] of spans with context.trace_id) or an "
-    "MLflow trace (Trace.to_json(), a traces/get answer or its spans artifact)"
-)
+EXPECTED = f"OTLP/JSON (resourceSpans), {exports()}"
 
 
 def spans_of_export(data: bytes, file: str) -> list[SpanData]:
@@ -48,8 +44,8 @@ def _unwrapped(doc: Any) -> Any:
 
 
 def _of_backends(doc: Any, file: str) -> list[SpanData] | None:
-    for backend in READERS:
-        found = reader(backend).from_export(doc, file)
+    for backend in READERS.values():
+        found = backend.from_export(doc, file)
         if found is not None:
             return list(found)
     return None

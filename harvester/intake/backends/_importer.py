@@ -15,9 +15,10 @@ from ...errors import InputError
 from ...spans import SpanData
 from ...store import TraceStore
 from .._ingest import IngestStats, ingest_traces
-from . import reader
+from ._backend import Target
 from ._client import Client
-from ._target import Target, parse_target
+from ._registry import reader
+from ._target import parse_target
 
 __all__ = ["Imported", "client_for", "import_traces", "pull"]
 
@@ -34,7 +35,7 @@ class Imported(NamedTuple):
 def client_for(target: Target | str, *, timeout: float = 30.0) -> Client:
     target = parse_target(target) if isinstance(target, str) else target
     mod = reader(target.backend)
-    return Client(target, headers=mod.headers(), credentials=mod.CREDENTIALS, timeout=timeout)
+    return Client(target, headers=mod.headers(), credentials=mod.BACKEND.credentials, timeout=timeout)
 
 
 def pull(

@@ -30,12 +30,19 @@ import orjson
 from ...errors import NotFoundError, OtlpFormatError
 from ...seam import replay_span
 from ...spans import SpanData
+from ._backend import Backend
 from ._client import Client, credential, one_line
 from ._values import PAYLOADS, hex_trace_id, padded_hex
 
-__all__ = ["CREDENTIALS", "fetch", "find", "from_export", "headers", "spans_of_trace"]
+__all__ = ["BACKEND", "fetch", "find", "from_export", "headers", "spans_of_trace"]
 
-CREDENTIALS = "HARVESTER_JAEGER_TOKEN"
+BACKEND = Backend(
+    name="jaeger",
+    label="Jaeger",
+    port=16686,
+    credentials="HARVESTER_JAEGER_TOKEN",
+    export="a Jaeger download (data[].spans with processes)",
+)
 _KINDS = {
     "client": "CLIENT",
     "server": "SERVER",
@@ -49,12 +56,12 @@ _SEARCH_WINDOW_S = 7 * 86400  # without --since, the last week (Jaeger needs a w
 
 
 def headers() -> dict[str, str]:
-    token = credential(CREDENTIALS)
+    token = credential("HARVESTER_JAEGER_TOKEN")
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def fetch(client: Client, trace_id: str) -> list[SpanData]:
-    tid = hex_trace_id(trace_id, "Jaeger")
+    tid = hex_trace_id(trace_id, BACKEND.label)
     answer = client.get_trace(f"/api/traces/{quote(tid, safe='')}", trace_id)
     traces = (answer.get("data") or []) if isinstance(answer, dict) else []
     spans = [s for t in traces if isinstance(t, dict) for s in spans_of_trace(t, file=str(client.target))]

@@ -43,12 +43,20 @@ import orjson
 from ...errors import BackendError, InputError, NotFoundError, OtlpFormatError
 from ...seam import replay_span
 from ...spans import SpanData
+from ._backend import Backend
 from ._client import Client, credential
 from ._values import PAYLOADS, is_hex, shown_id
 
-__all__ = ["CREDENTIALS", "LOST", "fetch", "find", "from_export", "headers", "spans_of_trace"]
+__all__ = ["BACKEND", "LOST", "fetch", "find", "from_export", "headers", "spans_of_trace"]
 
-CREDENTIALS = "MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD)"
+BACKEND = Backend(
+    name="mlflow",
+    label="MLflow",
+    port=5000,
+    scope="experiment",
+    credentials="MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD)",
+    export="an MLflow trace (Trace.to_json(), a traces/get answer or its spans artifact)",
+)
 LOST = (
     "span kinds (read back as INTERNAL)",
     "instrumentation scopes",

@@ -44,12 +44,20 @@ from urllib.parse import quote, unquote
 from ...errors import BackendError, NotFoundError, OtlpFormatError
 from ...seam import replay_span
 from ...spans import SpanData
+from ._backend import Backend
 from ._client import Client, check_header, credential
 from ._values import hex_trace_id, is_hex, padded_hex
 
-__all__ = ["CREDENTIALS", "fetch", "find", "from_export", "headers", "span_from_phoenix", "undo_attributes"]
+__all__ = ["BACKEND", "fetch", "find", "from_export", "headers", "span_from_phoenix", "undo_attributes"]
 
-CREDENTIALS = "PHOENIX_API_KEY (or PHOENIX_CLIENT_HEADERS)"
+BACKEND = Backend(
+    name="phoenix",
+    label="Phoenix",
+    port=6006,
+    scope="project",
+    credentials="PHOENIX_API_KEY (or PHOENIX_CLIENT_HEADERS)",
+    export="a Phoenix spans export (data[] of spans with context.trace_id)",
+)
 DEFAULT_PROJECT = "default"
 PAGE = 1000  # the most Phoenix answers per page
 _CHECK = 100  # trace ids per request when checking a page of failed traces
@@ -85,7 +93,7 @@ def headers() -> dict[str, str]:
 
 def fetch(client: Client, trace_id: str) -> list[SpanData]:
     """Every span of one trace (``GET .../spans?trace_id=``, paged by ``next_cursor``)."""
-    tid = hex_trace_id(trace_id, "Phoenix")
+    tid = hex_trace_id(trace_id, BACKEND.label)
     project = _project(client)
     spans: list[SpanData] = []
     for page in _pages(client, f"{_base(client)}/spans", {"trace_id": tid, "limit": PAGE}):

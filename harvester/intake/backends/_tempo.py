@@ -20,12 +20,19 @@ from urllib.parse import quote
 
 from ...errors import NotFoundError
 from ...spans import SpanData, spans_from_otlp
+from ._backend import Backend
 from ._client import Client, credential, one_line
 from ._values import hex_trace_id, padded_hex
 
-__all__ = ["CREDENTIALS", "fetch", "find", "from_export", "headers", "otlp_document"]
+__all__ = ["BACKEND", "fetch", "find", "from_export", "headers", "otlp_document"]
 
-CREDENTIALS = "HARVESTER_TEMPO_TOKEN (and HARVESTER_TEMPO_TENANT for a multi-tenant Tempo)"
+BACKEND = Backend(
+    name="tempo",
+    label="Tempo",
+    port=3200,
+    credentials="HARVESTER_TEMPO_TOKEN (and HARVESTER_TEMPO_TENANT for a multi-tenant Tempo)",
+    export="a Tempo answer (batches or trace.resourceSpans)",
+)
 _SEARCH_WINDOW_S = 7 * 86400  # without --since, the last week
 
 
@@ -39,7 +46,7 @@ def headers() -> dict[str, str]:
 
 
 def fetch(client: Client, trace_id: str) -> list[SpanData]:
-    tid = hex_trace_id(trace_id, "Tempo")
+    tid = hex_trace_id(trace_id, BACKEND.label)
     answer = client.get_trace(f"/api/traces/{quote(tid, safe='')}", trace_id)
     doc = otlp_document(answer)
     spans = list(spans_from_otlp(doc, file=str(client.target))) if doc is not None else []

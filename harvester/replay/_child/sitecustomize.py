@@ -71,7 +71,7 @@ _setting = os.environ.get(ENV)
 if _setting:
     try:
         _seal(json.loads(_setting))
-    except (OSError, ValueError, ImportError, KeyError, TypeError) as exc:  # never start a child unsealed silently
+    except Exception as exc:  # never let a child run unsealed (an interpreter without audit hooks, a bad setting)
         sys.stderr.write(f"harvester: could not seal this process ({type(exc).__name__}: {exc}); exiting\n")
         raise SystemExit(70) from None
 _then_the_projects_own()

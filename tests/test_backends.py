@@ -492,6 +492,7 @@ def test_a_since_before_1970_is_a_usage_error(tmp_path, since):
     assert server.seen == []
 
 
+@pytest.mark.slow
 def test_a_backend_trickling_its_answer_is_given_up_on_at_the_timeout(tmp_path):
     def trickle(request, _):
         request.send_response(200)

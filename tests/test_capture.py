@@ -388,6 +388,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_pool_children_write_their_runs_when_multiprocessing_comes_after_the_processor(tmp_path: Path) -> None:
     """The hook does not import multiprocessing; a fork child of a processor made before it was imported,
     and a spawned child that builds its own, still shut down in multiprocessing's exit hooks."""

@@ -450,6 +450,7 @@ def _script(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_interpreter_exit_flushes_the_pending_queue(tmp_path: Path) -> None:
     out = _script(
         tmp_path,
@@ -472,6 +473,7 @@ def test_interpreter_exit_flushes_the_pending_queue(tmp_path: Path) -> None:
     assert len(stored(str(tmp_path / "b" / "t.db"))) == 50
 
 
+@pytest.mark.slow
 def test_fork_without_using_the_processor_in_the_child(tmp_path: Path) -> None:
     out = _script(
         tmp_path,

@@ -54,6 +54,7 @@ def test_segments_store_the_runs_of_the_whole_file(
     assert runs_of(cut_rows) == runs_of(whole_rows) and len(cut_rows) == len(whole_rows)
 
 
+@pytest.mark.slow
 def test_jobs_1_cuts_a_big_file_as_the_workers_do(
     tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -84,6 +84,7 @@ def test_tags_are_markers_under_strict_markers_and_k_selects_by_id(project):
     assert "injection-contained" not in result.stdout.str().split("deselected")[-1]
 
 
+@pytest.mark.slow
 def test_x_stops_at_the_first_failing_case(project):
     result = _run(project, BAD, "-x")
     result.assert_outcomes(failed=1)  # injection-contained runs first; the two others never ran

@@ -212,6 +212,7 @@ def test_a_body_trickled_a_byte_at_a_time_gets_a_408_at_the_body_deadline(store:
         rec.stop(timeout=1)
 
 
+@pytest.mark.slow
 def test_a_body_slower_than_the_minimum_rate_gets_a_408_long_before_the_body_deadline(
     store: str, tricklers: list[Trickler], monkeypatch: pytest.MonkeyPatch
 ):
@@ -295,6 +296,7 @@ def test_a_gzip_body_is_charged_what_it_inflates_to(store: str, tricklers: list[
 
 
 # -- a retried export --------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("store_process", [False, True], ids=["in-process", "store-process"])
 def test_an_export_retried_after_its_trace_was_stored_merges_into_the_stored_run(store: str, store_process: bool):
     """An exporter resends a request after the trace completed: its part joins the stored run, as
@@ -353,6 +355,7 @@ def test_a_store_the_store_process_cannot_open_fails_at_construction(tmp_path: P
         Receiver(str(tmp_path), port=0, store_process=True)  # a directory, not a store
 
 
+@pytest.mark.slow
 def test_a_store_process_started_without_fork_gets_the_redaction_pickled(store: str, monkeypatch):
     """With threads running, the store process is not forked (forkserver): its redactor travels pickled."""
     import harvester.intake._store_process as store_process
@@ -369,6 +372,7 @@ def test_a_store_process_started_without_fork_gets_the_redaction_pickled(store: 
     assert "jane@example.com" not in str(run.model_dump()) and "<email:" in str(run.model_dump())
 
 
+@pytest.mark.slow
 def test_a_dead_store_process_counts_what_it_loses_and_never_hangs(store: str):
     rec = Receiver(store, port=0, idle_seconds=0.05, redact=False, store_process=True)
     rec.start()

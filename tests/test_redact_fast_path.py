@@ -154,6 +154,7 @@ def test_values_the_scan_lets_through_are_values_the_walk_leaves_alone(value: ob
         assert R.redact_value(value) == value
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(st.one_of(texts, st.lists(texts, max_size=6).map(json.dumps), st.text(alphabet="0123456789 -Aa", max_size=40)))
 def test_the_one_pass_ascii_scan_decides_as_the_card_test_and_the_triggers_do(text: str) -> None:

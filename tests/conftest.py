@@ -21,3 +21,14 @@ def _not_a_harness() -> Iterator[None]:
 
 # The throwaway PostgreSQL server (``postgres_server``) and a database per test (``postgres_url``).
 pytest_plugins = ["tests.builders.postgres"]
+
+# What a test needs beyond Python, by the fixture that brings it: the test carries that marker, so that
+# the fast loop can leave it out (``-m "not slow and not browser and not postgres and not servers"``).
+# A test that asks for PostgreSQL only by a parameter (``store_url``) has the marker on that parameter.
+NEEDS = {"browser": "browser", "postgres_server": "postgres", "phoenix": "servers", "mlflow_server": "servers"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in sorted(NEEDS.keys() & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(NEEDS[fixture])

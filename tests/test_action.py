@@ -58,6 +58,7 @@ def _check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
 # -- the schema --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_action_matches_the_github_actions_schema_offline():
     done = _check_jsonschema(ACTION)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -60,7 +60,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     exe = _mlflow_executable()
     if not exe or not Path(exe).exists():
         if os.environ.get("HARVESTER_REQUIRE_BACKENDS") == "1":
@@ -125,12 +125,12 @@ class Sent:
 
 
 @pytest.fixture(scope="module")
-def sent(server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sent]:
+def sent(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sent]:
     from harvester.spans import from_readable
 
-    out = Sent(server, str(tmp_path_factory.mktemp("capture") / "t.db"), new_experiment(server))
+    out = Sent(mlflow_server, str(tmp_path_factory.mktemp("capture") / "t.db"), new_experiment(mlflow_server))
     proc = HarvestingSpanProcessor(out.store, redact=False)
-    provider = provider_to(server, out.experiment_id, proc)
+    provider = provider_to(mlflow_server, out.experiment_id, proc)
 
     def keep(spans: list[Any]) -> None:
         for span in sorted((from_readable(s) for s in spans), key=lambda s: s.start_ns):
@@ -248,17 +248,17 @@ def test_find_by_experiment_id_name_or_every_experiment(sent):
     assert _mlflow.find(client_of(sent.server, empty[0]), since_ns=None, failed=False, limit=5) == []
 
 
-def test_an_unknown_trace_is_not_found_in_one_line(server):
-    client = client_of(server)
+def test_an_unknown_trace_is_not_found_in_one_line(mlflow_server):
+    client = client_of(mlflow_server)
     for asked in ("0123456789abcdef0123456789abcdef", "tr-0123456789abcdef0123456789abcdef", "nonsense"):
         with pytest.raises(NotFoundError) as err:
             _mlflow.fetch(client, asked)
         assert "\n" not in str(err.value) and asked in str(err.value)
 
 
-def test_a_replay_sent_to_mlflow_is_not_imported(server):
-    _, experiment_id = new_experiment(server)
-    provider = provider_to(server, experiment_id)
+def test_a_replay_sent_to_mlflow_is_not_imported(mlflow_server):
+    _, experiment_id = new_experiment(mlflow_server)
+    provider = provider_to(mlflow_server, experiment_id)
     with provider.get_tracer("harvester").start_as_current_span(
         "harvester.replay case-1", attributes={"harvester.case": "case-1"}
     ) as root:
@@ -266,7 +266,7 @@ def test_a_replay_sent_to_mlflow_is_not_imported(server):
     provider.shutdown()
     tid = format(root.get_span_context().trace_id, "032x")
     with pytest.raises(NotFoundError, match="replays"):
-        _mlflow.fetch(client_of(server), tid)
+        _mlflow.fetch(client_of(mlflow_server), tid)
 
 
 # -- saved traces --------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ def test_a_saved_trace_reads_back_the_same_runs(sent, tmp_path):
 
 # -- recorded framework traces: every convention harvester reads --------------------------------
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: Path(p).stem)
-def test_every_recorded_trace_reads_back_the_same_runs_from_mlflow(server, path):
+def test_every_recorded_trace_reads_back_the_same_runs_from_mlflow(mlflow_server, path):
     """Sent as OTLP/JSON under fresh trace ids (the recordings share deterministic ones)."""
     doc = orjson.loads(Path(path).read_bytes())
     fresh: dict[str, str] = {}
@@ -314,12 +314,12 @@ def test_every_recorded_trace_reads_back_the_same_runs_from_mlflow(server, path)
             for span in ss.get("spans") or ():
                 span["traceId"] = fresh.setdefault(span["traceId"], uuid.uuid4().hex)
     spans = list(spans_from_otlp(copy.deepcopy(doc)))
-    _, experiment_id = new_experiment(server)
+    _, experiment_id = new_experiment(mlflow_server)
     headers = {"Content-Type": "application/json", "x-mlflow-experiment-id": experiment_id}
-    req = urllib.request.Request(f"{server}/v1/traces", data=orjson.dumps(doc), method="POST", headers=headers)
+    req = urllib.request.Request(f"{mlflow_server}/v1/traces", data=orjson.dumps(doc), method="POST", headers=headers)
     with urllib.request.urlopen(req, timeout=60) as r:
         assert r.status == 200
-    client = client_of(server)
+    client = client_of(mlflow_server)
     for tid in fresh.values():
         want = [s for s in spans if s.trace_id == tid]
         got = _mlflow.fetch(client, tid)

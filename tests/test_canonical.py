@@ -1,5 +1,6 @@
 import hashlib
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ json_values = st.recursive(
 json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=6)
 
 
+@pytest.mark.slow
 @given(json_objects)
 def test_hash_ignores_key_order(obj):
     reordered = dict(reversed(list(obj.items())))

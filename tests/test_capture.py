@@ -190,6 +190,7 @@ def test_bad_input(tmp_path: Path) -> None:
     proc.shutdown()
 
 
+@pytest.mark.slow
 def test_ten_thousand_spans_in_one_trace(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path, max_queue=20_000)
     with tracer.start_as_current_span("invoke_agent big", attributes={"gen_ai.operation.name": "invoke_agent"}):
@@ -387,6 +388,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_pool_children_write_their_runs_when_multiprocessing_comes_after_the_processor(tmp_path: Path) -> None:
     """The hook does not import multiprocessing; a fork child of a processor made before it was imported,
     and a spawned child that builds its own, still shut down in multiprocessing's exit hooks."""
@@ -399,6 +401,7 @@ def test_pool_children_write_their_runs_when_multiprocessing_comes_after_the_pro
     assert out.stdout.strip() == "['from fork', 'from spawn']"
 
 
+@pytest.mark.slow
 def test_a_long_session_writes_its_ended_runs_and_never_cuts_one_in_progress(tmp_path: Path) -> None:
     """Runs inside a root that stays open (a chat session): once the trace is older than max_trace_age_s,
     the runs whose agent spans ended are written (a crash no longer loses them), and a run still going
@@ -464,6 +467,28 @@ def test_a_shutdown_at_interpreter_exit_waits_at_most_five_seconds(
             {"join": lambda self, t: (waited.append(t), real.join(t)), "is_alive": lambda self: real.is_alive()},
         )(),
     )
-    monkeypatch.setattr(capture_module, "_exiting", True)
+    monkeypatch.setattr(capture_module, "_exiting", lambda: True)
     proc.shutdown()
     assert waited == [5.0]
+
+
+def test_the_sdk_exit_hook_finds_the_interpreter_exiting(tmp_path: Path) -> None:
+    """At a real exit: a provider made after the processor shuts it down first (atexit runs last in,
+    first out) with the SDK's 30 s default, and the processor already knows the interpreter is exiting."""
+    code = f"""
+from opentelemetry.sdk.trace import TracerProvider
+from harvester.intake import HarvestingSpanProcessor
+proc = HarvestingSpanProcessor({str(tmp_path / "t.db")!r})
+TracerProvider().add_span_processor(proc)
+real = proc._worker
+class Worker:
+    def join(self, timeout):
+        print("join", timeout)
+        real.join(timeout)
+    def is_alive(self):
+        return real.is_alive()
+proc._worker = Worker()
+print("running")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["running", "join", "5.0"], out.stdout + out.stderr

@@ -20,6 +20,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry import trace as otel
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -137,6 +138,30 @@ def test_on_end_after_shutdown_and_provider_shut_down_twice(tmp_path: Path) -> N
     assert [r.prompt for r in stored(path)] == ["before"]
 
 
+def test_drop_counts_stay_exact_while_other_threads_read_them(tmp_path: Path) -> None:
+    """Drops are counted on the app's threads without a lock; reading the counts (``stats()``, from
+    several threads at once) neither loses an add nor counts itself."""
+    proc, _, _ = setup(tmp_path)
+    proc.shutdown()  # from now on every span that ends is dropped and counted
+    with TracerProvider(shutdown_on_exit=False).get_tracer("u").start_as_current_span("late") as late:
+        pass
+
+    def end() -> None:
+        for _ in range(500):
+            proc.on_end(late)  # type: ignore[arg-type]
+
+    def read() -> None:
+        for _ in range(200):
+            proc.stats()
+
+    threads = [threading.Thread(target=fn) for fn in (end, read) * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(DEADLINE)
+    assert proc.stats()["dropped"]["queue_full"] == proc.stats()["dropped"]["queue_full"] == 2_000
+
+
 def test_timeouts_of_any_shape(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path)
     agent_run(tracer)
@@ -210,6 +235,7 @@ def test_disk_full_is_counted_and_the_worker_recovers(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_five_megabyte_attribute_is_stored_and_redacted(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path)
     secret = "sk-proj-AAAAbbbbCCCCddddEEEEffff"
@@ -222,6 +248,7 @@ def test_five_megabyte_attribute_is_stored_and_redacted(tmp_path: Path) -> None:
     assert secret.encode() not in raw
 
 
+@pytest.mark.slow
 def test_trace_without_agent_spans_memory_plateaus(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path, max_queue=200_000)
 
@@ -362,6 +389,7 @@ def test_force_flush_covers_every_span_ended_before_it(tmp_path: Path) -> None:
     proc.shutdown()
 
 
+@pytest.mark.slow
 def test_redaction_caches_are_bounded(tmp_path: Path) -> None:
     r = Redactor()
     for i in range(60_000):
@@ -422,6 +450,7 @@ def _script(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_interpreter_exit_flushes_the_pending_queue(tmp_path: Path) -> None:
     out = _script(
         tmp_path,
@@ -444,6 +473,7 @@ def test_interpreter_exit_flushes_the_pending_queue(tmp_path: Path) -> None:
     assert len(stored(str(tmp_path / "b" / "t.db"))) == 50
 
 
+@pytest.mark.slow
 def test_fork_without_using_the_processor_in_the_child(tmp_path: Path) -> None:
     out = _script(
         tmp_path,

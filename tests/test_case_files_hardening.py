@@ -255,6 +255,7 @@ def test_configuration_docs_say_plugins_run_code():
 
 
 # -- 7. the demo counts what it captured, whatever the processor's defaults ---------------------------
+@pytest.mark.slow
 def test_demo_line_one_counts_every_captured_run_whatever_the_defaults(tmp_path, monkeypatch):
     from harvester.demo import scenario
     from harvester.intake import HarvestingSpanProcessor

@@ -111,7 +111,7 @@ def test_replay_gates_and_baseline(project):
     assert "warning: baseline is cases (unversioned)" in result.output  # another suite version: warn, compare
 
 
-@pytest.mark.parametrize("spelling", [["--json"], ["--report", "-"], ["--json", "-"]])
+@pytest.mark.parametrize("spelling", [["--json"], ["--report", "-"]])
 def test_replay_json_to_stdout_is_a_report(project, spelling):
     """``--json`` means what it means on every command: JSON for machines on stdout; the summary and
     the gate lines go to stderr, so the stdout is the report alone."""
@@ -123,20 +123,8 @@ def test_replay_json_to_stdout_is_a_report(project, spelling):
     assert "release gate: PASS" in result.stderr
 
 
-def test_replay_json_path_still_writes_the_report_with_a_note(project):
-    """``--json PATH`` (the old spelling of ``--report PATH``) keeps working for one release."""
-    result = CliRunner().invoke(
-        main, ["replay", "--agent", "cli_agent_mod:build", "--json", "old.json", "--gate", "task_completion>=0"]
-    )
-    assert result.exit_code == 0, result.output
-    assert Report.load(project / "old.json").results
-    assert "note: --json PATH is deprecated: use --report old.json" in result.stderr
-
-
 def test_replay_refuses_two_different_report_paths(project):
-    result = CliRunner().invoke(
-        main, ["replay", "--agent", "cli_agent_mod:build", "--json", "a.json", "--report", "b.json"]
-    )
+    result = CliRunner().invoke(main, ["replay", "--agent", "cli_agent_mod:build", "--json", "--report", "b.json"])
     assert result.exit_code == 2 and "--report and --json both name the report" in result.output
     assert not (project / "a.json").exists() and not (project / "b.json").exists()
 

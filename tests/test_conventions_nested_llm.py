@@ -61,6 +61,7 @@ def _openai_client() -> AsyncOpenAI:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("instrumentor", ["openinference", "openllmetry"])
 def test_a_model_call_traced_twice_counts_once(instrumentor: str) -> None:
     if instrumentor == "openinference":

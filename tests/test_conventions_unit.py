@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -443,6 +444,7 @@ def test_is_agent_span():
     assert not is_agent_span(s({}))
 
 
+@pytest.mark.slow
 def test_ten_thousand_spans_in_one_trace():
     """Linear pairing: a quadratic one would make this test take minutes (speed lives in bench/, not here)."""
     c = Clock()

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SPANS_PER_RUN = 4  # tests.builders.capture.agent_run
 MAX_QUEUE, BATCH = 2_048, 256  # the processor's defaults
@@ -74,6 +76,7 @@ def crash_loss(folder: Path, seconds: float = 2.0, threads: int = 4) -> tuple[in
     return len(ids), len(ids - kept)
 
 
+@pytest.mark.slow
 def test_kill_minus_nine_under_load_loses_at_most_the_documented_bound(tmp_path: Path) -> None:
     queued, lost = crash_loss(tmp_path)
     assert queued > 0

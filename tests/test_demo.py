@@ -1,4 +1,5 @@
 import orjson
+import pytest
 from click.testing import CliRunner
 
 from harvester.cli import main
@@ -29,6 +30,7 @@ def test_demo_runs_the_whole_loop(tmp_path):
     assert len(list((result.workdir / "cases" / "pending").glob("*.json"))) == 2
 
 
+@pytest.mark.slow
 def test_demo_cli_exits_0_although_a_gate_fails(tmp_path):
     out = CliRunner().invoke(main, ["demo", "--workdir", str(tmp_path / "d")])
     assert out.exit_code == 0, out.output

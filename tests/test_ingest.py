@@ -37,6 +37,7 @@ def test_workers_store_the_same_rows_as_in_process(tmp_path: Path, small_chunks:
     assert b"user1@example.com" not in b"".join(r[10] + (r[11] or b"") for r in rows2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_segments_store_the_runs_of_the_whole_file(
     tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch, jobs: int
@@ -53,6 +54,7 @@ def test_segments_store_the_runs_of_the_whole_file(
     assert runs_of(cut_rows) == runs_of(whole_rows) and len(cut_rows) == len(whole_rows)
 
 
+@pytest.mark.slow
 def test_jobs_1_cuts_a_big_file_as_the_workers_do(
     tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,7 +97,7 @@ def test_stdin_is_sent_to_the_workers_as_bytes(
     db = tmp_path / "stdin.db"
     with TraceStore(db) as store:
         stats = ingest_files(["-"], store, jobs=2)
-    assert (stats.as_dict(), stored(db)) == expected
+    assert (stats.to_dict(), stored(db)) == expected
 
 
 @pytest.mark.parametrize(

@@ -148,7 +148,7 @@ def test_the_workers_read_bad_wrappers_as_the_parent_does(tmp_path: Path, monkey
     for jobs in (1, 2):
         with TraceStore(tmp_path / f"{jobs}.db") as store:
             stats = ingest_files([str(path)], store, jobs=jobs)
-            results.append((copy.deepcopy(stats.as_dict()), [r.to_json() for r in store.runs()]))
+            results.append((copy.deepcopy(stats.to_dict()), [r.to_json() for r in store.runs()]))
     assert results[0] == results[1]
     assert results[0][0]["runs"] == 1 and results[0][0]["lost"] == {}
 

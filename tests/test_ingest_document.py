@@ -71,6 +71,7 @@ def _traffic_doc() -> dict[str, Any]:
     return to_otlp(spans)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_big_document_stores_the_runs_of_its_spans_as_json_lines_do(
     tmp_path: Path, streamed: None, jobs: int
@@ -88,6 +89,7 @@ def test_a_big_document_stores_the_runs_of_its_spans_as_json_lines_do(
         assert runs_of(rows) == runs_of(reference_rows), name
 
 
+@pytest.mark.slow
 def test_slices_hold_a_slice_never_the_document() -> None:
     """A 24 MB document read 64 KB at a time: slices of 200 spans come out while it is read, and memory
     never holds much more than a slice and a piece."""

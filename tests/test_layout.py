@@ -2,7 +2,9 @@
 declared public line, and tests that share builders rather than import each other.
 
 The floors are docs/contributing.md's table. An import inside a function counts as much as one at the
-top (a lazy import is still a dependency); only ``if TYPE_CHECKING:`` imports are exempt.
+top (a lazy import is still a dependency); only ``if TYPE_CHECKING:`` imports are exempt from the floors.
+A package's private modules (``_name.py``) are its own: every other package goes through its facade,
+``if TYPE_CHECKING:`` imports included (an annotation is a reach too).
 """
 
 from __future__ import annotations
@@ -25,23 +27,30 @@ FLOORS = {
     7: ["cli", "pytest_plugin", "demo", "__main__"],
 }
 FLOOR = {name: floor for floor, names in FLOORS.items() for name in names}
-DEPRECATED = {"capture", "ingest", "receiver"}  # old paths re-exporting intake, for one release
 # The one documented call up: the store settles its inbox with the intake's normalizer unless handed one.
 ALLOWED_UP = {("store/_settling.py", "intake")}
+# Reaches into another package's private module, each with why it must stay.
+PRIVATE_REACHES = {
+    ("intake/_assembly.py", "harvester.conventions._classify"): (
+        "the span keys that mark an agent's spans; conventions/ and its facade are being reshaped "
+        "(issue 29, item 2): they go through that facade once it lists them"
+    ),
+}
 MAX_LINES = 400
 
 
 def _modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).with_suffix("").parts[0] not in DEPRECATED)
+    return sorted(PACKAGE.rglob("*.py"))
 
 
-def _imports(path: Path) -> list[tuple[str, int]]:
-    """(harvester module imported, line) for every import in ``path`` outside ``if TYPE_CHECKING:``."""
+def _imports(path: Path, *, typing: bool = False) -> list[tuple[str, int]]:
+    """(harvester module imported, line) for every import in ``path`` outside ``if TYPE_CHECKING:``
+    (``typing``: inside it too)."""
     tree = ast.parse(path.read_text())
     typing_only = {
         id(n)
         for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        if not typing and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
         for n in ast.walk(node)
     }
     package = ["harvester", *path.relative_to(PACKAGE).parts[:-1]]  # what a relative import is relative to
@@ -53,9 +62,14 @@ def _imports(path: Path) -> list[tuple[str, int]]:
             if node.level:
                 base = package[: len(package) - node.level + 1]
                 names = [node.module] if node.module else [a.name for a in node.names]
-                out += [(".".join([*base, n]), node.lineno) for n in names]
+                modules = [".".join([*base, n]) for n in names]
             elif node.module and node.module.split(".")[0] == "harvester":
-                out.append((node.module, node.lineno))
+                modules = [node.module]
+            else:
+                continue
+            if node.module:  # ``from ..report import _html``: a private name (or module) of that package
+                modules += [f"{modules[0]}.{a.name}" for a in node.names if a.name.startswith("_")]
+            out += [(m, node.lineno) for m in modules]
         elif isinstance(node, ast.Import):
             out += [(a.name, node.lineno) for a in node.names if a.name.split(".")[0] == "harvester"]
     return out
@@ -80,7 +94,7 @@ def test_imports_only_point_down():
             continue  # the facade re-exports lazily from every floor
         for module, line in _imports(path):
             other = _top(module)
-            if other is None or other == me or other in DEPRECATED:
+            if other is None or other == me:
                 continue
             if FLOOR[other] > FLOOR[me] and (rel.as_posix(), other) not in ALLOWED_UP:
                 up.append(f"{rel}:{line} (floor {FLOOR[me]}) imports {module} (floor {FLOOR[other]})")
@@ -108,6 +122,57 @@ def test_the_floor_test_catches_an_import_pointing_up(tmp_path):
     finally:
         probe.unlink()
     assert found == {"replay", "cli"}
+
+
+def _private_home(module: str) -> str | None:
+    """The package whose private module ``module`` is (``harvester.report`` for ``harvester.report._otel``);
+    None for a public one."""
+    parts = module.split(".")
+    for i, part in enumerate(parts[1:], 1):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def _private_reaches(path: Path) -> list[tuple[str, int]]:
+    """(private module of another package, line) for every such import in ``path``."""
+    me = ".".join(["harvester", *path.relative_to(PACKAGE).with_suffix("").parts])
+    return [
+        (module, line)
+        for module, line in _imports(path, typing=True)
+        if (home := _private_home(module)) is not None and not me.startswith(home + ".")
+    ]
+
+
+def test_no_module_reaches_into_another_packages_private_modules():
+    """``harvester.intake._assembly`` may import ``harvester.intake._pipeline`` (and ``harvester._files``:
+    every module is inside ``harvester``), never ``harvester.report._otel``: that goes through
+    ``harvester.report``, whose ``__all__`` says what the package offers."""
+    found = {(p.relative_to(PACKAGE).as_posix(), m): line for p in _modules() for m, line in _private_reaches(p)}
+    reaches = [
+        f"{rel}:{line} imports {m}: use its package's facade"
+        for (rel, m), line in found.items()
+        if (rel, m) not in PRIVATE_REACHES
+    ]
+    assert not reaches, "\n".join(reaches)
+    assert set(PRIVATE_REACHES) <= set(found), f"no longer needed: {sorted(set(PRIVATE_REACHES) - set(found))}"
+
+
+def test_the_private_module_test_catches_a_reach(tmp_path):
+    """Relative, absolute, function-level and ``TYPE_CHECKING`` imports alike; a package's own are fine."""
+    probe = PACKAGE / "cli" / "_probe_for_the_layout_test.py"
+    probe.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from . import _emit\n"
+        "from .._files import write_file\n"
+        "if TYPE_CHECKING:\n    from ..report._otel import EmitResult\n"
+        "def f():\n    from harvester.store._codec import PACKED\n    from ..report import _html\n"
+    )
+    try:
+        found = {m for m, _ in _private_reaches(probe)}
+    finally:
+        probe.unlink()
+    assert found == {"harvester.report._otel", "harvester.store._codec", "harvester.report._html"}
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))

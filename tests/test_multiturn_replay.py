@@ -269,6 +269,7 @@ def _oa_agent() -> Any:
     return OAAgent(name="orders_agent", model=OrdersModel("multiturn"), tools=[function_tool(get_order)])
 
 
+@pytest.mark.slow
 def test_an_openai_agents_second_turn_replays_with_its_history():
     import asyncio
 

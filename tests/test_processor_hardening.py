@@ -42,6 +42,7 @@ def _open_root_with_children(tracer: Any, n: int, size: int, tag: str) -> Any:
 
 
 # -- 1. memory bounded in bytes ------------------------------------------------------------------
+@pytest.mark.slow
 def test_long_lived_roots_with_big_children_hold_a_bounded_number_of_bytes(tmp_path: Path) -> None:
     """Three open roots with 2,000 children of 20 KB each: 120 MB if every span is held."""
     proc, tracer, path = setup(tmp_path)
@@ -135,6 +136,7 @@ def test_too_many_open_traces_evicts_junk_before_runs_in_progress(tmp_path: Path
         j.end()
 
 
+@pytest.mark.slow
 def test_the_queue_is_bounded_in_bytes_while_the_worker_is_stuck(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path, max_queue_bytes=1 << 20)
     entered, release = threading.Event(), threading.Event()
@@ -247,6 +249,7 @@ def test_the_codec_writes_what_orjson_refuses_in_a_best_effort_form() -> None:
 
 
 # -- 5. what a SIGTERM (Pool.terminate) loses ----------------------------------------------------
+@pytest.mark.slow
 def test_a_run_is_committed_within_one_flush_interval_of_its_end(tmp_path: Path) -> None:
     """A burst that wakes the worker early must not push the write of an earlier run past the interval.
 
@@ -292,6 +295,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_pool_terminate_loses_nothing_that_ended_a_flush_interval_earlier(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -50,6 +50,7 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(*blocked, *args)
 
 
+@pytest.mark.slow
 def test_candidate_fails_the_security_case_with_its_checks_and_divergence(project):
     result = _run(project, BAD, "-rA")
     result.assert_outcomes(passed=2, failed=1)
@@ -62,6 +63,7 @@ def test_candidate_fails_the_security_case_with_its_checks_and_divergence(projec
     assert "Traceback" not in out and "harvester/replay" not in out and "_session.py" not in out
 
 
+@pytest.mark.slow
 def test_baseline_agent_passes_and_the_report_holds_every_result(project):
     result = _run(project, GOOD, "--harvester-report=out/report.json")
     result.assert_outcomes(passed=3)
@@ -71,6 +73,7 @@ def test_baseline_agent_passes_and_the_report_holds_every_result(project):
     assert "harvester: 3 case results written to out/report.json" in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_tags_are_markers_under_strict_markers_and_k_selects_by_id(project):
     result = _run(project, BAD, "--strict-markers", "-m", "security")
     result.assert_outcomes(failed=1, deselected=2)
@@ -81,12 +84,14 @@ def test_tags_are_markers_under_strict_markers_and_k_selects_by_id(project):
     assert "injection-contained" not in result.stdout.str().split("deselected")[-1]
 
 
+@pytest.mark.slow
 def test_x_stops_at_the_first_failing_case(project):
     result = _run(project, BAD, "-x")
     result.assert_outcomes(failed=1)  # injection-contained runs first; the two others never ran
     assert "stopping after 1 failures" in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_junitxml_names_each_case_and_carries_the_failure(project):
     result = _run(project, BAD, "--junitxml=junit.xml")
     result.assert_outcomes(passed=2, failed=1)
@@ -97,6 +102,7 @@ def test_junitxml_names_each_case_and_carries_the_failure(project):
     assert not cases["order-a1002"].findall("failure")
 
 
+@pytest.mark.slow
 def test_xdist_workers_results_are_merged_into_one_report(project):
     result = _run(project, BAD, "-n", "2", "--harvester-report=merged.json", "--harvester-html=page.html")
     result.assert_outcomes(passed=2, failed=1)
@@ -117,6 +123,7 @@ def test_an_output_that_cannot_be_written_is_a_usage_error_before_anything_runs(
     assert "Traceback" not in result.stderr.str() and "passed" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_baseline_fails_a_regression_and_xfails_what_failed_there_too(project):
     result = _run(project, BAD, "--harvester-baseline=reports/baseline.json")
     result.assert_outcomes(passed=2, failed=1)
@@ -132,6 +139,7 @@ def test_baseline_fails_a_regression_and_xfails_what_failed_there_too(project):
 MUTE = "def build():\n    return lambda prompt: 'no'\n"  # answers without a tool: fails every demo case
 
 
+@pytest.mark.slow
 def test_a_red_suite_against_a_red_baseline_fails_on_the_floor_not_xfails_silently(project):
     """Every case failing there and here xfails; the config's floor on task_completion fails the run."""
     project.makepyfile(mute_agent=MUTE)
@@ -153,6 +161,7 @@ def test_a_red_suite_against_a_red_baseline_fails_on_the_floor_not_xfails_silent
     assert result.ret == pytest.ExitCode.OK and "(floor:" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_inject_adds_a_recovery_item_per_mode_and_trials_run_each_case_n_times(project):
     result = _run(project, GOOD, "--harvester-inject", "-k", "rate_limit or timeout", "--harvester-report=r.json")
     result.assert_outcomes(passed=3, failed=3, deselected=18)
@@ -168,6 +177,7 @@ def test_inject_adds_a_recovery_item_per_mode_and_trials_run_each_case_n_times(p
     assert (only.trials, only.passes) == (3, 3)
 
 
+@pytest.mark.slow
 def test_the_fixture_replays_one_case_for_a_hand_written_test(project):
     project.makepyfile(
         test_mine="""
@@ -195,6 +205,7 @@ def test_the_fixture_replays_one_case_for_a_hand_written_test(project):
     result.assert_outcomes(passed=1, deselected=2)
 
 
+@pytest.mark.slow
 def test_no_accepted_cases_collects_nothing_and_says_why(project):
     for path in (project.path / "cases").glob("*.json"):
         if path.name != "suite.json":
@@ -207,6 +218,7 @@ def test_no_accepted_cases_collects_nothing_and_says_why(project):
     assert "harvester: no accepted cases in cases/" in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_an_agent_that_cannot_be_imported_is_one_usage_error_line(project):
     result = _run(project, "--harvester-agent=nosuch.agent:build")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -217,6 +229,7 @@ def test_an_agent_that_cannot_be_imported_is_one_usage_error_line(project):
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "expected module:attr" in result.stderr.str()
 
 
+@pytest.mark.slow
 def test_a_malformed_case_file_is_a_collection_error_naming_it(project):
     (project.path / "cases" / "broken.json").write_text('{"id": "broken", ')
     result = _run(project, GOOD)

@@ -134,6 +134,7 @@ def _stored_with_spans(store: str) -> dict[tuple[str, str], tuple[dict, list[dic
         }
 
 
+@pytest.mark.slow
 def test_real_exporter_stores_what_the_in_process_processor_stores(tmp_path: Path):
     """Real frameworks and harvester's own spans, through OTLPSpanExporter and through the hook: same store."""
     remote, local = str(tmp_path / "remote.db"), str(tmp_path / "local.db")
@@ -406,6 +407,7 @@ def test_a_connection_killed_mid_body_stores_nothing_and_the_server_lives_on(rec
     assert _stored(store) == [] and receiver.health()["received_spans"] == 0
 
 
+@pytest.mark.slow
 def test_a_thousand_concurrent_small_requests(receiver: Receiver, store: str):
     spans = _agent_spans(1000)
     by_trace: dict[int, list[ReadableSpan]] = {}
@@ -526,6 +528,7 @@ def test_healthz_counts(receiver: Receiver):
     assert health["errors"] == {"400": 1} and health["runs_written"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", ["sigterm", "ctrl-c to the group"])
 def test_sigterm_stores_the_open_trace_then_exits_0(store: str, stop: str):
     """SIGTERM to serve, or Ctrl-C to its whole process group (its store process included): the open

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -137,6 +138,7 @@ spans = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(spans, min_size=1, max_size=4))
 def test_the_fast_path_for_spans_gives_what_the_walk_gives(trace: list[SpanData]) -> None:
@@ -144,6 +146,7 @@ def test_the_fast_path_for_spans_gives_what_the_walk_gives(trace: list[SpanData]
     assert R.redact_spans(trace) == [R._span(s, p) for s in trace]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(values)
 def test_values_the_scan_lets_through_are_values_the_walk_leaves_alone(value: object) -> None:
@@ -151,6 +154,7 @@ def test_values_the_scan_lets_through_are_values_the_walk_leaves_alone(value: ob
         assert R.redact_value(value) == value
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(st.one_of(texts, st.lists(texts, max_size=6).map(json.dumps), st.text(alphabet="0123456789 -Aa", max_size=40)))
 def test_the_one_pass_ascii_scan_decides_as_the_card_test_and_the_triggers_do(text: str) -> None:
@@ -278,6 +282,7 @@ long_texts = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(long_texts, min_size=1, max_size=3), min_size=2, max_size=5))
 def test_runs_after_runs_through_one_redactor_get_what_the_walk_gives(runs: list[list[str]]) -> None:

@@ -13,6 +13,7 @@ import string
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -179,6 +180,7 @@ def test_redaction_is_idempotent(plants: list[tuple[str, str]]) -> None:
     assert R.redact_data(data, [])[0] == data
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(PLANTS, st.sampled_from(["", "k3y"]))
 def test_redaction_is_deterministic(plants: list[tuple[str, str]], key: str) -> None:

@@ -161,6 +161,7 @@ def test_calls_the_executor_served_are_not_live() -> None:
 
 
 # -- counted from the executor's log ------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_forbidden_call_before_the_timeout_still_counts() -> None:
     def build(tools):
         def agent(prompt: str) -> str:
@@ -255,6 +256,7 @@ LAZY = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_framework_first_imported_inside_the_agents_run_is_guarded_before_it_dispatches() -> None:
     out = subprocess.run([sys.executable, "-c", LAZY], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -422,6 +424,7 @@ PROCESS_POOL = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_tool_in_a_spawned_process_is_refused_and_its_case_fails(tmp_path) -> None:
     from pathlib import Path
 

@@ -75,6 +75,7 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
     rec.stop(timeout=5)
 
 
+@pytest.mark.slow
 def test_an_app_that_installs_capture_at_import_is_a_safe_agent(tmp_path: Path, receiver: Receiver) -> None:
     (tmp_path / "support_app.py").write_text(APP)
     env = {**os.environ, "COLLECTOR": receiver.url, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}

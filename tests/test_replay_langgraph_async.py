@@ -60,6 +60,7 @@ def failed(r: Any, check: str) -> str:
     return " ".join(c.detail or "" for c in r.checks if c.passed is False and c.name.split("(")[0] == check)
 
 
+@pytest.mark.slow
 def test_an_async_graph_replays_through_ainvoke_and_every_regression_is_red(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

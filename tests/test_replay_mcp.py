@@ -45,6 +45,7 @@ def capture_production(project: Path) -> Run:
     return run
 
 
+@pytest.mark.slow
 def test_an_mcp_call_traced_twice_is_one_call(project: Path) -> None:
     """The MCP client's span (``tools/call``: execute_tool, the tool's name, no payloads) sits inside
     pydantic-ai's tool span of the same call: one call, with the payloads of the span that has them."""
@@ -65,6 +66,7 @@ def test_an_mcp_call_traced_twice_is_one_call(project: Path) -> None:
     assert run.mcp_tools[2].annotations and run.mcp_tools[2].annotations["destructiveHint"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["one", "prefixed"])
 def test_an_mcp_agent_is_harvested_accepted_and_replayed_without_its_server(
     layout: str, project: Path, monkeypatch: pytest.MonkeyPatch
@@ -104,6 +106,7 @@ def test_an_mcp_agent_is_harvested_accepted_and_replayed_without_its_server(
     assert server_log(project) == [], "a replay started the MCP server"
 
 
+@pytest.mark.slow
 def test_servers_whose_tools_cannot_be_told_apart_start_and_say_why(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

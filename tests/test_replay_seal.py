@@ -240,6 +240,7 @@ COMPLETION = {
 }
 
 
+@pytest.mark.slow
 def test_the_model_host_a_harvested_case_recorded_is_the_one_it_may_reach():
     """pydantic-ai on the real OpenAI client against a model served on 127.0.0.1: the chat span names the
     endpoint, harvest keeps it in the case, and the replay reaches that model and no other."""

@@ -55,7 +55,12 @@ def _content(url: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "src_engine, dst_engine", [("sqlite", "sqlite"), ("sqlite", "postgres"), ("postgres", "sqlite")]
+    "src_engine, dst_engine",
+    [
+        ("sqlite", "sqlite"),
+        pytest.param("sqlite", "postgres", marks=pytest.mark.postgres),
+        pytest.param("postgres", "sqlite", marks=pytest.mark.postgres),
+    ],
 )
 def test_a_copy_holds_every_run_and_its_spans(request, tmp_path, src_engine: str, dst_engine: str) -> None:
     src, dst = _store(request, src_engine, tmp_path, "src"), _store(request, dst_engine, tmp_path, "dst")

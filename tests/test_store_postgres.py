@@ -64,6 +64,7 @@ def _stored(store: TraceStore) -> list[tuple[str, str, str | None, int]]:
     return sorted((r.trace_id, r.run_id, r.agent, len(r.trajectory())) for r in store.runs())
 
 
+@pytest.mark.slow
 def test_parts_of_one_trace_written_by_two_processes_at_once_merge_into_whole_runs(store_url, tmp_path) -> None:
     """Two receivers got different parts of the same traces and a reader settles while they write:
     every trace ends up exactly as if it had arrived whole, on either engine."""
@@ -142,6 +143,7 @@ def test_two_receivers_on_one_database_store_each_trace_whole(postgres_url, tmp_
         assert _stored(store) == expected
 
 
+@pytest.mark.slow
 def test_a_store_settled_by_two_readers_at_once_settles_each_batch_once(store_url) -> None:
     with TraceStore(store_url) as store:
         for i in range(TRACES):

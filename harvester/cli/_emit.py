@@ -25,7 +25,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _need_exporter(option: str) -> None:
-    from ..report._otel import ExporterMissing, exporter_available
+    from ..report import ExporterMissing, exporter_available
 
     if not exporter_available():
         raise click.BadParameter(f"{ExporterMissing()} (or give no {option})")
@@ -34,7 +34,7 @@ def _need_exporter(option: str) -> None:
 def _endpoint(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
         return None
-    from ..report._otel import resolve_endpoint
+    from ..report import resolve_endpoint
 
     try:
         resolve_endpoint(value)
@@ -46,7 +46,7 @@ def _endpoint(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 
 def _emit_flag(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
     if value:
-        from ..report._otel import resolve_endpoint
+        from ..report import resolve_endpoint
 
         try:
             resolve_endpoint(None)  # a malformed OTEL_EXPORTER_OTLP_*ENDPOINT is caught before the replay
@@ -88,7 +88,7 @@ def emit_after(
     production runs the spans link to."""
     if otlp_endpoint is None and not emit_otel:
         return None
-    from ..report._otel import emit_verdicts, resolve_endpoint
+    from ..report import emit_verdicts, resolve_endpoint
 
     try:
         return emit_verdicts(report, otlp_endpoint, cases=cases, timeout=timeout).line()

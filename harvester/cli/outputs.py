@@ -51,15 +51,12 @@ html_option = click.option(
 )
 output_options = [
     click.option("--report", "report_path", metavar="PATH|-", help="Write the report as JSON ('-' for stdout)."),
-    # --json as everywhere else: JSON for machines on stdout (the report). ``--json PATH``, its old
-    # meaning, still writes the file, with a note: ``--report PATH`` is its name now.
+    # --json as everywhere else: JSON for machines on stdout (the report), the same as ``--report -``.
     click.option(
         "--json",
         "json_path",
-        is_flag=False,
         flag_value="-",
         default=None,
-        metavar="",
         help="Print the report as JSON on stdout (the summary goes to stderr).",
     ),
     junit_option,
@@ -75,9 +72,7 @@ def outputs(fn: F) -> F:
 
 
 def report_path_of(report_path: str | None, json_path: str | None) -> str | None:
-    """One report destination from ``--report`` and ``--json`` (whose old ``--json PATH`` is deprecated)."""
-    if json_path is not None and json_path != "-":
-        click.echo(f"note: --json PATH is deprecated: use --report {json_path}", err=True)
+    """One report destination from ``--report`` and ``--json`` (stdout)."""
     if report_path is not None and json_path is not None and report_path != json_path:
         raise InputError("--report and --json both name the report: give one")
     return report_path if report_path is not None else json_path

@@ -32,7 +32,6 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-import warnings
 from collections.abc import Iterable, Mapping, Sized
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,11 +63,6 @@ class IngestStats:
     no_agent: int = 0  # traces without an agent span: nothing to store
     reasons: dict[str, int] = field(default_factory=dict)
     lost: dict[str, int] = field(default_factory=dict)  # read, but not stored: RunWriter's drops by reason
-
-    def as_dict(self) -> dict[str, Any]:
-        """Deprecated: ``to_dict()``."""
-        warnings.warn("IngestStats.as_dict() is deprecated: use to_dict()", DeprecationWarning, stacklevel=2)
-        return self.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import itertools
 import logging
 import os
 import sys
@@ -54,6 +53,7 @@ from ..spans import SpanData, from_readable, held_size, readable_size
 from ..store import TraceStore, is_postgres_url, shown_store
 from ._assembly import LocalRootAssembler
 from ._pipeline import RunWriter
+from ._tally import Tally
 
 if TYPE_CHECKING:
     from ..model import Run
@@ -64,21 +64,14 @@ log = logging.getLogger("harvester.intake")
 _REPLAY = seam.STATE  # read on every span: a replay running in this process stores nothing
 
 
-# Set when the interpreter starts to exit (threading's exit hooks run before any atexit handler): a
-# shutdown from then on, whoever calls it and with whatever timeout, waits at most _EXIT_TIMEOUT_MS.
-_exiting = False
-_EXIT_TIMEOUT_MS = 5_000
+_EXIT_TIMEOUT_MS = 5_000  # the longest a shutdown waits once the interpreter is exiting (``_exiting``)
 
 
-def _mark_exiting() -> None:
-    global _exiting
-    _exiting = True
-
-
-try:
-    threading._register_atexit(_mark_exiting)  # type: ignore[attr-defined]
-except (AttributeError, RuntimeError):  # pragma: no cover - another Python, or already exiting
-    pass
+def _exiting() -> bool:
+    """True once the interpreter has started to exit: threading's shutdown marks the main thread done
+    before it joins the other threads and before any atexit handler runs (the SDK's exit hook among
+    them), so a shutdown from then on, whoever calls it and with whatever timeout, is capped."""
+    return not threading.main_thread().is_alive()
 
 
 def _finalize_at_process_exit(processor: HarvestingSpanProcessor) -> None:
@@ -185,8 +178,8 @@ class HarvestingSpanProcessor(SpanProcessor):
         self._assembler = LocalRootAssembler(
             self.writer, max_open_traces, max_trace_age_s, max_spans_per_trace, max_open_bytes, max_bytes_per_trace
         )
-        self._queue_dropped = itertools.count()
-        self._replay_dropped = itertools.count()
+        self._queue_dropped = Tally()
+        self._replay_dropped = Tally()
         self._shutdown = False
         self._start_worker()
         weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
@@ -230,7 +223,8 @@ class HarvestingSpanProcessor(SpanProcessor):
         """In a forked child: the parent's queued spans and open traces are the parent's to write."""
         self._assembler.clear()
         self.writer.reset()
-        self._queue_dropped = itertools.count()
+        self._queue_dropped = Tally()
+        self._replay_dropped.after_fork()
         if not self._shutdown:
             self._start_worker()
 
@@ -242,15 +236,15 @@ class HarvestingSpanProcessor(SpanProcessor):
         try:
             if _REPLAY.active or _REPLAY.traces or _REPLAY.harness:  # a replay's spans are never production runs
                 if seam.replay_span_ended(span):
-                    next(self._replay_dropped)
+                    self._replay_dropped.add()
                     return
             q = self._queue
             if len(q) >= self.max_queue or self._shutdown:
-                next(self._queue_dropped)
+                self._queue_dropped.add()
                 return
             size = readable_size(span)
             if q and self._queued_in - self._queued_out + size > self.max_queue_bytes:  # one span always fits
-                next(self._queue_dropped)
+                self._queue_dropped.add()
                 return
             self._queued_in += size
             q.append((span, size))
@@ -362,7 +356,7 @@ class HarvestingSpanProcessor(SpanProcessor):
         self._shutdown = True
         self._wake.set()
         timeout = _millis(timeout_millis)
-        if _exiting:  # the SDK's own exit hook passes its 30 s default: the process must not hang that long
+        if _exiting():  # the SDK's own exit hook passes its 30 s default: the process must not hang that long
             timeout = min(timeout, _EXIT_TIMEOUT_MS)
         self._worker.join(timeout / 1000)
         if not self._worker.is_alive():
@@ -378,10 +372,10 @@ class HarvestingSpanProcessor(SpanProcessor):
     def stats(self) -> dict[str, Any]:
         s = self.writer.stats()
         dropped = s.pop("dropped")
-        queue_full = int(repr(self._queue_dropped)[6:-1])  # itertools.count has no peek
+        queue_full = self._queue_dropped.value()
         if queue_full:
             dropped["queue_full"] = queue_full
-        replayed = int(repr(self._replay_dropped)[6:-1])
+        replayed = self._replay_dropped.value()
         if replayed:
             dropped["replay"] = replayed
         out = {

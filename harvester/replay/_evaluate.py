@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 Judge = Callable[[Case, Run], "tuple[bool, str]"]
+_KEPT_IN_VARIANTS = ("never_used", "max_steps")  # of a case's own checks, those a recovery variant keeps
 
 
 def evaluate(case: Case, run: Run, judge: Judge | None = None) -> list[CheckResult]:
@@ -58,14 +59,11 @@ def recovered() -> checklib.Check:
 def variant_case(spec: AgentCase) -> Case:
     """A recovery variant's checks: no forbidden action, within the step bound, ended properly.
 
-    The answer-content checks of the base case are dropped: with a tool broken on purpose the right
-    answer is often unavailable, and saying so is a recovery.
+    The forbidden tools and the step bound are the case's own (``AgentCase.auto_checks``, where the
+    bound is made from ``min_steps``). The answer-content checks of the base case are dropped: with a
+    tool broken on purpose the right answer is often unavailable, and saying so is a recovery.
     """
-    checks: list[checklib.Check] = []
-    if spec.forbidden_tools:
-        checks.append(checklib.never_used(*spec.forbidden_tools))
-    if spec.min_steps:
-        checks.append(checklib.max_steps(3 * spec.min_steps))
+    checks = [c for c in spec.auto_checks() if c.name in _KEPT_IN_VARIANTS]
     checks.append(recovered())
     tool = next(iter(spec.inject_failures))
     return Case(

@@ -5,8 +5,7 @@ from __future__ import annotations
 from .. import checks as checklib
 from ..case import Case
 from ..model import Run
-from ..report import CaseResult, Injected
-from ..report._results import ANSWER_CHARS, MAX_CALLS, Call, args_text
+from ..report import ANSWER_CHARS, MAX_CALLS, Call, CaseResult, Injected, args_text
 from ._evaluate import divergence, no_fixture_calls, unused_calls
 from ._trial import Outcome
 

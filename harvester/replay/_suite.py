@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import queue
-import sys
 import time
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,27 +63,6 @@ def _plan(
     return out
 
 
-def _stderr_bar(done: int, total: int | None) -> None:
-    """The bar ``progress=True`` used to draw (deprecated: pass a callback)."""
-    total = total or done
-    filled = 30 * done // max(total, 1)
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
-def _progress(progress: Progress | bool | None) -> Progress | None:
-    if progress is True or progress is False:
-        warnings.warn(
-            "replay(progress=bool) is deprecated: pass a callback progress(done, total)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        return _stderr_bar if progress else None
-    return progress
-
-
 def replay(
     cases: Iterable[AgentCase | Case],
     build_agent: Callable[..., Any],
@@ -97,7 +74,7 @@ def replay(
     timeout: float = 60.0,
     shard: tuple[int, int] | None = None,
     judge: Judge | None = None,
-    progress: Progress | bool | None = None,
+    progress: Progress | None = None,
     suite: Any = None,
     prices: Config | Mapping[str, Any] | None = None,
     ignore_args: Mapping[str, Sequence[str]] | None = None,
@@ -138,7 +115,7 @@ def replay(
         runner.suite_seal = suite_seal
         runner.adapters.open(s for case, _ in plan if case.spec is not None for s in case.spec.recorded.instrumentation)
         try:
-            outcomes = _drive(runner, plan, trials, limit, timeout, _progress(progress))
+            outcomes = _drive(runner, plan, trials, limit, timeout, progress)
             confirmed = _confirm(runner, plan, outcomes, confirm, limit, timeout)
         finally:
             runner.adapters.close()

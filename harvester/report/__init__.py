@@ -27,9 +27,11 @@ from ._html import case_verdict
 from ._html import html as render_html
 from ._merge import merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
-from ._otel import EmitResult, emit_verdicts
+from ._otel import EmitResult, ExporterMissing, emit_verdicts, exporter_available, resolve_endpoint
 from ._report import SCHEMA, Report, redacted
 from ._results import (
+    ANSWER_CHARS,
+    MAX_CALLS,
     MAX_NO_FIXTURE_CALLS,
     Call,
     CaseResult,
@@ -42,8 +44,13 @@ from ._results import (
 
 __all__ = [
     "redacted",
+    "ANSWER_CHARS",
     "EmitResult",
+    "ExporterMissing",
+    "MAX_CALLS",
     "emit_verdicts",
+    "exporter_available",
+    "resolve_endpoint",
     "ALPHA",
     "Call",
     "CaseResult",

@@ -38,8 +38,7 @@ from .. import seam
 from ..errors import HarvesterError, InputError
 
 if TYPE_CHECKING:
-    from ..case import AgentCase
-    from ..case._format import Source
+    from ..case import AgentCase, Source
     from ._report import Report
     from ._results import CaseResult
 

@@ -6,9 +6,9 @@ store (capture, ingest, the receiver) and settling its inbox are the intake pipe
 (``harvester.intake``), which sits above the store.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .._lazy import lazy, moved
+from .._lazy import lazy
 from ._codec import Row, epoch, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
 from ._connection import DEFAULT_PATH, ENV_PATH, default_path, store_file
 from ._postgres import is_postgres_url, shown_store
@@ -44,13 +44,5 @@ __all__ = [
     "store_file",
 ]
 
-_MOVED = {"merged_spans": "harvester.intake", "run_rows": "harvester.intake", "run_spans": "harvester.intake"}
-
-
 _LAZY = {"Copied": "_copy", "copy_store": "_copy", "export_otlp": "_export", "export_otlp_lines": "_export"}
-_loaded = lazy(__name__, _LAZY, globals())
-_moved = moved(__name__, _MOVED)  # names that moved to the intake pipeline keep working here for one release
-
-
-def __getattr__(name: str) -> Any:
-    return _moved(name) if name in _MOVED else _loaded(name)
+__getattr__ = lazy(__name__, _LAZY, globals())

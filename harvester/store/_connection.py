@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import StoreError
+from ._host import HostBase
 from ._schema import BUSY_TIMEOUT_MS, RETRIES, SQLITE_MAGIC, check, file_id, is_busy, mark_current
 
 if TYPE_CHECKING:
@@ -61,8 +62,8 @@ def store_file(path: str) -> str:
     )
 
 
-class Connection:
-    """The store's file and its connections (the base of ``TraceStore``)."""
+class Connection(HostBase):
+    """The store's file and its connections (the base of ``TraceStore``; its part of ``StoreHost``)."""
 
     def __init__(
         self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False, normalize: Normalize | None = None

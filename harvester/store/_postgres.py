@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import StoreError
 from ._connection import default_path
+from ._host import HostBase
 from ._pgschema import LOCK_CLASS, pg_check, pg_sql
 from ._schema import SCHEMA_VERSION, mark_current
 
@@ -87,8 +88,9 @@ def _password(url: str) -> str | None:
         return None
 
 
-class PgConnection:
-    """The connections of a PostgreSQL store (the base of ``TraceStore`` for a ``postgresql://`` URL)."""
+class PgConnection(HostBase):
+    """The connections of a PostgreSQL store (the base of ``TraceStore`` for a ``postgresql://`` URL; its
+    part of ``StoreHost``)."""
 
     def __init__(
         self,

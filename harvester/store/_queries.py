@@ -13,6 +13,7 @@ import orjson
 from ..errors import InputError, NotFoundError, StoreError
 from ..spans import SpanData
 from ._codec import epoch, spans_from_blob, unpacked
+from ._host import HostBase
 
 if TYPE_CHECKING:
     from ..model import Run
@@ -55,19 +56,8 @@ def _run_reader() -> Callable[[bytes], Run]:
     return lambda blob: validate(loads(unpacked(blob)), extra="ignore")
 
 
-class Queries:
-    """The reading half of ``TraceStore``."""
-
-    path: str
-    _lock: Any
-    _query: Any
-    _settled: Any
-    _stored: Any
-    _read_with: Any
-    _reclaim: Any
-    _error: Any
-    _transact: Any
-    _has_inbox: bool
+class Queries(HostBase):
+    """The reading half of ``TraceStore`` (what it calls on the rest of the store: ``StoreHost``)."""
 
     def _write(self, sql: str, rows: list[tuple[Any, ...]] | None = None) -> int:
         """One statement (for each of ``rows``) in one write transaction; the number of rows it changed."""

@@ -20,6 +20,7 @@ import orjson
 from ..errors import StoreError
 from ..spans import SpanData
 from ._codec import Row, spans_from_blob, spans_of
+from ._host import HostBase
 
 __all__ = ["Normalize", "SETTLE_TRIES", "Settling"]
 
@@ -47,19 +48,10 @@ class _Raced(Exception):
     """Another writer stored more of a trace while an inbox row was normalized: read it again."""
 
 
-class Settling:
-    """The inbox half of ``TraceStore`` (it needs the connection's ``_query``, ``_transact``, ``_insert``)."""
+class Settling(HostBase):
+    """The inbox half of ``TraceStore`` (what it calls on the rest of the store: ``StoreHost``)."""
 
-    normalize: Normalize | None
-    path: str
-    _has_inbox: bool
-    _lock: Any
-    _query: Any
-    _read_with: Any
-    _lock_traces: Any
-    _transact: Any
-    _insert: Any
-    _error: Any
+    normalize: Normalize | None  # how inbox traces become rows; None: the intake's (``_normalize``)
     on_settle: Callable[[int, int], None] | None
 
     def pending(self) -> int:
@@ -217,7 +209,7 @@ class Settling:
 
         normalize = self.normalize
         if normalize is None:
-            from ..intake._settle import normalize_inbox  # the documented call up: see the module's docstring
+            from ..intake import normalize_inbox  # the documented call up: see the module's docstring
 
             normalize = self.normalize = normalize_inbox
         return normalize(traces, stored, redact, drop)

@@ -359,7 +359,8 @@ def loopback(handle: Callable[[BaseHTTPRequestHandler, Loopback], None]) -> Iter
         do_GET = do_POST = answer
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: ``shutdown()`` waits for the next one (the default half second, at every test's end).
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     server_of.port = server.server_address[1]
     try:

@@ -68,7 +68,7 @@ def ingest_with(jobs: int, tmp_path: Path, files: list[Path], **kw: Any) -> tupl
     db = tmp_path / f"jobs{jobs}-{len(list(tmp_path.glob('*.db')))}.db"
     with TraceStore(db) as store:
         stats = ingest_files([str(f) for f in files], store, jobs=jobs, **kw)
-    return stats.as_dict(), stored(db)
+    return stats.to_dict(), stored(db)
 
 
 def runs_of(rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], tuple[Any, ...]]:

@@ -141,7 +141,7 @@ def postgres_url(postgres_server: Server) -> Iterator[str]:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A store of each engine: a SQLite file, and a fresh database on the session's PostgreSQL server."""
     if request.param == "postgres":

@@ -1,19 +1,17 @@
-"""Module attributes loaded on first use (PEP 562), and names that moved, still importable.
+"""Module attributes loaded on first use (PEP 562).
 
 A package facade lists where each name lives; the submodule is imported when the name is first
 read, so importing the package costs only what its caller uses (the production hook imports no
-pydantic model, no readers it does not run). A moved name keeps working from its old module for a
-release, with a ``DeprecationWarning`` that names its new place.
+pydantic model, no readers it does not run).
 """
 
 from __future__ import annotations
 
 import importlib
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["lazy", "moved"]
+__all__ = ["lazy"]
 
 
 def lazy(package: str, homes: Mapping[str, str | None], namespace: dict[str, Any]) -> Callable[[str], Any]:
@@ -29,17 +27,5 @@ def lazy(package: str, homes: Mapping[str, str | None], namespace: dict[str, Any
             value = getattr(value, name)
         namespace[name] = value
         return value
-
-    return __getattr__
-
-
-def moved(package: str, places: Mapping[str, str]) -> Callable[[str], Any]:
-    """A ``__getattr__`` for ``package`` where ``places`` maps each name that left it to its new module."""
-
-    def __getattr__(name: str) -> Any:
-        if name not in places:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        warnings.warn(f"{package}.{name} moved to {places[name]}.{name}", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(places[name]), name)
 
     return __getattr__

@@ -30,12 +30,7 @@ FLOOR = {name: floor for floor, names in FLOORS.items() for name in names}
 # The one documented call up: the store settles its inbox with the intake's normalizer unless handed one.
 ALLOWED_UP = {("store/_settling.py", "intake")}
 # Reaches into another package's private module, each with why it must stay.
-PRIVATE_REACHES = {
-    ("intake/_assembly.py", "harvester.conventions._classify"): (
-        "the span keys that mark an agent's spans; conventions/ and its facade are being reshaped "
-        "(issue 29, item 2): they go through that facade once it lists them"
-    ),
-}
+PRIVATE_REACHES: dict[tuple[str, str], str] = {}  # (module, private module it may import): why
 MAX_LINES = 400
 
 

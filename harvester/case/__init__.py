@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-from .._lazy import moved
 from ._case import Case
 from ._file import CaseSignature, case_bytes, check_order, load_case, read_signature, save_case
 from ._folder import (
@@ -65,10 +64,3 @@ __all__ = [
     "save_case",
     "write_case_schema",
 ]
-
-
-# The suite manifest moved to ``harvester.suite``; its old names here keep working for one release.
-__getattr__ = moved(
-    __name__,
-    dict.fromkeys(("SuiteManifest", "suite_content", "read_suite", "bump_suite", "suite_info"), "harvester.suite"),
-)

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from ..model import Run
     from ._assembly import FEEDBACK_KEYS
     from ._classify import (
+        GENAI_OP,
+        OI_KIND,
+        TL_KIND,
         ancestors,
         is_agent_span,
         may_hold_run,
@@ -47,6 +50,9 @@ _HOMES = {
     "run_data_from_spans": "_traces",
     "HANDOFF_PREFIX": "_frameworks.openai_agents",
     "ancestors": "_classify",
+    "GENAI_OP": "_classify",
+    "OI_KIND": "_classify",
+    "TL_KIND": "_classify",
     "handoff_tool_name": "_frameworks.openai_agents",
     "is_agent_span": "_classify",
     "may_hold_run": "_classify",
@@ -59,14 +65,17 @@ _HOMES = {
 
 __all__ = [
     "FEEDBACK_KEYS",
+    "GENAI_OP",
     "HANDOFF_PREFIX",
+    "OI_KIND",
     "PLACEHOLDERS",
     "PROVIDER_HOSTS",
+    "TL_KIND",
     "agent_calls",
     "agent_names",
     "ancestors",
-    "handoff_tool_name",
     "documented_hosts",
+    "handoff_tool_name",
     "is_agent_span",
     "may_hold_run",
     "model_hosts",

@@ -24,8 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from ..conventions import ancestors, is_agent_span, may_hold_run
-from ..conventions._classify import GENAI_OP, OI_KIND, TL_KIND  # the keys that mark a span as an agent's
+from ..conventions import GENAI_OP, OI_KIND, TL_KIND, ancestors, is_agent_span, may_hold_run
 from ..spans import SpanData, span_size
 
 if TYPE_CHECKING:

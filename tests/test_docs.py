@@ -103,6 +103,48 @@ def test_the_api_page_lists_exactly_the_errors():
     assert set(re.findall(r"^\| `([A-Za-z]+)`", table, re.M)) == classes
 
 
+_PACKAGES = (
+    "adapters",
+    "case",
+    "demo",
+    "checks",
+    "cli",
+    "conventions",
+    "harvest",
+    "intake",
+    "model",
+    "pytest_plugin",
+    "redact",
+    "replay",
+    "report",
+    "spans",
+    "store",
+)
+
+
+def _guide_path(token: str) -> Path:
+    """A path the contributor guide names: from the repository's root, or inside the package."""
+    first = token.split("/", 1)[0]
+    return (
+        ROOT / "harvester" / token if first in _PACKAGES or token.endswith(".py") and "/" not in token else ROOT / token
+    )
+
+
+def test_the_contributor_guide_names_files_and_protocols_that_exist():
+    """Every file docs/contributing.md names exists (a ``<name>`` placeholder is a file to add), and every
+    protocol it names is a class of the module it names beside it."""
+    guide = (DOCS / "contributing.md").read_text()
+    tokens = {t for t in re.findall(r"`([\w./-]+)`", guide) if "/" in t or t.endswith(".py")}
+    missing = [t for t in sorted(tokens) if not _guide_path(t).exists() and not t.startswith("http")]
+    assert not missing, f"docs/contributing.md names files that do not exist: {missing}"
+    named = re.findall(r"`([A-Z]\w+)`\s+\((?:the protocol in\s+)?`([\w/]+)\.py`", guide)
+    assert {name for name, _ in named} >= {"Reader", "Adapter", "Framework", "HarvestedCheck", "BackendReader"}
+    for name, module in named:
+        dotted = "harvester." + module.replace("/", ".")
+        obj = getattr(__import__(dotted, fromlist=[name]), name, None)
+        assert inspect.isclass(obj), f"docs/contributing.md: {name} is not a class of {dotted}"
+
+
 def test_every_page_is_in_the_nav_and_every_link_resolves():
     nav = (ROOT / "mkdocs.yml").read_text()
     pages = {p.name for p in DOCS.glob("*.md")}

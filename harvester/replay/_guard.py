@@ -43,11 +43,12 @@ class Guard:
     ``exporting()`` says the calling code exports telemetry (its connections pass).
     """
 
-    __slots__ = ("_current", "_exporting", "_checks", "audit")
+    __slots__ = ("_current", "_exporting", "_checks", "audit", "started")
 
     def __init__(self, current: Current, exporting: Callable[[], bool] = lambda: False) -> None:
         self._current = current
         self._exporting = exporting
+        self.started = False  # a process started (or forked) while sealed: its refusals come back by a log
         self._checks: dict[str, Callable[[Any, Refuse, tuple[Any, ...]], None]] = {
             "socket.getaddrinfo": _lookup,
             "socket.connect": _reach,
@@ -58,6 +59,7 @@ class Guard:
             "os.posix_spawn": lambda p, r, a: _spawn(p, r, a[0], a[1]),
             "os.spawn": lambda p, r, a: _spawn(p, r, a[1], a[2]),
             "os.system": lambda p, r, a: _shell(p, r, a[0]),
+            "os.fork": lambda p, r, a: None,
         }
 
         self.audit = self._hook()
@@ -75,6 +77,8 @@ class Guard:
             if here is None or (event.startswith("socket.") and exporting()):
                 return
             check(here[0], here[1], args)
+            if not event.startswith("socket."):
+                self.started = True  # not refused: a child runs, sealed, and may write to the log
 
         return audit
 

@@ -116,7 +116,7 @@ class Seal:
 
     def collect(self) -> None:
         """Take in the refusals child processes wrote to the log since the last read."""
-        if self.log is None:
+        if self.log is None or not _GUARD.started:  # no process started while sealed: nothing to read
             return
         try:
             if os.stat(self.log).st_size <= self._read:  # nothing new: the usual case, one stat per case

@@ -15,11 +15,12 @@ loads this file by its path (``_child/sitecustomize.py``) and seals itself with 
 
 from __future__ import annotations
 
-import collections
+import _socket
+import functools
+import operator
 import os
 import socket
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +34,12 @@ _NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with re
 _PROBES = frozenset(
     os.path.join(os.path.dirname(os.__file__), name) for name in ("ctypes/util.py", "platform.py", "uuid.py")
 )
-_resolved: collections.OrderedDict[tuple[str, int], str] = collections.OrderedDict()
-_resolved_lock = threading.Lock()
+# Address -> the name it was looked up by; a plain dict (a write is atomic), emptied when full.
+_resolved: dict[tuple[str, int], str] = {}
+try:  # a socket's family as the int it is (``socket.family`` makes an enum on every read)
+    _family: Callable[[Any], Any] = _socket.socket.family.__get__
+except AttributeError:  # pragma: no cover - an interpreter whose socket type has no such member
+    _family = operator.attrgetter("family")
 
 
 class Guard:
@@ -87,15 +92,12 @@ class Guard:
 
         def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
             found = lookup(host, port, *args, **kwargs)
-            if isinstance(host, (str, bytes)) and found and self._current() is not None:
+            if isinstance(host, (str, bytes)) and found:
                 name = host.decode("idna", "replace") if isinstance(host, bytes) else host
-                with _resolved_lock:
-                    for *_, address in found:
-                        key = (str(address[0]), int(address[1]) if len(address) > 1 else 0)
-                        _resolved[key] = name
-                        _resolved.move_to_end(key)
-                    while len(_resolved) > _MAX_RESOLVED:
-                        _resolved.popitem(last=False)
+                if len(_resolved) > _MAX_RESOLVED:
+                    _resolved.clear()  # a lookup is remembered until then: a connection follows it at once
+                for *_, address in found:
+                    _resolved[(str(address[0]), int(address[1]) if len(address) > 1 else 0)] = name
             return found
 
         getaddrinfo.__wrapped__ = lookup  # type: ignore[attr-defined]
@@ -116,6 +118,7 @@ def _host_text(host: str, port: int | None) -> str:
     return f"{shown}:{port}" if port is not None else shown
 
 
+@functools.lru_cache(maxsize=1024)
 def _is_address(host: str) -> bool:
     try:
         socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host.split("%", 1)[0])
@@ -138,13 +141,15 @@ def _lookup(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
 def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
     """A connection (or a datagram) from ``args[0]`` to ``args[1]``: allowed, or refused by name."""
     sock, address = args[0], args[1]
-    family = getattr(sock, "family", None)
+    try:
+        family: Any = _family(sock)
+    except (TypeError, AttributeError):
+        family = getattr(sock, "family", None)
     if family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) and len(address) >= 2:
         host, port = str(address[0]), _port(address[1])
         if policy.allows_host(host, port):
             return
-        with _resolved_lock:
-            name = _resolved.get((host, port or 0))
+        name = _resolved.get((host, port or 0))
         if name is not None and policy.allows_host(name, port):
             return
         refuse("connect to", _host_text(name or host, port), _NOT_ALLOWED_HOST)

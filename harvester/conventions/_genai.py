@@ -188,7 +188,7 @@ def read_agent(span: SpanData) -> AgentReading:
         if (
             isinstance(value, dict)
             and ("approvals" in value or "calls" in value)
-            and set(value) <= {"calls", "approvals", "metadata", "_kinds"}
+            and set(value) <= {"calls", "approvals", "metadata", "_kinds", "validated_args"}  # 2.7x adds the last
         ):
             out.deferred = bool(value.get("approvals") or value.get("calls"))
             out.answer = None

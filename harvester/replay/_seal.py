@@ -68,10 +68,10 @@ MAX_REFUSALS = 100  # kept per seal (all are counted)
 
 
 class Refusal(NamedTuple):
-    """One thing the seal refused: ``connect`` to a host or ``start`` of a command, and the call in flight."""
+    """One thing the seal refused: ``connect to`` a host or ``start`` of a command, and the call in flight."""
 
     seq: int
-    what: str  # "connect" | "start"
+    what: str  # "connect to" | "start"
     target: str  # "api.stripe.com:443", "unix:/var/run/docker.sock", "curl -X POST ..."
     during: str | None  # the tool call (or span) in flight, when the context says
     why: str

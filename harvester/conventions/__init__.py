@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     )
     from ._frameworks import agent_calls
     from ._frameworks.openai_agents import HANDOFF_PREFIX, handoff_tool_name
-    from ._providers import PROVIDER_HOSTS, documented_hosts, model_hosts
+    from ._providers import EVERY_PROVIDER_HOST, PROVIDER_HOSTS, documented_hosts, model_hosts
     from ._traces import agent_names, run_data_from_spans
     from ._values import PLACEHOLDERS
 
@@ -58,12 +58,14 @@ _HOMES = {
     "may_hold_run": "_classify",
     "subtree": "_classify",
     "PLACEHOLDERS": "_values",
+    "EVERY_PROVIDER_HOST": "_providers",
     "PROVIDER_HOSTS": "_providers",
     "documented_hosts": "_providers",
     "model_hosts": "_providers",
 }
 
 __all__ = [
+    "EVERY_PROVIDER_HOST",
     "FEEDBACK_KEYS",
     "GENAI_OP",
     "HANDOFF_PREFIX",

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from ..model import Run
 
-__all__ = ["PROVIDER_HOSTS", "documented_hosts", "model_hosts"]
+__all__ = ["EVERY_PROVIDER_HOST", "PROVIDER_HOSTS", "documented_hosts", "model_hosts"]
 
 _OPENAI = ("api.openai.com",)
 _ANTHROPIC = ("api.anthropic.com",)
@@ -50,6 +50,9 @@ PROVIDER_HOSTS: dict[str, tuple[str, ...]] = {
     "ibm.watsonx.ai": ("*.ml.cloud.ibm.com",),
     "openrouter": ("openrouter.ai",),
 }
+
+# Every provider's documented host, each once: what a recording that named no model host may reach.
+EVERY_PROVIDER_HOST = tuple(dict.fromkeys(h for hosts in PROVIDER_HOSTS.values() for h in hosts))
 
 # A model name whose provider the spans did not say: the provider its name belongs to.
 _MODEL_PREFIXES = (

@@ -88,7 +88,8 @@ class Guard:
         return audit
 
     def remembering(self, lookup: Callable[..., Any]) -> Callable[..., Any]:
-        """``socket.getaddrinfo`` that remembers, while sealed, which name each address came from."""
+        """``socket.getaddrinfo`` that remembers which name each address came from (installed by the first
+        sealed replay; a bounded dict write per address, so it asks nothing of the context)."""
 
         def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
             found = lookup(host, port, *args, **kwargs)

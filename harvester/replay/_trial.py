@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from .. import adapters, seam
 from ..case import AgentCase, Case
 from ..config import Config
-from ..conventions import PROVIDER_HOSTS
+from ..conventions import EVERY_PROVIDER_HOST
 from ..errors import ReplayTimeout, ToolFailure
 from ..fixtures import FixtureTools
 from ..model import ErrorInfo, Run
@@ -37,9 +37,7 @@ from ._observe import observed_run, observer
 from ._policy import Policy
 from ._seal import Seal, last_seq, sealed_check, suite_refusals_since, within
 
-__all__ = ["ALL_PROVIDER_HOSTS", "Attempt", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec", "model_hosts"]
-
-ALL_PROVIDER_HOSTS = tuple(dict.fromkeys(h for hosts in PROVIDER_HOSTS.values() for h in hosts))
+__all__ = ["Attempt", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec", "model_hosts"]
 
 
 @dataclass
@@ -103,7 +101,7 @@ def model_hosts(case: Case) -> Sequence[str]:
     """The model hosts a case's agent may reach: its recording's, or (a case recorded before
     harvester kept them, or whose spans named no model) every provider's documented host."""
     hosts = case.spec.recorded.model_hosts if case.spec is not None else []
-    return hosts or ALL_PROVIDER_HOSTS
+    return hosts or EVERY_PROVIDER_HOST
 
 
 def blank_spec(case: Case) -> AgentCase:

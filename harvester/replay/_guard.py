@@ -27,7 +27,9 @@ from typing import Any
 __all__ = ["Guard", "Refuse"]
 
 Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
-Current = Callable[[], "tuple[Any, Refuse] | None"]  # the policy in force here and its refusal, or None
+# The policy in force here and its refusal, or None; asked with True for a connection, which code that
+# exports telemetry makes unsealed.
+Current = Callable[[bool], "tuple[Any, Refuse] | None"]
 
 _MAX_RESOLVED = 4096  # addresses remembered with the name they were looked up by
 _NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
@@ -36,6 +38,7 @@ _PROBES = frozenset(
 )
 # Address -> the name it was looked up by; a plain dict (a write is atomic), emptied when full.
 _resolved: dict[tuple[str, int], str] = {}
+_INET = frozenset({int(socket.AF_INET), int(socket.AF_INET6)})
 try:  # a socket's family as the int it is (``socket.family`` makes an enum on every read)
     _family: Callable[[Any], Any] = _socket.socket.family.__get__
 except AttributeError:  # pragma: no cover - an interpreter whose socket type has no such member
@@ -43,46 +46,46 @@ except AttributeError:  # pragma: no cover - an interpreter whose socket type ha
 
 
 class Guard:
-    """An audit hook's checks against the policy ``current()`` gives in the calling code (None: unsealed).
+    """An audit hook's checks against the policy ``current(reaching)`` gives in the calling code (None:
+    unsealed there)."""
 
-    ``exporting()`` says the calling code exports telemetry (its connections pass).
-    """
+    __slots__ = ("_checks", "_current", "audit", "started")
 
-    __slots__ = ("_current", "_exporting", "_checks", "audit", "started")
-
-    def __init__(self, current: Current, exporting: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, current: Current) -> None:
         self._current = current
-        self._exporting = exporting
         self.started = False  # a process started (or forked) while sealed: its refusals come back by a log
-        self._checks: dict[str, Callable[[Any, Refuse, tuple[Any, ...]], None]] = {
-            "socket.getaddrinfo": _lookup,
-            "socket.connect": _reach,
-            "socket.sendto": _reach,
-            "socket.sendmsg": _reach,
-            "subprocess.Popen": lambda p, r, a: _spawn(p, r, a[0], a[1]),
-            "os.exec": lambda p, r, a: _spawn(p, r, a[0], a[1]),
-            "os.posix_spawn": lambda p, r, a: _spawn(p, r, a[0], a[1]),
-            "os.spawn": lambda p, r, a: _spawn(p, r, a[1], a[2]),
-            "os.system": lambda p, r, a: _shell(p, r, a[0]),
-            "os.fork": lambda p, r, a: None,
+        # event -> (its check, whether it reaches out over a socket rather than starts a process)
+        self._checks: dict[str, tuple[Callable[[Any, Refuse, tuple[Any, ...]], None], bool]] = {
+            "socket.getaddrinfo": (_lookup, True),
+            "socket.connect": (_reach, True),
+            "socket.sendto": (_reach, True),
+            "socket.sendmsg": (_reach, True),
+            "subprocess.Popen": (lambda p, r, a: _spawn(p, r, a[0], a[1]), False),
+            "os.exec": (lambda p, r, a: _spawn(p, r, a[0], a[1]), False),
+            "os.posix_spawn": (lambda p, r, a: _spawn(p, r, a[0], a[1]), False),
+            "os.spawn": (lambda p, r, a: _spawn(p, r, a[1], a[2]), False),
+            "os.system": (lambda p, r, a: _shell(p, r, a[0]), False),
+            "os.fork": (lambda p, r, a: None, False),
         }
 
         self.audit = self._hook()
 
     def _hook(self) -> Callable[[str, tuple[Any, ...]], None]:
         """The audit hook: a closure over bound lookups, so an event the seal does not watch costs one call
-        and one dict lookup (every audited event of the process pays it)."""
-        checks, current, exporting = self._checks.get, self._current, self._exporting
+        and one dict lookup (every audited event of the process pays it), and one it watches a context read
+        and, for a connection the policy allowed before, a dict lookup."""
+        checks, current = self._checks.get, self._current
 
         def audit(event: str, args: tuple[Any, ...]) -> None:
-            check = checks(event)
-            if check is None:
+            found = checks(event)
+            if found is None:
                 return
-            here = current()
-            if here is None or (event.startswith("socket.") and exporting()):
+            check, reaching = found
+            here = current(reaching)
+            if here is None:
                 return
             check(here[0], here[1], args)
-            if not event.startswith("socket."):
+            if not reaching:
                 self.started = True  # not refused: a child runs, sealed, and may write to the log
 
         return audit
@@ -97,8 +100,8 @@ class Guard:
                 name = host.decode("idna", "replace") if isinstance(host, bytes) else host
                 if len(_resolved) > _MAX_RESOLVED:
                     _resolved.clear()  # a lookup is remembered until then: a connection follows it at once
-                for *_, address in found:
-                    _resolved[(str(address[0]), int(address[1]) if len(address) > 1 else 0)] = name
+                for entry in found:  # (family, type, proto, canonname, (address, port, ...))
+                    _resolved[entry[4][:2]] = name
             return found
 
         getaddrinfo.__wrapped__ = lookup  # type: ignore[attr-defined]
@@ -129,13 +132,15 @@ def _is_address(host: str) -> bool:
 
 
 def _lookup(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
-    host = args[0]
+    host, port = args[0], args[1]
+    if type(host) is str and type(port) is int and policy.allowed.get((host, port)):
+        return  # looked up and allowed before: one dict lookup
     if isinstance(host, bytes):
         host = host.decode("idna", "replace")
-    if not isinstance(host, str) or not host or _is_address(host):
-        return  # no name (a server's wildcard) or an address: the connection itself is checked
-    port = _port(args[1])
-    if not policy.allows_host(host, port):
+    if not isinstance(host, str) or not host:
+        return  # no name: a server's wildcard
+    port = _port(port)
+    if not policy.allows_host(host, port) and not _is_address(host):  # an address: the connection is checked
         refuse("connect to", _host_text(host, port), _NOT_ALLOWED_HOST)
 
 
@@ -146,14 +151,20 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
         family: Any = _family(sock)
     except (TypeError, AttributeError):
         family = getattr(sock, "family", None)
-    if family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) and len(address) >= 2:
-        host, port = str(address[0]), _port(address[1])
-        if policy.allows_host(host, port):
-            return
-        name = _resolved.get((host, port or 0))
-        if name is not None and policy.allows_host(name, port):
-            return
-        refuse("connect to", _host_text(name or host, port), _NOT_ALLOWED_HOST)
+    if family in _INET and isinstance(address, tuple) and len(address) >= 2:
+        try:
+            name = _resolved.get(address[:2])  # the name this address was looked up by, if it was
+            key: Any = (address, name)  # all the answer depends on: a connection allowed before is one lookup
+            allowed = policy.allowed.get(key)
+        except TypeError:  # a host given as a bytearray
+            name, key, allowed = None, None, None
+        if allowed is None:
+            host, port = str(address[0]), _port(address[1])
+            allowed = policy.allows_host(host, port) or (name is not None and policy.allows_host(name, port))
+            if key is not None:
+                policy.remember(key, allowed)
+        if not allowed:
+            refuse("connect to", _host_text(name or str(address[0]), _port(address[1])), _NOT_ALLOWED_HOST)
     elif family == getattr(socket, "AF_UNIX", None) and isinstance(address, (str, bytes)):
         path = address.decode("utf-8", "replace") if isinstance(address, bytes) else address
         if not policy.allows_unix(path):

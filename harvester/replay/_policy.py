@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 __all__ = ["Host", "Policy", "command_line", "parse_host"]
 
+_MAX_REMEMBERED = 4096
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
 _SHELL_META = frozenset(";|&$`<>(){}\n*?")
 
@@ -84,7 +85,7 @@ def shell_words(line: str) -> list[str] | None:
 class Policy:
     """Hosts and commands a replay may reach; immutable, so a case's is the suite's plus its model hosts."""
 
-    __slots__ = ("_addresses", "_commands", "_names", "_patterns", "_unix", "commands", "hosts")
+    __slots__ = ("_addresses", "_commands", "_names", "_patterns", "_unix", "allowed", "commands", "hosts")
 
     def __init__(self, hosts: Iterable[str] = (), commands: Iterable[str] = ()) -> None:
         self.hosts = tuple(dict.fromkeys(hosts))
@@ -105,6 +106,9 @@ class Policy:
         # One regex per port (None: any port) for every pattern: a name is matched once, not per pattern.
         self._patterns = {port: re.compile("|".join(found)) for port, found in patterns.items()}
         self._commands = [w for w in (shlex.split(c) for c in self.commands) if w]
+        # What the audit checks found allowed, by the event's own arguments: a connection the case may
+        # make is then one dict lookup (the policy never changes; cleared when full, like a cache).
+        self.allowed: dict[Any, bool] = {}
 
     command_line = staticmethod(command_line)
     shell_words = staticmethod(shell_words)
@@ -114,6 +118,18 @@ class Policy:
 
     def allows_host(self, host: str, port: int | None) -> bool:
         """A name or an address, at ``port`` (None: a lookup that names no port, allowed at any)."""
+        found = self.allowed.get((host, port))
+        if found is None:
+            found = self._allows_host(host, port)
+            self.remember((host, port), found)
+        return found
+
+    def remember(self, key: Any, allowed: bool) -> None:
+        if len(self.allowed) >= _MAX_REMEMBERED:
+            self.allowed.clear()
+        self.allowed[key] = allowed
+
+    def _allows_host(self, host: str, port: int | None) -> bool:
         address = _address(host)
         if address is not None:
             return _port_ok(self._addresses.get(address), port)

@@ -84,7 +84,7 @@ class Refusal(NamedTuple):
 class Seal:
     """One case-trial's seal (or the suite's): what it allows, and what it refused."""
 
-    __slots__ = ("_read", "lock", "log", "pid", "policy", "refused", "refusals")
+    __slots__ = ("_read", "here", "lock", "log", "pid", "policy", "refused", "refusals")
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
@@ -94,6 +94,7 @@ class Seal:
         self.pid = os.getpid()
         self.log: str | None = None  # the suite's: where child processes write their refusals
         self._read = 0  # how far the log has been read
+        self.here = (policy, self.refuse)  # what the audit hook asks for, made once
 
     def refuse(self, what: str, target: str, why: str) -> None:
         """Remember the refusal (a forked child writes it to the log), then raise it into the code that tried."""
@@ -166,9 +167,16 @@ def _current() -> Seal | None:
     return seal if isinstance(seal, Seal) else None
 
 
-def _policy_here() -> tuple[Policy, Callable[[str, str, str], None]] | None:
-    seal = _current()
-    return (seal.policy, seal.refuse) if seal is not None else None
+def _policy_here(reaching: bool) -> tuple[Policy, Callable[[str, str, str], None]] | None:
+    """The audit hook's question, in one read of the context: a connection made while the OpenTelemetry
+    SDK exports telemetry (its processors export with instrumentation suppressed) is not the agent's."""
+    ctx = otel_context.get_current()
+    if reaching and ctx.get(_SUPPRESS_INSTRUMENTATION_KEY):
+        return None
+    seal = ctx.get(SEAL)
+    if seal is None:
+        return _suites[-1].here if _suites else None
+    return seal.here if isinstance(seal, Seal) else None
 
 
 def _log_refusal(what: str, target: str, why: str, during: str) -> None:
@@ -179,12 +187,7 @@ def _log_refusal(what: str, target: str, why: str, during: str) -> None:
             f.write(json.dumps({"what": what, "target": target, "why": why, "during": during}) + "\n")
 
 
-def _exporting() -> bool:
-    """The OpenTelemetry SDK exporting telemetry: its processors export with instrumentation suppressed."""
-    return bool(otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY))
-
-
-_GUARD = Guard(_policy_here, _exporting)
+_GUARD = Guard(_policy_here)
 
 
 def install() -> None:

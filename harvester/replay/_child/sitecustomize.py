@@ -50,7 +50,8 @@ def _seal(setting: dict[str, Any]) -> None:
             pass  # the replay is gone: the refusal itself still stands
         raise PermissionError(errno.EACCES, f"harvester replay sealed {what} {target}: {why}")
 
-    guard = guard_mod.Guard(lambda: (policy, refuse))
+    here = (policy, refuse)
+    guard = guard_mod.Guard(lambda reaching: here)
     socket.getaddrinfo = guard.remembering(socket.getaddrinfo)  # type: ignore[assignment,unused-ignore]
     sys.addaudithook(guard.audit)
 

@@ -1,6 +1,6 @@
-"""Every registered plug-in keeps its protocol: the convention readers (``READERS``: ``Reader``), the
-frameworks' capture quirks (``FRAMEWORKS``: ``Framework``) and the framework adapters (``ADAPTERS``:
-``Adapter``). mypy checks the same through the tables' types; this
+"""Every registered plug-in keeps its protocol: the convention readers (``READERS``: ``Reader``) and the
+frameworks (``FRAMEWORKS``: ``Adapter``, each with its capture quirks, a ``Framework``). mypy checks the
+same through the tables' types; this
 runs each registered module through one contract, and shows the contract catches a module missing a
 member (an adapter written without ``NAME`` made every replay raise ``AttributeError``)."""
 
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from harvester.adapters import ADAPTERS, Adapter
-from harvester.adapters import pydantic_ai as pydantic_ai_adapter
+from harvester.adapters import ADAPTERS
 from harvester.conventions import _frameworks as frameworks
 from harvester.conventions import runs_from_spans
-from harvester.conventions._frameworks import FRAMEWORKS, Framework
+from harvester.conventions._frameworks import FRAMEWORKS, Adapter, Framework
+from harvester.conventions._frameworks import pydantic_ai as pydantic_ai_adapter
 from harvester.conventions._readers import READERS, Reader
 from harvester.conventions._readings import AgentReading, LlmReading, ToolReading
 from harvester.conventions._values import MISSING
@@ -71,7 +71,7 @@ def test_every_reader_reads_a_span_it_cannot_make_sense_of_without_raising(sourc
     assert reader.llm_messages(odd) in (None, [])
 
 
-@pytest.mark.parametrize("framework", FRAMEWORKS, ids=lambda f: f.name)
+@pytest.mark.parametrize("framework", [f.FRAMEWORK for f in FRAMEWORKS], ids=lambda f: f.name)
 def test_every_registered_framework_keeps_the_contract(framework):
     assert isinstance(framework, Framework) and isinstance(framework.name, str) and framework.name
     assert isinstance(framework.deferrals, frozenset) and isinstance(framework.hidden_answers, frozenset)
@@ -91,7 +91,8 @@ def test_every_registered_framework_keeps_the_contract(framework):
 
 def test_a_registered_framework_is_asked_by_the_readers_and_the_assembly(monkeypatch):
     # one module and its line in FRAMEWORKS: here a framework naming its agent spans "<agent>.invoke"
-    invoke = Framework("invoking", agent_span_name=lambda span, name: name.removesuffix(".invoke"))
+    invoke = types.ModuleType("invoking")
+    invoke.FRAMEWORK = Framework("invoking", agent_span_name=lambda span, name: name.removesuffix(".invoke"))
     agent = SpanData("a" * 32, "1" * 16, None, "support.invoke", 1, 9, attributes={"openinference.span.kind": "AGENT"})
     llm = SpanData(
         "a" * 32,
@@ -114,8 +115,9 @@ def test_a_registered_framework_is_asked_by_the_readers_and_the_assembly(monkeyp
 
 
 def test_frameworks_have_names_of_their_own():
-    names = [f.name for f in FRAMEWORKS]
+    names = [f.FRAMEWORK.name for f in FRAMEWORKS]
     assert len(set(names)) == len(names)
+    assert names == [f.NAME for f in FRAMEWORKS]  # one name per framework, in capture and replay
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS, ids=lambda a: a.__name__.rpartition(".")[2])
@@ -134,7 +136,7 @@ def test_adapters_have_names_of_their_own():
 def test_the_contract_catches_an_adapter_written_without_its_name():
     # what docs/contributing.md used to teach: the five names, no NAME
     module = types.ModuleType("my_adapter")
-    for name in ("ROOTS", "install", "accepts", "prepare", "instrument"):
+    for name in ("FRAMEWORK", "ROOTS", "install", "accepts", "prepare", "instrument"):
         setattr(module, name, getattr(pydantic_ai_adapter, name))
     assert broken(module, Adapter) == ["no NAME"]
     module.NAME = "mine"

@@ -19,9 +19,9 @@ from langgraph.func import entrypoint
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from harvester.adapters.langchain import async_only
 from harvester.canonical import fixture_key
 from harvester.case import AgentCase
+from harvester.conventions._frameworks.langchain import async_only
 from harvester.replay import replay
 from harvester.report import Report
 from tests.apps import langgraph_async_app as app

@@ -21,8 +21,10 @@ from openai import OpenAI
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from harvester.adapters import Session, clients
+from harvester import adapters
+from harvester.adapters import Session
 from harvester.case import load_cases
+from harvester.conventions._frameworks import _clients as clients
 from harvester.intake import HarvestingSpanProcessor
 from harvester.replay import replay as replay_cases
 from harvester.report import Report
@@ -194,7 +196,8 @@ def test_an_instrumentor_replay_cannot_turn_on_fails_the_case_hermetic(
     missing = ("openinference.instrumentation.openai_gone", "OpenAIInstrumentor")
     (openai_client, *others) = clients.CLIENTS
     gone = clients.Client("openai", openai_client.ROOTS, (missing,))
-    monkeypatch.setattr(clients, "CLIENTS", (gone, *others))
+    monkeypatch.setattr(clients, "CLIENTS", (gone, *others))  # where the session and its check read it
+    monkeypatch.setattr(adapters, "CLIENTS", (gone, *others))
     path = Path("cases") / f"{case_id}.json"
     data = orjson.loads(path.read_bytes())
     data["recorded"]["instrumentation"] = [missing[0]]

@@ -1,12 +1,13 @@
-"""Framework adapters: during a replay, each framework's tool dispatch goes to the case's executor.
+"""The adapters' session: during a replay, each framework's tool dispatch goes to the case's executor.
 
-One module per framework (``pydantic_ai``, ``langchain``, ``openai_agents``, ``smolagents``), each an
-``Adapter`` (``_protocol``): ``NAME``, ``ROOTS`` (the modules whose import means the framework is in use), ``install()``
-(guard its dispatch, once, on the classes), ``accepts(agent)``, ``prepare(agent, case)`` (what to call
-with the prompt; it hands the framework the case's earlier messages, ``_history``) and
-``instrument()`` (turn its tracing on when nothing traces it; returns the undo).
-``clients`` holds the model SDK clients a raw loop calls (OpenAI, Anthropic): nothing to guard, their
-tracing turned on as the recording had it (``recorded.instrumentation``).
+Each framework's module (``conventions.FRAMEWORKS``, one module per framework, which also holds what it
+records its own way) is an ``Adapter``: ``NAME``, ``ROOTS`` (the modules whose import means the
+framework is in use), ``install()`` (guard its dispatch, once, on the classes), ``accepts(agent)``,
+``prepare(agent, case)`` (what to call with the prompt; it hands the framework the case's earlier
+messages) and ``instrument()`` (turn its tracing on when nothing traces it; returns the undo).
+``conventions.CLIENTS`` holds the model SDK clients a raw loop calls (OpenAI, Anthropic): nothing to
+guard, their tracing turned on as the recording had it (``recorded.instrumentation``). A session runs
+them for one replay, and guards a framework the agent imports while it runs.
 Nothing here imports a framework the app did not import itself.
 
 The guards are the hermetic part and need nothing from the app: no decorator, no change to its
@@ -23,11 +24,10 @@ from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 from typing import Any
 
-from . import clients, langchain, openai_agents, pydantic_ai, smolagents
-from ._history import with_history
-from ._protocol import Adapter, Loadable
+from ..conventions import CLIENTS, FRAMEWORKS, Adapter, Loadable, with_history
+from ..conventions import untraced as _untraced
 
-ADAPTERS: tuple[Adapter, ...] = (pydantic_ai, langchain, openai_agents, smolagents)
+ADAPTERS: tuple[Adapter, ...] = FRAMEWORKS
 
 __all__ = ["ADAPTERS", "Adapter", "Session", "entry", "with_history"]
 
@@ -46,7 +46,7 @@ def _loaded(adapter: Loadable, ready: frozenset[str] = frozenset()) -> bool:
 
 _sessions: list[Session] = []  # the sessions of the replays running now
 _ROOTS = frozenset(
-    [root for adapter in ADAPTERS for root in adapter.ROOTS] + [root for c in clients.CLIENTS for root in c.ROOTS]
+    [root for adapter in ADAPTERS for root in adapter.ROOTS] + [root for c in CLIENTS for root in c.ROOTS]
 )
 
 
@@ -138,7 +138,7 @@ class Session:
                     undo = None
                 if undo is not None:
                     self._undo.append(undo)
-            for client in clients.CLIENTS:
+            for client in CLIENTS:
                 if client.NAME in self._seen or not _loaded(client, ready):
                     continue
                 self._seen.add(client.NAME)
@@ -152,7 +152,7 @@ class Session:
     def untraced(self, instrumentation: Iterable[str]) -> list[str]:
         """Of a recording's ``instrumentation``, the SDK instrumentors whose client is in use and not
         traced now (not installed, or it failed): that client's model calls leave no span to read."""
-        return clients.untraced(frozenset(instrumentation), _loaded)
+        return _untraced(frozenset(instrumentation), _loaded)
 
     def close(self) -> None:
         with self._lock:

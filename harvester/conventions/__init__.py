@@ -3,8 +3,9 @@
 - ``_classify``: which convention a span speaks and what it is (agent, model call, tool call).
 - ``_genai`` (OTel GenAI semconv: pydantic-ai, harvester's own spans), ``_openinference`` (the OpenAI
   Agents SDK, smolagents, LangChain), ``_openllmetry``: the readers, one module each (``_readers``).
-- ``_frameworks``: what each framework records its own way (a handoff, an answer tool, the exceptions
-  that stop or pause it), one module per framework, which the readers and the assembly ask.
+- ``_frameworks``: one module per framework, all harvester knows of it: what it records its own way (a
+  handoff, an answer tool, the exceptions that stop or pause it), which the readers and the assembly
+  ask, and how a replay serves its tools (``FRAMEWORKS``, each an ``Adapter``, which ``adapters`` runs).
 - ``_readings``: what a reader makes of a span (typed), and the shape-based readers they share.
 - ``_pairing``: which tool span answered which request; ``_assembly``: one run from its spans;
   ``_traces``: a trace's spans to its runs.
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
         may_hold_run,
         subtree,
     )
-    from ._frameworks import agent_calls
+    from ._frameworks import CLIENTS, FRAMEWORKS, Adapter, Loadable, agent_calls, client_scopes, untraced, with_history
     from ._frameworks.openai_agents import HANDOFF_PREFIX, handoff_tool_name
     from ._providers import EVERY_PROVIDER_HOST, PROVIDER_HOSTS, documented_hosts, model_hosts
     from ._traces import agent_names, run_data_from_spans
@@ -46,6 +47,13 @@ if TYPE_CHECKING:
 _HOMES = {
     "FEEDBACK_KEYS": "_assembly",
     "agent_calls": "_frameworks",
+    "Adapter": "_frameworks",
+    "CLIENTS": "_frameworks",
+    "FRAMEWORKS": "_frameworks",
+    "Loadable": "_frameworks",
+    "client_scopes": "_frameworks",
+    "untraced": "_frameworks",
+    "with_history": "_frameworks",
     "agent_names": "_traces",
     "run_data_from_spans": "_traces",
     "HANDOFF_PREFIX": "_frameworks.openai_agents",
@@ -65,17 +73,22 @@ _HOMES = {
 }
 
 __all__ = [
+    "CLIENTS",
     "EVERY_PROVIDER_HOST",
     "FEEDBACK_KEYS",
+    "FRAMEWORKS",
     "GENAI_OP",
     "HANDOFF_PREFIX",
     "OI_KIND",
     "PLACEHOLDERS",
     "PROVIDER_HOSTS",
     "TL_KIND",
+    "Adapter",
+    "Loadable",
     "agent_calls",
     "agent_names",
     "ancestors",
+    "client_scopes",
     "documented_hosts",
     "handoff_tool_name",
     "is_agent_span",
@@ -84,6 +97,8 @@ __all__ = [
     "run_data_from_spans",
     "runs_from_spans",
     "subtree",
+    "untraced",
+    "with_history",
 ]
 
 

@@ -15,10 +15,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import checks as checklib
-from ..adapters.clients import client_scopes
 from ..case import NOTE_PREFIX, AgentCase, Fixture, Recorded, Source
 from ..config import Config
-from ..conventions import model_hosts
+from ..conventions import client_scopes, model_hosts
 from ..model import ErrorInfo, Run
 from ._kinds import ABSTAINED, Reading, read_run
 from ._routes import routes_note, routes_to_harm

@@ -1,4 +1,20 @@
-"""The OpenAI Agents SDK under OpenInference: handoffs, approvals, guardrails and its error messages.
+"""OpenAI Agents SDK: every ``FunctionTool`` call; every other tool left out of the replay.
+
+The runner invokes a function tool through ``_invoke_function_tool_with_metadata`` (the SDK's one
+call of ``on_invoke_tool``, which every module that runs tools imports by name: both bindings are
+replaced). Inside a replay it gets a copy of the tool whose invoker asks the case's executor, wrapped
+in the SDK's own failure handling, so a recorded error reaches the model through the tool's
+``failure_error_function`` exactly as in production (or fails the run when it has none), and the
+tool's timeout still applies. An agent used as a tool (``agent.as_tool()``) is not a tool body: it
+runs, as it did in production, and its own tool calls are served.
+
+Hosted tools (web and file search, code interpreter, hosted MCP, image generation) run at the model
+provider, and local ones (computer, shell, apply-patch, custom tools) would run here with nothing to
+serve them from. Neither can be replayed: while a replay runs, ``Agent.get_all_tools`` leaves them
+out of what the model is offered, and the case says so.
+
+What it records its own way, for capture: the OpenAI Agents SDK under OpenInference: handoffs,
+approvals, guardrails and its error messages.
 
 A handoff is a span named "handoff to <agent>" for the ``transfer_to_<agent>`` call the model made; a
 call waiting for an approval (``needs_approval``) is a TOOL span with input and no output that never
@@ -9,17 +25,36 @@ message holds a dict repr of the error.
 from __future__ import annotations
 
 import ast
+import copy
+import json
 import re
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ... import seam
 from ...spans import SpanData
 from .._values import MISSING
 from ._framework import Framework
+from ._history import history_of, takes_history
+from ._patch import GUARD, defining, guard
+from ._tracing import turn_on
 
 if TYPE_CHECKING:
     from .._readings import ToolReading
 
-__all__ = ["FRAMEWORK", "HANDOFF_PREFIX", "handoff_tool_name"]
+__all__ = [
+    "FRAMEWORK",
+    "HANDOFF_PREFIX",
+    "NAME",
+    "ROOTS",
+    "accepts",
+    "answer_of",
+    "handoff_tool_name",
+    "install",
+    "instrument",
+    "prepare",
+]
 
 HANDOFF_PREFIX = "handoff to "
 
@@ -73,3 +108,139 @@ FRAMEWORK = Framework(
     tool_span=_tool_span,
     read_tool=_read_tool,
 )
+
+ROOTS = ("agents",)
+NAME = "openai-agents"
+_BINDINGS = ("agents.tool", "agents.run_internal.tool_execution")
+_FUNCTION = "_invoke_function_tool_with_metadata"
+
+
+def _args(arguments: str) -> Any:
+    try:
+        return json.loads(arguments) if arguments else {}
+    except ValueError:
+        return {"input": arguments}
+
+
+def _served_tool(function_tool: Any, ex: seam.Executor) -> Any:
+    """A copy of ``function_tool`` whose body is the executor, behind the SDK's own error handling."""
+    from agents import tool as sdk
+
+    name = function_tool.name
+
+    async def impl(ctx: Any, input_json: str) -> Any:
+        parse = getattr(sdk, "_parse_function_tool_json_input", None)
+        args = parse(tool_name=name, input_json=input_json) if parse else json.loads(input_json or "{}")
+        return await ex.aexecute(name, args)
+
+    served = copy.copy(function_tool)
+    invoker = function_tool.on_invoke_tool
+    handling = getattr(sdk, "_FailureHandlingFunctionToolInvoker", None)
+    if handling is not None and isinstance(invoker, handling):
+        served.on_invoke_tool = handling(impl, invoker._on_handled_error, function_tool=served)
+    else:  # a FunctionTool built by hand: its invoker's own exceptions reached the runner raw
+        served.on_invoke_tool = impl
+    return served
+
+
+def _make_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def invoke(*, function_tool: Any, context: Any, arguments: str) -> Any:
+        ex = seam.route()
+        if ex is not None and getattr(function_tool, "_is_agent_tool", False):
+            delegated = getattr(ex, "delegated", None)  # agent.as_tool(): the agent runs, its tools are served
+            if callable(delegated):
+                delegated(function_tool.name, _args(arguments))
+        elif ex is not None:
+            function_tool = _served_tool(function_tool, ex)
+        return await original(function_tool=function_tool, context=context, arguments=arguments)
+
+    setattr(invoke, GUARD, True)
+    return invoke
+
+
+def _make_get_all_tools(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def get_all_tools(self: Any, run_context: Any) -> Any:
+        tools = await original(self, run_context)
+        ex = seam.route()
+        if ex is None:
+            return tools
+        from agents import FunctionTool
+
+        left_out = [t for t in tools if not isinstance(t, FunctionTool)]
+        if left_out:
+            note = getattr(ex, "note", None)
+            if callable(note):
+                names = ", ".join(
+                    f"{getattr(t, 'name', None) or type(t).__name__} ({type(t).__name__})" for t in left_out
+                )
+                note(f"not replayable, not offered to the model: {names}")
+        return [t for t in tools if isinstance(t, FunctionTool)]
+
+    return get_all_tools
+
+
+def install() -> None:
+    import importlib
+
+    from agents import Agent
+
+    for module_name in _BINDINGS:
+        module = sys.modules.get(module_name) or importlib.import_module(module_name)
+        current = getattr(module, _FUNCTION, None)
+        if current is not None and not getattr(current, GUARD, False):
+            setattr(module, _FUNCTION, _make_invoke(current))
+    owner = defining(Agent, "get_all_tools")
+    if owner is not None:
+        guard(owner, "get_all_tools", _make_get_all_tools)
+
+
+def accepts(agent: Any) -> bool:
+    from agents import Agent
+
+    return isinstance(agent, Agent)
+
+
+def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
+    from agents import Runner
+
+    earlier = input_items(history_of(case))
+
+    async def run(prompt: str) -> str | None:
+        given: Any = [*earlier, {"role": "user", "content": prompt}] if earlier else prompt
+        return answer_of(await Runner.run(agent, given))
+
+    return takes_history(run)
+
+
+def input_items(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The case's earlier messages as Responses input items (what ``result.to_input_list()`` gives)."""
+    out: list[dict[str, Any]] = []
+    for m in history:
+        if m["role"] == "tool":
+            out.append(
+                {"type": "function_call_output", "call_id": m["tool_call_id"] or "", "output": m["content"] or ""}
+            )
+            continue
+        if m["content"]:
+            out.append({"role": m["role"], "content": m["content"]})
+        for i, c in enumerate(m["tool_calls"]):
+            args = json.dumps(c["args"] if c["args"] is not None else {})
+            out.append(
+                {"type": "function_call", "call_id": c["call_id"] or f"call_{i}", "name": c["name"], "arguments": args}
+            )
+    return out
+
+
+def answer_of(result: Any) -> str | None:
+    if getattr(result, "interruptions", None):
+        return None  # paused on an approval: deferred
+    output = getattr(result, "final_output", None)
+    if output is None or isinstance(output, str):
+        return output
+    dump = getattr(output, "model_dump_json", None)
+    return str(dump()) if callable(dump) else json.dumps(output, default=str)
+
+
+def instrument() -> Callable[[], None] | None:
+    """OpenInference's instrumentor (it sets the SDK's own exporter aside meanwhile), when it is off."""
+    return turn_on("openinference.instrumentation.openai_agents", "OpenAIAgentsInstrumentor")

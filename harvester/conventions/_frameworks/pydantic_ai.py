@@ -1,4 +1,23 @@
-"""pydantic-ai (the GenAI convention): the exceptions that defer a tool call or end a run on a budget.
+"""pydantic-ai: every tool call an agent dispatches, whatever toolset holds the tool; output functions.
+
+Tools given as ``tools=[...]``, ``@agent.tool``, ``@agent.tool_plain``, function toolsets, MCP servers
+and wrapper toolsets all reach the model's call through ``ToolManager._raw_execute`` (after validation,
+hooks and the instrumentation's span), which calls down the run's toolsets: wrappers (approval,
+prefixes, your own policies) run as in production, and the toolset at the bottom, the one that would
+run the tool, is served instead. The guard on ``_raw_execute`` remembers the name the model called and
+the arguments it sent (``RunContext`` is never among them); the guard on every leaf toolset's
+``call_tool`` answers with them from the case's executor. A toolset that holds others (``wrapped``,
+``toolsets``) is a wrapper, everything else a leaf. So retries (``ModelRetry``), approvals and the span
+behave as in production. An MCP server's toolset is also entered and listed from the recording, so the
+server is never started (``_pydantic_mcp``).
+
+An output function (``ToolOutput(fn)``, ``TextOutput(fn)``, a function in ``output_type``) is code of
+yours too, and may act: it is served like a tool, under the name its span records (the output tool's,
+or the function's for text output), with the arguments it was given. Plain structured output (a model,
+a string) is the answer itself and runs.
+
+What it records its own way, for capture: pydantic-ai (the GenAI convention): the exceptions that defer
+a tool call or end a run on a budget.
 
 Its output tools, MCP toolsets and older data formats are read by ``_genai``, whose convention it
 writes in practice.
@@ -6,12 +25,189 @@ writes in practice.
 
 from __future__ import annotations
 
-from ._framework import Framework
+import contextvars
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["FRAMEWORK"]
+from ... import seam
+from ._framework import Framework
+from ._history import history_of, takes_history
+from ._patch import guard, subclasses
+from ._pydantic_mcp import install_mcp
+
+__all__ = ["FRAMEWORK", "NAME", "ROOTS", "accepts", "answer_of", "install", "instrument", "message_history", "prepare"]
 
 FRAMEWORK = Framework(
     "pydantic-ai",
     deferrals=frozenset({"ApprovalRequired", "CallDeferred"}),  # a tool call left for a human or elsewhere
     limit_stops={"UsageLimitExceeded": "budget_exceeded"},
 )
+
+ROOTS = ("pydantic_ai",)
+NAME = "pydantic-ai"
+# (executor, the name the model called, its arguments) of the tool call on this context's stack
+_pending: contextvars.ContextVar[tuple[Any, str, Any] | None] = contextvars.ContextVar(
+    "harvester_pai_call", default=None
+)
+
+
+def _make_raw_execute(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def _raw_execute(self: Any, validated: Any, *args: Any, **kwargs: Any) -> Any:
+        ex = seam.route()
+        tool = validated.tool
+        if ex is None or tool is None or tool.tool_def.kind == "output":
+            return await original(self, validated, *args, **kwargs)
+        token = _pending.set((ex, validated.call.tool_name, validated.call.args_as_dict()))
+        try:
+            return await original(self, validated, *args, **kwargs)
+        finally:
+            _pending.reset(token)
+
+    return _raw_execute
+
+
+def _delegates(toolset: Any) -> bool:
+    """A toolset that passes calls on to others (a wrapper, a combination, a dynamic toolset)."""
+    return any(
+        isinstance(getattr(toolset, attr, None), (list, tuple)) or hasattr(getattr(toolset, attr, None), "call_tool")
+        for attr in ("wrapped", "toolsets", "_toolset")
+    )
+
+
+def _make_call_tool(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def call_tool(self: Any, name: str, tool_args: Any, ctx: Any, tool: Any) -> Any:
+        ex = seam.route()
+        if ex is None or _delegates(self):
+            return await original(self, name, tool_args, ctx, tool)
+        pending = _pending.get()
+        if pending is not None and pending[0] is ex:
+            return await ex.aexecute(pending[1], pending[2])
+        return await ex.aexecute(name, tool_args)  # a toolset called outside an agent's run
+
+    return call_tool
+
+
+def _make_output_function(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def execute_output_function(
+        function_schema: Any, *, run_context: Any, args: Any, wrap_validation_errors: bool = True
+    ) -> Any:
+        ex = seam.route()
+        if ex is None:
+            return await original(
+                function_schema, run_context=run_context, args=args, wrap_validation_errors=wrap_validation_errors
+            )
+        tool_name = getattr(run_context, "tool_name", None)
+        if tool_name:  # an output tool the model called: its span records the tool and these args
+            return await ex.aexecute(tool_name, args)
+        # text output: the span records the function and the text, which a run reads as {"input": text}
+        values = list(args.values()) if isinstance(args, dict) else [args]
+        return await ex.aexecute(function_schema.name, {"input": values[0]} if len(values) == 1 else args)
+
+    return execute_output_function
+
+
+def install() -> None:
+    from pydantic_ai import _output
+    from pydantic_ai.tool_manager import ToolManager
+    from pydantic_ai.toolsets import AbstractToolset
+
+    guard(ToolManager, "_raw_execute", _make_raw_execute)
+    for cls in subclasses(AbstractToolset):
+        if "call_tool" in cls.__dict__:
+            guard(cls, "call_tool", _make_call_tool)
+    mcp = sys.modules.get("pydantic_ai.mcp")  # never imported here: it needs the app's MCP client
+    if mcp is not None and isinstance(getattr(mcp, "MCPToolset", None), type):
+        install_mcp(mcp.MCPToolset)
+    current = getattr(_output, "execute_output_function", None)
+    if current is not None and not getattr(current, "__harvester_guard__", False):
+        served = _make_output_function(current)
+        served.__harvester_guard__ = True  # type: ignore[attr-defined]
+        _output.execute_output_function = served
+
+
+def accepts(agent: Any) -> bool:
+    from pydantic_ai.agent import AbstractAgent
+
+    return isinstance(agent, AbstractAgent)
+
+
+def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
+    """``agent.run(prompt, message_history=...)``, traced onto the global provider the replay reads."""
+    _instrument(agent)
+    history = message_history(history_of(case))
+
+    async def run(prompt: str) -> str | None:
+        return answer_of((await agent.run(prompt, message_history=history or None)).output)
+
+    return takes_history(run)
+
+
+def message_history(history: list[dict[str, Any]]) -> list[Any]:
+    """The case's earlier messages as pydantic-ai ``ModelMessage``s: a user message and the tool
+    results that follow a response are requests, an assistant message a response."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+
+    out: list[Any] = []
+    request: list[Any] = []  # the parts of the request being gathered (one response's results go back in one)
+    for m in history:
+        if m["role"] == "assistant":
+            if request:
+                out.append(ModelRequest(parts=request))
+                request = []
+            parts: list[Any] = [TextPart(m["content"])] if m["content"] else []
+            parts += [
+                ToolCallPart(c["name"], c["args"], c["call_id"] or f"call_{i}") for i, c in enumerate(m["tool_calls"])
+            ]
+            out.append(ModelResponse(parts=parts))
+        elif m["role"] == "tool":
+            request.append(ToolReturnPart(_called(out, m["tool_call_id"]), m["content"] or "", m["tool_call_id"] or ""))
+        else:
+            request.append(UserPromptPart(m["content"] or ""))
+    if request:
+        out.append(ModelRequest(parts=request))
+    return out
+
+
+def _called(messages: list[Any], call_id: str | None) -> str:
+    """The tool a tool message answers (pydantic-ai's ToolReturnPart names it)."""
+    for m in reversed(messages):
+        for p in getattr(m, "parts", ()):
+            if getattr(p, "tool_call_id", None) == call_id and getattr(p, "part_kind", "") == "tool-call":
+                return str(p.tool_name)
+    return "tool"
+
+
+def _instrument(agent: Any) -> None:
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    if not getattr(agent, "instrument", None):  # unset, or off: a replay is read from its spans
+        agent.instrument = InstrumentationSettings()
+
+
+def answer_of(output: Any) -> str | None:
+    """The answer text of a run's output: a string, a structured output as JSON, a deferral as none."""
+    if output is None or type(output).__name__ == "DeferredToolRequests":
+        return None
+    if isinstance(output, str):
+        return output
+    dump = getattr(output, "model_dump_json", None)
+    if callable(dump):
+        return str(dump())
+    try:
+        return json.dumps(output, default=str)
+    except (TypeError, ValueError):
+        return str(output)
+
+
+def instrument() -> Callable[[], None] | None:
+    """Trace every agent the replay meets (``Agent.instrument_all``), as it was afterwards."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    before = Agent._instrument_default
+    if before:
+        return None
+    Agent.instrument_all(InstrumentationSettings())
+    return lambda: Agent.instrument_all(before)

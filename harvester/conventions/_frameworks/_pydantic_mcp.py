@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import seam
+from ... import seam
 from ._patch import guard
 
 __all__ = ["install_mcp"]

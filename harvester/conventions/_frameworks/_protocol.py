@@ -1,14 +1,18 @@
-"""What a framework adapter is: the ``Adapter`` protocol every module in ``ADAPTERS`` implements.
+"""What a framework's module is: the ``Adapter`` protocol every module in ``FRAMEWORKS`` implements.
 
-The adapters are modules, checked against the protocol by mypy through the registry's type
-(``ADAPTERS: tuple[Adapter, ...]``), and at test time by ``tests/test_plugins.py``, which runs every
-registered adapter through the same contract: a module missing a member fails both, not a replay.
+A framework's module holds all harvester knows of it: what it records its own way (``FRAMEWORK``,
+read at capture) and how a replay serves its tools (the rest). The modules are checked against the
+protocol by mypy through the registry's type (``FRAMEWORKS: tuple[Adapter, ...]``), and at test time by
+``tests/test_plugins.py``, which runs every registered framework through the same contract: a module
+missing a member fails both, not a replay.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from ._framework import Framework
 
 __all__ = ["Adapter", "Loadable"]
 
@@ -26,7 +30,12 @@ class Loadable(Protocol):
 
 
 class Adapter(Loadable, Protocol):
-    """One framework's replay support: its tool dispatch guarded, its agents run, its tracing turned on."""
+    """One framework: its capture quirks, and its replay support (its tool dispatch guarded, its agents
+    run, its tracing turned on)."""
+
+    @property
+    def FRAMEWORK(self) -> Framework:  # a module constant
+        """What it records its own way (``_framework``), which the readers and the assembly ask."""
 
     def install(self) -> None:
         """Guard the framework's tool dispatch, on its classes; called again after each agent is built."""

@@ -1,4 +1,4 @@
-"""LangChain and LangGraph: every ``BaseTool``, however the graph reaches it.
+"""LangChain and LangGraph: in replay, every ``BaseTool``, however the graph reaches it.
 
 ``@tool`` functions, ``StructuredTool``, ``BaseTool`` subclasses, the tools inside ``create_agent``,
 prebuilt ReAct agents and ``ToolNode`` all run a tool through ``BaseTool.run``/``arun``, which fires
@@ -14,9 +14,9 @@ A graph is run the way production had to run it: awaited through ``ainvoke`` whe
 async only (``async_only``), else ``invoke``d; the replay awaits it on the case's own event loop, and
 the tool calls a ``ToolNode`` gathers as tasks each carry the case's executor in their context.
 
-What it records its own way, for capture: langChain and LangGraph (under OpenInference or OpenLLMetry):
-the exceptions that pause or limit a
-graph, and the answers its call-limit middleware writes itself.
+In capture, what it records its own way (``FRAMEWORK``): langChain and LangGraph (under OpenInference or
+OpenLLMetry): the exceptions that pause or limit a graph, and the answers its call-limit middleware
+writes itself.
 
 A tool span's input is a callback payload (``{"input_str", "inputs", "kwargs"}``, the call id in
 ``kwargs.tool_call_id``). Its message forms (``dumpd()``, ``message_to_dict()``, graph states) are read

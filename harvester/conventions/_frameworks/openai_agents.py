@@ -1,4 +1,4 @@
-"""OpenAI Agents SDK: every ``FunctionTool`` call; every other tool left out of the replay.
+"""OpenAI Agents SDK: in replay, every ``FunctionTool`` call; every other tool left out of the replay.
 
 The runner invokes a function tool through ``_invoke_function_tool_with_metadata`` (the SDK's one
 call of ``on_invoke_tool``, which every module that runs tools imports by name: both bindings are
@@ -13,8 +13,8 @@ provider, and local ones (computer, shell, apply-patch, custom tools) would run 
 serve them from. Neither can be replayed: while a replay runs, ``Agent.get_all_tools`` leaves them
 out of what the model is offered, and the case says so.
 
-What it records its own way, for capture: the OpenAI Agents SDK under OpenInference: handoffs,
-approvals, guardrails and its error messages.
+In capture, what it records its own way (``FRAMEWORK``): the OpenAI Agents SDK under OpenInference:
+handoffs, approvals, guardrails and its error messages.
 
 A handoff is a span named "handoff to <agent>" for the ``transfer_to_<agent>`` call the model made; a
 call waiting for an approval (``needs_approval``) is a TOOL span with input and no output that never

@@ -1,4 +1,4 @@
-"""pydantic-ai: every tool call an agent dispatches, whatever toolset holds the tool; output functions.
+"""pydantic-ai: in replay, every tool call an agent dispatches, whatever toolset holds the tool; output functions.
 
 Tools given as ``tools=[...]``, ``@agent.tool``, ``@agent.tool_plain``, function toolsets, MCP servers
 and wrapper toolsets all reach the model's call through ``ToolManager._raw_execute`` (after validation,
@@ -16,11 +16,11 @@ yours too, and may act: it is served like a tool, under the name its span record
 or the function's for text output), with the arguments it was given. Plain structured output (a model,
 a string) is the answer itself and runs.
 
-What it records its own way, for capture: pydantic-ai (the GenAI convention): the exceptions that defer
-a tool call or end a run on a budget.
+In capture, what it records its own way (``FRAMEWORK``): pydantic-ai (the GenAI convention): the
+exceptions that defer a tool call or end a run on a budget.
 
-Its output tools, MCP toolsets and older data formats are read by ``_genai``, whose convention it
-writes in practice.
+Its output tools, MCP toolsets and older data formats are read by ``_genai``, whose convention it writes
+in practice.
 """
 
 from __future__ import annotations

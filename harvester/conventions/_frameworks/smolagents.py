@@ -1,4 +1,4 @@
-"""smolagents: every ``Tool``, called by a ``ToolCallingAgent`` or from a ``CodeAgent``'s code.
+"""smolagents: in replay, every ``Tool``, called by a ``ToolCallingAgent`` or from a ``CodeAgent``'s code.
 
 Both agents call a tool object (``tool(**arguments)``), and ``Tool.__call__`` calls the class's
 ``forward`` after sorting out the inputs; the tracing instrumentor wraps ``__call__``, so its span
@@ -8,14 +8,13 @@ arguments bound to ``forward``'s parameters, the names the model used. ``FinalAn
 smolagents agent answers, not a tool call: it runs. A managed agent is an agent, not a tool: it runs,
 and its own tools are served.
 
-What it records its own way, for capture: smolagents under OpenInference: its answer tool, its managed
-agents, its agent spans' names, its
-step limit.
+In capture, what it records its own way (``FRAMEWORK``): smolagents under OpenInference: its answer
+tool, its managed agents, its agent spans' names, its step limit.
 
 A tool span's input is ``{"args", "kwargs"}``, an agent span's ``{"task"}``. It answers through its
-``FinalAnswerTool`` (the run's answer, not a call); a managed agent is called
-by the model by its name and runs as an agent span; agent spans are named ``<agent>.run``; out of
-steps, it has the model answer from the agent itself (``provide_final_answer``).
+``FinalAnswerTool`` (the run's answer, not a call); a managed agent is called by the model by its name
+and runs as an agent span; agent spans are named ``<agent>.run``; out of steps, it has the model answer
+from the agent itself (``provide_final_answer``).
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@
     │                              folder); carries ``file``
     ├── NoFixture                  replay met a tool call with no recorded fixture (opt-in raise)
     ├── LiveToolCall               a replay refused a tool call that would have run for real
+    ├── ModelInputChanged          a recorded-model replay met a request unlike the recorded one at
+    │                              its step: the recording no longer answers it
     └── Sealed                     a replay's seal refused a connection or a process the case did not
                                    expect (also a ``PermissionError``: an ``OSError`` to client libraries)
 
@@ -54,6 +56,7 @@ __all__ = [
     "HarvesterError",
     "InputError",
     "LiveToolCall",
+    "ModelInputChanged",
     "NoFixture",
     "NotFoundError",
     "OtlpFormatError",
@@ -169,6 +172,20 @@ class LiveToolCall(HarvesterError, RuntimeError):
         self.tool = tool
         self.why = why
         super().__init__(f"live_tool_call: {tool} {why}")
+
+
+class ModelInputChanged(HarvesterError, RuntimeError):
+    """Raised into the agent where a recorded-model replay cannot answer: the agent's request for step
+    ``step`` (0-based) differs from the recorded one, by ``changes`` (lines a reader can act on).
+
+    A ``RuntimeError`` too, so the agent's run fails as a failed model call would, and the case fails
+    with ``model_input_changed at step N`` naming the changes.
+    """
+
+    def __init__(self, step: int, changes: list[str]) -> None:
+        self.step = step
+        self.changes = changes
+        super().__init__(f"model_input_changed at step {step + 1}: " + "; ".join(changes[:3]))
 
 
 class Sealed(HarvesterError, PermissionError):

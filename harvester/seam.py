@@ -7,6 +7,11 @@ the agent wherever the context goes: asyncio tasks, ``asyncio.to_thread``, and, 
 and ``loop.run_in_executor``. (The same propagation
 gives a production tool span in a thread pool its parent, so the call reads as executed.)
 
+Every place a model is called (the framework modules' model guards, the raw SDK clients, ``AgentRun.model``)
+asks ``model_server()``: in a recorded-model replay, the case's ``ModelServer`` answers each call from
+the recording in order (or raises ``ModelInputChanged`` when the request drifted from the recorded one);
+None (a live replay, or no replay): the model is called.
+
 Every place a tool can be dispatched (the framework adapters, ``@harvester.tool``) asks ``route()``:
 
 - the case's executor, inside a case;
@@ -35,13 +40,16 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceState
 
 from .errors import LiveToolCall
+
+if TYPE_CHECKING:
+    from .model import ModelAnswerData, ModelRequestData
 
 __all__ = [
     "BLOCKED",
@@ -51,14 +59,17 @@ __all__ = [
     "MARK",
     "MAX_ORPHANS",
     "MAX_TRACES",
+    "MODELS",
     "ROOT_PREFIX",
     "STATE",
     "Executor",
+    "ModelServer",
     "Orphan",
     "case_context",
     "executor",
     "harness",
     "marked",
+    "model_server",
     "orphans_since",
     "propagate_into_threads",
     "remember",
@@ -72,6 +83,7 @@ __all__ = [
 ]
 
 EXECUTOR = otel_context.create_key("harvester.executor")
+MODELS = otel_context.create_key("harvester.models")  # the case's ModelServer, in a recorded-model replay
 MARK_KEY, MARK_VALUE = "harvester", "replay"
 MARK = f"{MARK_KEY}={MARK_VALUE}"  # as it reads in OTLP's traceState
 CASE_ATTRIBUTE = "harvester.case"  # on the replay root span of every case-trial
@@ -89,6 +101,17 @@ class Executor(Protocol):
     def execute(self, name: str, args: Any) -> Any: ...
 
     async def aexecute(self, name: str, args: Any) -> Any: ...
+
+
+class ModelServer(Protocol):
+    """What a recorded-model replay puts in place of the live model: the case's model fixtures, in order.
+
+    ``answer(request)``: the recorded answer to the agent's next model call; None when the live model
+    answers from here on (``recorded-then-live`` after a drift). Raises ``ModelInputChanged`` when the
+    request differs from the recorded one (``recorded``), or when the recording has no step left.
+    """
+
+    def answer(self, request: ModelRequestData) -> ModelAnswerData | None: ...
 
 
 class Orphan(NamedTuple):
@@ -184,6 +207,11 @@ def route() -> Executor | None:
     if ex is not None:
         return ex  # type: ignore[return-value]
     return BLOCKED if STATE.active > 0 or STATE.harness else None
+
+
+def model_server() -> ModelServer | None:
+    """The model server of the case this code runs in, in a recorded-model replay; else None (call the model)."""
+    return otel_context.get_value(MODELS)  # type: ignore[return-value]
 
 
 def orphans_since(seq: int) -> list[Orphan]:

@@ -22,9 +22,12 @@ __all__ = [
     "LlmCallData",
     "McpToolData",
     "MessageData",
+    "ModelAnswerData",
+    "ModelRequestData",
     "RequestData",
     "RunData",
     "Stop",
+    "ToolSpecData",
     "UsageData",
     "data_failed",
 ]
@@ -70,6 +73,40 @@ class MessageData(TypedDict):
     content: str | None
     tool_calls: list[RequestData]  # what an assistant message asked for
     tool_call_id: str | None  # the call a tool message answers
+
+
+class ToolSpecData(TypedDict):
+    """A tool the model was offered: its name, description and JSON schema of its arguments."""
+
+    name: str
+    description: str | None
+    parameters: dict[str, Any] | None  # None: the recording does not say
+
+
+class ModelRequestData(TypedDict):
+    """What one model call received, in one form for every framework and convention: a recorded-model
+    replay compares the agent's request with the recorded one step by step (``model_input_changed``).
+
+    ``system``: the system prompt or instructions, joined (None: none, or not recorded). ``messages``: the
+    conversation the model saw, system messages left out. ``tools``: the tools offered (None: the
+    recording does not say; []: none). ``settings``: the request settings that shape the answer
+    (temperature, top_p, max_tokens, seed, response format, tool choice), by their OpenAI names.
+    """
+
+    system: str | None
+    messages: list[MessageData]
+    tools: list[ToolSpecData] | None
+    settings: dict[str, Any]
+
+
+class ModelAnswerData(TypedDict):
+    """What one model call answered: served back as that framework's own response in a recorded replay."""
+
+    text: str | None
+    tool_calls: list[RequestData]
+    finish_reason: str | None
+    usage: UsageData
+    model: str | None
 
 
 class LlmCallData(TypedDict):

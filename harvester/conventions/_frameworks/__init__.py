@@ -55,11 +55,15 @@ __all__ = [
 
 FRAMEWORKS: tuple[Adapter, ...] = (pydantic_ai, langchain, openai_agents, smolagents)
 _QUIRKS = tuple(f.FRAMEWORK for f in FRAMEWORKS)
+_read: tuple[tuple[Adapter, ...], tuple[Framework, ...]] = (FRAMEWORKS, _QUIRKS)
 
 
-def _quirks() -> list[Framework]:
-    """Every registered framework's quirks, read from the table at each call (a test may extend it)."""
-    return [f.FRAMEWORK for f in FRAMEWORKS]
+def _quirks() -> tuple[Framework, ...]:
+    """Every registered framework's quirks (read again only when the table is replaced: a test may extend it)."""
+    global _read
+    if _read[0] is not FRAMEWORKS:
+        _read = (FRAMEWORKS, tuple(f.FRAMEWORK for f in FRAMEWORKS))
+    return _read[1]
 
 
 DEFERRALS = frozenset(name for f in _QUIRKS for name in f.deferrals)

@@ -145,7 +145,7 @@ def _request_data(model: Any, messages: Any, settings: Any, params: Any) -> Any:
     system = [get_instructions(messages, params)]
     out: list[Any] = []
     for m in InstrumentationSettings().messages_to_otel_messages(messages):
-        parts = [p for p in m.get("parts", ()) if isinstance(p, dict)]
+        parts: list[dict[str, Any]] = [dict(p) for p in m.get("parts", ())]
         texts = _served.joined(p.get("content") for p in parts if p.get("type") == "text")
         if m.get("role") == "system":
             system.append(texts)

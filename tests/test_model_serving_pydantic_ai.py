@@ -14,7 +14,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
 from harvester.conventions._frameworks import pydantic_ai as adapter
-from tests.builders.served_models import FINAL, PROMPT, SYSTEM, USAGE, ListServer, kb_search, serving
+from tests.builders.served_models import FINAL, PROMPT, SYSTEM, USAGE, ListServer, assert_requests, kb_search, serving
 from tests.frameworks._otel import capture, finished
 
 
@@ -38,32 +38,15 @@ def _agent(model=None) -> Agent:
 
 
 def _assert_requests(server: ListServer) -> None:
-    first, second = server.requests
-    assert first["system"] == SYSTEM
-    assert [(m["role"], m["content"]) for m in first["messages"]] == [("user", PROMPT)]
-    assert first["tools"] == [
+    assert_requests(
+        server,
         {
-            "name": "kb_search",
-            "description": "Search the knowledge base.",
-            "parameters": {
-                "additionalProperties": False,
-                "properties": {"query": {"type": "string"}},
-                "required": ["query"],
-                "type": "object",
-            },
-        }
-    ]
-    user, called, result = second["messages"]
-    assert user["content"] == PROMPT
-    assert called["role"] == "assistant" and called["tool_calls"] == [
-        {"name": "kb_search", "call_id": None, "args": {"query": "refund policy"}}
-    ]
-    assert result == {
-        "role": "tool",
-        "content": "KB: refund policy: refunds within 30 days",
-        "tool_calls": [],
-        "tool_call_id": None,
-    }
+            "additionalProperties": False,
+            "properties": {"query": {"type": "string"}},
+            "required": ["query"],
+            "type": "object",
+        },
+    )
 
 
 def test_run_sync_is_answered_by_the_server_and_calls_the_tool_it_asks_for():

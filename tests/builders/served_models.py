@@ -56,3 +56,24 @@ def serving(server: Any) -> Iterator[Any]:
         yield server
     finally:
         context.detach(token)
+
+
+def assert_requests(server: ListServer, parameters: dict[str, Any]) -> None:
+    """The two requests of the ``answers()`` run: the system prompt, the user prompt and the tool offered
+    (``parameters``: its JSON schema as the framework writes it), then the tool call and its result."""
+    first, second = server.requests
+    assert first["system"] == SYSTEM
+    assert [(m["role"], m["content"]) for m in first["messages"]] == [("user", PROMPT)]
+    assert first["tools"] == [
+        {"name": "kb_search", "description": "Search the knowledge base.", "parameters": parameters}
+    ]
+    user, called, result = second["messages"]
+    assert user["content"] == PROMPT
+    assert called["role"] == "assistant"
+    assert called["tool_calls"] == [{"name": "kb_search", "call_id": None, "args": {"query": "refund policy"}}]
+    assert result == {
+        "role": "tool",
+        "content": "KB: refund policy: refunds within 30 days",
+        "tool_calls": [],
+        "tool_call_id": None,
+    }

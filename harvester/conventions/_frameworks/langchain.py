@@ -14,6 +14,8 @@ A graph is run the way production had to run it: awaited through ``ainvoke`` whe
 async only (``async_only``), else ``invoke``d; the replay awaits it on the case's own event loop, and
 the tool calls a ``ToolNode`` gathers as tasks each carry the case's executor in their context.
 
+In a recorded-model replay, every chat model's call is served from the recording (``_langchain_model``).
+
 In capture, what it records its own way (``FRAMEWORK``): langChain and LangGraph (under OpenInference or
 OpenLLMetry): the exceptions that pause or limit a graph, and the answers its call-limit middleware
 writes itself.
@@ -34,6 +36,7 @@ from ... import seam
 from .._values import MISSING, text
 from ._framework import Framework
 from ._history import history_of, takes_history
+from ._langchain_model import install_models
 from ._patch import defining, guard, subclasses
 from ._tracing import turn_on
 
@@ -216,12 +219,14 @@ def _make_entry(original: Callable[..., Any], is_async: bool) -> Callable[..., A
 
 
 def install() -> None:
+    from langchain_core.language_models import BaseChatModel
     from langchain_core.tools import BaseTool
 
     guard(BaseTool, "run", lambda original: _make_entry(original, False))
     guard(BaseTool, "arun", lambda original: _make_entry(original, True))
     for cls in subclasses(BaseTool):
         _guard_class(cls)
+    install_models(BaseChatModel)
 
 
 def accepts(agent: Any) -> bool:

@@ -16,6 +16,13 @@ yours too, and may act: it is served like a tool, under the name its span record
 or the function's for text output), with the arguments it was given. Plain structured output (a model,
 a string) is the answer itself and runs.
 
+In a recorded-model replay (``seam.model_server()``), every model's ``request`` and ``request_stream``
+is served: the guard sits on every ``Model`` class that talks to a model itself (``FunctionModel``,
+``OpenAIChatModel``, ``AnthropicModel``, ...), below the wrappers (``InstrumentedModel``,
+``FallbackModel``) that only pass the call on, so pydantic-ai's own model span still records the
+call. The live request, read the way its span records it (``_served``), goes to the server, and the
+recorded answer comes back as a ``ModelResponse`` (streamed: a completed stream that yields it).
+
 In capture, what it records its own way (``FRAMEWORK``): pydantic-ai (the GenAI convention): the
 exceptions that defer a tool call or end a run on a budget.
 
@@ -28,10 +35,12 @@ from __future__ import annotations
 import contextvars
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from ... import seam
+from . import _served
 from ._framework import Framework
 from ._history import history_of, takes_history
 from ._patch import guard, subclasses
@@ -51,6 +60,9 @@ NAME = "pydantic-ai"
 _pending: contextvars.ContextVar[tuple[Any, str, Any] | None] = contextvars.ContextVar(
     "harvester_pai_call", default=None
 )
+# the model whose live call is under way (a subclass's request calling super().request is one call)
+_live: contextvars.ContextVar[Any] = contextvars.ContextVar("harvester_pai_model", default=None)
+_FINISH = {"tool_calls": "tool_call", "tool_use": "tool_call", "end_turn": "stop", "max_tokens": "length"}
 
 
 def _make_raw_execute(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -108,12 +120,124 @@ def _make_output_function(original: Callable[..., Any]) -> Callable[..., Any]:
     return execute_output_function
 
 
+def _served_answer(model: Any, messages: Any, settings: Any, params: Any) -> Any:
+    """The recorded answer to this call, or None: no recorded-model replay, a model that only passes the
+    call on (a wrapper: the model it wraps is served), or the live model answers from here on."""
+    server = seam.model_server()
+    if server is None or _live.get() is model or _delegates_model(model):
+        return None
+    return server.answer(_request_data(model, messages, settings, params))
+
+
+def _delegates_model(model: Any) -> bool:
+    from pydantic_ai.models import Model
+
+    return isinstance(getattr(model, "wrapped", None), Model) or isinstance(getattr(model, "models", None), list)
+
+
+def _request_data(model: Any, messages: Any, settings: Any, params: Any) -> Any:
+    """The live request as its span records it: the messages as pydantic-ai writes ``gen_ai.input.messages``
+    (system parts to ``system``, after the instructions), the tools and settings once the model prepared them."""
+    from pydantic_ai._instrumentation import get_instructions
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    settings, params = model.prepare_request(settings, params)
+    system = [get_instructions(messages, params)]
+    out: list[Any] = []
+    for m in InstrumentationSettings().messages_to_otel_messages(messages):
+        parts: list[dict[str, Any]] = [dict(p) for p in m.get("parts", ())]
+        texts = _served.joined(p.get("content") for p in parts if p.get("type") == "text")
+        if m.get("role") == "system":
+            system.append(texts)
+            continue
+        out += [
+            _served.message("tool", _served.result_text(p.get("result")))
+            for p in parts
+            if p.get("type") == "tool_call_response"
+        ]
+        calls = [(p.get("name", ""), p.get("arguments")) for p in parts if p.get("type") == "tool_call"]
+        if texts or calls:
+            out.append(_served.message(str(m.get("role")), texts, calls))
+    tools = [
+        _served.spec(t.name, t.description, t.parameters_json_schema)
+        for t in (*params.function_tools, *params.output_tools)
+    ]
+    return _served.request(system, out, tools, settings)
+
+
+def _response(model: Any, answer: Any) -> Any:
+    """A recorded answer as the ``ModelResponse`` the model would have returned."""
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.usage import RequestUsage
+
+    parts: list[Any] = [TextPart(answer["text"])] if answer["text"] else []
+    parts += [
+        ToolCallPart(c["name"], _served.args_object(c["args"]), _served.call_id(c, n))
+        for n, c in enumerate(answer["tool_calls"])
+    ]
+    usage = answer["usage"]
+    finish = _FINISH.get(answer["finish_reason"] or "", answer["finish_reason"])
+    return ModelResponse(
+        parts=parts,
+        usage=RequestUsage(input_tokens=usage["input_tokens"] or 0, output_tokens=usage["output_tokens"] or 0),
+        model_name=answer["model"] or model.model_name,
+        finish_reason=finish if finish in ("stop", "length", "content_filter", "tool_call", "error") else None,
+    )
+
+
+def _make_request(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def request(self: Any, messages: Any, settings: Any, params: Any, *args: Any, **kwargs: Any) -> Any:
+        answer = _served_answer(self, messages, settings, params)
+        if answer is not None:
+            return _response(self, answer)
+        token = _live.set(self)
+        try:
+            return await original(self, messages, settings, params, *args, **kwargs)
+        finally:
+            _live.reset(token)
+
+    return request
+
+
+def _make_request_stream(original: Callable[..., Any]) -> Callable[..., Any]:
+    @asynccontextmanager
+    async def request_stream(
+        self: Any, messages: Any, settings: Any, params: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        answer = _served_answer(self, messages, settings, params)
+        if answer is not None:
+            from pydantic_ai.models import CompletedStreamedResponse
+
+            yield CompletedStreamedResponse(
+                _response(self, answer), model_request_parameters=params, replay_events=True
+            )
+            return
+        token = _live.set(self)
+        try:
+            async with original(self, messages, settings, params, *args, **kwargs) as stream:
+                yield stream
+        finally:
+            _live.reset(token)
+
+    return request_stream
+
+
+def _guard_models() -> None:
+    from pydantic_ai.models import Model
+
+    for cls in subclasses(Model):
+        if not getattr(cls.__dict__.get("request"), "__isabstractmethod__", False):
+            guard(cls, "request", _make_request)
+        guard(cls, "request_stream", _make_request_stream)
+
+
 def install() -> None:
     from pydantic_ai import _output
     from pydantic_ai.tool_manager import ToolManager
     from pydantic_ai.toolsets import AbstractToolset
 
     guard(ToolManager, "_raw_execute", _make_raw_execute)
+    _guard_models()
     for cls in subclasses(AbstractToolset):
         if "call_tool" in cls.__dict__:
             guard(cls, "call_tool", _make_call_tool)

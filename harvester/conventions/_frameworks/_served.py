@@ -1,0 +1,110 @@
+"""What the frameworks' model guards share: a live request normalized as a recorded one is read, and a
+recorded answer's pieces made fit to hand back.
+
+A recorded-model replay compares the agent's live request with the one its spans recorded, so both
+sides are reduced to the same ``ModelRequestData``: text content only (text parts joined with "\\n",
+an empty text is none), tool call arguments as parsed JSON, no call ids (live ids differ), a tool's
+schema as a JSON schema dict, and the settings that shape the answer by their OpenAI names, unset
+ones left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ...canonical import canonical_json
+from ...model import MessageData, ModelRequestData, RequestData, ToolSpecData
+
+__all__ = [
+    "SETTINGS",
+    "args_object",
+    "call_id",
+    "joined",
+    "message",
+    "parsed",
+    "request",
+    "result_text",
+    "settings",
+    "spec",
+]
+
+SETTINGS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    "stop",
+    "response_format",
+    "tool_choice",
+    "parallel_tool_calls",
+)
+_ALIASES = {"stop_sequences": "stop", "max_completion_tokens": "max_tokens"}  # the same setting, another name
+
+
+def settings(given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The settings that shape an answer, by their OpenAI names; unset ones left out."""
+    out: dict[str, Any] = {}
+    for key, value in (given or {}).items():
+        name = _ALIASES.get(key, key)
+        if name in SETTINGS and value is not None and name not in out:
+            out[name] = value
+    return out
+
+
+def joined(texts: Iterable[str | None], sep: str = "\n") -> str | None:
+    """Text parts as one text; none when there is no text."""
+    found = [t for t in texts if isinstance(t, str) and t]
+    return sep.join(found) if found else None
+
+
+def parsed(args: Any) -> Any:
+    """Tool call arguments as parsed JSON (a JSON string is parsed; anything else is kept)."""
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args
+
+
+def result_text(value: Any) -> str | None:
+    """A tool result as the text the model read: a string as is, anything else as canonical JSON."""
+    if value is None or isinstance(value, str):
+        return value or None
+    return canonical_json(value)
+
+
+def message(role: str, content: str | None, calls: Iterable[tuple[str, Any]] = ()) -> MessageData:
+    """One message of the conversation, without ids."""
+    tool_calls = [RequestData(name=name, call_id=None, args=parsed(args)) for name, args in calls]
+    return MessageData(role=role, content=content or None, tool_calls=tool_calls, tool_call_id=None)
+
+
+def spec(name: str, description: str | None, parameters: Any) -> ToolSpecData:
+    return ToolSpecData(
+        name=name, description=description or None, parameters=parameters if isinstance(parameters, dict) else None
+    )
+
+
+def request(
+    system: Iterable[str | None],
+    messages: list[MessageData],
+    tools: list[ToolSpecData],
+    given: Mapping[str, Any] | None,
+) -> ModelRequestData:
+    return ModelRequestData(system=joined(system, "\n\n"), messages=messages, tools=tools, settings=settings(given))
+
+
+def call_id(call: RequestData, n: int) -> str:
+    """The recorded call id of a served tool call, else one made up (``call_<n>``)."""
+    return call.get("call_id") or f"call_{n}"
+
+
+def args_object(args: Any) -> dict[str, Any]:
+    """A served tool call's arguments as the object frameworks expect (a non-object under ``input``)."""
+    value = parsed(args)
+    if isinstance(value, dict):
+        return value
+    return {} if value is None else {"input": value}

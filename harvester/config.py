@@ -21,14 +21,24 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from ._files import MAX_READ_BYTES, read_file
 from .errors import ConfigError, pydantic_field
 
-__all__ = ["Config", "Price", "RedactRules", "ReplayPolicy", "find_config", "host_problem", "load_config"]
+__all__ = [
+    "MODEL_MODES",
+    "Config",
+    "ModelMode",
+    "Price",
+    "RedactRules",
+    "ReplayPolicy",
+    "find_config",
+    "host_problem",
+    "load_config",
+]
 
 try:  # pragma: no cover - which branch runs depends on the interpreter
     import tomllib as _toml
@@ -97,6 +107,13 @@ def host_problem(host: str) -> str | None:
     return None
 
 
+# How a replay serves the agent's model calls (docs/replay.md, "The recorded model"): ``live`` calls the
+# model; ``recorded`` answers each call from the case's model fixtures and fails the case where the
+# request drifted; ``recorded-then-live`` continues a drifted case on the live model.
+ModelMode = Literal["live", "recorded", "recorded-then-live"]
+MODEL_MODES: tuple[str, ...] = get_args(ModelMode)
+
+
 class ReplayPolicy(_Strict):
     """``[tool.harvester.replay]``: what a replay may reach beyond its fixtures, and its release floor."""
 
@@ -107,6 +124,8 @@ class ReplayPolicy(_Strict):
     allow_commands: list[str] = Field(default_factory=list)
     # The release gate's absolute floor: a suite below this pass rate never passes, baseline or not.
     min_task_completion: float = Field(0.5, ge=0, le=1)
+    # How the agent's model calls are served: "live", "recorded" or "recorded-then-live" (--model).
+    model: ModelMode = "live"
 
     @field_validator("allow_hosts")
     @classmethod

@@ -239,8 +239,9 @@ def replaying_now() -> Iterator[None]:
                     os.environ[ENV] = outer
 
 
-def case_context(root: trace.Span, ex: Executor | None) -> otel_context.Context:
-    """The context a case-trial runs in: under its root span, marked ``harvester=replay``, with its executor.
+def case_context(root: trace.Span, ex: Executor | None, models: ModelServer | None = None) -> otel_context.Context:
+    """The context a case-trial runs in: under its root span, marked ``harvester=replay``, with its executor
+    (and, in a recorded-model replay, its model server).
 
     The marker rides in the parent's ``tracestate``, which the SDK's samplers hand to every child span
     (and propagators to every downstream service), so each span of the replay carries it.
@@ -251,7 +252,7 @@ def case_context(root: trace.Span, ex: Executor | None) -> otel_context.Context:
         SpanContext(sc.trace_id, sc.span_id, is_remote=False, trace_flags=sc.trace_flags, trace_state=state)
     )
     ctx = trace.set_span_in_context(parent, otel_context.Context())
-    return otel_context.set_value(EXECUTOR, ex, ctx)
+    return otel_context.set_value(MODELS, models, otel_context.set_value(EXECUTOR, ex, ctx))
 
 
 def replay_span(trace_state: Any, name: Any, attributes: Any) -> bool:
@@ -279,9 +280,11 @@ def marked(trace_state: Any) -> bool:
 
 
 @contextlib.contextmanager
-def serving(ex: Executor | None) -> Iterator[None]:
-    """Route every tool call in this context (and the tasks and threads it reaches) to ``ex``."""
-    token = otel_context.attach(otel_context.set_value(EXECUTOR, ex))
+def serving(ex: Executor | None, models: ModelServer | None = None) -> Iterator[None]:
+    """Route every tool call in this context (and the tasks and threads it reaches) to ``ex``, and every
+    model call to ``models`` (None: the model is called)."""
+    ctx = otel_context.set_value(MODELS, models, otel_context.set_value(EXECUTOR, ex))
+    token = otel_context.attach(ctx)
     try:
         yield
     finally:

@@ -279,6 +279,7 @@ def test_the_replay_step_passes_inputs_verbatim_and_captures_the_exit_code(tmp_p
         "baseline": "reports/main.json",
         "gates": "task_completion>=0.85\n\n  # a comment\n  tag:security>=1.0  \n$(touch pwned)>=1\n",
         "trials": "3",
+        "model": "recorded",
         "inject": "true",
         "args": "--inconclusive=fail\n--confirm=2\n",
     }
@@ -307,6 +308,8 @@ def test_the_replay_step_passes_inputs_verbatim_and_captures_the_exit_code(tmp_p
         "reports/main.json",
         "--trials",
         "3",
+        "--model",
+        "recorded",
         "--inject",
         "--gate",
         "task_completion>=0.85",
@@ -327,7 +330,7 @@ def test_the_replay_step_leaves_optional_options_out(tmp_path, stub, monkeypatch
     assert done.returncode == 0, done.stderr
     argv = json.loads((tmp_path / "argv.json").read_text())
     assert argv[:3] == ["replay", "--agent", "a:b"]
-    for option in ("--cases", "--baseline", "--trials", "--inject", "--gate"):
+    for option in ("--cases", "--baseline", "--trials", "--model", "--inject", "--gate"):
         assert option not in argv
 
 

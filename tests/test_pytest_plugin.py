@@ -251,3 +251,13 @@ def test_without_the_option_the_plugin_does_nothing_and_imports_no_replay(projec
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_the_model_option_reaches_the_replay_and_a_bad_one_is_a_usage_error(project):
+    result = _run(project, GOOD, "--harvester-model=recorded", "-k", "order-a1002", "--harvester-report=m.json")
+    [only] = Report.load(project.path / "m.json").results
+    assert only.model is not None and only.model.mode == "recorded"
+    result = _run(project, GOOD, "--harvester-model=bogus")
+    assert "--harvester-model bogus: expected one of live, recorded, recorded-then-live" in result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "Traceback" not in result.stderr.str()

@@ -1,5 +1,5 @@
-"""Options only ``harvester replay`` takes: its shard, and its seal (hosts it may reach besides its
-recordings' model hosts, or no seal at all)."""
+"""Options only ``harvester replay`` takes: its shard, its seal (hosts it may reach besides its
+recordings' model hosts, or no seal at all), and how the agent's model is served (``--model``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 
-from ..config import host_problem
+from ..config import MODEL_MODES, host_problem
+from . import HarvesterCliError
 
-__all__ = ["seal_options", "shard_option"]
+__all__ = ["model_option", "seal_options", "shard_option"]
 
 
 def _hosts(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -29,6 +30,21 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
         return int(i), int(n)
     raise click.BadParameter(f"{value!r}: expected I/N with 1 <= I <= N (e.g. 2/4)")
 
+
+def _model(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None or value in MODEL_MODES:
+        return value
+    raise HarvesterCliError(f"--model {value!r}: expected one of {', '.join(MODEL_MODES)}")
+
+
+model_option = click.option(
+    "--model",
+    callback=_model,
+    metavar="|".join(MODEL_MODES),
+    help="How the agent's model calls are answered: live (default, or replay.model), recorded (from each "
+    "case's model fixtures, no model host reachable; a drifted request fails the case), recorded-then-live "
+    "(a drifted case continues on the live model).",
+)
 
 shard_option = click.option(
     "--shard", callback=_shard, metavar="I/N", help="Run shard I of N (stable split by case id)."

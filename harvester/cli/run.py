@@ -20,7 +20,7 @@ import click
 from .. import seam
 from .._files import check_output, write_file
 from ..case import CaseFolder
-from ..config import Config
+from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
 from ..replay import DEFAULT_CONCURRENCY, load_agent
 from ..replay import replay as run_replay
@@ -38,7 +38,7 @@ from ..report import merge as merge_reports
 from ..suite import suite_info
 from . import ProgressBar, echo_json, handle_errors, main, with_config
 from ._emit import emit_after, emit_options
-from ._replay_options import seal_options, shard_option
+from ._replay_options import model_option, seal_options, shard_option
 from .cases import cases_options
 from .outputs import (
     Outputs,
@@ -198,6 +198,7 @@ def _finish(
 )
 @shard_option
 @seal_options
+@model_option
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
 @baseline_option
 @alpha_option
@@ -217,6 +218,7 @@ def replay(
     shard: tuple[int, int] | None,
     allow_hosts: tuple[str, ...],
     no_seal: bool,
+    model: ModelMode | None,
     progress: bool | None,
     baseline: str | None,
     alpha: float,
@@ -264,6 +266,7 @@ def replay(
                 seal=not no_seal,
                 allow_hosts=(*config.replay.allow_hosts, *allow_hosts),
                 allow_commands=config.replay.allow_commands,
+                model=model or config.replay.model,
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None

@@ -44,6 +44,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="Also collect a recovery variant (<id>@<mode>) per failure mode on each case's first tool.",
     )
+    group.addoption(
+        "--harvester-model",
+        metavar="MODE",
+        help="How the agent's model calls are answered (as harvester replay --model): live, recorded or "
+        "recorded-then-live (default: the config's replay.model, else live).",
+    )
     group.addoption("--harvester-timeout", type=float, default=60.0, metavar="S", help="Seconds per case.")
     group.addoption(
         "--harvester-baseline",

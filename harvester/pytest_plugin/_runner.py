@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ..case import AgentCase, CaseFolder
-from ..config import Config, load_config
+from ..config import MODEL_MODES, Config, ModelMode, load_config
 from ..errors import HarvesterError, InputError
 from ..fixtures import MODES, recovery_variants
 from ..redact import Redactor, redaction_for
@@ -34,6 +34,7 @@ class Settings:
     trials: int
     timeout: float
     inject: bool
+    model: ModelMode = "live"
 
     @classmethod
     def from_pytest(cls, pconfig: pytest.Config) -> Settings:
@@ -46,7 +47,10 @@ class Settings:
         config = load_config(pconfig.getoption("harvester_config"))
         config.import_plugins()  # custom checks must exist before cases load
         folder = CaseFolder.for_project(config, pconfig.getoption("harvester_cases"))
-        return cls(config, folder, trials, timeout, bool(pconfig.getoption("harvester_inject")))
+        model = pconfig.getoption("harvester_model") or config.replay.model
+        if model not in MODEL_MODES:
+            raise ValueError(f"--harvester-model {model}: expected one of {', '.join(MODEL_MODES)}")
+        return cls(config, folder, trials, timeout, bool(pconfig.getoption("harvester_inject")), model)
 
 
 class CaseRunner:
@@ -129,6 +133,7 @@ class CaseRunner:
             ignore_args=s.config.ignore_args,
             allow_hosts=s.config.replay.allow_hosts,
             allow_commands=s.config.replay.allow_commands,
+            model=s.model,
         )
         [result] = report.results
         if variant_of is not None:  # what replay(inject=True) records of a variant it planned itself

@@ -5,6 +5,8 @@ evaluated, one report.
 - ``_trial``: one case-trial on its own thread, root span and executor.
 - ``_observe``: the run read from the trial's spans (as production reads them), or from its answer.
 - ``_live``: the hermetic cross-check, calls that went around the executor.
+- ``_models``: the recorded model (``--model recorded``), a case's model fixtures answering its model
+  calls in order; ``_drift``: how a live request differs from the recorded one, named.
 - ``_evaluate``: the checks, the judge, the recording's checks, recovery variants.
 - ``_results``: trials folded into a ``CaseResult``; ``_suite``: the plan, the scheduler, ``replay``.
 """

@@ -68,6 +68,7 @@ def case_result(
         if run is not None
         else [],
         recorded_answer=(spec.recorded.answer or "")[:ANSWER_CHARS] or None if spec is not None else None,
+        model=rep.model,
     )
 
 

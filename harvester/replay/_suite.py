@@ -21,7 +21,7 @@ from typing import Any
 from .. import seam
 from .._progress import Progress
 from ..case import AgentCase, Case
-from ..config import Config
+from ..config import MODEL_MODES, Config, ModelMode
 from ..errors import AgentBuildError
 from ..fixtures import FixtureTools, recovery_variants
 from ..report import MAX_NO_FIXTURE_CALLS, Report
@@ -31,7 +31,7 @@ from ._live import LiveCall
 from ._policy import Policy
 from ._results import case_result
 from ._seal import last_seq, sealing, suite_refusals_since
-from ._trial import Job, Outcome, Runner, model_hosts
+from ._trial import Job, Outcome, Runner
 
 __all__ = ["DEFAULT_CONCURRENCY", "Progress", "Suite", "in_shard", "replay"]
 
@@ -81,6 +81,7 @@ def replay(
     seal: bool = True,
     allow_hosts: Iterable[str] = (),
     allow_commands: Iterable[str] = (),
+    model: ModelMode = "live",
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
@@ -92,7 +93,12 @@ def replay(
     passes makes it ``flaky`` (passed, its reruns counted as trials), all failing ``confirmed``.
     ``seal``: refuse every connection and process start a case did not expect (its recording's model
     hosts, ``allow_hosts``, ``allow_commands``: docs/seal.md); ``False`` replays unsealed and says so.
+    ``model``: ``live`` calls the agent's model; ``recorded`` answers every model call from the case's
+    model fixtures (no model host is reachable) and fails a case whose request drifted with
+    ``model_input_changed``; ``recorded-then-live`` continues a drifted case on the live model.
     """
+    if model not in MODEL_MODES:
+        raise ValueError(f"model must be one of {', '.join(MODEL_MODES)}, got {model!r}")
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
     if confirm < 0:
@@ -103,11 +109,11 @@ def replay(
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
     policy = Policy(allow_hosts, allow_commands) if seal else None
-    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy)
+    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model)
     refused_before, sealed_before = seam.STATE.seq, last_seq()
     # A process the agent starts seals itself with what any case of the plan may reach.
     sealed = (
-        sealing(policy, policy.with_hosts(h for case, _ in plan for h in model_hosts(case)))
+        sealing(policy, policy.with_hosts(h for case, _ in plan for h in runner.hosts(case)))
         if policy is not None
         else contextlib.nullcontext()
     )
@@ -140,6 +146,7 @@ def replay(
         refused=len(refused),
         refused_calls=[c.summary() for c in refused[:MAX_NO_FIXTURE_CALLS]],
         sealed=policy is not None,
+        model=model,
     )
 
 

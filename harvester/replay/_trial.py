@@ -24,15 +24,16 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import adapters, seam
 from ..case import AgentCase, Case
-from ..config import Config
+from ..config import Config, ModelMode
 from ..conventions import EVERY_PROVIDER_HOST
 from ..errors import ReplayTimeout, ToolFailure
 from ..fixtures import FixtureTools
 from ..model import ErrorInfo, Run
-from ..report import CheckResult
+from ..report import CheckResult, ModelServed
 from ._agent import wants
 from ._evaluate import Judge, evaluate, recorded_calls_only, recordings_consumed
 from ._live import LiveCall, live_calls, models_traced, no_live_calls
+from ._models import RecordedModel, recorded_model
 from ._observe import observed_run, observer
 from ._policy import Policy
 from ._seal import Seal, last_seq, sealed_check, suite_refusals_since, within
@@ -74,15 +75,17 @@ class Outcome:
     build_failed: bool = False  # the factory raised or built something unusable: the agent never ran
     live: list[LiveCall] | None = None
     harness_failed: bool = False  # harvester itself raised reading or checking the run
+    model: ModelServed | None = None  # how its model was served (None: live)
 
     @property
     def errored(self) -> bool:
-        """The harness could not evaluate the agent here (no agent built, a framework left unguarded,
-        harvester's own error): the case is ``errored``, not failed, and stays out of pass rates."""
+        """The harness could not evaluate the agent here (no agent built, a framework left unguarded, a
+        recording that cannot serve the model, harvester's own error): the case is ``errored``, not
+        failed, and stays out of pass rates."""
         return (
             self.build_failed
             or self.harness_failed
-            or any(c.name == "hermetic" and c.passed is False for c in self.checks)
+            or any(c.name in ("hermetic", "recorded_model") and c.passed is False for c in self.checks)
         )
 
 
@@ -95,6 +98,7 @@ class Seen(NamedTuple):
     orphans: int
     refusals: int
     seal: Seal | None  # its own seal (None: the replay is not sealed)
+    models: RecordedModel | None  # its model server (None: the live model answers)
 
 
 def model_hosts(case: Case) -> Sequence[str]:
@@ -120,8 +124,10 @@ class Runner:
         prices: Config | None,
         ignore_args: Mapping[str, Sequence[str]] | None = None,
         policy: Policy | None = None,
+        model: ModelMode = "live",
     ) -> None:
         self.build_agent = build_agent
+        self.model = model
         self.policy = policy  # None: the replay is not sealed
         self.suite_seal: Seal | None = None  # set by the suite while its seal is on
         self._policies: dict[tuple[str, ...], Policy] = {}
@@ -148,18 +154,31 @@ class Runner:
         if self.collector is not None:
             self.collector.watch(trace_id)
         seal = Seal(self._policy_for(job.case)) if self.policy is not None else None
+        models = recorded_model(job.case.spec, self.model)
+        refusal = models.refusal() if models is not None else None
+        if refusal is not None:  # the recording cannot serve this case's model: it is not run
+            root.end()
+            self.release(trace_id)
+            assert models is not None
+            done.put((job, Outcome(False, [refusal], None, None, 0.0, tools, model=models.result())))
+            return trace_id, tools
         ctx = contextvars.copy_context()
+        seen = Seen(seam.STATE.seq, last_seq(), seal, models)
         threading.Thread(
             target=ctx.run,
-            args=(self._body, job, root, trace_id, tools, Seen(seam.STATE.seq, last_seq(), seal), done),
+            args=(self._body, job, root, trace_id, tools, seen, done),
             name=f"harvester-{job.case.id}",
             daemon=True,
         ).start()
         return trace_id, tools
 
+    def hosts(self, case: Case) -> Sequence[str]:
+        """The model hosts the case's agent may reach: none when the recording answers every model call."""
+        return () if self.model == "recorded" else model_hosts(case)
+
     def _policy_for(self, case: Case) -> Policy:
         """The suite's policy plus the case's model hosts, built once per distinct set of hosts."""
-        hosts = tuple(model_hosts(case))
+        hosts = tuple(self.hosts(case))
         policy = self._policies.get(hosts)
         if policy is None:
             assert self.policy is not None
@@ -171,7 +190,7 @@ class Runner:
 
     def _body(self, job: Job, root: Any, trace_id: int, tools: FixtureTools, seen: Seen, done: Done) -> None:
         attempt = Attempt(job, tools, seen, time.perf_counter())
-        token = otel_context.attach(within(seam.case_context(root, tools), seen.seal))
+        token = otel_context.attach(within(seam.case_context(root, tools, seen.models), seen.seal))
         try:
             target = self._build(tools, job.case)
             attempt.built = True
@@ -230,6 +249,7 @@ class Runner:
         checks.extend(
             c
             for c in (
+                seen.models.check() if seen.models is not None else None,
                 sealed_check(sealed, (seen.seal.refused if seen.seal is not None else 0) + len(outside)),
                 recorded_calls_only(job.case, tools),
                 recordings_consumed(job.case, tools),
@@ -253,6 +273,7 @@ class Runner:
             tools,
             build_failed=not attempt.built,
             live=live,
+            model=seen.models.result() if seen.models is not None else None,
         )
 
     def _guarded(self) -> CheckResult | None:

@@ -38,6 +38,8 @@ from ._results import (
     CheckResult,
     Divergence,
     Injected,
+    ModelDrift,
+    ModelServed,
     NoFixtureCall,
     args_text,
 )
@@ -67,6 +69,8 @@ __all__ = [
     "MAX_NO_FIXTURE_CALLS",
     "MIN_TASK_COMPLETION",
     "METRICS",
+    "ModelDrift",
+    "ModelServed",
     "NoFixtureCall",
     "RATES",
     "Report",

@@ -141,6 +141,8 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
         )
     if report.unsealed_line():
         out.append(f"<p class=bad>{e(str(report.unsealed_line()))}</p>")
+    if report.model_line():
+        out.append(f"<p>{e(str(report.model_line()))}</p>")
     if outcome.comparison is not None:
         out.append(_comparison(outcome))
     out.append("</section>")
@@ -221,6 +223,7 @@ def _case(r: CaseResult) -> str:
         out.append(f"<p>injected failure: <code>{e(r.injected.tool)}</code> → <b>{e(r.injected.mode)}</b></p>")
     if r.divergence is not None:
         out.append(f"<p class=warn>{e(r.divergence.summary())}</p>")
+    out.append(_model(r))
     out.append(_steps(r))
     if r.no_fixture:
         out.append(_no_fixture(r))
@@ -236,6 +239,23 @@ def _case(r: CaseResult) -> str:
     )
     out.append("</div></details></article>")
     return "".join(out)
+
+
+def _model(r: CaseResult) -> str:
+    """How the case's model was served, and its drift line by line (nothing when the model was live)."""
+    m = r.model
+    if m is None:
+        return ""
+    head = f"<h4>model: {e(m.mode)}</h4><p>{m.served} of {m.recorded} steps served from the recording"
+    if m.live_from is not None:
+        head += f"; the live model answered from step {m.live_from}"
+    head += "</p>"
+    if m.unservable is not None:
+        return head + f"<p class=warn>not served from the recording: {e(m.unservable)}</p>"
+    if m.drift is None:
+        return head
+    changes = "".join(f"<li><code>{e(c)}</code></li>" for c in m.drift.changes)
+    return head + f"<p class=warn>model_input_changed at step {m.drift.step}</p><ul>{changes}</ul>"
 
 
 def _cut(text: str | None) -> str | None:

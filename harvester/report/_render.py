@@ -23,6 +23,8 @@ def summary(report: Report) -> str:
     lines = [report.headline(), f"mean steps {report.mean_steps:.1f}   total cost {report.cost_text()}"]
     if report.unsealed_line():
         lines.append(str(report.unsealed_line()))
+    if report.model_line():
+        lines.append(str(report.model_line()))
     tags = by_tag(report.cases)  # the variants' recovery tags have their own line below
     if tags:
         lines.append("by tag: " + "  ".join(f"{t}={rate:.0%}" for t, rate in tags.items()))
@@ -123,6 +125,8 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
     ]
     if report.unsealed_line():
         lines += [f"> **{report.unsealed_line()}**", ""]
+    if report.model_line():
+        lines += [str(report.model_line()), ""]
     if report.trials > 1:
         lines += [f"{_pass_hat_k(report.pass_hat_k())}", ""]
         lines += ["| tag | " + " | ".join(f"pass^{k}" for k in range(1, report.trials + 1)) + " |"]

@@ -45,6 +45,8 @@ class Report(_Strict):
     # Whether the replay ran sealed (docs/seal.md); False: ``--no-seal``, said in every rendering.
     # None in reports written before the seal.
     sealed: bool | None = None
+    # How the agent's model was served (--model): live, recorded, recorded-then-live; None in older reports.
+    model: str | None = None
     # The release gate as the command that wrote this file judged it (``GateOutcome.to_dict()``, the
     # object ``harvester compare --json`` prints): for whoever reads the file; never read back as a verdict.
     release_gate: dict[str, Any] | None = None
@@ -64,6 +66,38 @@ class Report(_Strict):
         return (
             "warning: replayed without the seal (--no-seal): connections and processes the agent "
             "started were not checked, so a tool body may have reached the outside world"
+        )
+
+    def model_line(self) -> str | None:
+        """With a recorded model, one line: cases served entirely from the recording, cases that drifted
+        and why, cases it could not serve; usage and cost of served steps are the recorded ones."""
+        served = [r.model for r in self.results if r.model is not None]
+        if not served:
+            return None
+        clean = [m for m in served if m.drift is None and m.unservable is None]
+        parts = [f"{sum(m.served > 0 for m in clean)} served from the recording"]
+        unasked = sum(m.served == 0 for m in clean)
+        if unasked:  # a model call the recording never saw: a framework harvester does not serve, or none made
+            parts.append(f"{unasked} never asked it")
+        drifted = [m.drift for m in served if m.drift is not None]
+        if drifted:
+            why: dict[str, int] = {}
+            for d in drifted:
+                for w in d.what:
+                    why[w] = why.get(w, 0) + 1
+            causes = ", ".join(w if len(why) == 1 else f"{w} {n}" for w, n in why.items())
+            parts.append(f"{len(drifted)} drifted ({causes})")
+        unservable = sum(m.unservable is not None for m in served)
+        if unservable:
+            parts.append(f"{unservable} without a servable recording")
+        live = sum(m.live_from is not None for m in served)
+        if live:
+            parts.append(f"{live} continued live")
+        steps = sum(m.served for m in served)
+        return (
+            f"model {self.model or served[0].mode}: "
+            + ", ".join(parts)
+            + (f"; usage and cost of {steps} served step{'s' * (steps != 1)} as recorded" if steps else "")
         )
 
     # -- metrics -----------------------------------------------------------------------------

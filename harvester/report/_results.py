@@ -18,6 +18,8 @@ __all__ = [
     "Injected",
     "MAX_CALLS",
     "MAX_NO_FIXTURE_CALLS",
+    "ModelDrift",
+    "ModelServed",
     "NoFixtureCall",
     "args_text",
 ]
@@ -44,6 +46,42 @@ class Divergence(_Strict):
 
     def summary(self) -> str:
         return f"diverged at step {self.step}: recorded {self.recorded or '(end)'}, actual {self.actual or '(end)'}"
+
+
+class ModelDrift(_Strict):
+    """Where a recorded-model replay met a request unlike the recorded one: ``step`` (1-based), what
+    changed (``what``: "system prompt", "tools", "message", "settings", "more calls") and how, a line each."""
+
+    step: int
+    what: list[str] = Field(default_factory=list)
+    changes: list[str] = Field(default_factory=list)
+
+    def summary(self) -> str:
+        return f"model_input_changed at step {self.step}: " + "; ".join(self.changes)
+
+
+class ModelServed(_Strict):
+    """How a case's model was served: ``mode`` (recorded, recorded-then-live), the steps the recording
+    answered (their usage and cost are the recorded ones) of the ``recorded`` steps it holds, the drift,
+    and the step from which the live model answered (``recorded-then-live``). ``unservable``: why the
+    recording could not serve this case at all (no model fixtures, a truncated one)."""
+
+    mode: str
+    served: int = 0
+    recorded: int = 0
+    drift: ModelDrift | None = None
+    live_from: int | None = None
+    unservable: str | None = None
+
+    def summary(self) -> str | None:
+        """One line when the case was not served entirely from the recording; None when it was."""
+        if self.unservable is not None:
+            live = "; answered by the live model" if self.live_from is not None else ""
+            return f"not served from the recording: {self.unservable}{live}"
+        if self.drift is None:
+            return None
+        live = f"; continued on the live model from step {self.live_from}" if self.live_from is not None else ""
+        return self.drift.summary() + live
 
 
 class Injected(_Strict):
@@ -138,6 +176,7 @@ class CaseResult(_Strict):
     recorded_calls: list[Call] = Field(default_factory=list)
     calls: list[Call] = Field(default_factory=list)
     recorded_answer: str | None = None  # cut to ANSWER_CHARS
+    model: ModelServed | None = None  # how its model was served (None: the live model, as before --model)
 
     @model_validator(mode="after")
     def _default_passes(self) -> CaseResult:
@@ -161,6 +200,9 @@ class CaseResult(_Strict):
         divergence, then recorded calls it never made. A variant's divergence (and what it left unused)
         is its injected failure at work, so only its calls count."""
         parts = []
+        served = self.model.summary() if self.model is not None else None
+        if served:
+            parts.append(served)
         if self.no_fixture:
             shown = self.no_fixture_calls[:3]
             more = "; ..." if self.no_fixture > len(shown) else ""

@@ -1,0 +1,151 @@
+"""Drift: how the agent's live model request differs from the recorded one at the same step, as short
+lines a reader can act on (the system prompt as a line diff, the tools offered, the first message that
+differs, the settings).
+
+Both sides are ``ModelRequestData`` (the recorded one read from spans, the live one from the framework's
+own objects), normalized alike: text only, tool-call args as JSON values, no ids. A recorded piece that
+is None was not recorded, so it is not compared: a case recorded without tool definitions still replays.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..canonical import canonical_json
+
+__all__ = ["MORE_CALLS", "Change", "request_changes"]
+
+DIFF_LINES = 4  # changed lines of a text shown per change
+TEXT_CHARS = 80  # each shown line cut to this
+MORE_CALLS = "more calls"
+
+Change = tuple[str, str]  # (what changed: "system prompt", "tools", "message", "settings"; the line)
+
+
+def request_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any]) -> list[Change]:
+    """What changed from the recorded request to the live one; [] when they match (or nothing was recorded)."""
+    if recorded is None:
+        return []
+    out: list[Change] = []
+    if recorded.get("system") is not None and recorded.get("system") != live.get("system"):
+        out.append(("system prompt", f"system prompt: {text_diff(recorded.get('system'), live.get('system'))}"))
+    if recorded.get("tools") is not None:
+        line = _tools(recorded["tools"], live.get("tools") or [])
+        if line:
+            out.append(("tools", f"tools: {line}"))
+    line = _messages(recorded.get("messages") or [], live.get("messages") or [])
+    if line:
+        out.append(("message", line))
+    line = _settings(recorded.get("settings") or {}, live.get("settings") or {})
+    if line:
+        out.append(("settings", f"settings: {line}"))
+    return out
+
+
+def text_diff(before: str | None, after: str | None) -> str:
+    """A unified line diff of two texts on one line: the changed lines, ``-`` recorded and ``+`` now."""
+    if before is None or after is None:
+        return f"{_quote(before)} -> {_quote(after)}"
+    lines = [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if not line.startswith(("---", "+++", "@@"))
+    ]
+    if not lines:  # only whitespace at the ends of lines, or the line breaks, differ
+        return f"{_quote(before)} -> {_quote(after)}"
+    shown = " ".join(f"{line[0]}{_quote(line[1:])}" for line in lines[:DIFF_LINES])
+    return shown + (f" (+{len(lines) - DIFF_LINES} more lines)" if len(lines) > DIFF_LINES else "")
+
+
+def _quote(text: str | None) -> str:
+    if text is None:
+        return "(none)"
+    text = text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 3] + "..."
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _tools(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str, Any]]) -> str:
+    """Tools added, removed, and those whose schema (or description) changed, by name."""
+    before = {t.get("name"): t for t in recorded}
+    now = {t.get("name"): t for t in live}
+    parts = []
+    added = sorted(str(n) for n in now.keys() - before.keys())
+    removed = sorted(str(n) for n in before.keys() - now.keys())
+    if added:
+        parts.append(f"added {', '.join(added)}")
+    if removed:
+        parts.append(f"removed {', '.join(removed)}")
+    schema = [
+        str(n)
+        for n in before.keys() & now.keys()
+        if before[n].get("parameters") is not None and _json(before[n]["parameters"]) != _json(now[n].get("parameters"))
+    ]
+    described = [
+        str(n)
+        for n in before.keys() & now.keys()
+        if before[n].get("description") is not None and before[n]["description"] != now[n].get("description")
+    ]
+    if schema:
+        parts.append(f"schema changed {', '.join(sorted(schema))}")
+    if described:
+        parts.append(f"description changed {', '.join(sorted(described))}")
+    return "; ".join(parts)
+
+
+def _messages(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str, Any]]) -> str:
+    """The first message that differs (1-based, with its role) and how; or how many were added or dropped."""
+    for i, (old, new) in enumerate(zip(recorded, live), 1):
+        where = f"message {i} ({old.get('role')})"
+        if old.get("role") != new.get("role"):
+            return f"{where}: role {old.get('role')} -> {new.get('role')}"
+        if old.get("content") is not None and old.get("content") != new.get("content"):
+            return f"{where}: {text_diff(old.get('content'), new.get('content'))}"
+        calls_before, calls_now = _calls(old.get("tool_calls")), _calls(new.get("tool_calls"))
+        if calls_before != calls_now:
+            return f"{where}: tool calls {_call_text(calls_before)} -> {_call_text(calls_now)}"
+    if len(recorded) == len(live):
+        return ""
+    if len(live) > len(recorded):
+        extra = live[len(recorded)]
+        return (
+            f"messages: {len(recorded)} recorded, {len(live)} now; message {len(recorded) + 1} "
+            f"({extra.get('role')}) added: {_quote(extra.get('content'))}"
+        )
+    return f"messages: {len(recorded)} recorded, {len(live)} now; message {len(live) + 1} onwards dropped"
+
+
+def _calls(calls: Any) -> list[tuple[Any, str]]:
+    """Tool calls as (name, canonical args): ids are never compared (a live run makes its own)."""
+    return [(c.get("name"), canonical_json(_json(c.get("args")))) for c in calls or ()]
+
+
+def _call_text(calls: list[tuple[Any, str]]) -> str:
+    text = ", ".join(f"{name}({args})" for name, args in calls) or "(none)"
+    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 3] + "..."
+
+
+def _settings(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> str:
+    """Each setting whose value changed, ``key recorded -> now`` (unset when a side left it out)."""
+    parts = []
+    for key in sorted(recorded.keys() | live.keys()):
+        old, new = recorded.get(key), live.get(key)
+        if _json(old) != _json(new):
+            parts.append(f"{key} {_value(key, recorded)} -> {_value(key, live)}")
+    return "; ".join(parts)
+
+
+def _value(key: str, settings: Mapping[str, Any]) -> str:
+    return canonical_json(settings[key]) if key in settings else "unset"
+
+
+def _json(value: Any) -> Any:
+    """A JSON value as compared: a string holding JSON (args as some spans keep them) read as that value."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value

@@ -317,3 +317,28 @@ def test_outside_a_model_server_and_after_it_the_model_is_called(session: Sessio
         context.detach(token)
     assert reply.choices[0].message.content == "live: again"  # a generator the server read still reached the SDK
     assert server.requests[0]["messages"][0]["content"] == "again"
+
+
+def test_a_streamed_create_is_the_sdks_own_stream_of_events(session: Session) -> None:
+    """``create(stream=True)`` in a ``with`` block: the SDK's ``Stream``, its events in order; a tool call
+    the recording has no id for gets ``call_<n>``."""
+    answer = {**ANSWERS[1], "tool_calls": [{"name": "kb_search", "call_id": None, "args": {"query": "x"}}]}
+    token = context.attach(context.set_value(seam.MODELS, Server([answer, answer])))
+    try:
+        request = {"model": "m", "input": PROMPT, "stream": True}
+        with openai_client(False).responses.create(**request) as events:
+            assert type(events).__name__ == "Stream"
+            seen = list(events)
+        assert [e.type for e in seen][:4] == [
+            "response.created",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+        ]
+        assert seen[-1].type == "response.completed" and seen[-1].response.output[1].call_id == "call_1"
+        request = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": PROMPT}], "stream": True}
+        with anthropic_client(False).messages.create(**request) as stream:
+            blocks = [e.content_block for e in stream if e.type == "content_block_start"]
+        assert [b.type for b in blocks] == ["text", "tool_use"] and blocks[1].id == "call_1"
+    finally:
+        context.detach(token)

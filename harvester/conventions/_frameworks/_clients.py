@@ -8,7 +8,8 @@ the instrumentor on in its entry point, which a replay does not run; so a replay
 recording names (its model calls' instrumentation scopes, ``recorded.instrumentation``), when the
 client is in use and nothing traces it already. OpenInference's and OpenLLMetry's instrumentors wrap
 the client classes, so chat completions, the Responses API and Anthropic messages, sync and async,
-streamed or not, are all traced.
+streamed or not, are all traced. Turning a client on in a replay also guards its model calls
+(``_client_models``): in a recorded-model replay they are served from the recording.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
+from ._client_models import serve
 from ._tracing import instrumented, turn_on
 
 __all__ = ["CLIENTS", "Client", "client_scopes", "untraced"]
@@ -41,7 +43,9 @@ class Client:
         return any(instrumented(module, cls) for module, cls in self.instrumentors)
 
     def instrument(self, scopes: Collection[str]) -> Callable[[], None] | None:
-        """Turn on the instrumentor the recording used, unless one is on; returns the undo."""
+        """Guard the client's model calls (they stay guarded), and turn on the instrumentor the
+        recording used, unless one is on; returns the undo."""
+        serve(self.NAME)
         for module, cls in self.recorded(scopes):
             undo = turn_on(module, cls, unless=self.instrumentors)
             if undo is not None or self.traced():

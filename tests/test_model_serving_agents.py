@@ -12,28 +12,14 @@ from typing import Any
 import pytest
 from agents import Agent, ModelSettings, RunConfig, Runner, function_tool, set_trace_processors
 from agents.models.interface import Model
-from opentelemetry import context
 from pydantic import BaseModel
 
-from harvester import seam
 from harvester.conventions._frameworks import openai_agents
-from harvester.model import ModelAnswerData, ModelRequestData
 from tests.frameworks import tools
+from tests.frameworks.model_server import Server, answer, serving
 
 INSTRUCTIONS = "You are a support agent."
 PROMPT = "What is the refund policy?"
-
-
-class Server:
-    """A ModelServer: the answers in order, and the requests it was asked."""
-
-    def __init__(self, answers: list[ModelAnswerData]) -> None:
-        self.answers = list(answers)
-        self.requests: list[ModelRequestData] = []
-
-    def answer(self, request: ModelRequestData) -> ModelAnswerData | None:
-        self.requests.append(request)
-        return self.answers.pop(0) if self.answers else None
 
 
 class NoModel(Model):
@@ -50,30 +36,16 @@ class NoModel(Model):
         raise AssertionError("the live model was called")
 
 
-def _answer(text: str | None = None, calls: list[tuple[str, dict[str, Any], str | None]] = ()) -> ModelAnswerData:  # type: ignore[assignment]
-    return ModelAnswerData(
-        text=text,
-        tool_calls=[{"name": n, "call_id": c, "args": a} for n, a, c in calls],
-        finish_reason="stop" if text else "tool_calls",
-        usage={"input_tokens": 100, "output_tokens": 10},
-        model="recorded-model",
-    )
-
-
-ANSWERS = [_answer(calls=[("kb_search", {"query": "refund policy"}, "call_r1")]), _answer("Within 30 days.")]
+ANSWERS = [answer(calls=[("kb_search", {"query": "refund policy"}, "call_r1")]), answer("Within 30 days.")]
 
 
 @pytest.fixture
 def served() -> Iterator[Server]:
     set_trace_processors([])  # no OpenAI trace export
     openai_agents.install()
-    server = Server(ANSWERS)
-    token = context.attach(context.set_value(seam.MODELS, server))
     NoModel.calls = 0
-    try:
+    with serving(Server(ANSWERS)) as server:
         yield server
-    finally:
-        context.detach(token)
 
 
 def _agent() -> Agent:
@@ -140,7 +112,7 @@ class Reply(BaseModel):
 
 
 def test_handoffs_are_offered_as_tools_and_an_output_schema_is_the_response_format(served: Server) -> None:
-    served.answers = [_answer('{"response": "ok"}')]
+    served.answers = [answer('{"response": "ok"}')]
     billing = Agent(name="billing_agent", instructions="You handle refunds.", model=NoModel())
     agent = _agent().clone(handoffs=[billing], output_type=Reply)
     result = asyncio.run(Runner.run(agent, PROMPT, run_config=RunConfig(tracing_disabled=True)))

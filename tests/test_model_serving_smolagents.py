@@ -11,45 +11,21 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from opentelemetry import context
 from smolagents import CodeAgent, OpenAIModel, ToolCallingAgent, tool
 from smolagents.models import ChatMessage, MessageRole, Model
 from smolagents.monitoring import LogLevel
 
-from harvester import seam
 from harvester.conventions._frameworks import smolagents
-from harvester.model import ModelAnswerData, ModelRequestData
 from tests.frameworks import tools
+from tests.frameworks.model_server import Server, answer, serving
 
 PROMPT = "What is the refund policy?"
 ANSWER = "Refunds are accepted within 30 days."
 
 
-class Server:
-    """A ModelServer: the answers in order, and the requests it was asked."""
-
-    def __init__(self, answers: list[ModelAnswerData]) -> None:
-        self.answers = list(answers)
-        self.requests: list[ModelRequestData] = []
-
-    def answer(self, request: ModelRequestData) -> ModelAnswerData | None:
-        self.requests.append(request)
-        return self.answers.pop(0) if self.answers else None
-
-
-def _answer(text: str | None = None, calls: list[tuple[str, dict[str, Any], str | None]] = ()) -> ModelAnswerData:  # type: ignore[assignment]
-    return ModelAnswerData(
-        text=text,
-        tool_calls=[{"name": n, "call_id": c, "args": a} for n, a, c in calls],
-        finish_reason="tool_calls" if calls else "stop",
-        usage={"input_tokens": 100, "output_tokens": 10},
-        model="recorded-model",
-    )
-
-
 ANSWERS = [
-    _answer(calls=[("kb_search", {"query": "refund policy"}, "call_r1")]),
-    _answer(calls=[("final_answer", {"answer": ANSWER}, None)]),
+    answer(calls=[("kb_search", {"query": "refund policy"}, "call_r1")]),
+    answer(calls=[("final_answer", {"answer": ANSWER}, None)]),
 ]
 
 
@@ -95,12 +71,8 @@ def _agent(model: Any = None, **kwargs: Any) -> ToolCallingAgent:
 @pytest.fixture
 def served() -> Iterator[Server]:
     smolagents.install()
-    server = Server(ANSWERS)
-    token = context.attach(context.set_value(seam.MODELS, server))
-    try:
+    with serving(Server(ANSWERS)) as server:
         yield server
-    finally:
-        context.detach(token)
 
 
 def _assert_requests(server: Server) -> None:
@@ -145,7 +117,7 @@ def test_a_model_class_of_its_own_is_answered(served: Server) -> None:
 
 def test_a_code_agents_answer_is_text_holding_code(served: Server) -> None:
     code = f'Thought: answer.\n<code>\nfinal_answer("{ANSWER}")\n</code>'
-    served.answers = [_answer(code)]
+    served.answers = [answer(code)]
     agent = CodeAgent(
         tools=[kb_search], model=NoModel(model_id="live-model"), max_steps=2, verbosity_level=LogLevel.OFF
     )

@@ -20,6 +20,7 @@ from ...model import MessageData, ModelRequestData, RequestData, ToolSpecData
 __all__ = [
     "SETTINGS",
     "args_object",
+    "args_of",
     "call_id",
     "joined",
     "message",
@@ -28,6 +29,7 @@ __all__ = [
     "result_text",
     "settings",
     "spec",
+    "text_of",
 ]
 
 SETTINGS = (
@@ -108,3 +110,34 @@ def args_object(args: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     return {} if value is None else {"input": value}
+
+
+def text_of(content: Any) -> str | None:
+    """A message's text: a string as it is, a list of parts as their texts joined (images left out)."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, Iterable) and not isinstance(content, (bytes, Mapping)):
+        texts = [_part_text(part) for part in content]
+        joined = [t for t in texts if t]
+        return "\n".join(joined) if joined else None
+    return str(content)
+
+
+def _part_text(part: Any) -> str | None:
+    if isinstance(part, str):
+        return part
+    get = part.get if isinstance(part, Mapping) else lambda key: getattr(part, key, None)
+    text = get("text")
+    return text if isinstance(text, str) and get("type") in (None, "text", "input_text", "output_text") else None
+
+
+def args_of(arguments: Any) -> Any:
+    """Tool call arguments as a JSON value (the model's string parsed; empty is ``{}``)."""
+    if not isinstance(arguments, str):
+        return arguments if arguments is not None else {}
+    if not arguments.strip():
+        return {}
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments

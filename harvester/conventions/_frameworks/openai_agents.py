@@ -6,7 +6,8 @@ replaced). Inside a replay it gets a copy of the tool whose invoker asks the cas
 in the SDK's own failure handling, so a recorded error reaches the model through the tool's
 ``failure_error_function`` exactly as in production (or fails the run when it has none), and the
 tool's timeout still applies. An agent used as a tool (``agent.as_tool()``) is not a tool body: it
-runs, as it did in production, and its own tool calls are served.
+runs, as it did in production, and its own tool calls are served. In a recorded-model replay, every
+``Model``'s ``get_response`` and ``stream_response`` answer from the recording (``_agents_model``).
 
 Hosted tools (web and file search, code interpreter, hosted MCP, image generation) run at the model
 provider, and local ones (computer, shell, apply-patch, custom tools) would run here with nothing to
@@ -35,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 from ... import seam
 from ...spans import SpanData
 from .._values import MISSING
+from ._agents_model import make_get_response, make_stream_response
 from ._framework import Framework
 from ._history import history_of, takes_history
-from ._patch import GUARD, defining, guard
+from ._patch import GUARD, defining, guard, subclasses
 from ._tracing import turn_on
 
 if TYPE_CHECKING:
@@ -192,6 +194,11 @@ def install() -> None:
     owner = defining(Agent, "get_all_tools")
     if owner is not None:
         guard(owner, "get_all_tools", _make_get_all_tools)
+    from agents.models.interface import Model
+
+    for cls in subclasses(Model):  # a recorded-model replay answers every model's calls (_agents_model)
+        guard(cls, "get_response", make_get_response)
+        guard(cls, "stream_response", make_stream_response)
 
 
 def accepts(agent: Any) -> bool:

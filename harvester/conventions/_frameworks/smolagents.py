@@ -8,6 +8,14 @@ arguments bound to ``forward``'s parameters, the names the model used. ``FinalAn
 smolagents agent answers, not a tool call: it runs. A managed agent is an agent, not a tool: it runs,
 and its own tools are served.
 
+In a recorded-model replay, ``generate`` and ``generate_stream`` of every ``Model`` class answer from
+the recording: the live request read as OpenInference records it (each message's role as smolagents
+names it, "tool-call" and "tool-response" included, system messages into ``system``; the tools'
+JSON schemas; the model's and the call's keyword settings, the stop sequences and the response
+format), the answer as a ``ChatMessage`` (its tool calls with the recorded ids and JSON arguments, as
+a provider's come) or, streamed, as ``ChatMessageStreamDelta``s. A ``CodeAgent``'s answer is text
+holding its code. The instrumentor wraps these methods outside the guard, so a served call is traced.
+
 In capture, what it records its own way (``FRAMEWORK``): smolagents under OpenInference: its answer
 tool, its managed agents, its agent spans' names, its step limit.
 
@@ -20,14 +28,18 @@ from the agent itself (``provide_final_answer``).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from ... import seam
+from ...model import MessageData, ModelAnswerData, ModelRequestData, ToolSpecData
 from ...spans import SpanData
 from .._values import MISSING, text
 from ._framework import Framework
 from ._patch import guard, subclasses
+from ._served import call_id, settings, text_of
 from ._tracing import turn_on
 
 if TYPE_CHECKING:
@@ -138,12 +150,112 @@ def _make_call(original: Callable[..., Any]) -> Callable[..., Any]:
     return __call__
 
 
+_PARAMS = ("messages", "stop_sequences", "response_format", "tools_to_call_from")
+
+
+def request_of(model: Any, call: dict[str, Any]) -> ModelRequestData:
+    """``generate``'s call as the request the recording is compared with."""
+    from smolagents.models import get_tool_json_schema
+
+    system: list[str] = []
+    messages: list[MessageData] = []
+    for m in call.get("messages") or ():
+        role, content = (m.get("role"), m.get("content")) if isinstance(m, dict) else (m.role, m.content)
+        role = role.value if isinstance(role, Enum) else role
+        if not role or not isinstance(content, (str, list)):
+            continue  # not recorded either
+        if role == "system":
+            system += [t for t in [text_of(content)] if t]
+        else:
+            messages.append(MessageData(role=str(role), content=text_of(content), tool_calls=[], tool_call_id=None))
+    tools = [get_tool_json_schema(t)["function"] for t in call.get("tools_to_call_from") or ()]
+    extra = {k: v for k, v in call.items() if k not in _PARAMS}
+    given = {**(getattr(model, "kwargs", None) or {}), **extra}
+    given.update(stop=call.get("stop_sequences"), response_format=call.get("response_format"))
+    return ModelRequestData(
+        system="\n\n".join(system) or None,
+        messages=messages,
+        tools=[
+            ToolSpecData(name=t["name"], description=t.get("description"), parameters=t.get("parameters"))
+            for t in tools
+        ],
+        settings=settings(given),
+    )
+
+
+def _served(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ModelAnswerData | None:
+    server = seam.model_server()
+    return None if server is None else server.answer(request_of(model, dict(zip(_PARAMS, args), **kwargs)))
+
+
+def _calls(answer: ModelAnswerData) -> list[tuple[str, str, str]]:
+    """The answer's tool calls: (call id, name, JSON arguments as a provider sends them)."""
+    return [
+        (call_id(c, n), c["name"], json.dumps(c["args"] if c["args"] is not None else {}))
+        for n, c in enumerate(answer["tool_calls"], 1)
+    ]
+
+
+def _usage(answer: ModelAnswerData) -> Any:
+    from smolagents.monitoring import TokenUsage
+
+    return TokenUsage(
+        input_tokens=answer["usage"]["input_tokens"] or 0, output_tokens=answer["usage"]["output_tokens"] or 0
+    )
+
+
+def _make_generate(original: Callable[..., Any]) -> Callable[..., Any]:
+    def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        answer = _served(self, args, kwargs)
+        if answer is None:
+            return original(self, *args, **kwargs)
+        from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction, MessageRole
+
+        calls = [
+            ChatMessageToolCall(
+                function=ChatMessageToolCallFunction(name=name, arguments=arguments), id=cid, type="function"
+            )
+            for cid, name, arguments in _calls(answer)
+        ]
+        return ChatMessage(
+            role=MessageRole.ASSISTANT, content=answer["text"], tool_calls=calls or None, token_usage=_usage(answer)
+        )
+
+    return generate
+
+
+def _make_generate_stream(original: Callable[..., Any]) -> Callable[..., Any]:
+    def generate_stream(self: Any, *args: Any, **kwargs: Any) -> Any:
+        answer = _served(self, args, kwargs)
+        return original(self, *args, **kwargs) if answer is None else _deltas(answer)
+
+    return generate_stream
+
+
+def _deltas(answer: ModelAnswerData) -> Iterator[Any]:
+    """The answer as a provider's stream: the text, each tool call whole, then the usage."""
+    from smolagents.models import ChatMessageStreamDelta, ChatMessageToolCallFunction, ChatMessageToolCallStreamDelta
+
+    if answer["text"]:
+        yield ChatMessageStreamDelta(content=answer["text"])
+    for i, (cid, name, arguments) in enumerate(_calls(answer)):
+        function = ChatMessageToolCallFunction(name=name, arguments=arguments)
+        yield ChatMessageStreamDelta(
+            tool_calls=[ChatMessageToolCallStreamDelta(index=i, id=cid, type="function", function=function)]
+        )
+    yield ChatMessageStreamDelta(content="", token_usage=_usage(answer))
+
+
 def install() -> None:
     from smolagents import Tool
+    from smolagents.models import Model
 
     for cls in subclasses(Tool):
         _guard_class(cls)
     guard(Tool, "__call__", _make_call)
+    for cls in subclasses(Model):  # a recorded-model replay answers every model's calls
+        guard(cls, "generate", _make_generate)
+        guard(cls, "generate_stream", _make_generate_stream)
 
 
 def accepts(agent: Any) -> bool:

@@ -6,14 +6,12 @@ import asyncio
 import orjson
 import pytest
 from opentelemetry import context as otel_context
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from harvester import seam
 from harvester.conventions import runs_from_spans
 from harvester.errors import ModelInputChanged
 from harvester.instrument import ModelAnswer, agent_run, tool
+from tests.builders.capture import in_memory
 
 SYSTEM = "You are a support agent."
 TOOLS = [
@@ -53,10 +51,7 @@ def get_order(order_id: str) -> dict:
 
 @pytest.fixture
 def spans():
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider, exporter
+    return in_memory()
 
 
 class Server:

@@ -12,7 +12,7 @@ in a best-effort JSON form).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import orjson
 
@@ -21,7 +21,7 @@ from ..canonical import canonical_json
 if TYPE_CHECKING:
     from ..model import MessageData, ModelRequestData, RequestData, ToolSpecData
 
-__all__ = ["SETTINGS", "json_text", "message", "output_messages", "request", "request_attributes"]
+__all__ = ["SETTINGS", "RequestArgs", "json_text", "message", "output_messages", "request", "request_attributes"]
 
 # The request settings that have a semconv attribute, by their OpenAI names (as the replay compares them).
 # Others (response_format, tool_choice, ...) have none: they are neither recorded nor compared.
@@ -32,6 +32,15 @@ SETTINGS = {
     "seed": "gen_ai.request.seed",
     "stop": "gen_ai.request.stop_sequences",
 }
+
+
+class RequestArgs(TypedDict, total=False):
+    """The request keywords of ``AgentRun.model`` / ``amodel`` / ``model_call`` (``request()`` says their forms)."""
+
+    system: str | Iterable[str] | None
+    messages: Iterable[Any] | None
+    tools: Iterable[Any] | None
+    settings: Mapping[str, Any] | None
 
 
 def json_text(value: Any) -> str:

@@ -13,7 +13,7 @@ import itertools
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -89,10 +89,7 @@ class AgentRun:
         call: Callable[[], Any],
         *,
         model: str,
-        system: str | Iterable[str] | None = None,
-        messages: Iterable[Any] | None = None,
-        tools: Iterable[Any] | None = None,
-        settings: Mapping[str, Any] | None = None,
+        **request: Unpack[_genai.RequestArgs],
     ) -> ModelAnswer:
         """Call your model through harvester: ``call()`` returns a ``ModelAnswer`` (or a dict of its fields).
 
@@ -101,7 +98,7 @@ class AgentRun:
         ``call`` is never called; a request unlike the recorded one raises ``ModelInputChanged`` here.
         Returns the answer with its tool call ids filled in.
         """
-        req = _genai.request(system, messages, tools, settings)
+        req = _genai.request(**request)
         served = self._served(req)
         with self._chat(model, req) as span:
             return self._answered(span, model, served if served is not None else _answer_of(call()))
@@ -111,13 +108,10 @@ class AgentRun:
         call: Callable[[], Awaitable[Any]],
         *,
         model: str,
-        system: str | Iterable[str] | None = None,
-        messages: Iterable[Any] | None = None,
-        tools: Iterable[Any] | None = None,
-        settings: Mapping[str, Any] | None = None,
+        **request: Unpack[_genai.RequestArgs],
     ) -> ModelAnswer:
         """``model`` for an async model: ``call()`` returns an awaitable."""
-        req = _genai.request(system, messages, tools, settings)
+        req = _genai.request(**request)
         served = self._served(req)
         with self._chat(model, req) as span:
             return self._answered(span, model, served if served is not None else _answer_of(await call()))
@@ -130,18 +124,15 @@ class AgentRun:
         output_tokens: int | None = None,
         tool_calls: Any = (),
         text: str | None = None,
-        system: str | Iterable[str] | None = None,
-        messages: Iterable[Any] | None = None,
-        tools: Iterable[Any] | None = None,
-        settings: Mapping[str, Any] | None = None,
+        **request: Unpack[_genai.RequestArgs],
     ) -> list[dict[str, Any]]:
         """Record one model call you made and the tool calls it requested; returns them with call ids filled in.
 
         Token counts left out are unknown (the run's cost then is too), never recorded as 0. The request
         (``system``, ``messages``, ``tools``, ``settings``) is recorded when given. Recording only: a
         recorded-model replay cannot answer this call (``model`` can)."""
-        given = system is not None or messages is not None or tools is not None or settings is not None
-        req = _genai.request(system, messages, tools, settings) if given else None
+        given = any(v is not None for v in request.values())
+        req = _genai.request(**request) if given else None
         answer = ModelAnswer(text, list(tool_calls), input_tokens, output_tokens)
         with self._chat(model, req) as span:
             return self._answered(span, model, answer).tool_calls

@@ -31,17 +31,29 @@
     connection, as the seal's work is CPU and a loopback request's wall time on a shared machine moves by
     more than it (target: the seal's cost within the noise); wall time beside it.
 
-    python bench/replay.py [--cases 200] [--quick] [--only d|e|f]
+(g) The recorded model: 1,000 cases harvested from the demo agent's production traffic (the demo's
+    requests captured, harvested once, repeated under new ids), replayed with every model call served from
+    the case's recording (``model="recorded"``), harness and serving included, the agent's model raising
+    if called (target < 60 s on 2 cores); beside it the same suite with the live (scripted) model. Peak
+    traced memory replaying 250 and 1,000 cases, live and recorded: the report keeps every case's result
+    either way, so flat means serving the model adds nothing per case (target: recorded within 1.25x live
+    at 1,000). Needs a ``replay`` with ``model=``; without one, (g) times the live side only and says so.
+
+    python bench/replay.py [--cases 200] [--quick] [--only d|e|f|g]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import inspect
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import tracemalloc
+from pathlib import Path
 
 from harvester.canonical import fixture_key
 from harvester.case import AgentCase
@@ -581,14 +593,111 @@ def bench_connection(opts) -> bool:
     return ok
 
 
-SECTIONS = (("d", bench_verdict), (None, bench_harness), ("e", bench_seal), ("f", bench_connection))
+def demo_cases(n: int) -> list[AgentCase]:
+    """``n`` cases of the demo agent: its production traffic captured and harvested, repeated under new ids."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from harvester.case import load_cases
+    from harvester.demo import agent as support
+    from harvester.demo.scenario import TRAFFIC, write_config
+    from harvester.harvest import harvest
+    from harvester.intake import HarvestingSpanProcessor
+    from harvester.store import TraceStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        provider = TracerProvider()
+        processor = HarvestingSpanProcessor(str(root / "traces.db"), sample_rate=1.0)
+        provider.add_span_processor(processor)
+        production = support.SupportAgent(tracer_provider=provider)
+        for prompt, _ in TRAFFIC:
+            production.run(prompt)
+            processor.force_flush(timeout_millis=60_000)
+        provider.shutdown()
+        with TraceStore(str(root / "traces.db")) as store:
+            harvest(store, root / "cases", config=write_config(root))
+        harvested = load_cases(root / "cases")
+    return [
+        harvested[i % len(harvested)].model_copy(update={"id": f"{harvested[i % len(harvested)].id}-{i}"})
+        for i in range(n)
+    ]
+
+
+def _no_model(prompt, history):
+    raise RuntimeError("the model was called during a recorded-model replay")
+
+
+def _offline_agent():
+    from harvester.demo import agent as support
+
+    return support.SupportAgent(model=_no_model)
+
+
+def _demo_agent():
+    from harvester.demo import agent as support
+
+    return support.SupportAgent()
+
+
+def _replay_peak_mb(suite: list[AgentCase], build, **kwargs) -> float:
+    """Peak traced memory of one replay, above what was allocated before it (the suite itself)."""
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    replay(suite, build, **kwargs)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return (peak - before) / 1e6
+
+
+def bench_recorded(opts) -> bool:
+    n = 250 if opts.quick else 1000
+    suite = demo_cases(n)
+    recorded = "model" in inspect.signature(replay).parameters
+    replay(suite[:20], _demo_agent)  # warm up: provider, collector, imports
+    start = time.perf_counter()
+    live = replay(suite, _demo_agent)
+    live_s = time.perf_counter() - start
+    print(f"(g) {n} harvested demo cases, the live (scripted) model: {live_s:.1f} s, {live.passed}/{n} passed")
+    if not recorded:
+        print("    the recorded model: this build's replay has no model= (issue 30): not measured")
+        return True
+    kwargs = {"model": "recorded"}
+    start = time.perf_counter()
+    served = replay(suite, _offline_agent, **kwargs)
+    served_s = time.perf_counter() - start
+    ok = served_s < 60
+    print(
+        f"    the recorded model: {served_s:.1f} s ({served_s / n * 1000:.1f} ms/case), {served.passed}/{n} passed "
+        f"as with the live model: {served.passed == live.passed} (target < 60 s) {'PASS' if ok else 'FAIL'}"
+    )
+    # The report keeps every case's result, live or recorded: flat means serving adds nothing per case.
+    peaks = [
+        [_replay_peak_mb(suite[:k], build, **kw) for k in (n // 4, n)]
+        for build, kw in ((_demo_agent, {}), (_offline_agent, kwargs))
+    ]
+    flat = peaks[1][1] <= 1.25 * peaks[0][1]
+    print(
+        f"    peak traced memory, {n // 4} / {n} cases: live {peaks[0][0]:.1f} / {peaks[0][1]:.1f} MB, recorded "
+        f"{peaks[1][0]:.1f} / {peaks[1][1]:.1f} MB (target: recorded within 1.25x live at {n}) "
+        f"{'PASS' if flat else 'FAIL'}"
+    )
+    return ok and flat
+
+
+SECTIONS = (
+    ("d", bench_verdict),
+    (None, bench_harness),
+    ("e", bench_seal),
+    ("f", bench_connection),
+    ("g", bench_recorded),
+)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--quick", action="store_true", help="fewer cases for (a), (c), (e) and (f), for CI smoke runs")
-    parser.add_argument("--only", choices=("d", "e", "f"), help="run one benchmark")
+    parser.add_argument("--quick", action="store_true", help="fewer cases for (a), (c), (e) to (g), for CI smoke runs")
+    parser.add_argument("--only", choices=("d", "e", "f", "g"), help="run one benchmark")
     parser.add_argument("--side", choices=("adapted", "decorated"), help=argparse.SUPPRESS)  # one side of (c)
     parser.add_argument("--worker", choices=tuple(WORKERS), help=argparse.SUPPRESS)  # a side of (e) or (f)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)  # (f)'s server

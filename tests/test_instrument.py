@@ -4,13 +4,11 @@ import threading
 
 import orjson
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from harvester.instrument import agent_run, tool
 from harvester.seam import executor as current_executor
 from harvester.seam import serving as use_executor
+from tests.builders.capture import in_memory
 
 
 @tool
@@ -53,10 +51,7 @@ class Recorder:
 
 @pytest.fixture
 def spans():
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider, exporter
+    return in_memory()
 
 
 def test_signature_and_docstring_are_kept():

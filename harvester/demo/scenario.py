@@ -6,15 +6,17 @@ production traffic → capture → harvest → review → baseline replay → a 
 
 from __future__ import annotations
 
+import inspect
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
 from .._files import write_file
-from ..case import CaseFolder, load_cases
+from ..case import AgentCase, CaseFolder, load_cases
 from ..config import Config, load_config
 from ..errors import InputError, StoreError
 from ..harvest import harvest, normalize_prompt
@@ -22,7 +24,7 @@ from ..intake import HarvestingSpanProcessor
 from ..replay import replay
 from ..report import Report, evaluate_gates, render_html
 from ..store import TraceStore
-from ..suite import bump_suite
+from ..suite import SuiteManifest, bump_suite
 from . import agent as support
 
 __all__ = ["CONFIG", "TRAFFIC", "DemoResult", "apply_reviews", "run_demo", "write_config"]
@@ -65,6 +67,8 @@ class DemoResult:
     injected: Report
     candidate_exit: int
     lines: list[str] = field(default_factory=list)
+    recorded: Report | None = None  # the candidate replayed with the recorded model (None: not available)
+    model_calls: int = 0  # model calls during that replay (the model there raises if called)
 
 
 def write_config(folder: Path) -> Config:
@@ -158,6 +162,15 @@ def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = pr
         f"{outcome.exit_code})"
     )
 
+    # 4b. the same candidate with every model answer served from the recording: offline, no model.
+    recorded, called = _recorded_replay(suite, manifest, config)
+    if recorded is not None:
+        recorded.save(reports / "candidate-recorded.json")
+        say("\n   the same candidate with the recorded model (--model recorded): the model is never called")
+        say(_indent(recorded.summary()))
+        verdict = recorded.regressed_against(baseline) == candidate.regressed_against(baseline)
+        say(f"   same verdict as the live model: {'yes' if verdict else 'NO'}; model calls: {len(called)}")
+
     # 5. failure injection on the baseline agent.
     say("\n5. failure injection on the baseline agent (--inject)")
     injected = replay(suite, support.build, inject=True, suite=manifest, prices=config)
@@ -180,7 +193,28 @@ def run_demo(workdir: str | Path | None = None, echo: Callable[[str], None] = pr
     say("  harvester replay --agent harvester.demo.agent:build --baseline reports/baseline.json")
     say("  harvester compare reports/candidate.json --baseline reports/baseline.json")
     say("  open reports/candidate.html   (the candidate against the baseline, step by step)")
-    return DemoResult(root, baseline, candidate, injected, outcome.exit_code, lines)
+    return DemoResult(root, baseline, candidate, injected, outcome.exit_code, lines, recorded, len(called))
+
+
+def _recorded_replay(
+    suite: list[AgentCase], manifest: SuiteManifest, config: Config
+) -> tuple[Report | None, list[str]]:
+    """The widened candidate replayed with the model served from the recording, its scripted model
+    replaced by one that raises if called (the proof no model answered). None where this build's
+    ``replay`` has no recorded model."""
+    called: list[str] = []
+    if "model" not in inspect.signature(replay).parameters:
+        return None, called
+
+    def no_model(prompt: str, history: list) -> support.Turn:
+        called.append(prompt)
+        raise RuntimeError("the model was called during a recorded-model replay")
+
+    def build() -> support.SupportAgent:
+        return support.SupportAgent(allowlist=dict(support.WIDENED_ALLOWLIST), model=no_model)
+
+    kwargs: dict[str, Any] = {"model": "recorded"}
+    return replay(suite, build, suite=manifest, prices=config, **kwargs), called
 
 
 def _indent(text: str) -> str:

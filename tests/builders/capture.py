@@ -11,11 +11,21 @@ from typing import Any
 import orjson
 from opentelemetry import trace as otel
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
 from harvester.intake import HarvestingSpanProcessor
 from harvester.model import Run
 from harvester.store import TraceStore
+
+
+def in_memory() -> tuple[TracerProvider, InMemorySpanExporter]:
+    """A private provider whose finished spans a test reads from the exporter."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
 
 
 def setup(tmp_path: Path, **kw: Any) -> tuple[HarvestingSpanProcessor, Any, str]:

@@ -20,12 +20,17 @@ __all__ = ["CaseSignature", "case_bytes", "check_order", "load_case", "read_sign
 
 
 def case_bytes(case: AgentCase) -> bytes:
-    """The file form: 2-space JSON in the model's field order, fixtures without default fields, newline-terminated.
+    """The file form: 2-space JSON in the model's field order, fixtures and model turns without default
+    fields, newline-terminated.
 
     Deterministic so that ``save(load(file))`` is byte-identical and a reviewed diff shows only real edits.
     """
     data = case.model_dump(mode="json", by_alias=True)
     data["fixtures"] = [f.model_dump(mode="json", exclude_defaults=True) for f in case.fixtures]
+    if case.model_fixtures:  # turns without their default fields: a reviewer reads what the model saw and said
+        data["model_fixtures"] = [t.model_dump(mode="json", exclude_defaults=True) for t in case.model_fixtures]
+    else:  # a case without them (older, or content capture off): its file stays as it was
+        del data["model_fixtures"]
     if not case.recorded.mcp_tools:  # most recordings have none: their files stay as they were
         del data["recorded"]["mcp_tools"]
     return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"

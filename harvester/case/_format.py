@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import checks as checklib
 from .._files import write_file
-from ..model import ErrorInfo, McpTool, Message
+from ..model import ErrorInfo, McpTool, Message, ModelAnswer, ModelRequest
 from ._case import Case
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "AgentCase",
     "Fixture",
     "InjectSpec",
+    "ModelTurn",
     "OrderRule",
     "Recorded",
     "Source",
@@ -61,6 +62,19 @@ class Fixture(_Strict):
     args: Any = None
     result: Any = None
     error: ErrorInfo | None = None
+    truncated: bool = False
+
+
+class ModelTurn(_Strict):
+    """One recorded model call (a model fixture): what it was asked and what it answered, in run order.
+
+    A recorded-model replay serves ``answer`` for the agent's call at this step and compares the agent's
+    request with ``request`` (None: not recorded, never compared). ``truncated``: a payload of the call was
+    cut in the span, so the turn cannot be served as recorded."""
+
+    request: ModelRequest | None = None
+    answer: ModelAnswer
+    streamed: bool = False
     truncated: bool = False
 
 
@@ -145,6 +159,9 @@ class AgentCase(_Strict):
     # Fail the case when the replay leaves a recorded call unmade (its report lists them either way).
     strict_consumption: bool = False
     fixtures: list[Fixture] = Field(default_factory=list)
+    # The model's calls, one turn per call in order ([]: none recorded, e.g. content capture off, or a
+    # case harvested before model fixtures): ``replay --model recorded`` answers the agent's calls from them.
+    model_fixtures: list[ModelTurn] = Field(default_factory=list)
     # Reasons a reviewer must look before accepting. Each one says the case is broken (a result truncated,
     # payloads or the prompt not captured) and stops ``accept`` until fixed and deleted, or ``--force``;
     # one that starts with "note: " only informs (a twin of an incident).

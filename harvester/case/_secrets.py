@@ -31,7 +31,8 @@ def secret_fields(case: AgentCase, redactor: Redactor) -> list[str]:
 
 def _scanned(case: AgentCase) -> Iterator[tuple[str, tuple[str, str] | None, Any]]:
     """What a replay feeds the agent or judges it by, in file order: prompt, history, expected, fixtures,
-    answer; a fixture's args and result with their tool, whose field rules (``result.ssn``) apply to them."""
+    model fixtures, answer; a fixture's args and result with their tool, whose field rules (``result.ssn``)
+    apply to them."""
     yield "prompt", None, case.prompt
     for i, message in enumerate(case.history):
         yield f"history[{i}]", None, message.model_dump(mode="json", exclude_defaults=True)
@@ -40,4 +41,7 @@ def _scanned(case: AgentCase) -> Iterator[tuple[str, tuple[str, str] | None, Any
         yield f"fixtures[{i}].args", (fx.tool, "args"), fx.args
         yield f"fixtures[{i}].result", (fx.tool, "result"), fx.result
         yield f"fixtures[{i}].error", None, fx.error.message if fx.error else None
+    for i, turn in enumerate(case.model_fixtures):  # what a recorded-model replay feeds the agent and compares
+        yield f"model_fixtures[{i}].request", None, turn.request and turn.request.model_dump(mode="json")
+        yield f"model_fixtures[{i}].answer", None, turn.answer.model_dump(mode="json")
     yield "recorded.answer", None, case.recorded.answer

@@ -72,6 +72,7 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
         outcome = f"error {fx.error.type}: {fx.error.message}" if fx.error else _abridge(fx.result, 70)
         mark = " [TRUNCATED]" if fx.truncated else ""
         lines.append(f"    {i}. {fx.tool}({_abridge(fx.args, 60)}) -> {outcome}{mark}")
+    lines += _model_lines(case)
     lines += [
         f"  answer:     {_abridge(case.recorded.answer or '(none)', 200)}",
         "  proposed:" if case.status == "pending" else "  fields:",
@@ -91,6 +92,23 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
         lines.append(f"  rejected:   {case.rejected_why}")
     lines += [click.style(f"  review: {note}", fg="yellow") for note in case.review_notes]
     return "\n".join(lines)
+
+
+def _model_lines(case: AgentCase) -> list[str]:
+    """A line per model turn: its step, the tool calls it asked for, or the start of what it said."""
+    if not case.model_fixtures:
+        return []
+    lines = [f"  model:      {len(case.model_fixtures)} recorded turn{'s' if len(case.model_fixtures) != 1 else ''}"]
+    for i, turn in enumerate(case.model_fixtures, 1):
+        calls = turn.answer.tool_calls
+        said = (
+            ", ".join(f"{c.name}({_abridge(c.args, 40)})" for c in calls)
+            if calls
+            else repr(_abridge(turn.answer.text or "", 60))
+        )
+        marks = (" [streamed]" if turn.streamed else "") + (" [TRUNCATED]" if turn.truncated else "")
+        lines.append(f"    step {i}. {said}{marks}")
+    return lines
 
 
 def _harvested_lines(case: AgentCase) -> list[str]:

@@ -334,6 +334,10 @@ def build(root: SpanData, source: str, members: list[SpanData], roles: Roles) ->
                     "finish_reason": llm.finish,
                     "server": llm.server,
                     "provider": llm.provider,
+                    "request": llm.request,
+                    "text": llm.text,
+                    "streamed": llm.streamed,
+                    "truncated": llm.truncated,
                 }
                 for llm in m.llms
             ],

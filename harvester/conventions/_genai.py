@@ -12,16 +12,18 @@ from typing import Any
 
 import orjson
 
-from ..model import McpToolData, MessageData
+from ..model import McpToolData, MessageData, ModelRequestData, ToolSpecData
 from ..spans import SpanData
 from ._history import genai_messages
 from ._readings import AgentReading, LlmReading, ToolReading, tool_reading
+from ._requests import message_text, model_request, tool_specs
 from ._values import MISSING, USER_ROLES, count, endpoint, first_user, last_user, loads, structured, text, to_int
 
 __all__ = [
     "agent_name",
     "llm_first_user",
     "llm_messages",
+    "llm_request",
     "mcp_tools",
     "output_tools",
     "read_agent",
@@ -43,6 +45,8 @@ def read_llm(span: SpanData) -> LlmReading:
         server=endpoint(a.get("server.address"), a.get("server.port")),
         provider=text(a.get("gen_ai.provider.name")) or text(a.get("gen_ai.system")),
     )
+    out.request, out.truncated = llm_request(a)
+    out.streamed = a.get("gen_ai.request.stream") is True or a.get("llm.is_streaming") is True
     reasons = a.get("gen_ai.response.finish_reasons")
     if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
         out.finish = reasons[0]
@@ -50,6 +54,7 @@ def read_llm(span: SpanData) -> LlmReading:
         _read_legacy_completion(a, out)
         return out
     messages = loads(a.get("gen_ai.output.messages"))
+    out.truncated |= _cut(a.get("gen_ai.output.messages"), messages)
     if isinstance(messages, list):
         for msg in messages:
             if not isinstance(msg, dict):
@@ -66,7 +71,8 @@ def read_llm(span: SpanData) -> LlmReading:
                         out.hidden = True
                         args = None
                     elif not isinstance(args, dict):
-                        args, _ = structured(args)
+                        args, cut = structured(args)
+                        out.truncated |= cut
                     out.requests.append((text(part.get("name")) or "", text(part.get("id")), args))
                 elif ptype == "text":
                     if "content" in part:
@@ -74,6 +80,55 @@ def read_llm(span: SpanData) -> LlmReading:
                     else:
                         out.hidden = True
     return out
+
+
+# GenAI request settings (``gen_ai.request.<name>``) by their OpenAI names.
+_SETTINGS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "max_tokens": "max_tokens",
+    "seed": "seed",
+    "stop_sequences": "stop",
+}
+
+
+def llm_request(a: dict[str, Any]) -> tuple[ModelRequestData | None, bool]:
+    """What a model call was asked, and whether its input payload was cut. GenAI semconv keeps it in
+    ``gen_ai.input.messages`` + ``gen_ai.system_instructions`` + ``gen_ai.tool.definitions`` (pydantic-ai:
+    its ``model_request_parameters`` too) + ``gen_ai.request.*``; older OpenLLMetry instrumentors in
+    ``gen_ai.prompt.N.*`` + ``llm.request.functions.N.*``. None when the messages were not captured."""
+    raw = a.get("gen_ai.input.messages")
+    messages = genai_messages(a)
+    if messages is None:
+        return None, _cut(raw, loads(raw))
+    system = loads(a.get("gen_ai.system_instructions"))
+    said = message_text(system) if isinstance(system, list) else text(a.get("gen_ai.system_instructions"))
+    settings = {v: a[f"gen_ai.request.{k}"] for k, v in _SETTINGS.items() if f"gen_ai.request.{k}" in a}
+    return model_request(messages, system=[said] if said else (), tools=_tools(a), settings=settings), False
+
+
+def _cut(raw: Any, parsed: Any) -> bool:
+    """A JSON payload that does not parse: the producer cut it at the attribute length limit."""
+    return parsed is MISSING and isinstance(raw, str) and raw.lstrip()[:1] in ("[", "{")
+
+
+def _tools(a: dict[str, Any]) -> list[ToolSpecData] | None:
+    """The tools offered: ``gen_ai.tool.definitions``, pydantic-ai's ``model_request_parameters`` (function
+    and output tools), OpenLLMetry's ``llm.request.functions.N.*``; None when the span does not say."""
+    defined = loads(a.get("gen_ai.tool.definitions"))
+    if isinstance(defined, list):
+        return tool_specs(defined)
+    params = loads(a.get("model_request_parameters"))
+    if isinstance(params, dict):
+        return tool_specs([*(params.get("function_tools") or ()), *(params.get("output_tools") or ())])
+    if "llm.request.functions.0.name" not in a:
+        return None
+    found, n = [], 0
+    while f"llm.request.functions.{n}.name" in a:
+        base = f"llm.request.functions.{n}."
+        found.append({k: a.get(base + k) for k in ("name", "description", "parameters")})
+        n += 1
+    return tool_specs(found)
 
 
 def _read_legacy_completion(a: dict[str, Any], out: LlmReading) -> None:
@@ -88,7 +143,8 @@ def _read_legacy_completion(a: dict[str, Any], out: LlmReading) -> None:
         m = 0
         while f"{base}tool_calls.{m}.name" in a:
             tc = f"{base}tool_calls.{m}."
-            args, _ = structured(a.get(tc + "arguments"))
+            args, cut = structured(a.get(tc + "arguments"))
+            out.truncated |= cut
             out.requests.append((text(a.get(tc + "name")) or "", text(a.get(tc + "id")), args))
             m += 1
         n += 1

@@ -24,6 +24,9 @@ __all__ = ["genai_messages", "openinference_messages", "split_history"]
 
 _ROLES = {**dict.fromkeys(USER_ROLES, "user"), **dict.fromkeys(AI_ROLES, "assistant"), "tool": "tool"}
 _ROLES.update({"function": "tool", "system": "system", "developer": "system"})
+# smolagents' own roles, as its models send them (``tool_role_conversions``): a call as the assistant's
+# text, its observation as the user's.
+_ROLES.update({"tool-call": "assistant", "tool-response": "user"})
 
 
 def _role(value: Any) -> str | None:
@@ -96,7 +99,7 @@ def genai_messages(a: dict[str, Any]) -> list[MessageData] | None:
                     result = p.get("result", p.get("response"))
                     out.append(_message("tool", _as_text(result), tool_call_id=text(p.get("id"))))
             if texts or calls:
-                out.append(_message(role, "".join(texts) or None, tool_calls=calls))
+                out.append(_message(role, "\n".join(texts) or None, tool_calls=calls))
         return out
     if "gen_ai.prompt.0.role" not in a:
         return None
@@ -135,7 +138,7 @@ def openinference_messages(a: dict[str, Any]) -> list[MessageData] | None:
                 texts.append(str(a.get(f"{base}contents.{k}.message_content.text") or ""))
             k += 1
         calls = _indexed_calls(a, f"{base}tool_calls.", "tool_call.", "function.name", "function.arguments")
-        said = content if content is not None else ("".join(texts) or None)
+        said = content if content is not None else ("\n".join(texts) or None)
         out.append(_message(role, said, tool_calls=calls, tool_call_id=text(a.get(base + "tool_call_id"))))
         n += 1
     return out

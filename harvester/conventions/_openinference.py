@@ -9,15 +9,18 @@ own module's (``_frameworks``), asked here; LangChain's agent payloads are graph
 
 from __future__ import annotations
 
-from ..model import MessageData
+from typing import Any
+
+from ..model import MessageData, ModelRequestData
 from ..spans import SpanData
 from . import _frameworks
 from ._genai import agent_name as _named
 from ._history import openinference_messages
 from ._readings import AgentReading, LlmReading, ToolReading, payload_reading, tool_reading
-from ._values import MISSING, USER_ROLES, count, endpoint, structured, text
+from ._requests import model_request, tool_specs
+from ._values import MISSING, USER_ROLES, count, endpoint, loads, structured, text
 
-__all__ = ["agent_name", "llm_first_user", "llm_messages", "read_agent", "read_llm", "read_tool"]
+__all__ = ["agent_name", "llm_first_user", "llm_messages", "llm_request", "read_agent", "read_llm", "read_tool"]
 
 
 def read_llm(span: SpanData) -> LlmReading:
@@ -40,11 +43,30 @@ def read_llm(span: SpanData) -> LlmReading:
         m = 0
         while base + f"tool_calls.{m}.tool_call.function.name" in a:
             tc = base + f"tool_calls.{m}.tool_call."
-            args, _ = structured(a.get(tc + "function.arguments"))
+            args, cut = structured(a.get(tc + "function.arguments"))
+            out.truncated |= cut
             out.requests.append((text(a.get(tc + "function.name")) or "", text(a.get(tc + "id")), args))
             m += 1
         n += 1
+    params = loads(a.get("llm.invocation_parameters"))
+    params = params if isinstance(params, dict) else {}
+    out.request = llm_request(a, params)
+    out.streamed = params.get("stream") is True
     return out
+
+
+def llm_request(a: dict[str, Any], params: dict[str, Any]) -> ModelRequestData | None:
+    """What a model call was asked: ``llm.input_messages.N.message.*`` (system ones lifted out),
+    ``llm.tools.N.tool.json_schema`` (None when no tool is listed: not recorded is not none offered) and
+    the settings in ``llm.invocation_parameters``. None when the messages were not captured."""
+    messages = openinference_messages(a)
+    if messages is None:
+        return None
+    tools, n = [], 0
+    while f"llm.tools.{n}.tool.json_schema" in a:
+        tools.append(a[f"llm.tools.{n}.tool.json_schema"])
+        n += 1
+    return model_request(messages, tools=tool_specs(tools) if tools else None, settings=params)
 
 
 def llm_first_user(span: SpanData) -> str | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from ..model import ModelRequestData
 from ..spans import SpanData
 from . import _frameworks
 from ._errors import deferral, error_of
@@ -39,6 +40,9 @@ class LlmReading:
     finish: str | None = None
     server: str | None = None  # the endpoint it called, "host" or "host:port" (GenAI ``server.address``)
     provider: str | None = None  # ``gen_ai.provider.name`` / ``gen_ai.system`` / OpenInference ``llm.provider``
+    request: ModelRequestData | None = None  # what it was asked (None: not captured, or the span does not say)
+    streamed: bool = False  # the span says the answer was streamed
+    truncated: bool = False  # a payload of it was cut (the attribute length limit): not servable as recorded
 
 
 @dataclass(slots=True)

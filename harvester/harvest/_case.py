@@ -20,6 +20,7 @@ from ..config import Config
 from ..conventions import client_scopes, model_hosts
 from ..model import ErrorInfo, Run
 from ._kinds import ABSTAINED, Reading, read_run
+from ._model_fixtures import model_fixtures
 from ._routes import routes_note, routes_to_harm
 from ._signature import signature_of, slug
 
@@ -105,6 +106,8 @@ def build_case(
             if call.name not in appropriate:
                 appropriate.append(call.name)
     notes += _payload_notes(run, fixtures)
+    turns, turn_notes = model_fixtures(run)
+    notes += turn_notes
     if not run.prompt:
         notes.append("the prompt was not captured: write it before accepting")
     if run.history is None and run.prompt:
@@ -145,6 +148,7 @@ def build_case(
         tags=list(dict.fromkeys([*(("regression", kind) if kind else ("typical",)), *stopped, *tags])),
         ignore_args=ignore_args,
         fixtures=fixtures,
+        model_fixtures=turns,
         review_notes=notes,
         recorded=Recorded(
             trajectory=trajectory,

@@ -3,12 +3,13 @@
 A case goes stale when the agent legitimately changes how it works (a new tool, other arguments): its
 replay then meets calls the recording cannot answer. Re-harvesting would make a new pending case and
 lose what the reviewer decided; ``rerecord`` instead takes the recording from the new run (fixtures,
-``recorded``, ``min_steps``, ``appropriate_tools``, ``max_cost``, the source) and keeps every field a
-reviewer owns: ``why``, ``status``, ``tags``, ``checks``, ``required_elements``, ``expected``,
-``forbidden_tools``, ``ignore_args``, ``strict_repeats``, ``strict_consumption``, ``inject_failures``,
-``rejected_why``; each harvested check (``checks.HARVESTED``: the trajectory check, ``order``) keeps
-the reviewer's edits its own way, against the new recording (its ``refresh``). A tool the case forbids
-is never what it expects: a newer run that executed one still gets a fixture for it, but not a place
+model fixtures (so an older case gains them), ``recorded``, ``min_steps``, ``appropriate_tools``,
+``max_cost``, the source) and keeps every field a reviewer owns: ``why``, ``status``, ``tags``,
+``checks``, ``required_elements``, ``expected``, ``forbidden_tools``, ``ignore_args``,
+``strict_repeats``, ``strict_consumption``, ``inject_failures``, ``rejected_why``; each harvested
+check (``checks.HARVESTED``: the trajectory check, ``order``) keeps the reviewer's edits its own way,
+against the new recording (its ``refresh``). A tool the case forbids is never what it expects: a
+newer run that executed one still gets a fixture for it, but not a place
 in ``appropriate_tools``, ``min_steps`` or a harvested check.
 """
 
@@ -44,7 +45,7 @@ _KEPT = (
     "inject_failures",
     "rejected_why",
 )
-_REFRESHED = ("fixtures", "recorded", "min_steps", "appropriate_tools", "max_cost", "review_notes")
+_REFRESHED = ("fixtures", "model_fixtures", "recorded", "min_steps", "appropriate_tools", "max_cost", "review_notes")
 
 
 class Refreshed(NamedTuple):
@@ -119,7 +120,9 @@ def _changes(old: AgentCase, new: AgentCase) -> list[str]:
         out.append(f"stop: {old.recorded.stop}  =>  {new.recorded.stop}")
     for check in checklib.HARVESTED:
         out += check.changes(old.held(check), new.held(check))
-    for name in _REFRESHED[2:]:
+    if old.model_fixtures != new.model_fixtures:
+        out.append(f"model fixtures: {len(old.model_fixtures)} turns  =>  {len(new.model_fixtures)} turns")
+    for name in _REFRESHED[3:]:
         was, now = getattr(old, name), getattr(new, name)
         if was != now:
             out.append(f"{name}: {was!r}  =>  {now!r}")

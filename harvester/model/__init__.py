@@ -31,9 +31,33 @@ from ._data import (
 )
 
 if TYPE_CHECKING:
-    from ._run import ErrorInfo, LlmCall, McpTool, Message, Run, ToolCall, ToolRequest, Usage
+    from ._run import (
+        ErrorInfo,
+        LlmCall,
+        McpTool,
+        Message,
+        ModelAnswer,
+        ModelRequest,
+        Run,
+        ToolCall,
+        ToolRequest,
+        ToolSpec,
+        Usage,
+    )
 
-_MODELS = ("ErrorInfo", "LlmCall", "McpTool", "Message", "Run", "ToolCall", "ToolRequest", "Usage")
+_MODELS = (
+    "ErrorInfo",
+    "LlmCall",
+    "McpTool",
+    "Message",
+    "ModelAnswer",
+    "ModelRequest",
+    "Run",
+    "ToolCall",
+    "ToolRequest",
+    "ToolSpec",
+    "Usage",
+)
 
 __all__ = [
     "NOT_RUN",
@@ -48,12 +72,15 @@ __all__ = [
     "McpToolData",
     "Message",
     "MessageData",
+    "ModelAnswer",
     "ModelAnswerData",
+    "ModelRequest",
     "ModelRequestData",
     "RequestData",
     "Run",
     "RunData",
     "Stop",
+    "ToolSpec",
     "ToolSpecData",
     "ToolCall",
     "ToolRequest",

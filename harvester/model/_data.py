@@ -116,6 +116,13 @@ class LlmCallData(TypedDict):
     finish_reason: str | None
     server: str | None
     provider: str | None
+    # What it was asked (None: content capture off, or the span does not say) and answered (its text);
+    # whether the answer was streamed, and whether a payload of it was cut (not servable as recorded).
+    # Absent in runs stored before the recorded model (issue 30).
+    request: NotRequired[ModelRequestData | None]
+    text: NotRequired[str | None]
+    streamed: NotRequired[bool]
+    truncated: NotRequired[bool]
 
 
 class McpToolData(TypedDict):

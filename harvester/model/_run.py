@@ -15,7 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serial
 from ..errors import RunFormatError, pydantic_field
 from ._data import NOT_RUN, CallStatus, RunData, Stop
 
-__all__ = ["ErrorInfo", "LlmCall", "McpTool", "Run", "ToolCall", "ToolRequest", "Usage"]
+__all__ = [
+    "ErrorInfo",
+    "LlmCall",
+    "McpTool",
+    "Message",
+    "ModelAnswer",
+    "ModelRequest",
+    "Run",
+    "ToolCall",
+    "ToolRequest",
+    "ToolSpec",
+    "Usage",
+]
 
 
 class _Model(BaseModel):
@@ -112,6 +124,34 @@ class McpTool(_Model):
     meta: dict[str, Any] | None = None
 
 
+class ToolSpec(_Model):
+    """A tool the model was offered (``ToolSpecData``): name, description, JSON schema of its args."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None  # None: the recording does not say
+
+
+class ModelRequest(_Model):
+    """What one model call received (``ModelRequestData``): a recorded-model replay compares the
+    agent's request with it. ``tools`` None: the recording does not say which were offered."""
+
+    system: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    tools: list[ToolSpec] | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelAnswer(_Model):
+    """What one model call answered (``ModelAnswerData``): served back in a recorded-model replay."""
+
+    text: str | None = None
+    tool_calls: list[ToolRequest] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    model: str | None = None
+
+
 class LlmCall(_Model):
     model: str | None = None
     usage: Usage = Field(default_factory=Usage)
@@ -121,6 +161,22 @@ class LlmCall(_Model):
     # A replay's seal lets the agent reach these hosts (docs/seal.md).
     server: str | None = None
     provider: str | None = None
+    # What it was asked (None: content capture was off, or the span does not say) and the text it
+    # answered; whether it streamed the answer; whether a payload was cut (the attribute length limit).
+    request: ModelRequest | None = None
+    text: str | None = None
+    streamed: bool = False
+    truncated: bool = False
+
+    def answer(self) -> ModelAnswer:
+        """What it answered, as a recorded-model replay serves it."""
+        return ModelAnswer(
+            text=self.text,
+            tool_calls=self.requests,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            model=self.model,
+        )
 
 
 class Run(_Model):

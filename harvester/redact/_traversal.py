@@ -146,7 +146,8 @@ class Redactor(Engine):
         """``redact_trace`` of one run in its plain-dict form (``RunData``) and its spans.
 
         The values the run's redaction reads (agent names, prompt, answer, error message, each call's
-        name, args, result and error message, each model request's name and args, the history) are
+        name, args, result and error message, each model call's tool requests, what it was asked and its text,
+        the history) are
         redacted as one list; when that changes
         nothing, which is the common case, no ``Run`` model is built. Otherwise, and for field rules
         (whose values are chased into the spans), the run takes the model path.
@@ -160,7 +161,10 @@ class Redactor(Engine):
                 data["answer"],
                 err and err["message"],
                 [(c["name"], c["args"], c["result"], c["error"] and c["error"]["message"]) for c in data["calls"]],
-                [[(r["name"], r["args"]) for r in llm["requests"]] for llm in data["llm_calls"]],
+                [
+                    ([(r["name"], r["args"]) for r in llm["requests"]], llm.get("request"), llm.get("text"))
+                    for llm in data["llm_calls"]
+                ],
                 data.get("history"),
                 data.get("agents"),
             ]
@@ -217,11 +221,11 @@ class Redactor(Engine):
             update["calls"] = calls
         llm_calls = None
         for i, llm in enumerate(run.llm_calls):
-            reqs = self._requests(llm.requests, p)
-            if reqs is not llm.requests:
+            changed = self._llm_call(llm, p)
+            if changed is not llm:
                 if llm_calls is None:
                     llm_calls = list(run.llm_calls)
-                llm_calls[i] = llm.model_copy(update={"requests": reqs})
+                llm_calls[i] = changed
         if llm_calls is not None:
             update["llm_calls"] = llm_calls
         if run.history:
@@ -232,6 +236,19 @@ class Redactor(Engine):
         if agents is not run.agents:
             update["agents"] = agents
         return run.model_copy(update=update) if update else run
+
+    def _llm_call(self, llm: Any, p: Pass) -> Any:
+        """A model call with its tool requests, what it was asked (a case's model fixture) and its text redacted."""
+        update = self._changed({"text": llm.text}, p) if llm.text else {}
+        reqs = self._requests(llm.requests, p)
+        if reqs is not llm.requests:
+            update["requests"] = reqs
+        if llm.request is not None:
+            asked = llm.request.model_dump(mode="json")
+            redacted = self._value(asked, p)
+            if redacted is not asked:
+                update["request"] = type(llm.request).model_validate(redacted)
+        return llm.model_copy(update=update) if update else llm
 
     def _requests(self, requests: list[Any], p: Pass) -> list[Any]:
         """Tool requests with their names and args redacted: a tool name is text like any other."""

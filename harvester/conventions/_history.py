@@ -20,7 +20,7 @@ import orjson
 from ..model import MessageData, RequestData
 from ._values import AI_ROLES, USER_ROLES, content_text, loads, structured, text
 
-__all__ = ["genai_messages", "openinference_messages", "split_history"]
+__all__ = ["genai_messages", "message_role", "openinference_messages", "split_history"]
 
 _ROLES = {**dict.fromkeys(USER_ROLES, "user"), **dict.fromkeys(AI_ROLES, "assistant"), "tool": "tool"}
 _ROLES.update({"function": "tool", "system": "system", "developer": "system"})
@@ -29,7 +29,8 @@ _ROLES.update({"function": "tool", "system": "system", "developer": "system"})
 _ROLES.update({"tool-call": "assistant", "tool-response": "user"})
 
 
-def _role(value: Any) -> str | None:
+def message_role(value: Any) -> str | None:
+    """A message's role as one of user, assistant, tool, system (None: not a role we know)."""
     return _ROLES.get(value) if isinstance(value, str) else None
 
 
@@ -72,7 +73,7 @@ def genai_messages(a: dict[str, Any]) -> list[MessageData] | None:
     if isinstance(raw, list):
         out: list[MessageData] = []
         for m in raw:
-            role = _role(m.get("role")) if isinstance(m, dict) else None
+            role = message_role(m.get("role")) if isinstance(m, dict) else None
             if role is None:
                 return None
             parts = m.get("parts")
@@ -107,7 +108,7 @@ def genai_messages(a: dict[str, Any]) -> list[MessageData] | None:
     n = 0
     while f"gen_ai.prompt.{n}.role" in a:
         base = f"gen_ai.prompt.{n}."
-        role = _role(a[base + "role"])
+        role = message_role(a[base + "role"])
         if role is None:
             return None
         calls = _indexed_calls(a, f"{base}tool_calls.", "", "name", "arguments")
@@ -128,7 +129,7 @@ def openinference_messages(a: dict[str, Any]) -> list[MessageData] | None:
     out: list[MessageData] = []
     while f"llm.input_messages.{n}.message.role" in a:
         base = f"llm.input_messages.{n}.message."
-        role = _role(a[base + "role"])
+        role = message_role(a[base + "role"])
         if role is None:
             return None
         content = text(a.get(base + "content"))

@@ -5,6 +5,10 @@ differs, the settings).
 Both sides are ``ModelRequestData`` (the recorded one read from spans, the live one from the framework's
 own objects), normalized alike: text only, tool-call args as JSON values, no ids. A recorded piece that
 is None was not recorded, so it is not compared: a case recorded without tool definitions still replays.
+A text that holds JSON (a tool's result) is compared as the JSON value, so key order and spacing, which
+differ between a framework's serializer and an instrumentor's, are no change. A setting is compared
+where both sides set it: instrumentors record the defaults a client fills in (``tool_choice: auto``)
+that the agent's own request leaves unset.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 from ..canonical import canonical_json
 
-__all__ = ["MORE_CALLS", "Change", "request_changes"]
+__all__ = ["MORE_CALLS", "Change", "answer_changes", "request_changes"]
 
 DIFF_LINES = 4  # changed lines of a text shown per change
 TEXT_CHARS = 80  # each shown line cut to this
@@ -43,6 +47,38 @@ def request_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any])
     if line:
         out.append(("settings", f"settings: {line}"))
     return out
+
+
+def answer_changes(answer: Mapping[str, Any], live: Mapping[str, Any]) -> list[Change]:
+    """The recorded answer's tool calls the agent's tools no longer take: a tool it does not offer, or
+    arguments its schema now rejects (a required parameter missing, one it does not have). This holds
+    where the recording kept no tool definitions to compare (the OpenAI Agents SDK under OpenInference):
+    a served call the agent's own tools would refuse is a drift, not a call served past its validation."""
+    offered = {t.get("name"): t.get("parameters") for t in live.get("tools") or ()}
+    if not offered:
+        return []  # the agent's request names no tools (a framework that does not say): nothing to hold
+    out: list[Change] = []
+    for call in answer.get("tool_calls") or ():
+        name = call.get("name")
+        if name not in offered:
+            out.append(("tools", f"tools: the recorded call {name}() names a tool the agent no longer offers"))
+            continue
+        problem = _misfit(_json(call.get("args")), offered[name])
+        if problem:
+            out.append(("tools", f"tools: the recorded call {name}() no longer fits its schema ({problem})"))
+    return out
+
+
+def _misfit(args: Any, schema: Any) -> str:
+    if not isinstance(schema, Mapping) or not isinstance(args, Mapping):
+        return ""
+    properties = schema.get("properties")
+    required = [str(r) for r in schema.get("required") or () if r not in args]
+    unknown = sorted(str(k) for k in args if isinstance(properties, Mapping) and k not in properties)
+    parts = [f"missing {', '.join(required)}"] if required else []
+    if unknown:
+        parts.append(f"no parameter {', '.join(unknown)}")
+    return "; ".join(parts)
 
 
 def text_diff(before: str | None, after: str | None) -> str:
@@ -101,7 +137,7 @@ def _messages(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str,
         where = f"message {i} ({old.get('role')})"
         if old.get("role") != new.get("role"):
             return f"{where}: role {old.get('role')} -> {new.get('role')}"
-        if old.get("content") is not None and old.get("content") != new.get("content"):
+        if old.get("content") is not None and _json(old.get("content")) != _json(new.get("content")):
             return f"{where}: {text_diff(old.get('content'), new.get('content'))}"
         calls_before, calls_now = _calls(old.get("tool_calls")), _calls(new.get("tool_calls"))
         if calls_before != calls_now:
@@ -128,17 +164,12 @@ def _call_text(calls: list[tuple[Any, str]]) -> str:
 
 
 def _settings(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> str:
-    """Each setting whose value changed, ``key recorded -> now`` (unset when a side left it out)."""
+    """Each setting both sides set whose value changed, ``key recorded -> now``."""
     parts = []
-    for key in sorted(recorded.keys() | live.keys()):
-        old, new = recorded.get(key), live.get(key)
-        if _json(old) != _json(new):
-            parts.append(f"{key} {_value(key, recorded)} -> {_value(key, live)}")
+    for key in sorted(recorded.keys() & live.keys()):
+        if _json(recorded[key]) != _json(live[key]):
+            parts.append(f"{key} {canonical_json(recorded[key])} -> {canonical_json(live[key])}")
     return "; ".join(parts)
-
-
-def _value(key: str, settings: Mapping[str, Any]) -> str:
-    return canonical_json(settings[key]) if key in settings else "unset"
 
 
 def _json(value: Any) -> Any:

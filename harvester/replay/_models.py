@@ -22,7 +22,7 @@ from ..config import ModelMode
 from ..errors import ModelInputChanged
 from ..model import ModelAnswerData, ModelRequestData
 from ..report import CheckResult, ModelDrift, ModelServed
-from ._drift import MORE_CALLS, request_changes
+from ._drift import MORE_CALLS, answer_changes, request_changes
 
 __all__ = ["RecordedModel", "recorded_model"]
 
@@ -57,6 +57,7 @@ class RecordedModel:
                 ]
             else:
                 changes = request_changes(self.turns[step].get("request"), request)
+                changes = changes or answer_changes(self.turns[step]["answer"], request)
             if not changes:
                 self.served += 1
                 return self.turns[step]["answer"]

@@ -22,6 +22,12 @@ def kb_search(query: str) -> str:
     return shop.kb_search(query)
 
 
+@tool("kb_search")
+def kb_search_renamed(text: str) -> str:
+    """Search the support knowledge base and return the best matching article."""
+    return shop.kb_search(text)
+
+
 @tool
 def get_order(order_id: str, runtime: ToolRuntime) -> dict:
     """Look up an order by its id."""
@@ -37,7 +43,8 @@ def issue_refund(order_id: str, amount: float) -> str:
 def build():
     return create_agent(
         driver.ScriptedChatModel(scenario=shop.scenario()),
-        tools=[kb_search, get_order, issue_refund],
+        tools=[kb_search_renamed if shop.change() == "schema" else kb_search, get_order, issue_refund],
+        system_prompt=shop.instructions(),
         name="support_agent",
     )
 

@@ -18,15 +18,15 @@ for _name, _steps in shop.STEPS.items():
 
 
 # The shop's functions, as the SDK's docs wrap plain functions: name, schema and description from them.
-kb_search, get_order, issue_refund = (function_tool(f) for f in (shop.kb_search, shop.get_order, shop.issue_refund))
+get_order, issue_refund = (function_tool(f) for f in (shop.get_order, shop.issue_refund))
 
 
 def build() -> Agent:
     return Agent(
         name="support_agent",
-        instructions="You are a support agent.",
+        instructions=shop.instructions(),
         model=driver.ScriptedModel(shop.scenario()),
-        tools=[kb_search, get_order, issue_refund],
+        tools=[function_tool(shop.kb_search_function()), get_order, issue_refund],
     )
 
 

@@ -26,7 +26,13 @@ class Deps:
 
 
 def build() -> Agent:
-    agent = Agent(driver._scripted(shop.scenario()), name="support_agent", deps_type=Deps, tools=[shop.kb_search])
+    agent = Agent(
+        driver._scripted(shop.scenario()),
+        name="support_agent",
+        instructions=shop.instructions(),
+        deps_type=Deps,
+        tools=[shop.kb_search_function()],
+    )
 
     @agent.tool
     def get_order(ctx: RunContext[Deps], order_id: str) -> dict:

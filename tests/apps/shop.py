@@ -3,7 +3,8 @@
 ``HARVESTER_TEST_VARIANT`` picks the script: ``baseline`` (the production behaviour: look up the
 policy and the order, in parallel, then answer), ``mutating`` (also refunds the order), ``new_args``
 (looks up another order than the recording did), ``refund`` (looks the order up, then refunds it),
-``reorder`` (refunds first, then looks the order up) and ``skipped`` (answers without looking the order up).
+``reorder`` (refunds first, then looks the order up), ``skipped`` (answers without looking the order up)
+and ``no_model`` (no script: the model raises if it is called, as a recorded-model replay must never call it).
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from collections import Counter
 from typing import Any
 
 LIVE: Counter[str] = Counter()
+INSTRUCTIONS = "You are the shop's support agent: answer from the policy and the order."
+# The agent's code changed since production (a recorded-model replay must name it): "system" (its
+# instructions), "schema" (kb_search's parameter renamed). Unset: the code production ran.
+CHANGE_ENV = "HARVESTER_TEST_CHANGE"
 PROMPT = "Can I still return order A1001?"
 ANSWER = "Yes: refunds are accepted within 30 days of delivery, and order A1001 was delivered 12 days ago."
 VARIANT_ENV = "HARVESTER_TEST_VARIANT"
-VARIANTS = ("baseline", "mutating", "new_args", "refund", "reorder", "skipped")
+VARIANTS = ("baseline", "mutating", "new_args", "refund", "reorder", "skipped", "no_model")
 REFUNDED = "Refunded 40.00 on order A1001."
 KB = {"refund policy": "Refunds are accepted within 30 days of delivery."}
 ORDERS = {
@@ -33,6 +38,7 @@ STEPS: dict[str, list[Any]] = {
     "refund": [[_LOOKUPS[1]], [_REFUND], REFUNDED],
     "reorder": [[_REFUND], [_LOOKUPS[1]], REFUNDED],
     "skipped": [[_LOOKUPS[0]], ANSWER],
+    "no_model": [],
 }
 
 
@@ -43,6 +49,15 @@ def variant() -> str:
 def scenario() -> str:
     """The scripted models' scenario name for the current variant (each app registers ``STEPS`` under it)."""
     return f"shop-{variant()}"
+
+
+def change() -> str:
+    return os.environ.get(CHANGE_ENV, "")
+
+
+def instructions() -> str:
+    """The agent's instructions, as production had them unless the ``system`` change is on."""
+    return INSTRUCTIONS + (" Always answer in one sentence." if change() == "system" else "")
 
 
 def kb_search(query: str) -> str:
@@ -74,3 +89,20 @@ def issue_refund(order_id: str, amount: float) -> str:
     """
     LIVE["issue_refund"] += 1
     return f"refunded {amount:.2f} on {order_id}"
+
+
+def _kb_search_renamed(text: str) -> str:
+    """Search the support knowledge base and return the best matching article.
+
+    Args:
+        text: What to look for.
+    """
+    return kb_search(text)
+
+
+_kb_search_renamed.__name__ = _kb_search_renamed.__qualname__ = "kb_search"
+
+
+def kb_search_function() -> Any:
+    """``kb_search`` as the agent's code has it: its parameter renamed under the ``schema`` change."""
+    return _kb_search_renamed if change() == "schema" else kb_search

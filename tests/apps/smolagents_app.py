@@ -13,17 +13,18 @@ from tests.frameworks import smolagents_agent as driver
 from . import shop
 
 for _name, _steps in shop.STEPS.items():  # smolagents answers through its final_answer tool
-    driver.SCRIPTS[f"shop-{_name}"] = [*_steps[:-1], driver._final(_steps[-1], "call_9")]
+    driver.SCRIPTS[f"shop-{_name}"] = [*_steps[:-1], driver._final(_steps[-1], "call_9")] if _steps else []
 
 
 # The shop's functions as smolagents tools (``@tool`` reads their hints and their ``Args`` sections).
-kb_search, get_order, issue_refund = (tool(f) for f in (shop.kb_search, shop.get_order, shop.issue_refund))
+get_order, issue_refund = (tool(f) for f in (shop.get_order, shop.issue_refund))
 
 
 def build() -> ToolCallingAgent:
     return ToolCallingAgent(
-        tools=[kb_search, get_order, issue_refund],
+        tools=[tool(shop.kb_search_function()), get_order, issue_refund],
         model=driver.ScriptedModel(shop.scenario()),
+        instructions=shop.instructions(),
         name="support_agent",
         max_steps=5,
         verbosity_level=LogLevel.OFF,

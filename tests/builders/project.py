@@ -54,10 +54,12 @@ def capture_production(app: Any, store: Path) -> Run:
     return run
 
 
-def replay(target: str, variant: str, monkeypatch: pytest.MonkeyPatch, json_out: str) -> tuple[int, Report]:
-    """``harvester replay --agent target`` with the shop's model scripted as ``variant``."""
+def replay(
+    target: str, variant: str, monkeypatch: pytest.MonkeyPatch, json_out: str, *options: str
+) -> tuple[int, Report]:
+    """``harvester replay --agent target [options]`` with the shop's model scripted as ``variant``."""
     monkeypatch.setenv(shop.VARIANT_ENV, variant)
-    out = cli("replay", "--agent", target, "--report", json_out)
+    out = cli("replay", "--agent", target, "--report", json_out, *options)
     return out.exit_code, Report.load(json_out)
 
 

@@ -26,6 +26,7 @@ from langchain.agents.structured_output import ToolStrategy
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -111,7 +112,8 @@ class ScriptedChatModel(BaseChatModel):
         return {"model_name": self.model_name}
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self.bind(tools=[getattr(t, "name", str(t)) for t in tools], **kwargs)
+        """As provider chat models bind them: each tool in OpenAI's form, its JSON schema with it."""
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _generate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ... import seam
 from ...model import MessageData, ModelAnswerData, ModelRequestData, ToolSpecData
 from ...spans import SpanData
+from .._history import message_role
 from .._values import MISSING, text
 from ._framework import Framework
 from ._patch import guard, subclasses
@@ -164,10 +165,11 @@ def request_of(model: Any, call: dict[str, Any]) -> ModelRequestData:
         role = role.value if isinstance(role, Enum) else role
         if not role or not isinstance(content, (str, list)):
             continue  # not recorded either
+        role = message_role(role) or str(role)  # its tool-call / tool-response roles as its models send them
         if role == "system":
             system += [t for t in [text_of(content)] if t]
         else:
-            messages.append(MessageData(role=str(role), content=text_of(content), tool_calls=[], tool_call_id=None))
+            messages.append(MessageData(role=role, content=text_of(content), tool_calls=[], tool_call_id=None))
     tools = [get_tool_json_schema(t)["function"] for t in call.get("tools_to_call_from") or ()]
     extra = {k: v for k, v in call.items() if k not in _PARAMS}
     given = {**(getattr(model, "kwargs", None) or {}), **extra}

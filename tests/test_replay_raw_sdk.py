@@ -259,3 +259,20 @@ def test_requests_the_executor_served_are_served_calls(project: Path, monkeypatc
     (r,) = replay_cases(load_cases("cases"), factory).results
     assert r.passed and r.live_calls == 0, r.reasons()
     assert r.trajectory == ["kb_search", "get_order"] and r.tool_calls == 2
+
+
+@pytest.mark.parametrize(("app", "api", "client", "instrumentor"), LOOPS, ids=["-".join(p) for p in LOOPS])
+def test_the_documented_loop_replays_with_the_recorded_model(
+    app: str, api: str, client: str, instrumentor: str, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--model recorded`` with no model (the client's transport has no script: a request fails): both
+    model calls are answered from the case, through the SDK itself, and the verdict is the live one's."""
+    module = loop(monkeypatch, app, api, client, instrumentor)
+    case = harvested(module, "build_documented", SCOPES[(app, instrumentor)])
+    assert len(case.model_fixtures) == 2 and case.model_fixtures[0].request is not None
+    monkeypatch.setenv(shop.VARIANT_ENV, "no_model")
+    out = cli("replay", "--agent", f"{module.__name__}:build_documented", "--model", "recorded", "--report", "r.json")
+    (r,) = Report.load("r.json").results
+    assert out.exit_code == 0 and r.passed, r.reasons()
+    assert r.model is not None and r.model.served == 2 and r.model.drift is None, r.model
+    assert r.trajectory == ["kb_search", "get_order"] and r.live_calls == 0

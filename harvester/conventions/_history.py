@@ -13,6 +13,7 @@ not say" (no input messages, or their content was not captured), which is not "n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -20,7 +21,7 @@ import orjson
 from ..model import MessageData, RequestData
 from ._values import AI_ROLES, USER_ROLES, content_text, loads, structured, text
 
-__all__ = ["genai_messages", "message_role", "openinference_messages", "split_history"]
+__all__ = ["genai_messages", "message_role", "message_said", "openinference_messages", "split_history"]
 
 _ROLES = {**dict.fromkeys(USER_ROLES, "user"), **dict.fromkeys(AI_ROLES, "assistant"), "tool": "tool"}
 _ROLES.update({"function": "tool", "system": "system", "developer": "system"})
@@ -132,17 +133,25 @@ def openinference_messages(a: dict[str, Any]) -> list[MessageData] | None:
         role = message_role(a[base + "role"])
         if role is None:
             return None
-        content = text(a.get(base + "content"))
-        k, texts = 0, []
-        while f"{base}contents.{k}.message_content.type" in a:
-            if a[f"{base}contents.{k}.message_content.type"] == "text":
-                texts.append(str(a.get(f"{base}contents.{k}.message_content.text") or ""))
-            k += 1
         calls = _indexed_calls(a, f"{base}tool_calls.", "tool_call.", "function.name", "function.arguments")
-        said = content if content is not None else ("\n".join(texts) or None)
+        said = message_said(a, base)
         out.append(_message(role, said, tool_calls=calls, tool_call_id=text(a.get(base + "tool_call_id"))))
         n += 1
     return out
+
+
+def message_said(a: Mapping[str, Any], base: str) -> str | None:
+    """An OpenInference message's text: its ``content``, else the text parts of its ``contents`` joined
+    (the form the Anthropic and Google ADK instrumentors write)."""
+    content = text(a.get(base + "content"))
+    if content is not None:
+        return content
+    k, texts = 0, []
+    while f"{base}contents.{k}.message_content.type" in a:
+        if a[f"{base}contents.{k}.message_content.type"] == "text":
+            texts.append(str(a.get(f"{base}contents.{k}.message_content.text") or ""))
+        k += 1
+    return "\n".join(texts) or None
 
 
 def split_history(messages: list[MessageData] | None) -> list[MessageData] | None:

@@ -15,7 +15,7 @@ from ..model import MessageData, ModelRequestData
 from ..spans import SpanData
 from . import _frameworks
 from ._genai import agent_name as _named
-from ._history import openinference_messages
+from ._history import message_said, openinference_messages
 from ._readings import AgentReading, LlmReading, ToolReading, payload_reading, tool_reading
 from ._requests import model_request, tool_specs
 from ._values import MISSING, USER_ROLES, count, endpoint, loads, structured, text
@@ -37,9 +37,9 @@ def read_llm(span: SpanData) -> LlmReading:
     n = 0
     while f"llm.output_messages.{n}.message.role" in a or f"llm.output_messages.{n}.message.content" in a:
         base = f"llm.output_messages.{n}.message."
-        content = a.get(base + "content")
-        if isinstance(content, str):
-            out.text = text(content)
+        said = message_said(a, base)
+        if said is not None:
+            out.text = said
         m = 0
         while base + f"tool_calls.{m}.tool_call.function.name" in a:
             tc = base + f"tool_calls.{m}.tool_call."
@@ -76,7 +76,7 @@ def llm_first_user(span: SpanData) -> str | None:
     found = None
     while f"llm.input_messages.{n}.message.role" in a:
         if a[f"llm.input_messages.{n}.message.role"] in USER_ROLES:
-            said = text(a.get(f"llm.input_messages.{n}.message.content"))
+            said = message_said(a, f"llm.input_messages.{n}.message.")
             if said:
                 found = said
         n += 1

@@ -131,8 +131,22 @@ def _tools(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str, An
     return "; ".join(parts)
 
 
+def _merged(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """An assistant's tool calls in one message: an instrumentor records the Responses API's input items
+    one per message (a text, then each function call) where a chat request holds one message with all."""
+    out: list[Mapping[str, Any]] = []
+    for m in messages:
+        before = out[-1] if out else None
+        if before is not None and m.get("role") == before.get("role") == "assistant" and not m.get("content"):
+            out[-1] = {**before, "tool_calls": [*(before.get("tool_calls") or ()), *(m.get("tool_calls") or ())]}
+        else:
+            out.append(m)
+    return out
+
+
 def _messages(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str, Any]]) -> str:
     """The first message that differs (1-based, with its role) and how; or how many were added or dropped."""
+    recorded, live = _merged(recorded), _merged(live)
     for i, (old, new) in enumerate(zip(recorded, live), 1):
         where = f"message {i} ({old.get('role')})"
         if old.get("role") != new.get("role"):

@@ -203,12 +203,16 @@ class Sealed(HarvesterError, PermissionError):
 
 
 class ToolFailure(Exception):
-    """A recorded or injected tool failure, raised where the live tool would have raised."""
+    """A recorded or injected tool failure, raised where the live tool would have raised.
+
+    Its text is the recorded message, as the live exception's was (the type is ``type``): an agent that
+    writes ``f"error: {exc}"`` into its next model request writes what production wrote.
+    """
 
     def __init__(self, type: str, message: str = "") -> None:
         self.type = type
         self.message = message
-        super().__init__(f"{type}: {message}" if message else type)
+        super().__init__(message or type)
 
 
 class ReplayTimeout(TimeoutError):

@@ -65,7 +65,21 @@ _FRAMEWORK_TYPES = {
     "ToolRetryError": ("pydantic_ai", "ModelRetry"),
     "ToolException": ("langchain_core.tools", "ToolException"),
 }
+_NAMED: dict[str, type[ToolFailure]] = {}  # recorded type names without a class to stand for
 _TYPED: dict[type, type] = {}
+
+
+def _named(type_name: str) -> type[ToolFailure]:
+    """A ``ToolFailure`` class by the recorded type's name (``ToolTimeout``), so ``type(exc).__name__``
+    reads as it did in production; ``ToolFailure`` itself for a name that is not an identifier."""
+    if not type_name.isidentifier():
+        return ToolFailure
+    named = _NAMED.get(type_name)
+    if named is None:
+        if len(_NAMED) >= 1024:
+            _NAMED.clear()
+        named = _NAMED[type_name] = builtins.type(type_name, (ToolFailure,), {"__module__": __name__})
+    return named
 
 
 def tool_failure(type_name: str, message: str = "") -> ToolFailure:
@@ -82,7 +96,7 @@ def tool_failure(type_name: str, message: str = "") -> ToolFailure:
         module, cls = _FRAMEWORK_TYPES[type_name]
         base = getattr(sys.modules.get(module), cls, None)  # only a framework the agent already imported
     if base is None:
-        return ToolFailure(type_name, message)
+        return _named(type_name)(type_name, message)
     typed = _TYPED.get(base)
     if typed is None:
 
@@ -95,11 +109,11 @@ def tool_failure(type_name: str, message: str = "") -> ToolFailure:
                 f"Replayed{base.__name__}", (ToolFailure, base), {"__init__": __init__, "__module__": __name__}
             )
         except TypeError:  # a base whose layout cannot be combined
-            return ToolFailure(type_name, message)
+            return _named(type_name)(type_name, message)
     try:
         return typed(type_name, message)
     except Exception:
-        return ToolFailure(type_name, message)
+        return _named(type_name)(type_name, message)
 
 
 NoFixtureReason = Literal["unknown_tool", "nothing_similar", "no_match", "already_played"]

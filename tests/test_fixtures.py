@@ -264,5 +264,6 @@ def test_recorded_failures_are_raised_as_their_own_type_where_it_can_be_named() 
     retry = tool_failure("ToolRetryError", "use upper case")
     assert isinstance(retry, pydantic_ai.ModelRetry) and retry.message == "use upper case"
     for name in ("OrdersDbTimeout", "UnicodeDecodeError", "print"):  # unknown, unbuildable, not an exception
-        plain = tool_failure(name, "m")
-        assert type(plain) is ToolFailure and str(plain) == f"{name}: m"
+        plain = tool_failure(name, "m")  # a ToolFailure by the recorded name, its text the recorded message
+        assert type(plain).__name__ == name and type(plain).__bases__ == (ToolFailure,) and str(plain) == "m"
+    assert type(tool_failure("not a name", "m")) is ToolFailure

@@ -15,8 +15,9 @@ from agents.models.interface import Model
 from pydantic import BaseModel
 
 from harvester.conventions._frameworks import openai_agents
+from tests.builders.served_models import ListServer as Server
+from tests.builders.served_models import answer, serving
 from tests.frameworks import tools
-from tests.frameworks.model_server import Server, answer, serving
 
 INSTRUCTIONS = "You are a support agent."
 PROMPT = "What is the refund policy?"

@@ -16,8 +16,9 @@ from smolagents.models import ChatMessage, MessageRole, Model
 from smolagents.monitoring import LogLevel
 
 from harvester.conventions._frameworks import smolagents
+from tests.builders.served_models import ListServer as Server
+from tests.builders.served_models import answer, serving
 from tests.frameworks import tools
-from tests.frameworks.model_server import Server, answer, serving
 
 PROMPT = "What is the refund policy?"
 ANSWER = "Refunds are accepted within 30 days."

@@ -32,6 +32,19 @@ def answers() -> list[ModelAnswerData]:
     ]
 
 
+def answer(
+    text: str | None = None, calls: list[tuple[str, dict[str, Any], str | None]] | None = None
+) -> ModelAnswerData:
+    """A recorded answer: its text, its tool calls as (name, args, call id), 100 tokens in and 10 out."""
+    return ModelAnswerData(
+        text=text,
+        tool_calls=[{"name": n, "call_id": c, "args": a} for n, a, c in calls or []],
+        finish_reason="tool_calls" if calls else "stop",
+        usage={"input_tokens": 100, "output_tokens": 10},
+        model="recorded-model",
+    )
+
+
 def kb_search(query: str) -> str:
     """Search the knowledge base."""
     return f"KB: {query}: refunds within 30 days"

@@ -22,7 +22,8 @@ from typing import Any
 
 from ... import seam
 from ...model import MessageData, ModelAnswerData, ModelRequestData, ToolSpecData
-from ._served import args_of, call_id, settings, text_of
+from .._requests import settings_of
+from ._served import args_of, call_id, text_of
 
 __all__ = ["make_get_response", "make_stream_response", "request_of"]
 
@@ -93,7 +94,7 @@ def _settings(model_settings: Any, output_schema: Any) -> dict[str, Any]:
             "strict": output_schema.is_strict_json_schema(),
         }
         given["response_format"] = {"type": "json_schema", "json_schema": schema}
-    return settings(given)
+    return settings_of(given)
 
 
 def request_of(call: dict[str, Any]) -> ModelRequestData:

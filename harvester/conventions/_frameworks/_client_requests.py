@@ -10,9 +10,10 @@ that shape the answer by their OpenAI names (unset ones left out). Ids are kept 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from ._served import parsed
 
 if TYPE_CHECKING:
     from ...model import MessageData, ModelRequestData, RequestData, ToolSpecData
@@ -48,12 +49,7 @@ def _text(content: Any) -> str | None:
 
 def _args(arguments: Any) -> Any:
     """Tool call arguments as parsed JSON (a string that is not JSON stays as it is)."""
-    if isinstance(arguments, str):
-        try:
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return {} if arguments is None else arguments
+    return {} if arguments is None else parsed(arguments)
 
 
 def _message(

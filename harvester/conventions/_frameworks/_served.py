@@ -16,9 +16,9 @@ from typing import Any
 
 from ...canonical import canonical_json
 from ...model import MessageData, ModelRequestData, RequestData, ToolSpecData
+from .._requests import settings_of
 
 __all__ = [
-    "SETTINGS",
     "args_object",
     "args_of",
     "call_id",
@@ -27,32 +27,9 @@ __all__ = [
     "parsed",
     "request",
     "result_text",
-    "settings",
     "spec",
     "text_of",
 ]
-
-SETTINGS = (
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "seed",
-    "stop",
-    "response_format",
-    "tool_choice",
-    "parallel_tool_calls",
-)
-_ALIASES = {"stop_sequences": "stop", "max_completion_tokens": "max_tokens"}  # the same setting, another name
-
-
-def settings(given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The settings that shape an answer, by their OpenAI names; unset ones left out."""
-    out: dict[str, Any] = {}
-    for key, value in (given or {}).items():
-        name = _ALIASES.get(key, key)
-        if name in SETTINGS and value is not None and name not in out:
-            out[name] = value
-    return out
 
 
 def joined(texts: Iterable[str | None], sep: str = "\n") -> str | None:
@@ -96,7 +73,9 @@ def request(
     tools: list[ToolSpecData],
     given: Mapping[str, Any] | None,
 ) -> ModelRequestData:
-    return ModelRequestData(system=joined(system, "\n\n"), messages=messages, tools=tools, settings=settings(given))
+    return ModelRequestData(
+        system=joined(system, "\n\n"), messages=messages, tools=tools, settings=settings_of(given or {})
+    )
 
 
 def call_id(call: RequestData, n: int) -> str:

@@ -37,10 +37,11 @@ from ... import seam
 from ...model import MessageData, ModelAnswerData, ModelRequestData, ToolSpecData
 from ...spans import SpanData
 from .._history import message_role
+from .._requests import settings_of
 from .._values import MISSING, text
 from ._framework import Framework
 from ._patch import guard, subclasses
-from ._served import call_id, settings, text_of
+from ._served import call_id, text_of
 from ._tracing import turn_on
 
 if TYPE_CHECKING:
@@ -181,7 +182,7 @@ def request_of(model: Any, call: dict[str, Any]) -> ModelRequestData:
             ToolSpecData(name=t["name"], description=t.get("description"), parameters=t.get("parameters"))
             for t in tools
         ],
-        settings=settings(given),
+        settings=settings_of(given),
     )
 
 

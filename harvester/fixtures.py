@@ -69,16 +69,21 @@ _NAMED: dict[str, type[ToolFailure]] = {}  # recorded type names without a class
 _TYPED: dict[type, type] = {}
 
 
+def _rebuilt(self: ToolFailure) -> tuple[Any, tuple[str, str]]:
+    """How a failure of a class made here pickles (no name finds its class): made by ``tool_failure``."""
+    return tool_failure, (self.type, self.message)
+
+
 def _named(type_name: str) -> type[ToolFailure]:
     """A ``ToolFailure`` class by the recorded type's name (``ToolTimeout``), so ``type(exc).__name__``
     reads as it did in production; ``ToolFailure`` itself for a name that is not an identifier."""
     if not type_name.isidentifier():
         return ToolFailure
-    named = _NAMED.get(type_name)
+    named = _NAMED.get(type_name)  # one class per name the cases recorded
     if named is None:
-        if len(_NAMED) >= 1024:
-            _NAMED.clear()
-        named = _NAMED[type_name] = builtins.type(type_name, (ToolFailure,), {"__module__": __name__})
+        named = _NAMED[type_name] = builtins.type(
+            type_name, (ToolFailure,), {"__module__": __name__, "__reduce__": _rebuilt}
+        )
     return named
 
 
@@ -106,7 +111,9 @@ def tool_failure(type_name: str, message: str = "") -> ToolFailure:
 
         try:
             typed = _TYPED[base] = builtins.type(
-                f"Replayed{base.__name__}", (ToolFailure, base), {"__init__": __init__, "__module__": __name__}
+                f"Replayed{base.__name__}",
+                (ToolFailure, base),
+                {"__init__": __init__, "__module__": __name__, "__reduce__": _rebuilt},
             )
         except TypeError:  # a base whose layout cannot be combined
             return _named(type_name)(type_name, message)

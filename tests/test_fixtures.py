@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import pickle
 import threading
 
 import orjson
@@ -267,3 +268,10 @@ def test_recorded_failures_are_raised_as_their_own_type_where_it_can_be_named() 
         plain = tool_failure(name, "m")  # a ToolFailure by the recorded name, its text the recorded message
         assert type(plain).__name__ == name and type(plain).__bases__ == (ToolFailure,) and str(plain) == "m"
     assert type(tool_failure("not a name", "m")) is ToolFailure
+    for failure in (timeout, plain):  # a class made at replay time still pickles (a process pool's results)
+        again = pickle.loads(pickle.dumps(failure))
+        assert type(again) is type(failure) and (again.type, again.message, str(again)) == (
+            failure.type,
+            failure.message,
+            str(failure),
+        )

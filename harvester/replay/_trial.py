@@ -267,7 +267,7 @@ class Runner:
         return Outcome(
             passed,
             checks,
-            run,
+            _kept(run),
             message,
             (time.perf_counter() - attempt.started) * 1000,
             tools,
@@ -344,3 +344,13 @@ async def _within(awaitable: Any, timeout: float) -> Any:
         await asyncio.wait({task}, timeout=1.0)  # let it unwind (its own cleanup, spans ended)
         raise ReplayTimeout(f"agent did not finish within {timeout:g}s")
     return task.result()
+
+
+def _kept(run: Run | None) -> Run | None:
+    """What the report needs of a judged trial's run: not its model calls' requests and texts (each
+    request is the conversation so far, the bulk of a run), which a suite would otherwise hold for every
+    case until its report is made."""
+    if run is None or not any(c.request is not None or c.text is not None for c in run.llm_calls):
+        return run
+    calls = [c.model_copy(update={"request": None, "text": None}) for c in run.llm_calls]
+    return run.model_copy(update={"llm_calls": calls})

@@ -276,3 +276,25 @@ def test_the_documented_loop_replays_with_the_recorded_model(
     assert out.exit_code == 0 and r.passed, r.reasons()
     assert r.model is not None and r.model.served == 2 and r.model.drift is None, r.model
     assert r.trajectory == ["kb_search", "get_order"] and r.live_calls == 0
+
+    monkeypatch.setenv(shop.CHANGE_ENV, "system")  # the loop's instructions changed since production
+    out = cli("replay", "--agent", f"{module.__name__}:build_documented", "--model", "recorded", "--report", "r.json")
+    (r,) = Report.load("r.json").results
+    assert out.exit_code == 1 and not r.passed and r.model is not None and r.model.served == 0
+    (check,) = [c for c in r.checks if c.name == "model_input_changed"]
+    assert check.detail.startswith('model_input_changed at step 1: system prompt: -"You are the shop'), check.detail
+
+    monkeypatch.setenv(shop.CHANGE_ENV, "result")  # how the loop hands a tool's result to the model changed
+    out = cli("replay", "--agent", f"{module.__name__}:build_documented", "--model", "recorded", "--report", "r.json")
+    (r,) = Report.load("r.json").results
+    (check,) = [c for c in r.checks if c.name == "model_input_changed"]
+    assert out.exit_code == 1 and check.detail.startswith("model_input_changed at step 2: message "), check.detail
+    assert '+"{\\"result\\":' in check.detail, check.detail
+
+    monkeypatch.setenv(shop.CHANGE_ENV, "system")
+    monkeypatch.setenv(shop.VARIANT_ENV, "baseline")  # the live (offline) model answers from the drift on
+    mode = "recorded-then-live"
+    out = cli("replay", "--agent", f"{module.__name__}:build_documented", "--model", mode, "--report", "r.json")
+    (r,) = Report.load("r.json").results
+    assert out.exit_code == 0 and r.passed and r.model is not None and r.model.live_from == 1, r.reasons()
+    assert r.trajectory == ["kb_search", "get_order"] and r.live_calls == 0

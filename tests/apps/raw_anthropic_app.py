@@ -11,7 +11,6 @@ Traced as OpenInference documents it: the client instrumentor in production's en
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -55,7 +54,7 @@ def _next(tools: oi_loop.Tools, conversation: list[Any], message: Any) -> str | 
         return "".join(block.text for block in message.content if block.type == "text")
     conversation.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in message.content]})
     results = [
-        {"type": "tool_result", "tool_use_id": block.id, "content": json.dumps(tools[block.name](**block.input))}
+        {"type": "tool_result", "tool_use_id": block.id, "content": shop.result_text(tools[block.name](**block.input))}
         for block in message.content
         if block.type == "tool_use"
     ]
@@ -66,7 +65,7 @@ def _next(tools: oi_loop.Tools, conversation: list[Any], message: Any) -> str | 
 def _agent(tools: oi_loop.Tools, tracer: Any) -> Callable[[str], Any]:
     kind = os.environ.get(CLIENT_ENV, "sync")
     script = shop.STEPS[shop.variant()]
-    request = {"model": MODEL["anthropic"], "max_tokens": 1024, "tools": SCHEMAS}
+    request = {"model": MODEL["anthropic"], "max_tokens": 1024, "tools": SCHEMAS, "system": shop.instructions()}
 
     if not kind.startswith("async"):
         client = Anthropic(

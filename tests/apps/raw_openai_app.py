@@ -96,10 +96,15 @@ def _request(conversation: list[Any]) -> dict[str, Any]:
     if _api() == "chat":
         return {
             "model": MODEL["chat"],
-            "messages": conversation,
+            "messages": [{"role": "system", "content": shop.instructions()}, *conversation],
             "tools": [{"type": "function", "function": s} for s in SCHEMAS],
         }
-    return {"model": MODEL["responses"], "input": conversation, "tools": [{"type": "function", **s} for s in SCHEMAS]}
+    return {
+        "model": MODEL["responses"],
+        "instructions": shop.instructions(),
+        "input": conversation,
+        "tools": [{"type": "function", **s} for s in SCHEMAS],
+    }
 
 
 def _turn(
@@ -138,7 +143,7 @@ def _results(tools: oi_loop.Tools, calls: list[tuple[str, str, str]]) -> list[An
     """Each requested call dispatched through the dict, its result as the API wants it back."""
     out = []
     for call_id, name, arguments in calls:
-        result = json.dumps(tools[name](**json.loads(arguments)))
+        result = shop.result_text(tools[name](**json.loads(arguments)))
         if _api() == "chat":
             out.append({"role": "tool", "tool_call_id": call_id, "content": result})
         else:

@@ -9,6 +9,7 @@ and ``no_model`` (no script: the model raises if it is called, as a recorded-mod
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from typing import Any
@@ -16,7 +17,8 @@ from typing import Any
 LIVE: Counter[str] = Counter()
 INSTRUCTIONS = "You are the shop's support agent: answer from the policy and the order."
 # The agent's code changed since production (a recorded-model replay must name it): "system" (its
-# instructions), "schema" (kb_search's parameter renamed). Unset: the code production ran.
+# instructions), "schema" (kb_search's parameter renamed), "result" (how a loop writes a tool's result
+# for the model). Unset: the code production ran.
 CHANGE_ENV = "HARVESTER_TEST_CHANGE"
 PROMPT = "Can I still return order A1001?"
 ANSWER = "Yes: refunds are accepted within 30 days of delivery, and order A1001 was delivered 12 days ago."
@@ -58,6 +60,12 @@ def change() -> str:
 def instructions() -> str:
     """The agent's instructions, as production had them unless the ``system`` change is on."""
     return INSTRUCTIONS + (" Always answer in one sentence." if change() == "system" else "")
+
+
+def result_text(value: Any) -> str:
+    """A tool's result as an own loop writes it into the model's next request: JSON (under the ``result``
+    change, the JSON under a key)."""
+    return json.dumps({"result": value} if change() == "result" else value)
 
 
 def kb_search(query: str) -> str:

@@ -111,6 +111,25 @@ def test_a_langgraph_handoff_tool_that_only_led_to_the_refund_is_left_out(projec
     assert note.startswith("note: transfer_to_refunds_agent left out")
 
 
+@pytest.mark.parametrize("model", ["live", "recorded"])
+def test_a_langgraph_handoff_runs_in_replay_and_the_incident_is_caught_again(
+    model: str, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handoff tool (returning ``Command``) is routing, not a tool body to serve: it runs, the graph
+    hands over, and the refunds agent's refund is served and fails the case, as production did; with the
+    recorded model every model call, the refunds agent's included, is answered from the recording."""
+    stored = capture_production(langgraph_handoff_app, project / "traces.db")
+    shop.LIVE.clear()
+    out = cli("incident", stored.trace_id, "--why", "refunded an order nobody approved", "--json")
+    assert out.exit_code == 0 and cli("accept", orjson.loads(out.output)["id"]).exit_code == 0
+    out = cli("replay", "--agent", "tests.apps.langgraph_handoff_app:build", "--model", model, "--report", "r.json")
+    (r,) = Report.load("r.json").results
+    assert out.exit_code == 1 and failed(r) == {"never_used": "issue_refund executed at step 2"}, r.reasons()
+    assert r.no_fixture == 0 and r.live_calls == 0 and r.trajectory == ["transfer_to_refunds_agent", "issue_refund"]
+    assert model == "live" or (r.model is not None and r.model.served == 3 and r.model.drift is None), r.model
+    assert not shop.LIVE
+
+
 # -- which routing calls lead only to harm ----------------------------------------------------------
 AGENTS = ["triage_agent", "billing_agent", "refunds_agent"]
 

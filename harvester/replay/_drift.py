@@ -168,8 +168,9 @@ def _messages(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str,
 
 
 def _calls(calls: Any) -> list[tuple[Any, str]]:
-    """Tool calls as (name, canonical args): ids are never compared (a live run makes its own)."""
-    return [(c.get("name"), canonical_json(_json(c.get("args")))) for c in calls or ()]
+    """Tool calls as (name, canonical args): ids are never compared (a live run makes its own), and a
+    call without arguments is one whether its span kept ``null``, ``""`` or ``{}``."""
+    return [(c.get("name"), canonical_json(_json(c.get("args")) or {})) for c in calls or ()]
 
 
 def _call_text(calls: list[tuple[Any, str]]) -> str:

@@ -111,12 +111,30 @@ def _content(tool: Any, result: Any) -> Any:
     return result
 
 
+def _hands_over(tool: Any, ex: Any, args: Any) -> bool:
+    """A handoff, which runs (and is logged as the call of an agent): it routes the graph to another
+    agent, whose own tool calls are served. LangChain's multi-agent docs write one as a tool returning
+    ``Command(goto=<agent>, graph=Command.PARENT)``; langgraph-supervisor's and -swarm's carry their
+    destination in the tool's metadata. Served instead, it would hand over nothing."""
+    fn = getattr(tool, "func", None) or getattr(tool, "coroutine", None)
+    returns = getattr(fn, "__annotations__", {}).get("return")
+    name = returns if isinstance(returns, str) else getattr(returns, "__name__", "")
+    handoff = name.rpartition(".")[2] == "Command" or "__handoff_destination" in (getattr(tool, "metadata", None) or {})
+    delegated = getattr(ex, "delegated", None)
+    if handoff and callable(delegated):
+        delegated(tool.name, args)
+    return handoff
+
+
 def _make_run(original: Callable[..., Any]) -> Callable[..., Any]:
     def _run(self: Any, *args: Any, **kwargs: Any) -> Any:
         ex = seam.route()
         if ex is None:
             return original(self, *args, **kwargs)
-        return _content(self, ex.execute(self.name, _served_args(self, args, kwargs)))
+        served = _served_args(self, args, kwargs)
+        if _hands_over(self, ex, served):
+            return original(self, *args, **kwargs)
+        return _content(self, ex.execute(self.name, served))
 
     return _run
 
@@ -126,7 +144,10 @@ def _make_arun(original: Callable[..., Any]) -> Callable[..., Any]:
         ex = seam.route()
         if ex is None:
             return await original(self, *args, **kwargs)
-        return _content(self, await ex.aexecute(self.name, _served_args(self, args, kwargs)))
+        served = _served_args(self, args, kwargs)
+        if _hands_over(self, ex, served):
+            return await original(self, *args, **kwargs)
+        return _content(self, await ex.aexecute(self.name, served))
 
     return _arun
 

@@ -91,6 +91,12 @@ def test_an_mcp_agent_is_harvested_accepted_and_replayed_without_its_server(
     assert r.live_calls == 0 and r.no_fixture == 0 and not r.notes
     assert server_log(project) == [], "the replay started the MCP server"
 
+    # with no model at all: the model calls answered from the recording, the MCP tools offered as recorded
+    code, report = replay(TARGET, "no_model", monkeypatch, "recorded.json", "--model", "recorded")
+    (r,) = report.results
+    assert code == 0 and r.passed, r.reasons()
+    assert r.model is not None and r.model.served == 2 and r.model.drift is None, r.model
+
     code, report = replay(TARGET, mcp_app.SKIPS_ORDER, monkeypatch, "skipped.json")
     (r,) = report.results
     assert code == 1 and not r.passed and r.trajectory == [f"{prefix}kb_search"]

@@ -291,3 +291,11 @@ def test_a_bad_mode_in_the_config_names_the_file_and_field(project):
     (project / "harvester.toml").write_text('cases_dir = "cases"\n[replay]\nmodel = "replayed"\n')
     result = CliRunner().invoke(main, ["replay", "--agent", "rm_cli_agent:build"])
     one_line_error(result, "harvester.toml", "replay.model")
+
+
+def test_injecting_failures_needs_a_live_model(project):
+    """An injected failure changes what the model reads next, which no recording answers: one line."""
+    result = CliRunner().invoke(main, ["replay", "--agent", "rm_cli_agent:build", "--model", "recorded", "--inject"])
+    one_line_error(result, "--inject with --model recorded", "recorded-then-live")
+    with pytest.raises(ValueError, match="inject needs a live model"):
+        replay([], lambda: None, inject=True, model="recorded")

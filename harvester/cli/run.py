@@ -22,7 +22,7 @@ from .._files import check_output, write_file
 from ..case import CaseFolder
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
-from ..replay import DEFAULT_CONCURRENCY, load_agent
+from ..replay import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, load_agent
 from ..replay import replay as run_replay
 from ..report import (
     ALPHA,
@@ -36,7 +36,7 @@ from ..report import (
 )
 from ..report import merge as merge_reports
 from ..suite import suite_info
-from . import ProgressBar, echo_json, handle_errors, main, with_config
+from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, main, with_config
 from ._emit import emit_after, emit_options
 from ._replay_options import model_option, seal_options, shard_option
 from .cases import cases_options
@@ -240,6 +240,8 @@ def replay(
     --gate (or config gates) and without --baseline, every case must pass.
     """
     json_path = report_path_of(report_path, json_path)
+    if inject and (model or config.replay.model) == "recorded":
+        raise HarvesterCliError(f"--inject with --model recorded: {INJECT_NEEDS_A_MODEL}")
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)
     out = Outputs(json_path, junit_path, markdown_path, html_path)

@@ -14,10 +14,11 @@ evaluated, one report.
 from ._agent import load_agent
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
-from ._suite import DEFAULT_CONCURRENCY, Progress, Suite, in_shard, replay
+from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, in_shard, replay
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "INJECT_NEEDS_A_MODEL",
     "Judge",
     "LiveCall",
     "Progress",

@@ -33,7 +33,7 @@ from ._results import case_result
 from ._seal import last_seq, sealing, suite_refusals_since
 from ._trial import Job, Outcome, Runner
 
-__all__ = ["DEFAULT_CONCURRENCY", "Progress", "Suite", "in_shard", "replay"]
+__all__ = ["DEFAULT_CONCURRENCY", "INJECT_NEEDS_A_MODEL", "Progress", "Suite", "in_shard", "replay"]
 
 DEFAULT_CONCURRENCY = 8
 
@@ -61,6 +61,12 @@ def _plan(
         if inject and case.spec is not None:
             out.extend((variant_case(v), case.id) for v in recovery_variants(case.spec))
     return out
+
+
+INJECT_NEEDS_A_MODEL = (
+    "inject needs a live model: an injected failure changes what the model reads next, which no recording "
+    "answers (use model live or recorded-then-live)"
+)
 
 
 def replay(
@@ -99,6 +105,8 @@ def replay(
     """
     if model not in MODEL_MODES:
         raise ValueError(f"model must be one of {', '.join(MODEL_MODES)}, got {model!r}")
+    if inject and model == "recorded":
+        raise ValueError(INJECT_NEEDS_A_MODEL)
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
     if confirm < 0:

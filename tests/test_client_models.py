@@ -181,6 +181,28 @@ def test_a_served_completion_is_the_sdks_own_with_the_recorded_ids_and_usage(ser
     assert reply.usage is not None and (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (120, 7)
 
 
+def test_structured_output_through_parse_is_answered_by_the_server(session: Session) -> None:
+    """``chat.completions.parse`` posts by itself (not through ``create``): it is answered too, the
+    recorded text parsed into the app's type, and the type's schema is the request's response format."""
+    import pydantic
+
+    class Policy(pydantic.BaseModel):
+        days: int
+
+    served = {**ANSWERS[1], "text": '{"days": 30}'}
+    server = Server([served])
+    token = context.attach(context.set_value(seam.MODELS, server))
+    try:
+        reply = openai_client(False).chat.completions.parse(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": PROMPT}], response_format=Policy
+        )
+    finally:
+        context.detach(token)
+    assert reply.choices[0].message.parsed == Policy(days=30)
+    (request,) = server.requests
+    assert request["settings"]["response_format"]["json_schema"]["schema"] == Policy.model_json_schema()
+
+
 RESPONSE_TOOLS = [{"type": "function", "name": "kb_search", "description": "Search", "parameters": SCHEMA}]
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from harvester.model import Message, ToolRequest
@@ -166,6 +166,7 @@ def test_no_planted_secret_survives_in_span_names_keys_or_values(plants: list[tu
 
 @SETTINGS
 @given(PLANTS)
+@example([("0 | 40000000000000006 | @odata.", "40000000000000006")])  # a key holding "@odata." among other text
 def test_no_planted_secret_survives_in_a_run(plants: list[tuple[str, str]]) -> None:
     out, _ = R.redact_data(_run_data(plants), [])
     assert not _leaks(out, [s for _, s in plants]), out

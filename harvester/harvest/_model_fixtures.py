@@ -42,7 +42,7 @@ def model_fixtures(run: Run) -> tuple[list[ModelTurn], list[str]]:
     notes = [
         f"{NOTE_PREFIX}model turn {i} was truncated by the OTel attribute length limit: a replay with the "
         f"recorded model cannot serve it (nor the turns after it); raise the limit and re-capture to serve it"
-        for i, turn in enumerate(turns)
+        for i, turn in enumerate(turns, 1)
         if turn.truncated
     ]
     if all(t.request is None for t in turns):

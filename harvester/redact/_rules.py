@@ -256,11 +256,15 @@ def card_runs(raw: bytes) -> Iterator[re.Match[bytes]]:
     return _CARD_RUN.finditer(raw.translate(_CARD_SHAPE))
 
 
+_ODATA_ANNOTATION = re.compile(r"[\w.]*@odata\.[\w.]+")
+
+
 def names_data(key: str) -> bool:
     """A key or name that may hold a secret or personal data ({"bob@example.com": ...}, {"sk-...": ...}),
     redacted as text: long enough for the shortest built-in match, and not an OData annotation
-    ("members@odata.bind"), which only looks like an email."""
-    return len(key) >= 6 and "@odata." not in key
+    ("members@odata.bind", the whole key), which only looks like an email. A key that merely holds
+    "@odata." among other text is text like any other (a card number beside it was kept)."""
+    return len(key) >= 6 and _ODATA_ANNOTATION.fullmatch(key) is None
 
 
 def random_like(token: str) -> bool:

@@ -136,6 +136,8 @@ def _merged(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     one per message (a text, then each function call) where a chat request holds one message with all."""
     out: list[Mapping[str, Any]] = []
     for m in messages:
+        if not m.get("content") and not m.get("tool_calls") and m.get("role") != "tool":
+            continue  # says nothing (an empty prompt part): one side's spans keep it, the other drops it
         before = out[-1] if out else None
         if before is not None and m.get("role") == before.get("role") == "assistant" and not m.get("content"):
             out[-1] = {**before, "tool_calls": [*(before.get("tool_calls") or ()), *(m.get("tool_calls") or ())]}
@@ -151,7 +153,7 @@ def _messages(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str,
         where = f"message {i} ({old.get('role')})"
         if old.get("role") != new.get("role"):
             return f"{where}: role {old.get('role')} -> {new.get('role')}"
-        if old.get("content") is not None and _json(old.get("content")) != _json(new.get("content")):
+        if old.get("content") is not None and _said(old.get("content")) != _said(new.get("content")):
             return f"{where}: {text_diff(old.get('content'), new.get('content'))}"
         calls_before, calls_now = _calls(old.get("tool_calls")), _calls(new.get("tool_calls"))
         if calls_before != calls_now:
@@ -165,6 +167,16 @@ def _messages(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str,
             f"({extra.get('role')}) added: {_quote(extra.get('content'))}"
         )
     return f"messages: {len(recorded)} recorded, {len(live)} now; message {len(live) + 1} onwards dropped"
+
+
+def _said(content: Any) -> Any:
+    """A message's content as compared: text blocks (a JSON list of ``{"type": "text"}`` parts, as the
+    instrumentors write an Anthropic tool result) as their texts joined, as the live side reads them; a
+    text holding JSON as its value; an empty text as none."""
+    value = _json(content)
+    if isinstance(value, list) and value and all(isinstance(p, Mapping) and p.get("type") == "text" for p in value):
+        value = "\n".join(str(p.get("text") or "") for p in value)
+    return None if value == "" else value
 
 
 def _calls(calls: Any) -> list[tuple[Any, str]]:

@@ -3,9 +3,11 @@
 One ``RecordedModel`` per case-trial, in the trial's context under ``seam.MODELS``: every model guard
 asks it first (``seam.model_server()``). Step N is answered with the recording's answer N only while
 the agent's request for that step matches the recorded one (``_drift``); the first step that does not
-(or one more call than the recording holds) is the drift. ``recorded`` raises ``ModelInputChanged`` into
-the agent there (and at every later call), and the case fails naming what changed; ``recorded-then-live``
-lets the live model answer from that step on, and the case says so.
+(or one more call than the recording holds) is the drift. Calls the agent makes at once (a fan-out,
+parallel sub-agents) may come in another order than their spans: a request that does not match the
+next waiting step is served by a later waiting one it matches (``WINDOW`` of them). ``recorded`` raises
+``ModelInputChanged`` into the agent there (and at every later call), and the case fails naming what
+changed; ``recorded-then-live`` lets the live model answer from that step on, and the case says so.
 
 A case without model fixtures (recorded before harvester kept them, or with content capture off), or
 with a truncated one (the span held a cut payload), cannot be served: ``recorded`` does not run it (it is
@@ -22,9 +24,11 @@ from ..config import ModelMode
 from ..errors import ModelInputChanged
 from ..model import ModelAnswerData, ModelRequestData
 from ..report import CheckResult, ModelDrift, ModelServed
-from ._drift import MORE_CALLS, answer_changes, request_changes
+from ._drift import MORE_CALLS, Change, answer_changes, request_changes
 
 __all__ = ["RecordedModel", "recorded_model"]
+
+WINDOW = 8  # the waiting steps a request may match: calls the agent makes at once, in any order
 
 
 class RecordedModel:
@@ -34,7 +38,8 @@ class RecordedModel:
         self.turns = turns
         self.mode = mode
         self.unservable = unservable
-        self.served = 0  # the next step to serve (0-based) is ``served``: each step served once, in order
+        self.served = 0  # steps served so far, each once
+        self._done: set[int] = set()  # which (0-based)
         self.drift: ModelDrift | None = None
         # 1-based; a recording that cannot serve leaves recorded-then-live to the live model from the start
         self.live_from: int | None = 1 if unservable is not None and mode == "recorded-then-live" else None
@@ -46,8 +51,9 @@ class RecordedModel:
                 return None
             if self.drift is not None:  # recorded: nothing after a drift is served either
                 raise ModelInputChanged(self.drift.step - 1, self.drift.changes)
-            step = self.served
-            if step >= len(self.turns):
+            waiting = [i for i in range(len(self.turns)) if i not in self._done][:WINDOW]
+            if not waiting:
+                step = len(self.turns)
                 changes = [
                     (
                         MORE_CALLS,
@@ -56,11 +62,14 @@ class RecordedModel:
                     )
                 ]
             else:
-                changes = request_changes(self.turns[step].get("request"), request)
-                changes = changes or answer_changes(self.turns[step]["answer"], request)
-            if not changes:
-                self.served += 1
-                return self.turns[step]["answer"]
+                step, changes = waiting[0], self._changes(waiting[0], request)
+                # calls made at once (a fan-out, parallel sub-agents) may come in another order than
+                # their spans: a later waiting step the request matches is the one it makes
+                matched = step if not changes else next((i for i in waiting[1:] if not self._changes(i, request)), None)
+                if matched is not None:
+                    self._done.add(matched)
+                    self.served += 1
+                    return self.turns[matched]["answer"]
             self.drift = ModelDrift(
                 step=step + 1, what=list(dict.fromkeys(w for w, _ in changes)), changes=[c for _, c in changes]
             )
@@ -68,6 +77,10 @@ class RecordedModel:
                 self.live_from = step + 1
                 return None
             raise ModelInputChanged(step, self.drift.changes)
+
+    def _changes(self, step: int, request: ModelRequestData) -> list[Change]:
+        turn = self.turns[step]
+        return request_changes(turn.get("request"), request) or answer_changes(turn["answer"], request)
 
     def result(self) -> ModelServed:
         """What the report says of how this trial's model was served."""

@@ -15,6 +15,8 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._served import args_object
+
 if TYPE_CHECKING:
     from ...model import ModelAnswerData
 
@@ -179,10 +181,7 @@ def response_events(answer: ModelAnswerData, model: str, n: int, body: Mapping[s
 def message(answer: ModelAnswerData, model: str, n: int, body: Mapping[str, Any]) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": answer["text"]}] if answer["text"] else []
     for c, cid in zip(answer["tool_calls"], _ids(answer)):
-        args = c["args"]
-        content.append(
-            {"type": "tool_use", "id": cid, "name": c["name"], "input": args if isinstance(args, dict) else {}}
-        )
+        content.append({"type": "tool_use", "id": cid, "name": c["name"], "input": args_object(c["args"])})
     reason = answer["finish_reason"]
     if answer["tool_calls"]:
         stop = "tool_use"

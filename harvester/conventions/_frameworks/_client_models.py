@@ -45,12 +45,18 @@ METHODS: dict[str, tuple[tuple[str, str, str, str], ...]] = {
     "openai": (
         (_CHAT, "Completions", "create", "chat"),
         (_CHAT, "AsyncCompletions", "create", "chat"),
+        (_CHAT, "Completions", "parse", "chat"),  # structured output: it posts by itself
+        (_CHAT, "AsyncCompletions", "parse", "chat"),
         (_RESPONSES, "Responses", "create", "responses"),
         (_RESPONSES, "AsyncResponses", "create", "responses"),
+        (_RESPONSES, "Responses", "parse", "responses"),
+        (_RESPONSES, "AsyncResponses", "parse", "responses"),
     ),
     "anthropic": (
         (_MESSAGES, "Messages", "create", "anthropic"),
         (_MESSAGES, "AsyncMessages", "create", "anthropic"),
+        (_MESSAGES, "Messages", "parse", "anthropic"),
+        (_MESSAGES, "AsyncMessages", "parse", "anthropic"),
         (_MESSAGES, "Messages", "stream", "anthropic"),
         (_MESSAGES, "AsyncMessages", "stream", "anthropic"),
     ),

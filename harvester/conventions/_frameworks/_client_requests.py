@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._requests import settings_of
 from ._served import parsed
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def _call(name: Any, call_id: Any, arguments: Any) -> RequestData:
 
 def _settings(kwargs: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
     """The settings the app set, each under its OpenAI name (``names``: the API's name -> OpenAI's)."""
-    return {ours: plain(kwargs[theirs]) for theirs, ours in names.items() if not unset(kwargs.get(theirs))}
+    return settings_of({ours: plain(kwargs[theirs]) for theirs, ours in names.items() if not unset(kwargs.get(theirs))})
 
 
 def _request(

@@ -31,6 +31,7 @@ from .errors import ConfigError, pydantic_field
 __all__ = [
     "MODEL_MODES",
     "Config",
+    "ImportPolicy",
     "ModelMode",
     "Price",
     "RedactRules",
@@ -145,6 +146,18 @@ class ReplayPolicy(_Strict):
         return commands
 
 
+class ImportPolicy(_Strict):
+    """``[tool.harvester.import]``: how long a pull from a backend (``import``, ``--from``) may take and
+    how much it may read, so a backend that pages forever or answers huge ends it (docs/backends)."""
+
+    # Seconds the whole pull may take, every request within it (--deadline overrides).
+    deadline: float = Field(600.0, gt=0)
+    # Pages per trace and per listing: a cursor past this many is a backend that never ends.
+    max_pages: int = Field(1000, ge=1)
+    # One answer's size in MiB; it bounds the JSON values parsed too (one per 32 bytes).
+    max_answer_mib: int = Field(64, ge=1)
+
+
 class Config(_Strict):
     # Tools with side effects (names or glob patterns): forbidden in a case unless the run needed them.
     mutating_tools: list[str] = Field(default_factory=list)
@@ -155,6 +168,8 @@ class Config(_Strict):
     redact: RedactRules = Field(default_factory=RedactRules)
     # What a replay may reach outside its fixtures (the seal) and the release gate's floor.
     replay: ReplayPolicy = Field(default_factory=ReplayPolicy)
+    # How long a pull from a backend may take and how much it may read (``import`` is a keyword).
+    imports: ImportPolicy = Field(default_factory=ImportPolicy, alias="import")
     # Release gates, e.g. "task_completion>=0.85"; parsed by the report module.
     gates: list[str] = Field(default_factory=list)
     cases_dir: str = "cases"

@@ -292,9 +292,9 @@ def _trace_runs(
     if not backend_url:
         return _runs_from_store(store_path, config, trace_id), None
     from ..intake.backends import pull
-    from .importing import store_pulled
+    from .importing import pull_limits, store_pulled
 
-    got = pull(backend_url, [trace_id])  # read whole before the store is touched
+    got = pull(backend_url, [trace_id], limits=pull_limits(config))  # read whole before the store is touched
     runs = store_pulled(got, store_path, config)[1][got.asked[trace_id]]
     if not runs:
         raise InputError(

@@ -20,7 +20,7 @@ from ..intake.backends import BACKENDS, url_forms
 from ..redact import redaction_for
 from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
 
-__all__ = ["import_command", "since_ns", "store_pulled"]
+__all__ = ["import_command", "pull_limits", "since_ns", "store_pulled"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -47,6 +47,15 @@ def since_ns(text: str | None) -> int | None:
     return int(when.timestamp() * 1e9)
 
 
+def pull_limits(config: Config, deadline: float | None = None) -> Any:
+    """The ``Limits`` of a pull: ``[tool.harvester.import]``, ``deadline`` (``--deadline``) first."""
+    from ..intake.backends import Limits
+
+    policy = config.imports
+    return Limits(deadline if deadline is not None else policy.deadline, policy.max_pages,
+                  policy.max_answer_mib << 20)  # fmt: skip
+
+
 def store_pulled(got: Any, store_path: str | None, config: Config) -> tuple[Any, dict[str, Any]]:
     """Traces ``pull`` read whole, stored (merged, redacted) as ingest stores a file; then each stored
     trace's runs, read back as every later command will read them."""
@@ -62,7 +71,8 @@ _HELP = f"""Pull traces from an observability backend into the trace store, for 
 URL names the backend: {url_forms()} (+https for TLS, e.g. {BACKENDS[0].name}+https://host). Credentials come
 only from the environment variables of docs/backends/index.md. With TRACE_IDs, those traces;
 without, the newest --limit the backend finds (--since, --failed filter on the server where it can).
-Every trace is read whole before anything is stored, redacted as every write is.
+Every trace is read whole before anything is stored, redacted as every write is. The whole pull ends
+within --deadline, and each trace or listing within import.max_pages pages (docs/backends/index.md).
 """
 
 
@@ -73,6 +83,11 @@ Every trace is read whole before anything is stored, redacted as every write is.
 @click.option("--failed", is_flag=True, help="Only traces with a failed span.")
 @click.option("--limit", type=int, default=100, show_default=True, help="At most this many traces (newest first).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds a request.")
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=0.1),
+    help="Seconds the whole import may take  [default: import.deadline, 600]",
+)
 @store_option
 @json_option
 @with_config
@@ -83,6 +98,7 @@ def import_command(
     failed: bool,
     limit: int,
     timeout: float,
+    deadline: float | None,
     store_path: str | None,
     as_json: bool,
     config: Config,
@@ -92,7 +108,8 @@ def import_command(
 
     show = sys.stderr.isatty() and not as_json
     with ProgressBar("importing", show=show, unit="traces") as bar:  # read whole before the store is touched
-        got = pull(url, trace_ids, since_ns=since_ns(since), failed=failed, limit=limit, timeout=timeout, progress=bar)
+        got = pull(url, trace_ids, since_ns=since_ns(since), failed=failed, limit=limit, timeout=timeout,
+                   limits=pull_limits(config, deadline), progress=bar)  # fmt: skip
     stats, stored = store_pulled(got, store_path, config)
     rows: list[dict[str, Any]] = []
     for tid, runs in stored.items():

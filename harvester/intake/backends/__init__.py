@@ -11,7 +11,8 @@ reads it from there.
 
 ``_client`` is the HTTP client they share and ``_values`` the id and payload rules; ``_target``
 parses the ``phoenix://host:port/project`` URL; ``_files`` detects an exported file's form;
-``_fidelity`` says what a trace's spans held; ``_importer`` stores what was read, redacted, through
+``_fidelity`` says what a trace's spans held; ``_limits`` how long a pull may take and how much it
+may read; ``_importer`` stores what was read, redacted, through
 the same writer as ``ingest``.
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "Client",
     "Fidelity",
     "Imported",
+    "Limits",
     "Target",
     "fidelity",
     "import_traces",
@@ -51,6 +53,7 @@ _NAMES = {
     "Fidelity": "_fidelity",
     "fidelity": "_fidelity",
     "Imported": "_importer",
+    "Limits": "_limits",
     "import_traces": "_importer",
     "pull": "_importer",
     "parse_target": "_target",

@@ -11,7 +11,9 @@ id into "this backend does not hold that trace". The credentials go in headers, 
 - a credential an HTTP header cannot carry (a newline) is an ``InputError`` naming its variable;
 - each request has an overall deadline (``timeout``), not only one per read: a backend trickling its
   answer a byte at a time is given up on; what an error answer's body says is shown cut to one short,
-  printable, redacted line.
+  printable, redacted line;
+- the pull as a whole has a deadline, and each answer a cap on its bytes and on the JSON values
+  parsing it builds (``Limits``, ``_limits``), checked before it is parsed.
 
 ``Client.answers()`` wraps the reading of an answer: one whose JSON is not of the shape the backend
 answers (a list for an object, a field missing) is one ``BackendError`` naming the request.
@@ -36,10 +38,10 @@ import orjson
 
 from ...errors import BackendError, InputError, NotFoundError
 from ._backend import Target
+from ._limits import Limits, Pages, json_values
 
-__all__ = ["MAX_RESPONSE_BYTES", "SHAPE_ERRORS", "Client", "check_header", "credential", "one_line"]
+__all__ = ["SHAPE_ERRORS", "Client", "check_header", "credential", "one_line"]
 
-MAX_RESPONSE_BYTES = 512 << 20  # one response; a trace past this is paged, or it is not an agent's
 RETRY_AFTER_MAX_S = 5.0  # a short rate limit is waited out (twice at most); a longer one is reported
 DETAIL_CHARS = 80  # of an error answer's body, in the message
 SHAPE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError)
@@ -128,10 +130,20 @@ def _opener() -> urllib.request.OpenerDirector:
 
 class Client:
     def __init__(
-        self, target: Target, *, headers: Mapping[str, str] | None = None, credentials: str = "", timeout: float = 30.0
+        self,
+        target: Target,
+        *,
+        headers: Mapping[str, str] | None = None,
+        credentials: str = "",
+        timeout: float = 30.0,
+        limits: Limits | None = None,
     ) -> None:
-        """``credentials``: the environment variables that would have authorized us, for the 401 line."""
+        """``credentials``: the environment variables that would have authorized us, for the 401 line;
+        ``limits``: the pull's deadline (from now) and caps."""
         self.target = target
+        self.limits = limits or Limits()
+        self.ends = time.monotonic() + self.limits.deadline
+        self.sent = 0  # requests, for the deadline's line
         self.headers = {"Accept": "application/json", "User-Agent": "harvester", **(headers or {})}
         self.credentials = credentials
         self.timeout = timeout
@@ -162,6 +174,10 @@ class Client:
 
     def post(self, path: str, body: Any, params: Mapping[str, Any] | None = None) -> Any:
         return self.request("POST", path, params=params, body=body)
+
+    def pages(self, cursor: str, what: str = "") -> Pages:
+        """A paged walk whose answers name the next page in ``cursor`` (``_limits.Pages``)."""
+        return Pages(self, cursor, what)
 
     # -- the shape of an answer ------------------------------------------------------------------
     def wrong(self, detail: str) -> BackendError:
@@ -211,11 +227,15 @@ class Client:
         what = self.last = f"{self.target}: {method} {path}"
         backend = self.target.backend
         for attempt in range(3):
-            deadline = time.monotonic() + self.timeout
+            now = time.monotonic()
+            if now >= self.ends:
+                raise self._late()
+            deadline = min(now + self.timeout, self.ends)
+            self.sent += 1
             try:
                 req = urllib.request.Request(url, data=data, headers=headers, method=method)
-                with _opener().open(req, timeout=self.timeout) as response:
-                    raw = _read(response, deadline)
+                with _opener().open(req, timeout=deadline - now) as response:
+                    raw = _read(response, deadline, self.limits.max_answer_bytes)
                 break
             except _Redirected as exc:
                 raise BackendError(
@@ -225,6 +245,8 @@ class Client:
                     status=exc.code,
                 ) from None
             except _TooSlow:
+                if time.monotonic() >= self.ends:
+                    raise self._late() from None
                 raise BackendError(
                     f"{what}: the answer took longer than {self.timeout:g} s; try again, or a longer --timeout"
                 ) from None
@@ -237,6 +259,8 @@ class Client:
             except (urllib.error.URLError, OSError) as exc:
                 reason = getattr(exc, "reason", exc)
                 if isinstance(reason, socket.timeout | TimeoutError):
+                    if time.monotonic() >= self.ends:
+                        raise self._late() from None
                     reason = f"no answer within {self.timeout:g} s"
                 elif isinstance(reason, OSError) and reason.strerror:
                     reason = reason.strerror.lower()
@@ -250,25 +274,37 @@ class Client:
                 ) from None
             except ValueError:  # http.client refuses a header it cannot send: never show its value
                 raise BackendError(f"{what}: a request header holds a character HTTP cannot carry") from None
-        if len(raw) > MAX_RESPONSE_BYTES:
-            raise BackendError(f"{what}: the answer is over {MAX_RESPONSE_BYTES >> 20} MiB; ask for less (--limit)")
+        limits = self.limits
+        if len(raw) > limits.max_answer_bytes:
+            raise BackendError(f"{what}: the answer is over the {limits.mib} cap; ask for less (--limit), "
+                               "or raise import.max_answer_mib")  # fmt: skip
         if not raw.strip():
             return None
+        if json_values(raw, limits.max_values) > limits.max_values:
+            raise BackendError(f"{what}: the answer holds over {limits.max_values:,} JSON values, more than "
+                               f"the {limits.mib} cap allows parsing; ask for less (--limit), or raise "
+                               f"import.max_answer_mib")  # fmt: skip
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             head = _detail(bytes(raw[:200]), 60)
             raise BackendError(f"{what}: the answer is not JSON ({head!r}...); is this {backend}?") from None
 
+    def _late(self) -> BackendError:
+        """The pull is past its deadline: the line saying so, with how far it got."""
+        return BackendError(f"{self.target} did not finish within the {self.limits.deadline:g} s deadline "
+                            f"({self.sent:,} requests): narrow with --since or --limit, or raise --deadline "
+                            "(import.deadline)")  # fmt: skip
 
-def _read(response: Any, deadline: float) -> bytearray:
-    """The body (up to one byte past the limit), a read at a time, given up on past ``deadline``."""
+
+def _read(response: Any, deadline: float, limit: int) -> bytearray:
+    """The body (up to one byte past ``limit``), a read at a time, given up on past ``deadline``."""
     if time.monotonic() > deadline:
         raise _TooSlow
     raw = bytearray()
     while chunk := response.read1(_CHUNK):
         raw += chunk
-        if len(raw) > MAX_RESPONSE_BYTES:
+        if len(raw) > limit:
             return raw
         if time.monotonic() > deadline:
             raise _TooSlow

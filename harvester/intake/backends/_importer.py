@@ -2,8 +2,9 @@
 
 Every trace is read in full (every page) before anything is written, and all of them are written in
 one flush through ``ingest``'s path (merged with what is stored, normalized, redacted, every run
-kept): a backend that fails halfway, a 401 on the tenth trace, a rate limit, leaves the store as it
-was. Reading many traces is one request or a few per trace, which is why the CLI shows a bar.
+kept): a backend that fails halfway, a 401 on the tenth trace, a rate limit, a pull past its deadline
+or its page cap (``Limits``), leaves the store as it was. Reading many traces is one request or a few
+per trace, which is why the CLI shows a bar.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ...store import TraceStore
 from .._ingest import IngestStats, ingest_traces
 from ._backend import Target
 from ._client import Client
+from ._limits import Limits
 from ._registry import reader
 from ._target import parse_target
 
@@ -32,10 +34,10 @@ class Imported(NamedTuple):
     stats: IngestStats | None  # None until stored
 
 
-def client_for(target: Target | str, *, timeout: float = 30.0) -> Client:
+def client_for(target: Target | str, *, timeout: float = 30.0, limits: Limits | None = None) -> Client:
     target = parse_target(target) if isinstance(target, str) else target
     mod = reader(target.backend)
-    return Client(target, headers=mod.headers(), credentials=mod.BACKEND.credentials, timeout=timeout)
+    return Client(target, headers=mod.headers(), credentials=mod.BACKEND.credentials, timeout=timeout, limits=limits)
 
 
 def pull(
@@ -46,14 +48,16 @@ def pull(
     failed: bool = False,
     limit: int = 100,
     timeout: float = 30.0,
+    limits: Limits | None = None,
     progress: Callable[[int, int | None], Any] | None = None,
 ) -> Imported:
-    """Read the named traces (or, with none named, the newest ``limit`` the backend finds) in full."""
+    """Read the named traces (or, with none named, the newest ``limit`` the backend finds) in full;
+    ``timeout`` bounds each request, ``limits`` the whole pull (its deadline starts here) and each answer."""
     if not 1 <= limit <= MAX_LIMIT:
         raise InputError(f"--limit must be between 1 and {MAX_LIMIT:,}, not {limit}", field="--limit")
     if since_ns is not None and since_ns < 0:
         raise InputError(f"--since must not be before 1970 (since_ns={since_ns})")
-    client = client_for(target, timeout=timeout)
+    client = client_for(target, timeout=timeout, limits=limits)
     mod = reader(client.target.backend)
     ids = list(dict.fromkeys(trace_ids))
     if not ids:

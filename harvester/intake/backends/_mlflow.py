@@ -113,6 +113,7 @@ def find(client: Client, *, since_ns: int | None, failed: bool, limit: int) -> l
     if clauses:
         body["filter"] = " AND ".join(clauses)
     ids: list[str] = []
+    pages = client.pages("next_page_token")
     while body["locations"] and len(ids) < limit:
         ask = {**body, "max_results": min(limit - len(ids), _PAGE)}
         page = client.post_object("/api/3.0/mlflow/traces/search", ask)
@@ -121,6 +122,7 @@ def find(client: Client, *, since_ns: int | None, failed: bool, limit: int) -> l
             ids.append(name[3:] if name.startswith("tr-") and is_hex(name[3:], 32) else name)
         if not page.get("next_page_token") or not page.get("traces"):
             break
+        pages.turn(page["next_page_token"])
         body["page_token"] = page["next_page_token"]
     return list(dict.fromkeys(i for i in ids if i))[:limit]
 
@@ -131,11 +133,13 @@ def _experiments(client: Client) -> list[str]:
     if scope is None:
         ids: list[str] = []
         body: dict[str, Any] = {"max_results": 1000, "view_type": "ACTIVE_ONLY"}
+        pages = client.pages("next_page_token")
         while True:
             page = client.post_object("/api/2.0/mlflow/experiments/search", body)
             ids.extend(_experiment_id(client, e) for e in client.items(page, "experiments", dict))
             if not page.get("next_page_token"):
                 return ids
+            pages.turn(page["next_page_token"])
             body["page_token"] = page["next_page_token"]
     lookups = [("get", {"experiment_id": scope})] if scope.isdigit() else []
     for path, params in [*lookups, ("get-by-name", {"experiment_name": scope})]:

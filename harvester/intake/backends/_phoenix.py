@@ -96,7 +96,7 @@ def fetch(client: Client, trace_id: str) -> list[SpanData]:
     tid = hex_trace_id(trace_id, BACKEND.label)
     project = _project(client)
     spans: list[SpanData] = []
-    for page in _pages(client, f"{_base(client)}/spans", {"trace_id": tid, "limit": PAGE}):
+    for page in _pages(client, f"{_base(client)}/spans", {"trace_id": tid, "limit": PAGE}, f"trace {tid}"):
         spans.extend(_spans(page, file=str(client.target), project=project))
     if not spans:
         raise NotFoundError(f"{client.target} holds no trace {trace_id!r}")
@@ -248,10 +248,11 @@ def _lists(node: Any) -> Any:
     return items
 
 
-def _pages(client: Client, path: str, params: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
-    """Each page of a paged answer (``data``, then ``next_cursor`` until there is none)."""
+def _pages(client: Client, path: str, params: dict[str, Any], what: str = "") -> Iterator[list[dict[str, Any]]]:
+    """Each page of a paged answer (``data``, then ``next_cursor`` until there is none, a cursor
+    repeats or the page cap is reached); ``what``: the trace it pages, if one."""
     params = dict(params)
-    cursors: set[str] = set()
+    pages = client.pages("next_cursor", what)
     while True:
         try:
             answer = client.get(path, params)
@@ -265,10 +266,7 @@ def _pages(client: Client, path: str, params: dict[str, Any]) -> Iterator[list[d
         cursor = answer.get("next_cursor")
         if not cursor:
             return
-        if str(cursor) in cursors:
-            raise BackendError(f"{client.last}: answered a next_cursor it had given before (pages in a loop); "
-                               "is this Phoenix?")  # fmt: skip
-        cursors.add(str(cursor))
+        pages.turn(cursor)
         params["cursor"] = cursor
 
 

@@ -27,10 +27,11 @@ _AUTOLINKS = re.compile(r"(?<=:)(?=//)|(?<=@)|(?i:(?<=\bwww))(?=\.)")
 
 
 def inert(text: str) -> str:
-    """``text`` as Markdown that shows exactly it: one line (a line break or tab becomes a space), every
+    """``text`` as Markdown that shows exactly it: one line (a line break or tab becomes a space; the ends
+    are trimmed, or ``**id **`` would not close its bold), every
     control and format character as its ``\\uXXXX`` escape, HTML's ``& < >`` as entities, Markdown's
     punctuation escaped, and ``://``, ``www.`` and ``@`` broken by an invisible joiner."""
-    text = "".join(_shown(c) for c in _NEWLINES.sub(" ", text))
+    text = "".join(_shown(c) for c in _NEWLINES.sub(" ", text).strip())
     text = _PUNCTUATION.sub(lambda m: "\\" + m.group(), text)
     text = _UNDERSCORES.sub(lambda m: m.group() if _within_word(text, m) else "\\_" * len(m.group()), text)
     text = "".join(_ENTITIES.get(c, c) for c in text)

@@ -24,6 +24,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = ROOT / "action.yml"
+COMMENT_JS = ROOT / "action" / "comment.js"
 MARKER = "<!-- harvester-replay -->"
 EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 # What the runner starts for `shell: bash` (docs: "Using a specific shell").
@@ -160,7 +161,9 @@ def test_the_pr_comment_is_opt_in_and_upserts_one_marked_comment():
     assert "github.event.pull_request" in step["if"]
     assert step["with"]["github-token"] == "${{ inputs.github-token }}"
     assert _action()["inputs"]["github-token"]["default"] == "${{ github.token }}"
-    script = step["with"]["script"]
+    assert step["env"]["ACTION_PATH"] == "${{ github.action_path }}"
+    assert "/action/comment.js" in step["with"]["script"]
+    script = COMMENT_JS.read_text()
     assert MARKER in script
     assert "updateComment" in script and "createComment" in script
 
@@ -408,12 +411,21 @@ _NODE = shutil.which("node")
 _HARNESS = """
 const script = require("fs").readFileSync(process.argv[2], "utf8");
 const comments = JSON.parse(process.argv[3]);
+const login = process.argv[4];
 const calls = [];
-const rest = { issues: {
-  listComments: "listComments",
-  updateComment: async (a) => calls.push(["update", a]),
-  createComment: async (a) => calls.push(["create", a]),
-} };
+const rest = {
+  issues: {
+    listComments: "listComments",
+    updateComment: async (a) => calls.push(["update", a]),
+    createComment: async (a) => calls.push(["create", a]),
+  },
+  users: {
+    getAuthenticated: async () => {
+      if (!login) throw Object.assign(new Error("Resource not accessible by integration"), { status: 403 });
+      return { data: { login } };
+    },
+  },
+};
 const github = { rest, paginate: async (fn, args) => { calls.push(["list", args]); return comments; } };
 const context = { serverUrl: "https://github.com", repo: { owner: "o", repo: "r" }, runId: 7,
                   issue: { number: 42 } };
@@ -421,25 +433,22 @@ const AsyncFunction = Object.getPrototypeOf(async function () {}).constructor;
 new AsyncFunction("require", "github", "context", script)(require, github, context)
   .then(() => console.log(JSON.stringify(calls)));
 """
+BOT = {"login": "github-actions[bot]", "type": "Bot"}
+MALLORY = {"login": "mallory", "type": "User"}
 
 
-@pytest.mark.skipif(_NODE is None, reason="no node on this machine")
-@pytest.mark.parametrize(
-    "existing",
-    [
-        pytest.param([], id="creates"),
-        pytest.param([{"id": 1, "body": "LGTM"}, {"id": 5, "body": f"{MARKER}\nold"}], id="updates"),
-    ],
-)
-def test_the_comment_script_upserts_one_comment(tmp_path, existing):
+def _comment_calls(tmp_path: Path, existing: list[dict[str, Any]], login: str = "") -> list[Any]:
+    """Run the action's comment step as github-script would, ``login`` being who the token is ("": the
+    workflow's GITHUB_TOKEN, which cannot ask), against a pull request holding ``existing``."""
     step = next(s for s in _steps() if s.get("uses") == "actions/github-script@v7")
     (tmp_path / "script.js").write_text(step["with"]["script"])
     (tmp_path / "harness.js").write_text(_HARNESS)
     md = tmp_path / "replay.md"
     md.write_text("## harvester replay: suite\n**2/3 passed**\n")
     env = {**os.environ, "MARKDOWN": str(md), "CODE": "1", "ARTIFACT_URL": "https://example.test/a/9"}
+    env["ACTION_PATH"] = str(ROOT)  # github.action_path: this checkout
     done = subprocess.run(
-        [str(_NODE), str(tmp_path / "harness.js"), str(tmp_path / "script.js"), json.dumps(existing)],
+        [str(_NODE), str(tmp_path / "harness.js"), str(tmp_path / "script.js"), json.dumps(existing), login],
         capture_output=True,
         text=True,
         env=env,
@@ -450,10 +459,78 @@ def test_the_comment_script_upserts_one_comment(tmp_path, existing):
     assert calls[0] == ["list", {"owner": "o", "repo": "r", "issue_number": 42, "per_page": 100}]
     assert len(calls) == 2
     kind, args = calls[1]
-    if existing:
-        assert kind == "update" and args["comment_id"] == 5
-    else:
-        assert kind == "create" and args["issue_number"] == 42
     assert args["body"].startswith(MARKER + "\n## harvester replay: suite")
     assert "https://example.test/a/9" in args["body"]
     assert "https://github.com/o/r/actions/runs/7" in args["body"]
+    return calls[1]
+
+
+@pytest.mark.skipif(_NODE is None, reason="no node on this machine")
+@pytest.mark.parametrize(
+    ("existing", "login", "expected"),
+    [
+        pytest.param([], "", ["create"], id="creates"),
+        pytest.param(
+            [{"id": 1, "body": "LGTM", "user": BOT}, {"id": 5, "body": f"{MARKER}\nold", "user": BOT}],
+            "",
+            ["update", 5],
+            id="updates-its-own",
+        ),
+        pytest.param(
+            [{"id": 3, "body": f"{MARKER}\nfake", "user": MALLORY}, {"id": 5, "body": f"{MARKER}\nold", "user": BOT}],
+            "",
+            ["update", 5],
+            id="skips-another-users-marker",
+        ),
+        pytest.param(
+            [{"id": 3, "body": f"{MARKER}\nfake", "user": MALLORY}, {"id": 4, "body": f"x {MARKER}", "user": BOT}],
+            "",
+            ["create"],
+            id="only-another-users-marker-creates",
+        ),
+        pytest.param(
+            [
+                {"id": 5, "body": f"{MARKER}\nold", "user": BOT},
+                {"id": 8, "body": f"{MARKER}\nold", "user": {"login": "Ci-User"}},
+            ],
+            "ci-user",
+            ["update", 8],
+            id="a-personal-tokens-user",
+        ),
+        pytest.param(
+            [{"id": 3, "body": f"{MARKER}\nfake", "user": MALLORY}],
+            "ci-user",
+            ["create"],
+            id="a-personal-token-never-edits-another",
+        ),
+    ],
+)
+def test_the_comment_script_updates_only_its_own_comment(tmp_path, existing, login, expected):
+    """Anyone who can comment can post the marker first: that comment is never edited, a new one is made."""
+    kind, args = _comment_calls(tmp_path, existing, login)
+    if expected[0] == "update":
+        assert kind == "update" and args["comment_id"] == expected[1]
+    else:
+        assert kind == "create" and args["issue_number"] == 42
+
+
+@pytest.mark.skipif(_NODE is None, reason="no node on this machine")
+def test_the_comment_predicate_never_picks_another_users_marked_comment():
+    """``ownComment``, the predicate itself: by the identity's login (any case), starting with the marker;
+    a comment without an author (a deleted user, ``user: null``) is nobody's."""
+    comments = [
+        {"id": 1, "body": MARKER, "user": None},
+        {"id": 2, "body": MARKER, "user": MALLORY},
+        {"id": 3, "body": f"quoted: {MARKER}", "user": BOT},
+        {"id": 4, "body": f"{MARKER}\nmine", "user": {"login": "GitHub-Actions[bot]"}},
+    ]
+    probe = (
+        "const m = require(process.argv[1]); const cs = JSON.parse(process.argv[2]);"
+        "console.log(JSON.stringify(['github-actions[bot]', 'mallory', 'nobody'].map("
+        "(who) => (m.ownComment(cs, who) || {}).id ?? null)));"
+    )
+    done = subprocess.run(
+        [str(_NODE), "-e", probe, str(COMMENT_JS), json.dumps(comments)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [4, 2, None]

@@ -134,8 +134,8 @@ def test_markdown_and_html_carry_the_verdict_and_the_cases():
     outcome = evaluate_gates(red, [], red)
     md = red.to_markdown(outcome)
     assert "**release gate: FAIL (1 gate failed; 7 cases failed in the baseline too)**" in md
-    assert "7 cases failed in the baseline too: `c0`, `c1`, `c2`, `c3`, `c4`, `c5`, `c6`" in md
-    assert "| `task_completion>=0.5 (floor: replay.min_task_completion)` | **FAIL** | 0 |" in md
+    assert "7 cases failed in the baseline too: c0, c1, c2, c3, c4, c5, c6" in md
+    assert "| task_completion&gt;=0.5 (floor: replay.min_task_completion) | **FAIL** | 0 |" in md
     page = render_html(red, red, outcome)
     assert "release gate: FAIL (1 gate failed; 7 cases failed in the baseline too) (exit 1)" in page
     assert '<li id=failed-too>7 cases failed in the baseline too: <a href="#case-c0">c0</a>' in page

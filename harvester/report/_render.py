@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from ._compare import failed_too_text
+from ._inert import inert
 from ._metrics import by_tag, fmt
 
 if TYPE_CHECKING:
@@ -115,10 +116,11 @@ def junit(report: Report) -> bytes:
 
 
 def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
-    """A CI job summary: headline, metrics, gates, failing cases."""
+    """A CI job summary: headline, metrics, gates, failing cases. Every string from a case, a check, the
+    agent or a file passes through ``inert`` (it renders as the characters it holds, never as Markdown)."""
     version = f" {report.suite_version}" if report.suite_version else ""
     lines = [
-        f"## harvester replay: {report.suite}{version}",
+        f"## harvester replay: {inert(report.suite + version)}",
         "",
         f"**{report.headline()}**, mean steps {report.mean_steps:.1f}, total cost {report.cost_text()}",
         "",
@@ -126,14 +128,14 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
     if report.unsealed_line():
         lines += [f"> **{report.unsealed_line()}**", ""]
     if report.model_line():
-        lines += [str(report.model_line()), ""]
+        lines += [inert(str(report.model_line())), ""]
     if report.trials > 1:
         lines += [f"{_pass_hat_k(report.pass_hat_k())}", ""]
         lines += ["| tag | " + " | ".join(f"pass^{k}" for k in range(1, report.trials + 1)) + " |"]
         lines += ["| --- |" + " --- |" * report.trials]
         for tag, by_k in report.pass_hat_k_by_tag().items():
             lines.append(
-                f"| {tag} | "
+                f"| {inert(tag)} | "
                 + " | ".join(f"{by_k[k]:.0%}" if k in by_k else "n/a" for k in range(1, report.trials + 1))
                 + " |"
             )
@@ -141,47 +143,54 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
     variants = report.variants
     if variants:
         lines += [
-            f"{report.recovery_line()} ({sum(r.passed for r in variants)}/{len(variants)} "
+            f"{inert(report.recovery_line())} ({sum(r.passed for r in variants)}/{len(variants)} "
             "failure-injection variants passed)",
             "",
         ]
     lines += ["| metric | value |", "| --- | --- |"]
     lines += [f"| {m} | {fmt(v)} |" for m, v in report.metrics().items()]
-    lines += [f"| tag:{t} | {v:.0%} |" for t, v in report.by_tag().items()]
+    lines += [f"| tag:{inert(t)} | {v:.0%} |" for t, v in report.by_tag().items()]
     if outcome is not None:
-        lines += ["", f"**{outcome.summary()}**", "", "| gate | result | value |", "| --- | --- | --- |"]
-        lines += [f"| `{g.label}` | {'pass' if g.passed else '**FAIL**'} | {g.detail} |" for g in outcome.gates]
+        lines += ["", f"**{inert(outcome.summary())}**", "", "| gate | result | value |", "| --- | --- | --- |"]
+        lines += [
+            f"| {inert(g.label)} | {'pass' if g.passed else '**FAIL**'} | {inert(g.detail)} |" for g in outcome.gates
+        ]
         if outcome.comparison is not None:
             c = outcome.comparison
-            lines += ["", f"Regressed: {', '.join(f'`{i}`' for i in c.regressed) or 'none'}"]
+            lines += ["", f"Regressed: {_ids(c.regressed)}"]
             if c.failed_too:
-                lines += ["", f"{failed_too_text(len(c.failed_too))}: {', '.join(f'`{i}`' for i in c.failed_too)}", ""]
+                lines += ["", f"{failed_too_text(len(c.failed_too))}: {_ids(c.failed_too)}", ""]
             if c.inconclusive:
-                lines += [f"Inconclusive: `{i}` ({_md(c.decides.get(i, ''))})" for i in c.inconclusive]
+                lines += [f"Inconclusive: {inert(i)} ({inert(c.decides.get(i, ''))})" for i in c.inconclusive]
             if c.changed:
-                lines.append(f"Changed, not significant: {', '.join(f'`{i}`' for i in c.changed)}")
+                lines.append(f"Changed, not significant: {_ids(c.changed)}")
             if c.pass_to_fail or c.fail_to_pass:
-                lines.append(f"Flips: pass -> fail {c.pass_to_fail or 'none'}; fail -> pass {c.fail_to_pass or 'none'}")
-            lines += [f"Steps: `{i}` {b} -> {n}" for i, (b, n) in c.steps.items()]
-            lines += [f"> warning: {w}" for w in c.warnings]
+                lines.append(f"Flips: pass -> fail {_ids(c.pass_to_fail)}; fail -> pass {_ids(c.fail_to_pass)}")
+            lines += [f"Steps: {inert(i)} {b} -> {n}" for i, (b, n) in c.steps.items()]
+            lines += [f"> warning: {inert(w)}" for w in c.warnings]
     failing = [r for r in report.results if not r.passed]
     if failing:
         lines += ["", "### Failing cases", ""]
         for r in failing:
-            lines.append(f"- **{_md(r.id)}**: {_md(r.why)}")
-            lines += [f"  - {_md(reason)}" for reason in r.reasons()]
+            lines.append(f"- **{inert(r.id)}**: {inert(r.why)}")
+            lines += [f"  - {inert(reason)}" for reason in r.reasons()]
             if r.divergence is not None:
-                lines.append(f"  - {_md(r.divergence.summary())}")
+                lines.append(f"  - {inert(r.divergence.summary())}")
     differing = report.differing()
     if differing:  # divergence is reported even when the checks pass
         lines += ["", "### Differs from the recording", ""]
         lines += [
-            f"- ~ **{_md(r.id)}** ({'passed' if r.passed else 'failed'}): {_md(text)}"
+            f"- ~ **{inert(r.id)}** ({'passed' if r.passed else 'failed'}): {inert(text)}"
             for r, text in differing[:SUMMARY_DIFFERS]
         ]
         if len(differing) > SUMMARY_DIFFERS:
             lines.append(f"- ... and {len(differing) - SUMMARY_DIFFERS} more (every case in the JSON report)")
     return "\n".join(lines) + "\n"
+
+
+def _ids(ids: list[str]) -> str:
+    """Case ids in a sentence: ``a, b`` (each inert), or ``none``."""
+    return ", ".join(inert(i) for i in ids) or "none"
 
 
 def _pass_hat_k(by_k: dict[int, float]) -> str:
@@ -195,7 +204,3 @@ _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 def _xml(text: str) -> str:
     """XML 1.0 cannot carry control characters at all, escaped or not: drop them."""
     return _XML_BAD.sub("", text)
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")

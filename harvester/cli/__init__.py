@@ -94,6 +94,29 @@ def echo_json(data: Any) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+class Encodable(click.ParamType):
+    """Text that must reach a store, a backend or a case file: an undecodable byte in an argument (Python
+    hands it over as a lone surrogate) is refused here in one line, not as an encoding traceback later."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                where = (
+                    (param.opts[0] if isinstance(param, click.Option) else param.human_readable_name.strip("[]."))
+                    if param
+                    else "value"
+                )
+                raise HarvesterCliError(f"{where}: {value!r} is not valid UTF-8 (an undecodable byte)") from None
+        return value
+
+
+ENCODABLE = Encodable()
+
+
 # -- options every command group shares ---------------------------------------------------------
 config_option = click.option(
     "--config",

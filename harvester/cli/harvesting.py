@@ -15,7 +15,7 @@ from ..errors import InputError, NotFoundError, OtlpFormatError
 from ..intake.backends import labels, url_forms
 from ..model import Run
 from ..redact import redaction_for
-from . import ProgressBar, echo_json, handle_errors, json_option, main, open_store, store_option
+from . import ENCODABLE, ProgressBar, echo_json, handle_errors, json_option, main, open_store, store_option
 from .cases import cases_options, listing
 
 __all__ = ["harvest", "incident", "rerecord"]
@@ -25,7 +25,7 @@ __all__ = ["harvest", "incident", "rerecord"]
 @main.command("harvest")
 @click.option("--failed-only", is_flag=True, help="Only runs that failed (errors, denials, negative feedback...).")
 @click.option("--since", metavar="T", help="Only runs started at or after T (ISO 8601, or an age like 24h or 7d).")
-@click.option("--agent", metavar="A", help="Only runs of agent A.")
+@click.option("--agent", metavar="A", type=ENCODABLE, help="Only runs of agent A.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read at most N runs.")
 @click.option(
     "--sample",
@@ -117,21 +117,33 @@ def _trace_options(file_needs: str = "") -> Callable[[Callable[..., Any]], Calla
             "--from",
             "backend_url",
             metavar="URL",
+            type=ENCODABLE,
             help=f"Pull the trace from a backend into the store first: {url_forms()}{file_needs}.",
         )(fn)
-        return click.option("--run", "run_id", metavar="RUN_ID", help="Which run, when the trace holds several.")(fn)
+        return click.option(
+            "--run", "run_id", metavar="RUN_ID", type=ENCODABLE, help="Which run, when the trace holds several."
+        )(fn)
 
     return deco
 
 
 # -- incident -----------------------------------------------------------------------------------
 @main.command("incident")
-@click.argument("trace_id")
-@click.option("--why", required=True, help="What went wrong, in words a reviewer will understand next year.")
-@click.option("--expected", help="What the agent should have done or answered.")
-@click.option("--require", "required", multiple=True, metavar="S", help="Text the answer must contain (repeatable).")
-@click.option("--forbid", multiple=True, metavar="TOOL", help="A tool that must not run (repeatable).")
-@click.option("--tag", "tags", multiple=True, metavar="T", help="Extra tag (repeatable).")
+@click.argument("trace_id", type=ENCODABLE)
+@click.option(
+    "--why", required=True, type=ENCODABLE, help="What went wrong, in words a reviewer will understand next year."
+)
+@click.option("--expected", type=ENCODABLE, help="What the agent should have done or answered.")
+@click.option(
+    "--require",
+    "required",
+    multiple=True,
+    metavar="S",
+    type=ENCODABLE,
+    help="Text the answer must contain (repeatable).",
+)
+@click.option("--forbid", multiple=True, metavar="TOOL", type=ENCODABLE, help="A tool that must not run (repeatable).")
+@click.option("--tag", "tags", multiple=True, metavar="T", type=ENCODABLE, help="Extra tag (repeatable).")
 @_trace_options()
 @store_option
 @cases_options
@@ -220,7 +232,11 @@ def incident(
 @main.command("rerecord")
 @click.argument("case_id", metavar="ID")
 @click.option(
-    "--trace", "trace_id", metavar="TRACE_ID", help="The run to record from (default: the newest of its prompt)."
+    "--trace",
+    "trace_id",
+    metavar="TRACE_ID",
+    type=ENCODABLE,
+    help="The run to record from (default: the newest of its prompt).",
 )
 @_trace_options(" (needs --trace)")
 @store_option

@@ -18,7 +18,7 @@ from ..config import Config
 from ..errors import InputError
 from ..intake.backends import BACKENDS, url_forms
 from ..redact import redaction_for
-from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
+from . import ENCODABLE, ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
 
 __all__ = ["import_command", "pull_limits", "since_ns", "store_pulled"]
 
@@ -77,8 +77,8 @@ within --deadline, and each trace or listing within import.max_pages pages (docs
 
 
 @main.command("import", help=_HELP)
-@click.argument("url")
-@click.argument("trace_ids", nargs=-1, metavar="[TRACE_ID]...")
+@click.argument("url", type=ENCODABLE)
+@click.argument("trace_ids", nargs=-1, metavar="[TRACE_ID]...", type=ENCODABLE)
 @click.option("--since", metavar="AGE|DATE", help="Only traces started since then (24h, 7d, 2026-12-01).")
 @click.option("--failed", is_flag=True, help="Only traces with a failed span.")
 @click.option("--limit", type=int, default=100, show_default=True, help="At most this many traces (newest first).")

@@ -17,7 +17,7 @@ from ..intake import ingest_files
 from ..model import Run
 from ..redact import redaction_for
 from ..store import TraceStore, copy_store, export_otlp, export_otlp_lines, failure_summary
-from . import ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
+from . import ENCODABLE, ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
 
 __all__ = ["ingest", "traces", "traces_copy", "traces_export", "traces_list", "traces_prune", "traces_show"]
 
@@ -88,7 +88,7 @@ def _when(run: Run) -> str:
 @click.option(
     "--failed", is_flag=True, help="Only failed runs (error stop, failed or blocked calls, negative feedback)."
 )
-@click.option("--agent", metavar="NAME", help="Only runs of this agent.")
+@click.option("--agent", metavar="NAME", type=ENCODABLE, help="Only runs of this agent.")
 @click.option("--since", metavar="TIME", help="Only runs started after TIME: ISO time or age (30m, 12h, 7d).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Show at most N runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON lines.")
@@ -140,7 +140,7 @@ def _not_found(store: TraceStore, trace_id: str) -> NotFoundError:
 
 
 @traces.command("show")
-@click.argument("trace_id")
+@click.argument("trace_id", type=ENCODABLE)
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the Run JSON (one object per run of the trace).")
 @with_config
@@ -182,7 +182,7 @@ def traces_show(trace_id: str, store_path: str | None, as_json: bool, config: Co
 
 
 @traces.command("export")
-@click.argument("trace_ids", nargs=-1, metavar="[TRACE_ID...]")
+@click.argument("trace_ids", nargs=-1, metavar="[TRACE_ID...]", type=ENCODABLE)
 @store_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write to FILE (default: stdout).")
 @click.option("--failed", is_flag=True, help="Without ids: only traces with a failed run.")

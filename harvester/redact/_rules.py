@@ -75,6 +75,12 @@ CASED: list[tuple[str, str, str]] = [
     *(("twilio", sid.lower(), sid + r"[0-9a-f]{32}(?![0-9A-Za-z])") for sid in ("SK", "AC")),  # API key, account
     ("twilio", "twilio", _near("twilio", r"[0-9a-f]{32}")),  # an auth token named as Twilio's
     *(("aws_secret", word, _near(word, _AWS_SECRET)) for word in ("aws", "secret")),
+    # A secret key in the row or line of its key id: AWS's credentials CSV ("AKIA...,wJalr..."), a pair
+    # pasted on one line. The id is kept in the match (not replaced) so that its own rule still takes it.
+    *(
+        ("aws_secret", kind.lower(), _near(f"(?-i:{kind}[A-Z0-9]{{16}})(?![A-Z0-9])", _AWS_SECRET))
+        for kind in ("AKIA", "ASIA")
+    ),
     (
         "private_key",
         "private key-----",

@@ -20,7 +20,8 @@ may become a sub-agent), which needs the read and the write of one trace not to 
 
 Connections come from a small pool (``psycopg_pool``), made at the first use in each process (a forked
 child makes its own and never touches its parent's sockets). A database that is down is a one-line
-``StoreError`` naming host and port; the URL's password is never shown (``path`` leaves it out).
+``StoreError`` naming host and port; the URL's password is never shown (``path`` leaves it out). While
+the server restarts, the pool reconnects by itself; what it logs meanwhile is one line each (``_pglog``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..errors import StoreError
 from ._connection import default_path
 from ._host import HostBase
+from ._pglog import one_line_pool_logs
 from ._pgschema import LOCK_CLASS, pg_check, pg_sql
 from ._schema import SCHEMA_VERSION, mark_current
 
@@ -181,6 +183,7 @@ class PgConnection(HostBase):
                 _orphans.append(self._pool)
             from psycopg_pool import ConnectionPool
 
+            one_line_pool_logs()  # its reconnect warnings: one line each, never a multi-line error
             self._pool = ConnectionPool(
                 self._url,
                 min_size=POOL_MIN,

@@ -18,7 +18,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -50,9 +50,20 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, port: int, admin: str) -> None:
+    def __init__(self, port: int, admin: str, pg_ctl: Callable[..., None] | None = None) -> None:
         self.port = port
         self.admin = admin  # a URL to the maintenance database, for CREATE DATABASE
+        self._pg_ctl = pg_ctl
+
+    def stop(self) -> None:
+        """Stop the server (fast: its clients' connections are cut), as a restart or a crash does."""
+        assert self._pg_ctl is not None
+        self._pg_ctl("stop", "-m", "fast")
+
+    def start(self) -> None:
+        """Start it again, on the same port, returning once it accepts connections."""
+        assert self._pg_ctl is not None
+        self._pg_ctl("start")
 
     def url(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
@@ -92,8 +103,12 @@ def cluster(bin_dir: Path, *, durable: bool = False) -> Iterator[Server]:
         )
         if not durable:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        run("pg_ctl", "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start")
-        yield Server(port, f"postgresql://postgres@127.0.0.1:{port}/postgres")
+
+        def pg_ctl(action: str, *args: str) -> None:
+            run("pg_ctl", "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", *args, action)
+
+        pg_ctl("start")
+        yield Server(port, f"postgresql://postgres@127.0.0.1:{port}/postgres", pg_ctl)
     finally:
         if (data / "postmaster.pid").exists():
             subprocess.run(

@@ -17,7 +17,7 @@ from harvester.model import Run
 from tests.builders.capture import agent_run, setup, stored
 
 DEADLINE_MS = 20_000  # only so that a broken guarantee fails instead of hanging
-THREADS, RUNS = 8, 60
+THREADS, RUNS = 8, 100
 WHOLE_CALLS = ["kb_search"]  # agent_run: agent > chat (asks kb_search) > tool > chat (answers)
 
 
@@ -66,17 +66,19 @@ def test_a_whole_run_is_not_marked_and_its_json_is_unchanged(tmp_path: Path) -> 
 
 
 def test_under_an_eight_thread_flood_every_run_is_whole_or_marked_and_the_losses_add_up(tmp_path: Path) -> None:
-    proc, tracer, path = setup(tmp_path, max_queue=16)
+    # A batch below the queue's size: the worker wakes while the queue fills, so some runs lose a child
+    # span and keep their root (they must be marked), others are stored whole, others lost outright.
+    proc, tracer, path = setup(tmp_path, max_queue=64, batch_size=16)
     halfway = threading.Barrier(THREADS + 1)
 
     def produce(t: int) -> None:
         for i in range(RUNS):
             agent_run(tracer, prompt=f"t{t} run {i}")
-            if i == RUNS // 4:
+            if i == RUNS // 10:
                 halfway.wait()
 
     threads = [threading.Thread(target=produce, args=(t,)) for t in range(THREADS)]
-    with proc._flush_lock:  # the worker stalls for the first quarter: drops are certain, not left to timing
+    with proc._flush_lock:  # the worker stalls for the first tenth: drops are certain, not left to timing
         for th in threads:
             th.start()
         halfway.wait()

@@ -11,8 +11,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from click.testing import CliRunner
 from opentelemetry import trace as otel
 
+from harvester.cli import main
+from harvester.harvest import case_from_run
 from harvester.model import Run
 from tests.builders.capture import agent_run, setup, stored
 
@@ -94,3 +97,27 @@ def test_under_an_eight_thread_flood_every_run_is_whole_or_marked_and_the_losses
     assert all(r.incomplete == "queue_full" for r in runs if r not in whole)
     assert len({r.prompt for r in runs}) == len(runs)  # no run stored twice
     assert len(whole) + st["lost_traces"] == THREADS * RUNS
+
+
+def test_a_marked_run_is_shown_in_traces_list_and_harvested_with_a_review_note(tmp_path: Path) -> None:
+    proc, tracer, path = setup(tmp_path, max_spans_per_trace=2)
+    agent_run(tracer, prompt="lost its answer")
+    proc.shutdown()
+    proc, tracer, _ = setup(tmp_path)  # the same store: a whole run beside it
+    agent_run(tracer, prompt="whole")
+    proc.shutdown()
+    res = CliRunner().invoke(main, ["traces", "list", "--store", path])
+    assert res.exit_code == 0, res.output
+    header, *rows = res.output.splitlines()
+    lost = header.index("LOST")  # the column's offset: STARTED holds a space
+    assert sorted(row[lost:].split()[0] for row in rows) == ["-", "trace_too_big"]
+    by_prompt = {r.prompt: r for r in stored(path)}
+    notes = case_from_run(by_prompt["lost its answer"]).review_notes
+    assert any("capture lost spans of this trace (trace_too_big)" in n for n in notes), notes
+    assert not any("capture lost spans" in n for n in case_from_run(by_prompt["whole"]).review_notes)
+
+
+def test_a_run_stored_before_the_mark_loads_unchanged() -> None:
+    run = Run(trace_id="ab" * 16, run_id="cd" * 8, stop="answered")
+    old = {k: v for k, v in run.to_data().items() if k != "incomplete"}
+    assert Run.from_data(old).incomplete is None  # type: ignore[arg-type]

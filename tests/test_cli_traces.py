@@ -52,7 +52,7 @@ def test_ingest_list_show(env: tuple[CliRunner, str, Path]) -> None:
     assert orjson.loads(res.output)["runs"] == 2
     res = invoke(runner, "traces", "list", "--store", store)
     lines = res.output.splitlines()
-    assert lines[0].split() == ["TRACE", "STARTED", "AGENT", "STOP", "FAILURE", "TRAJECTORY", "PROMPT"]
+    assert lines[0].split() == ["TRACE", "STARTED", "AGENT", "STOP", "LOST", "FAILURE", "TRAJECTORY", "PROMPT"]
     assert len(lines) == 3 and "kb_search" in lines[1] and "<email:" in lines[1]
     res = invoke(runner, "traces", "list", "--store", store, "--json", "--limit", "1")
     assert Run.from_json(res.output.splitlines()[0]).trace_id.startswith("ab")

@@ -102,7 +102,11 @@ def traces_list(
     as_json: bool,
     config: Config,
 ) -> None:
-    """List stored runs, newest first."""
+    """List stored runs, newest first.
+
+    LOST: why capture lost spans of the run's trace (its queue full, the trace too big or too old):
+    the run may lack model or tool calls. "-": stored whole.
+    """
     with open_store(store_path, config, readonly=True) as store:
         runs = store.runs(failed=True if failed else None, agent=agent, since=since, limit=limit)
         if as_json:
@@ -115,6 +119,7 @@ def traces_list(
                 _when(run),
                 _abridge(run.agent or "-", 16),
                 run.stop,
+                run.incomplete or "-",
                 _abridge(failure_summary(run) or "-", 28),
                 _abridge(" > ".join(run.trajectory()) or "-", 36),
                 _abridge(run.prompt, 48),
@@ -127,7 +132,7 @@ def traces_list(
             "`harvester ingest FILE` or capture them with HarvestingSpanProcessor"
         )
         return
-    header = ("TRACE", "STARTED", "AGENT", "STOP", "FAILURE", "TRAJECTORY", "PROMPT")
+    header = ("TRACE", "STARTED", "AGENT", "STOP", "LOST", "FAILURE", "TRAJECTORY", "PROMPT")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     for row in [header, *rows]:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())

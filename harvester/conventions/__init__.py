@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ._assembly import FEEDBACK_KEYS
     from ._classify import (
         GENAI_OP,
+        INCOMPLETE_KEY,
         OI_KIND,
         TL_KIND,
         ancestors,
@@ -59,6 +60,7 @@ _HOMES = {
     "HANDOFF_PREFIX": "_frameworks.openai_agents",
     "ancestors": "_classify",
     "GENAI_OP": "_classify",
+    "INCOMPLETE_KEY": "_classify",
     "OI_KIND": "_classify",
     "TL_KIND": "_classify",
     "handoff_tool_name": "_frameworks.openai_agents",
@@ -79,6 +81,7 @@ __all__ = [
     "FRAMEWORKS",
     "GENAI_OP",
     "HANDOFF_PREFIX",
+    "INCOMPLETE_KEY",
     "OI_KIND",
     "PLACEHOLDERS",
     "PROVIDER_HOSTS",

@@ -13,6 +13,7 @@ from ..spans import SpanData
 
 __all__ = [
     "GENAI_OP",
+    "INCOMPLETE_KEY",
     "LLM_OPS",
     "OI_KIND",
     "Roles",
@@ -28,6 +29,10 @@ __all__ = [
 OI_KIND = "openinference.span.kind"
 TL_KIND = "traceloop.span.kind"
 GENAI_OP = "gen_ai.operation.name"
+# The attribute capture sets on one span of a trace it dropped spans of: every run read from the trace
+# is marked ``incomplete`` with its value (the first drop's reason). It travels with the stored spans,
+# so a trace normalized later (the store's inbox, ``ingest`` of an export) is marked all the same.
+INCOMPLETE_KEY = "harvester.incomplete"
 LLM_OPS = frozenset({"chat", "text_completion", "generate_content", "completion", "responses"})
 _OI_ROLES = {"AGENT": "agent", "LLM": "llm", "TOOL": "tool"}
 _TL_ROLES = {"workflow": "agent", "agent": "agent", "tool": "tool"}

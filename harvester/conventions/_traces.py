@@ -15,7 +15,7 @@ from typing import Any
 from ..model import RunData
 from ..spans import SpanData, from_readable, span_from_otlp, spans_from_otlp
 from ._assembly import build
-from ._classify import classify, promote_chains, subtree
+from ._classify import INCOMPLETE_KEY, classify, promote_chains, subtree
 from ._frameworks import agent_calls
 from ._readers import READERS
 
@@ -83,6 +83,7 @@ def run_data_from_spans(spans: Any) -> list[RunData]:
         for sp in by_id.values():
             children.setdefault(sp.parent_id if sp.parent_id in by_id else None, []).append(sp)
         roots: list[SpanData] = []
+        lost = _lost(by_id)
         stack = [(sp, False) for sp in children.get(None, ())]
         while stack:  # find outermost agent spans; nothing under one is a root
             sp, inside = stack.pop()
@@ -94,11 +95,23 @@ def run_data_from_spans(spans: Any) -> list[RunData]:
             members = subtree(root, children, set())
             members.sort(key=lambda s: s.start_ns if type(s.start_ns) is int else 0)
             try:
-                runs.append(build(root, roles[root.span_id][0], members, roles))
+                run = build(root, roles[root.span_id][0], members, roles)
             except Exception:
                 log.warning("could not read run %s/%s", root.trace_id, root.span_id, exc_info=True)
-                runs.append(_unreadable(root, roles[root.span_id][0]))
+                run = _unreadable(root, roles[root.span_id][0])
+            if lost is not None:
+                run["incomplete"] = lost
+            runs.append(run)
     return runs
+
+
+def _lost(by_id: dict[str, SpanData]) -> str | None:
+    """The reason capture marked the trace as having lost spans (``INCOMPLETE_KEY`` on any of its spans)."""
+    for sp in by_id.values():
+        reason = sp.attributes.get(INCOMPLETE_KEY)
+        if reason is not None:
+            return str(reason)
+    return None
 
 
 def _unreadable(root: SpanData, source: str) -> RunData:

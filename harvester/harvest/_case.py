@@ -108,6 +108,11 @@ def build_case(
     notes += _payload_notes(run, fixtures)
     turns, turn_notes = model_fixtures(run)
     notes += turn_notes
+    if run.incomplete is not None:
+        notes.append(
+            f"capture lost spans of this trace ({run.incomplete}): the run may lack model or tool calls;"
+            " check it against the app before accepting"
+        )
     if not run.prompt:
         notes.append("the prompt was not captured: write it before accepting")
     if run.history is None and run.prompt:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..conventions import GENAI_OP, OI_KIND, TL_KIND, ancestors, is_agent_span, may_hold_run
 from ..spans import SpanData, span_size
+from ._lost import LostTraces
 
 if TYPE_CHECKING:
     from ._pipeline import RunWriter
@@ -37,10 +38,8 @@ log = logging.getLogger("harvester.intake")
 
 def _agents(span: SpanData) -> bool:
     """True for a span an agent's run is made of (its agent, model, tool or chain spans), by its keys alone.
-
-    Broader than ``may_hold_run`` on purpose: in process the agent span ends last, so a run still
-    going holds only its model and tool spans, and those must not be taken for junk.
-    """
+    Broader than ``may_hold_run`` on purpose: in process the agent span ends last, so a run still going
+    holds only its model and tool spans, and those must not be taken for junk."""
     a = span.attributes
     return bool(a) and (GENAI_OP in a or OI_KIND in a or TL_KIND in a)
 
@@ -136,8 +135,10 @@ class LocalRootAssembler(Assembler):
         max_spans_per_trace: int,
         max_open_bytes: int = 64 << 20,
         max_bytes_per_trace: int = 16 << 20,
+        lost: LostTraces | None = None,
     ) -> None:
         self.writer = writer
+        self.lost = lost if lost is not None else LostTraces()
         self.max_open = max_open_traces
         self.max_age = max_trace_age_s
         self.max_spans = max_spans_per_trace
@@ -167,6 +168,7 @@ class LocalRootAssembler(Assembler):
                 self._write_ended_runs(trace_id, trace)
             if self._over(trace, size):
                 self.writer.drop("trace_too_big")  # agent and root spans are always kept: they bound the run
+                self.lost.lose(trace_id, "trace_too_big")
                 return
         sid = span.span_id
         if sid in trace.spans:  # the same span again (an id collision): held once
@@ -205,20 +207,17 @@ class LocalRootAssembler(Assembler):
         if trace_id in self.partial:
             self.partial.pop(trace_id)
             self._process(subtree, partial=True)  # what was written of it before joins what came since
-        else:
-            self._write(subtree)
-
-    def _write(self, spans: list[SpanData]) -> None:
-        if any(may_hold_run(s) for s in spans):
-            self._process(spans)
+        elif any(may_hold_run(s) for s in subtree):
+            self._process(subtree)
         else:
             self.writer.drop("no_agent")
 
     def _process(self, spans: list[SpanData], *, partial: bool = False, piece: bool = False) -> None:
         """``process_trace``, counted and contained: ``expire`` and ``finish_all`` loop over many
-        traces, and an error escaping from one would skip the rest and the final flush."""
+        traces, and an error escaping from one would skip the rest and the final flush. A trace that lost a
+        span (``lost``: on the app's thread, or here) goes marked."""
         try:
-            self.writer.process_trace(spans, partial=partial, piece=piece)
+            self.writer.process_trace(self.lost.marked(spans), partial=partial, piece=piece)
         except Exception:
             log.debug("harvester could not process a trace", exc_info=True)
             self.writer.drop("internal_error")
@@ -239,6 +238,8 @@ class LocalRootAssembler(Assembler):
             self._remember_partial(trace_id)  # its root may still arrive, with more of the run
         else:
             self.writer.drop(reason)
+            if trace.agents:  # a run's model or tool spans: their run lost them
+                self.lost.lose(trace_id, reason)
 
     def expire(self, now: float) -> None:
         """Finish traces idle for ``max_age``; in busy ones open that long, write the runs that ended.

@@ -6,8 +6,8 @@ thread does the rest: converts spans, groups them per trace, recognizes finished
 redacts and writes them in batches. Everything is bounded, in bytes as well as in counts (queue,
 open traces, spans and bytes per trace, trace age; a span's bytes are estimated on the app's thread
 by ``readable_size``, from the lengths of its attribute values), and every loss is counted in
-``stats()``. A store that cannot be opened (a read-only filesystem, a directory, a file that is not
-SQLite) never stops the app: it is logged, nothing is written, and ``stats()`` says why.
+``stats()``; a trace that lost a span is remembered (``LostTraces``), its runs stored marked incomplete.
+A store that cannot be opened (``open_store``) never stops the app: nothing is written, ``stats()`` says why.
 
 Normalizing a trace into runs costs more CPU than all the rest, so the worker does it only where it
 must judge the runs: a trace that sampling keeps whatever it holds is stored whole (redacted) in the
@@ -47,11 +47,12 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_val
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from .. import seam
-from ..errors import StoreError
 from ..redact import Redactor
-from ..spans import SpanData, from_readable, held_size, readable_size
-from ..store import TraceStore, is_postgres_url, shown_store
+from ..spans import from_readable, held_size, readable_size
+from ..store import TraceStore
 from ._assembly import LocalRootAssembler
+from ._lost import LostTraces
+from ._opened import UnusableStore, open_store
 from ._pipeline import RunWriter
 from ._tally import Tally
 
@@ -88,41 +89,6 @@ def _finalize_at_process_exit(processor: HarvestingSpanProcessor) -> None:
     multiprocessing.util.Finalize(processor, shutdown, exitpriority=100)
 
 
-class _UnusableStore:
-    """The ``RowSink`` of a store that could not be opened (a read-only filesystem, a directory, a file
-    that is not SQLite), so that the app starts all the same. The worker drops every span before it
-    gets this far (``store_unusable``, and ``stats()`` says why); a write that did arrive would fail
-    and be counted like any store error."""
-
-    def __init__(self, path: str, error: str) -> None:
-        self.path = path
-        self.error = error
-
-    def add_many(self, items: Any, *, replace_traces: Any = (), inbox: Any = ()) -> int:
-        raise StoreError(self.error)
-
-    def spans_of(self, trace_ids: Any) -> dict[str, list[SpanData]]:
-        return {}
-
-    def close(self) -> None:
-        pass
-
-
-def _open_store(store: TraceStore | str | os.PathLike[str] | None) -> TraceStore | _UnusableStore:
-    """The processor's store, or, when the file cannot be used, a logged stand-in that writes nothing."""
-    if isinstance(store, TraceStore):
-        return store
-    try:
-        if is_postgres_url(str(store)):  # connected at the first write, on the worker: never the app's start
-            return TraceStore(store, check=False)
-        return TraceStore(store)
-    except Exception as exc:  # StoreError, or an OSError the checks did not foresee
-        named = shown_store(str(store))  # a PostgreSQL URL without its password
-        error = str(exc) if isinstance(exc, StoreError) else f"{named}: {exc}"
-        log.warning("harvester: capture is off, the trace store cannot be used: %s", error)
-        return _UnusableStore(named, error)
-
-
 def _millis(timeout_millis: Any) -> float:
     """A timeout as the SDK may pass it: ``None`` (the SDK's "no timeout given") is 30 s; never below 0."""
     return 30_000.0 if timeout_millis is None else max(float(timeout_millis), 0.0)
@@ -138,7 +104,8 @@ class HarvestingSpanProcessor(SpanProcessor):
     ``defer_normalize`` (keep sampled-in traces whole for the store's first read to normalize), and
     the bounds: ``max_queue`` spans and ``max_queue_bytes`` waiting for the worker, ``max_open_traces``
     and ``max_open_bytes`` held for traces whose runs are not complete, ``max_spans_per_trace`` and
-    ``max_bytes_per_trace``, ``max_trace_age_s``, ``batch_size`` runs per transaction, ``flush_interval_s``.
+    ``max_bytes_per_trace``, ``max_trace_age_s``, ``max_lost_traces`` ids of traces that lost a span
+    remembered to mark their runs incomplete, ``batch_size`` runs per transaction, ``flush_interval_s``.
     """
 
     def __init__(
@@ -158,10 +125,11 @@ class HarvestingSpanProcessor(SpanProcessor):
         batch_size: int = 256,
         flush_interval_s: float = 1.0,
         defer_normalize: bool = True,
+        max_lost_traces: int = 4_096,
     ) -> None:
-        opened = _open_store(store)
+        opened = open_store(store)
         self._owns_store = opened is not store  # opened here from a path: closed at shutdown
-        self._store_error = opened.error if isinstance(opened, _UnusableStore) else None
+        self._store_error = opened.error if isinstance(opened, UnusableStore) else None
         self.writer = RunWriter(
             opened,
             sample_rate=sample_rate,
@@ -178,6 +146,7 @@ class HarvestingSpanProcessor(SpanProcessor):
         self._assembler = LocalRootAssembler(
             self.writer, max_open_traces, max_trace_age_s, max_spans_per_trace, max_open_bytes, max_bytes_per_trace
         )
+        self._assembler.lost = self._lost = LostTraces(max_lost_traces)
         self._queue_dropped = Tally()
         self._replay_dropped = Tally()
         self._shutdown = False
@@ -222,6 +191,7 @@ class HarvestingSpanProcessor(SpanProcessor):
     def _at_fork_reinit(self) -> None:
         """In a forked child: the parent's queued spans and open traces are the parent's to write."""
         self._assembler.clear()
+        self._lost.clear()
         self.writer.reset()
         self._queue_dropped = Tally()
         self._replay_dropped.after_fork()
@@ -239,12 +209,13 @@ class HarvestingSpanProcessor(SpanProcessor):
                     self._replay_dropped.add()
                     return
             q = self._queue
-            if len(q) >= self.max_queue or self._shutdown:
+            full = len(q) >= self.max_queue or self._shutdown
+            if not full:
+                size = readable_size(span)
+                full = bool(q) and self._queued_in - self._queued_out + size > self.max_queue_bytes  # one always fits
+            if full:
                 self._queue_dropped.add()
-                return
-            size = readable_size(span)
-            if q and self._queued_in - self._queued_out + size > self.max_queue_bytes:  # one span always fits
-                self._queue_dropped.add()
+                self._lost.note(span, "queue_full")
                 return
             self._queued_in += size
             q.append((span, size))
@@ -281,6 +252,7 @@ class HarvestingSpanProcessor(SpanProcessor):
                 self._assembler.expire(time.monotonic())
                 if stopping:
                     self._assembler.finish_all()
+                self._lost.take()  # counted even when their traces are never written
             except BaseException:
                 log.debug("harvester capture worker error", exc_info=True)
                 self.writer.drop("internal_error")
@@ -315,18 +287,21 @@ class HarvestingSpanProcessor(SpanProcessor):
             self._queued_out += size
             if self._store_error is not None:  # nothing can be written: spend nothing on it
                 self.writer.drop("store_unusable")
+                self._lost.note(rs, "store_unusable")
                 continue
             try:
                 parent = rs.parent
                 span = from_readable(rs)
             except Exception:
                 self.writer.drop("convert_error")
+                self._lost.note(rs, "convert_error")
                 continue
             try:
                 add(span, parent is None or parent.is_remote, now, held_size(size))
             except Exception:
                 log.debug("harvester could not process a span", exc_info=True)
                 self.writer.drop("internal_error")
+                self._lost.note(rs, "internal_error")
 
     # -- control -------------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int | None = 30_000) -> bool:
@@ -364,21 +339,23 @@ class HarvestingSpanProcessor(SpanProcessor):
             # drain: those spans will never be processed, so count them instead of leaving them.
             late = len(self._queue)
             if late:
+                for entry in self._queue:
+                    self._lost.note(entry[0] if entry else None, "after_shutdown")
                 self._queue.clear()
                 self.writer.drop("after_shutdown", late)
+                self._lost.take()
             if self._owns_store:
                 self.writer.store.close()
 
     def stats(self) -> dict[str, Any]:
         s = self.writer.stats()
         dropped = s.pop("dropped")
-        queue_full = self._queue_dropped.value()
-        if queue_full:
+        if queue_full := self._queue_dropped.value():
             dropped["queue_full"] = queue_full
-        replayed = self._replay_dropped.value()
-        if replayed:
+        if replayed := self._replay_dropped.value():
             dropped["replay"] = replayed
         out = {
+            "lost_traces": self._lost.count + s.pop("lost_traces", 0),
             "captured": self._captured,
             "queued": len(self._queue),
             "queued_bytes": self._queued_in - self._queued_out,
@@ -387,6 +364,8 @@ class HarvestingSpanProcessor(SpanProcessor):
             **s,
             "dropped": dropped,
         }
+        if forgotten := self._lost.forgotten:
+            out["lost_unmarked"] = forgotten
         if self._store_error is not None:
             out["store_unusable"] = self._store_error
         return out

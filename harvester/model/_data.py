@@ -163,6 +163,9 @@ class RunData(TypedDict):
     mcp_tools: NotRequired[list[McpToolData]]
     # The instrumentation scopes that traced its model calls (an SDK instrumentor: replay turns it on).
     instrumentation: NotRequired[list[str]]
+    # Why the run may lack spans it produced (``queue_full``: capture dropped one of its trace's spans);
+    # absent in a run stored whole, and in runs stored before issue 31.
+    incomplete: NotRequired[str]
     requested_tools: NotRequired[list[str]]
     blocked_tools: NotRequired[list[str]]
 

@@ -211,6 +211,9 @@ class Run(_Model):
     # The instrumentation scopes that traced its model calls (``openinference.instrumentation.openai``):
     # a replay of a raw SDK loop turns the same instrumentor on, so it reads the replay as production.
     instrumentation: list[str] = Field(default_factory=list)
+    # Why the run may lack spans it produced: capture dropped a span of its trace (``queue_full``,
+    # ``trace_too_big``, ...). None: stored whole. A case harvested from it carries a review note.
+    incomplete: str | None = None
 
     # -- derived views -------------------------------------------------------------------------
     def trajectory(self) -> list[str]:
@@ -253,6 +256,8 @@ class Run(_Model):
         data = handler(self)
         if not self.mcp_tools:  # most runs have none: their JSON stays as it was
             data.pop("mcp_tools", None)
+        if self.incomplete is None:  # nor a mark on a whole run
+            data.pop("incomplete", None)
         data["requested_tools"] = self.requested_tools()
         data["blocked_tools"] = self.blocked_tools()
         return data

@@ -583,8 +583,9 @@ def test_over_capacity_is_a_retryable_503(store: str):
     rec = Receiver(store, port=0, max_connections=1, max_body_bytes=1000, max_inflight_bytes=1000)
     rec.start()
     try:
-        with socket.create_connection(("127.0.0.1", rec.port), timeout=10):  # holds the only connection slot
-            _until(lambda: rec.health()["open_connections"] == 1)
+        with socket.create_connection(("127.0.0.1", rec.port), timeout=10) as held:  # the only connection slot
+            held.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # keep-alive, its slot kept
+            assert held.recv(4096).startswith(b"HTTP/1.1 200 ")
             status, _, headers = _post(rec, b"")
             assert status == 503 and headers["Retry-After"] == "1"
         _until(lambda: rec.health()["open_connections"] == 0)

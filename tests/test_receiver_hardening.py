@@ -13,6 +13,8 @@ import http.client
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -179,6 +181,62 @@ def test_headers_trickled_a_byte_at_a_time_are_cut_off_at_the_header_deadline(st
         rec.stop(timeout=1)
 
 
+class Swarm:
+    """``n`` clients trickling headers without a token, each connecting again as soon as the server
+    closes it or answers (an attacker who keeps every slot it can). ``closed``: connections the server
+    closed without a word; ``answered``: those it answered (a 503 when no slot was free)."""
+
+    def __init__(self, port: int, n: int) -> None:
+        self.port, self.closed, self.answered = port, 0, 0
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def _client(self) -> None:
+        padding = _headers(10, "X-Padding: " + "x" * 10_000 + "\r\n")
+        while not self.stop.is_set():
+            trickler = Trickler(self.port, b"P", padding[1:], every=0.05)
+            trickler.stop = self.stop
+            trickler.run()
+            with self._lock:
+                if trickler.answer:
+                    self.answered += 1
+                elif trickler.closed:
+                    self.closed += 1
+            self.stop.wait(0.05)
+
+    def end(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+
+
+@pytest.mark.slow
+def test_sixty_header_tricklers_without_the_token_leave_a_real_exporter_with_it_served(store: str):
+    """Sixty clients trickle headers without a token and reconnect as soon as they are dropped, so
+    they hold every slot of their address; an exporter with the token, from the same address, still
+    gets at least 18 of 20 exports through: a connection that has not sent a whole request with the
+    token yields its slot to a newcomer (before: 3 of 20, the slots held until the header deadline)."""
+    rec = Receiver(store, port=0, token="s3cret", idle_seconds=60)
+    rec.start()
+    swarm = Swarm(rec.port, 60)
+    try:
+        _until(lambda: rec.health()["open_connections"] >= rec.max_client_connections)
+        exporter = OTLPSpanExporter(endpoint=rec.url, headers={"Authorization": "Bearer s3cret"}, timeout=1)
+        results = [exporter.export(_finished_run()) for _ in range(20)]
+        exporter.shutdown()
+    finally:
+        swarm.end()
+        rec.stop(timeout=1)
+    ok = results.count(SpanExportResult.SUCCESS)
+    print(f"{ok} of 20 exports succeeded beside 60 header tricklers")
+    assert ok >= 18, f"{ok} of 20 exports succeeded beside 60 header tricklers"
+    assert swarm.closed >= 1  # tricklers were dropped without a word
+    assert rec.health()["errors"].get("401", 0) == 0  # no trickler ever finished its headers
+
+
 @pytest.mark.slow
 def test_a_keep_alive_connection_quiet_between_exports_is_not_cut(store: str):
     """The header deadline starts at a request's first byte, not when the last response went out:
@@ -250,27 +308,134 @@ def test_without_a_minimum_rate_only_the_body_deadline_cuts_a_trickler(
         rec.stop(timeout=1)
 
 
-def test_connections_are_limited_per_client_address(store: str, tricklers: list[Trickler]):
+def _proven(port: int, source: str = "127.0.0.1") -> socket.socket:
+    """A keep-alive connection that has sent a whole request: it keeps its slot."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+    sock.sendall(_headers(0))
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
+    return sock
+
+
+def test_connections_are_limited_per_client_address(store: str):
     """One address cannot take every connection slot: past its share it gets a retryable 503 while
     another address is still served (before: no per-address limit)."""
     rec = Receiver(store, port=0, max_client_connections=2)
     rec.start()
     try:
-        held = [socket.create_connection(("127.0.0.1", rec.port), timeout=10) for _ in range(2)]
-        _until(lambda: rec.health()["open_connections"] == 2)
-        try:
-            status, headers = _post(rec, b"{}")
-            assert status == 503 and headers["Retry-After"] == "1"
-        except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
-            # The 503 is written as the connection is accepted; a request that arrives after the close
-            # meets a reset instead. Either way the exporter retries: refused, never served.
-            pass
-        assert rec.health()["errors"].get("503", 0) >= 1
-        other = socket.create_connection(("127.0.0.1", rec.port), timeout=10, source_address=("127.0.0.2", 0))
-        other.sendall(_headers(0))
-        assert other.recv(4096).startswith(b"HTTP/1.1 200 ")
+        held = [_proven(rec.port) for _ in range(2)]
+        status, headers = _post(rec, b"{}")
+        assert status == 503 and headers["Retry-After"] == "1"
+        assert rec.health()["errors"] == {"503": 1}
+        other = _proven(rec.port, "127.0.0.2")
         for sock in [*held, other]:
             sock.close()
+    finally:
+        rec.stop(timeout=1)
+
+
+def test_a_connection_that_has_sent_no_request_yields_its_slot_to_a_newcomer(store: str):
+    """Connections that never send a whole request (with the token) hold every slot of their address
+    for nothing: a newcomer takes the oldest one's, which is closed (before: the newcomer got a 503)."""
+    rec = Receiver(store, port=0, token="s3cret", max_client_connections=2)
+    rec.start()
+    try:
+        held = [socket.create_connection(("127.0.0.1", rec.port), timeout=10) for _ in range(2)]
+        _until(lambda: rec.health()["open_connections"] == 2)
+        assert _post(rec, b"{}", headers={"Authorization": "Bearer s3cret"})[0] == 200
+        assert held[0].recv(4096) == b""  # the oldest, closed without a word
+        assert rec.health()["errors"] == {"evicted": 1}
+        for sock in held:
+            sock.close()
+    finally:
+        rec.stop(timeout=1)
+
+
+@pytest.mark.slow
+def test_a_connection_that_sends_nothing_is_closed_at_the_header_deadline(store: str):
+    """A new connection's first headers are due from when it was accepted, not from its first byte
+    (before: a silent connection held its slot for the 30 s a keep-alive connection may idle)."""
+    rec = Receiver(store, port=0, header_timeout=0.5)
+    rec.start()
+    try:
+        with socket.create_connection(("127.0.0.1", rec.port), timeout=10) as silent:
+            assert silent.recv(4096) == b""
+        _until(lambda: rec.health()["errors"].get("header_timeout") == 1)
+    finally:
+        rec.stop(timeout=1)
+
+
+# -- framing ------------------------------------------------------------------------------------
+def _framed(rec: Receiver, framing: str, body: bytes) -> bytes:
+    """The answer to a POST framed by ``framing``: read until the server closes, or a success kept open."""
+    with socket.create_connection(("127.0.0.1", rec.port), timeout=10) as sock:
+        head = f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {JSON}\r\n{framing}\r\n"
+        sock.sendall(head.encode() + body)
+        answer = b""
+        while chunk := sock.recv(4096):  # until the server closes
+            answer += chunk
+            if b"Connection: close" not in answer and answer.endswith(b"{}"):
+                break  # a success, the connection kept open
+        return answer
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        "Content-Length: 2\r\nContent-Length: 12\r\n",
+        "Content-Length: 2, 12\r\n",
+        "Content-Length: +2\r\n",
+        "Transfer-Encoding: chunked, identity\r\n",
+        "Transfer-Encoding: identity\r\nContent-Length: 2\r\n",
+        "Transfer-Encoding: gzip\r\n",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n",
+    ],
+    ids=[
+        "two-lengths",
+        "listed-lengths",
+        "signed-length",
+        "chunked-identity",
+        "identity",
+        "gzip",
+        "chunked-twice",
+        "both",
+    ],
+)
+def test_framing_two_parsers_could_read_differently_is_a_400(
+    store: str, framing: str, caplog: pytest.LogCaptureFixture
+):
+    """Request smuggling: a proxy and the receiver must read one request from the bytes, so differing
+    Content-Length values and any Transfer-Encoding but exactly ``chunked`` are refused, the connection
+    closed after the answer, and at most one line logged (before: the first length or the chunked
+    body was taken, 200)."""
+    rec = Receiver(store, port=0, idle_seconds=0.05)
+    rec.start()
+    try:
+        answer = _framed(rec, framing, b"2\r\n{}\r\n0\r\n\r\n" if "chunked" in framing else b"{}")
+        assert answer.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in answer
+        health = rec.health()
+    finally:
+        rec.stop(timeout=1)
+    assert health["errors"] == {"400": 1} and health["export_requests"] == 0
+    assert len([r for r in caplog.records if r.name.startswith("harvester")]) <= 1
+
+
+@pytest.mark.parametrize(
+    "framing, body",
+    [
+        ("Content-Length: 2\r\nContent-Length: 2\r\n", b"{}"),
+        ("Content-Length: 2, 2\r\n", b"{}"),
+        ("Transfer-Encoding: Chunked\r\n", b"2\r\n{}\r\n0\r\n\r\n"),
+    ],
+    ids=["same-length-twice", "same-length-listed", "chunked"],
+)
+def test_framing_only_one_reading_allows_is_served(store: str, framing: str, body: bytes):
+    """RFC 9110 lets repeated identical lengths stand; a coding's name is case-insensitive."""
+    rec = Receiver(store, port=0)
+    rec.start()
+    try:
+        assert _framed(rec, framing, body).startswith(b"HTTP/1.1 200 ")
+        assert rec.health()["errors"] == {}
     finally:
         rec.stop(timeout=1)
 
@@ -419,6 +584,58 @@ def test_stop_is_bounded_when_the_store_process_is_stuck(store: str):
     _returns(rec.stop, timeout=1, store_timeout=2)
     assert not rec.writer._proc.is_alive()
     assert rec.health()["dropped_runs"]["store_process"] == 12
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(child) for child in f.read().split()]
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a dead child its new parent has not reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="finds the store process in /proc (Linux)")
+def test_the_store_process_ends_when_serve_is_killed_with_sigkill(store: str):
+    """``harvester serve`` killed with SIGKILL cannot stop its store process: the child sees its pipe
+    end and leaves, its store whole (before: it inherited the parent's end of the pipe, so the pipe
+    never ended, and it lived on for minutes holding the store, ignoring SIGTERM)."""
+    cmd = [sys.executable, "-u", "-c", "from harvester.cli import main; main()", "serve", "--port", "0"]
+    serve = subprocess.Popen(
+        [*cmd, "--store", store, "--idle-seconds", "0.05"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    children: list[int] = []
+    try:
+        line = serve.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("listening on http://127.0.0.1:"), line
+        req = urllib.request.Request(
+            line.split()[-1], data=_json(agent_trace("a" * 32)), headers={"Content-Type": JSON}
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+        assert serve.stdout.readline().startswith("completed 1 trace")  # type: ignore[union-attr]
+        (child,) = children = _children(serve.pid)
+        serve.kill()
+        serve.wait()
+        _until(lambda: not _running(child), deadline=2.0)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        for pid in children:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+    # The store opens and reads, whole: the trace handed over before the kill was written on the way out.
+    assert [run.trace_id for run in stored(store)] == ["a" * 32]
 
 
 # -- the token ---------------------------------------------------------------------------------

@@ -74,11 +74,19 @@ def _is_loopback(host: str) -> bool:
     help="Larger request bodies are refused (413).",
 )
 @click.option(
+    "--header-timeout",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a request's headers may take to arrive (from a new connection's start, or a "
+    "request's first byte); the connection is closed past it.",
+)
+@click.option(
     "--body-timeout",
     default=60.0,
     show_default=True,
     type=click.FloatRange(min=0, min_open=True),
-    help="Seconds a request's whole body may take to arrive (408 past it); headers get 10.",
+    help="Seconds a request's whole body may take to arrive (408 past it).",
 )
 @click.option(
     "--min-body-kib-s",
@@ -125,6 +133,7 @@ def serve(
     store: str | None,
     idle_seconds: float,
     max_body_mb: float,
+    header_timeout: float,
     body_timeout: float,
     min_body_kib_s: float,
     max_client_connections: int,
@@ -160,6 +169,7 @@ def serve(
         port=port,
         idle_seconds=idle_seconds,
         max_body_bytes=int(max_body_mb * (1 << 20)),
+        header_timeout=header_timeout,
         body_timeout=body_timeout,
         min_body_rate=min_body_kib_s * 1024,
         max_client_connections=max_client_connections,

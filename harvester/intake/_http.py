@@ -1,18 +1,17 @@
 """The HTTP layer of the receiver: the request handler (routes, errors in the OTLP shape the client
-asked for, deadlines on reading a request) and the threading server that bounds its connections, in
-all and per client address.
+asked for, deadlines on reading a request) and the threading server that bounds its connections
+(``Slots``: in all and per client address, proven connections first).
 
 A thread per connection is cheap until a client holds it by sending slowly: a socket timeout is per
 ``recv``, so a byte every few seconds would keep it forever. Reads therefore go through a clock that
-bounds the whole of a request's headers (from its first byte) and, once the receiver starts reading
-its body, the whole body.
+bounds the whole of a request's headers (a connection's first request from the moment it is accepted,
+a keep-alive request from its first byte) and, once the receiver starts reading its body, the whole body.
 """
 
 from __future__ import annotations
 
 import io
 import socket
-import threading
 import time
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ._otlp import JSON, PROTOBUF, RPC_CODES, BadRequest, ClientGone, status_protobuf
+from ._slots import Slots
 
 if TYPE_CHECKING:
     from ._receiver import Receiver
@@ -52,6 +52,7 @@ class _Deadline(io.RawIOBase):
         self._rate = 0.0
         self._read = 0  # bytes read since start()
         self.expired = False
+        self.ended = False  # the client closed its side (or its slot was given to a newcomer)
 
     def readable(self) -> bool:
         return True
@@ -92,6 +93,7 @@ class _Deadline(io.RawIOBase):
             self.expired = self._deadline is not None
             raise
         self._read += n
+        self.ended = not n
         if n and self._pending is not None:
             self.start(self._pending)
         return n
@@ -102,6 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 30  # seconds an idle keep-alive connection may hold its thread between requests
     server: Server
     clock: _Deadline
+    fresh = True  # no request read yet on this connection
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request would drown the flush lines; /healthz has the counts
@@ -112,7 +115,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile = io.BufferedReader(self.clock, 1 << 16)
 
     def handle_one_request(self) -> None:
-        self.clock.expect(self.server.receiver.header_timeout)
+        if self.fresh:  # due from the accept: a client that sends nothing holds its slot no longer
+            self.fresh = False
+            self.clock.start(self.server.receiver.header_timeout)
+        else:  # a keep-alive connection may be quiet between requests: due from the first byte
+            self.clock.expect(self.server.receiver.header_timeout)
         super().handle_one_request()  # a TimeoutError while reading headers closes the connection
         if self.clock.expired:  # its headers were late (a late body is answered, a 408, and reset)
             self.server.receiver.count_error("header_timeout")
@@ -140,11 +147,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         receiver = self.server.receiver
+        if self.clock.ended:  # the headers were cut short: no request to answer
+            self.close_connection = True
+            return
         path = self.path.split("?", 1)[0]
         ctype = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         protobuf = ctype == PROTOBUF
         try:
             receiver.authorize(self.headers)  # before a body is read or any budget is taken
+            if not self.server.slots.prove(self.connection):
+                raise BadRequest(503, "too many connections from this address or in all; retry shortly")
             if path == HEALTH_PATH:
                 if method != "GET":
                     raise BadRequest(405, f"{method} not allowed on {path}; use GET")
@@ -185,12 +197,9 @@ class _Handler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other
 
 
-_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-
-
 class Server(ThreadingHTTPServer):
-    """One thread per connection (exporters keep theirs open), at most ``max_connections`` of them and
-    ``max_client_connections`` from one address, so one client cannot take every slot."""
+    """One thread per connection (exporters keep theirs open), in the slots ``Slots`` hands out:
+    a connection that has not sent a whole request with the token yields its slot to a newcomer."""
 
     daemon_threads = True
     request_queue_size = 128  # many exporters may connect at once
@@ -198,43 +207,22 @@ class Server(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], max_connections: int, max_client_connections: int) -> None:
         super().__init__(address, _Handler)
-        self.max_connections = max_connections
-        self.max_client_connections = max_client_connections
-        # Changed by the accept thread and decremented by handlers, under the lock.
-        self.connections = 0
-        self.by_client: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self.slots = Slots(max_connections, max_client_connections)
+
+    @property
+    def connections(self) -> int:
+        return self.slots.connections
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        client = client_address[0]
-        with self._lock:
-            mine = self.by_client.get(client, 0)
-            admitted = self.connections < self.max_connections and mine < self.max_client_connections
-            if admitted:
-                self.connections += 1
-                self.by_client[client] = mine + 1
-        if not admitted:
-            # Over capacity: a retryable 503 (OTLP exporters back off and resend), not a new thread.
-            self.receiver.count_error("503")
-            try:
-                request.sendall(_BUSY)
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
+        if self.slots.admit(request, client_address[0]):
+            self.receiver.count_error("evicted")
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            client = client_address[0]
-            with self._lock:
-                self.connections -= 1
-                if self.by_client[client] == 1:
-                    del self.by_client[client]
-                else:
-                    self.by_client[client] -= 1
+            self.slots.release(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a reset connection is the client's problem, not a traceback on our stderr

@@ -28,6 +28,7 @@ __all__ = [
     "JSON",
     "PROTOBUF",
     "RPC_CODES",
+    "body_length",
     "decode_json",
     "decode_protobuf",
     "decompress",
@@ -185,6 +186,33 @@ def _varint(n: int) -> bytes:
         out.append(byte | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+def body_length(headers: Any) -> int | None:
+    """The body's length as its headers frame it, or None for ``Transfer-Encoding: chunked``.
+
+    A proxy in front and this server must read the same request from the same bytes, or a request
+    can be smuggled past the proxy inside another's body: so framing that two parsers may read two
+    ways is refused (400), not guessed at. Content-Length values that differ (repeated or listed);
+    any Transfer-Encoding but exactly ``chunked`` (``chunked, identity``, two headers, ``gzip``);
+    and both headers at once (RFC 9112 6.1 lets a server refuse it).
+    """
+    codings = [c.strip().lower() for c in headers.get_all("Transfer-Encoding") or []]
+    lengths = {v.strip() for value in headers.get_all("Content-Length") or [] for v in value.split(",")}
+    if codings:
+        if codings != ["chunked"]:
+            raise BadRequest(400, f"unsupported Transfer-Encoding {', '.join(codings)!r}; only chunked")
+        if lengths:
+            raise BadRequest(400, "both Transfer-Encoding and Content-Length; send one")
+        return None
+    if not lengths:
+        raise BadRequest(411, "Content-Length or Transfer-Encoding: chunked required")
+    if len(lengths) > 1:
+        raise BadRequest(400, f"differing Content-Length values {', '.join(sorted(lengths))}")
+    (value,) = lengths
+    if not (value.isascii() and value.isdigit()):
+        raise BadRequest(400, f"bad Content-Length {value!r}")
+    return int(value)
 
 
 def read_body(rfile: Any, length: int, charge: Charge) -> list[bytes]:

@@ -6,13 +6,15 @@ has been quiet for ``idle_seconds``), then handed to the same post-grouping pipe
 ``HarvestingSpanProcessor`` uses, so a run is sampled, redacted and stored identically whichever way
 it came in.
 
-Everything a client sends is untrusted: the token is checked before any body is read, headers and
-bodies are read under deadlines (a client trickling bytes cannot hold a connection), the bytes held
-by all bodies together are bounded as they are read and inflated (gzip bombs included), connections
-are bounded in all and per client address, open traces are bounded in count and spans (the least
-recently active go first, counted), a broken request never takes the server down, and the listener
-binds loopback unless told otherwise. A trace that completes again (an exporter retrying a request
-after its trace was written) is merged with what is stored of it, never stored as part of itself.
+Everything a client sends is untrusted: the token is checked before any body is read, headers and bodies
+are read under deadlines (a client trickling bytes cannot hold a connection), the bytes held by all
+bodies together are bounded as they are read and inflated (gzip bombs included), connections are bounded
+in all and per client address (one that has not sent a whole request with the token yields its slot to a
+newcomer), request framing that two parsers could read two ways is refused, open traces are bounded in
+count and spans (the least recently active go first, counted), a broken request never takes the server
+down, and the listener binds loopback unless told otherwise. A trace that completes again (an exporter
+retrying a request after its trace was written) is merged with what is stored of it, never stored as
+part of itself.
 
 The stdlib HTTP server is enough: exporters send batches (hundreds of spans a request), so
 per-request overhead is small next to decoding, which walks the protobuf message directly.
@@ -40,6 +42,7 @@ from ._otlp import (
     PROTOBUF,
     BadRequest,
     ClientGone,
+    body_length,
     decode_json,
     decode_protobuf,
     decompress,
@@ -64,12 +67,13 @@ class Receiver:
     ``stop()`` stops listening, completes every open trace that has its agent span and writes them.
     ``on_flush`` is called with the number of traces each sweep completed (the CLI prints it).
 
-    Limits (docs/collector.md): a request's headers must arrive within ``header_timeout`` of its first
-    byte and its body within ``body_timeout`` of its headers, arriving at ``min_body_rate`` bytes a
-    second or faster after its first 5 seconds (408); bodies in flight hold at most
-    ``max_inflight_bytes`` together, counted as read and as inflated (503); one body at most
-    ``max_body_bytes`` on the wire and ``max_decoded_bytes`` inflated (413); at most
-    ``max_connections`` connections, ``max_client_connections`` from one address (503). With a
+    Limits (docs/collector.md): a request's headers must arrive within ``header_timeout`` of its first byte
+    (a connection's first request: of its accept) and its body within ``body_timeout`` of its headers,
+    arriving at ``min_body_rate`` bytes a second or faster after its first 5 seconds (408); bodies in
+    flight hold at most ``max_inflight_bytes`` together, counted as read and as inflated (503); one body
+    at most ``max_body_bytes`` on the wire and ``max_decoded_bytes`` inflated (413); at most
+    ``max_connections`` connections, ``max_client_connections`` from one address (503), and as many
+    again not yet proven (no whole request with the token yet), the oldest closed for a newcomer. With a
     ``token``, every path needs it, ``/healthz`` included.
 
     ``store_process``: store (sample, redact, write) in a child process (``StoreProcess``), so that
@@ -95,7 +99,7 @@ class Receiver:
         max_client_connections: int = 32,
         max_inflight_bytes: int | None = None,
         max_decoded_bytes: int | None = None,
-        header_timeout: float = 10.0,
+        header_timeout: float = 5.0,
         body_timeout: float = 60.0,
         min_body_rate: float = 64 << 10,
         on_flush: Callable[[int], None] | None = None,
@@ -238,20 +242,9 @@ class Receiver:
         encoding = (headers.get("Content-Encoding") or "").strip().lower()
         if encoding not in ("", "identity", "gzip", "deflate"):
             raise BadRequest(415, f"unsupported Content-Encoding {encoding!r} (use gzip, deflate or none)")
-        chunked = "chunked" in (headers.get("Transfer-Encoding") or "").lower()
-        length_header = headers.get("Content-Length")
-        length: int | None = None  # chunked: a proxy or streaming client, the length is unknown
-        if not chunked:
-            if length_header is None:
-                raise BadRequest(411, "Content-Length or Transfer-Encoding: chunked required")
-            try:
-                length = int(length_header)
-            except ValueError:
-                raise BadRequest(400, f"bad Content-Length {length_header!r}") from None
-            if length < 0:
-                raise BadRequest(400, f"bad Content-Length {length_header!r}")
-            if length > self.max_body_bytes:
-                raise BadRequest(413, f"body of {length} bytes exceeds the limit of {self.max_body_bytes}")
+        length = body_length(headers)  # None: chunked (a proxy or streaming client), the length is unknown
+        if length is not None and length > self.max_body_bytes:
+            raise BadRequest(413, f"body of {length} bytes exceeds the limit of {self.max_body_bytes}")
         with self._lock:
             if self._stopping.is_set():
                 raise BadRequest(503, "shutting down")

@@ -13,7 +13,8 @@ compact form (``spans_blob``; secrets cross the pipe, never a file: the child re
   and they are read as they come. ``close`` waits for the child's last write and its final counters.
 - A child that dies is logged once; what it was handed and never reported stored, and all that comes
   after, is counted ``store_process`` lost, and ``/healthz`` answers 503 (a probe restarts the server).
-  It ignores Ctrl-C and SIGTERM: the parent stops it, after its last traces, by closing the pipe.
+  It ignores Ctrl-C and SIGTERM: the parent stops it, after its last traces, by closing the pipe; a
+  parent that dies (SIGKILL included) closes it too, and the child leaves within a moment, its store whole.
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ class StoreProcess:
         theirs_in, self._out = ctx.Pipe(duplex=False)
         self._in, theirs_out = ctx.Pipe(duplex=False)
         _grow_pipe(self._out)
-        args = (theirs_in, theirs_out, store, sample_rate, redact, method)
+        # A forked child holds copies of this side's ends too; it closes them, or the parent's death
+        # (even by SIGKILL) would never reach it as the end of the pipe, and it would outlive it.
+        ours = [self._out, self._in] if method == "fork" else []
+        args = (theirs_in, theirs_out, ours, store, sample_rate, redact, method)
         self._proc = ctx.Process(target=_child, args=args, name="harvester-store", daemon=True)  # type: ignore[attr-defined]
         self._proc.start()
         theirs_in.close()
@@ -170,17 +174,26 @@ class StoreProcess:
 
 
 def _child(
-    inbox: Connection, outbox: Connection, store: str | None, sample_rate: float, redact: Any, method: str
+    inbox: Connection,
+    outbox: Connection,
+    parents: list[Connection],
+    store: str | None,
+    sample_rate: float,
+    redact: Any,
+    method: str,
 ) -> None:
     """The child: one ``RunWriter``, fed by the pipe; writes when the batch fills or the parent says.
 
     Ctrl-C and a SIGTERM to the process group are the parent's to act on: it completes its open traces,
-    hands them over and closes the pipe; the child leaves when the pipe says so (or ends), never midway.
+    hands them over and closes the pipe; the child leaves when the pipe says so, never midway. The pipe
+    also ends when the parent dies, however it dies: the child then writes what it holds and leaves.
     """
     import signal
 
     from ._pipeline import RunWriter
 
+    for conn in parents:  # the parent's ends, inherited by a fork: only the parent may hold them
+        conn.close()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     try:

@@ -1,5 +1,5 @@
 """OTLP/HTTP on the wire: request bodies read and inflated within bounds (chunked or not), decoded
-(protobuf or JSON), and the ``google.rpc.Status`` error body. Everything here treats its input as
+(protobuf or JSON), the success body and the ``google.rpc.Status`` error body. Everything here treats its input as
 untrusted.
 
 Bodies are read and inflated a piece at a time, and every piece is paid for with ``charge(n)``
@@ -16,7 +16,10 @@ from typing import Any
 
 import orjson
 from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from ..errors import BadRequest, ClientGone, OtlpFormatError
 from ..seam import ROOT_PREFIX, replay_span
@@ -32,6 +35,7 @@ __all__ = [
     "decode_json",
     "decode_protobuf",
     "decompress",
+    "export_response",
     "read_body",
     "read_chunked",
     "status_protobuf",
@@ -255,3 +259,17 @@ def read_chunked(rfile: Any, limit: int, charge: Charge) -> list[bytes]:
         parts.extend(read_body(rfile, size, charge))
         if rfile.readline(1024).strip():
             raise BadRequest(400, "malformed chunked body (chunk longer than its size)")
+
+
+def export_response(content_type: str, stats: OtlpStats) -> bytes:
+    """The success body in the request's encoding, with the spans rejected (``partial_success``)."""
+    message = "; ".join(f"{reason} ({n})" for reason, n in stats.reasons.items())
+    if content_type == PROTOBUF:
+        response = ExportTraceServiceResponse()
+        if stats.skipped:
+            response.partial_success.rejected_spans = stats.skipped
+            response.partial_success.error_message = message
+        return response.SerializeToString()
+    if stats.skipped:  # proto3 JSON mapping: int64 as a string
+        return orjson.dumps({"partialSuccess": {"rejectedSpans": str(stats.skipped), "errorMessage": message}})
+    return b"{}"

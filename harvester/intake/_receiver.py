@@ -14,7 +14,8 @@ newcomer), request framing that two parsers could read two ways is refused, open
 count and spans (the least recently active go first, counted), a broken request never takes the server
 down, and the listener binds loopback unless told otherwise. A trace that completes again (an exporter
 retrying a request after its trace was written) is merged with what is stored of it, never stored as
-part of itself.
+part of itself. A 200 means durable: each body is in the write-ahead ``Spool`` on disk before it is
+answered (``harvester serve``: beside the store), replayed at the next start if a crash came first.
 
 The stdlib HTTP server is enough: exporters send batches (hundreds of spans a request), so
 per-request overhead is small next to decoding, which walks the protobuf message directly.
@@ -28,14 +29,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
 from ..errors import ReceiverError
 from ..redact import Redactor
 from ..spans import OtlpStats, SpanData
 from ..store import TraceStore
 from ._assembly import IdleAssembler
+from ._handover import Handovers
 from ._http import HEALTH_PATH, TRACES_PATH, Server
 from ._otlp import (
     JSON,
@@ -46,14 +45,18 @@ from ._otlp import (
     decode_json,
     decode_protobuf,
     decompress,
+    export_response,
     read_body,
     read_chunked,
 )
 from ._pipeline import RunWriter
+from ._spool import Spool, spool_folder
 from ._store_process import StoreProcess
 from ._workers import can_share
 
 __all__ = ["HEALTH_PATH", "Receiver", "TRACES_PATH"]
+
+_JSON_RECORD = 1  # a spool record's kind: OTLP/JSON (0: protobuf)
 
 
 class Receiver:
@@ -78,6 +81,9 @@ class Receiver:
 
     ``store_process``: store (sample, redact, write) in a child process (``StoreProcess``), so that
     receiving and storing use two cores; ``harvester serve`` does. Needs a store path, not an object.
+
+    ``spool``: the folder of the write-ahead spool (``Spool``); with a store process it defaults to one
+    beside the store (``spool_folder``). Over ``max_spool_bytes`` of spooled bodies not yet stored, 503.
     """
 
     def __init__(
@@ -104,16 +110,22 @@ class Receiver:
         min_body_rate: float = 64 << 10,
         on_flush: Callable[[int], None] | None = None,
         store_process: bool = False,
+        spool: str | os.PathLike[str] | None = None,
+        max_spool_bytes: int = 1 << 30,
     ) -> None:
         self._owns_writer = not isinstance(store, RunWriter)
         self.writer: RunWriter | StoreProcess
+        path = os.fspath(store) if isinstance(store, (str, os.PathLike)) else None
         if isinstance(store, RunWriter):
             self.writer = store
         elif store_process and not isinstance(store, TraceStore) and can_share(Redactor.from_option(redact)):
-            path = os.fspath(store) if store is not None else None
             self.writer = StoreProcess(path, sample_rate=sample_rate, redact=redact)
         else:
             self.writer = RunWriter(store, sample_rate=sample_rate, redact=redact, defer=True)
+        self.spool: Spool | None = None
+        if spool is not None or isinstance(self.writer, StoreProcess):
+            folder = spool if spool is not None else spool_folder(path)
+            self.spool = Spool(folder, max_spool_bytes)
         self.host = host
         self.port = port
         self.max_body_bytes = max_body_bytes
@@ -145,7 +157,9 @@ class Receiver:
             "rejected_spans": 0,
             "replay_spans": 0,
             "completed_traces": 0,
+            "replayed_spans": 0,
         }
+        self._handovers = Handovers()
         self._errors: dict[str, int] = {}
         self._server: Server | None = None
         self._threads: list[threading.Thread] = []
@@ -159,6 +173,8 @@ class Receiver:
             raise ReceiverError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         server.receiver = self
         self._server = server
+        if self.spool is not None:
+            self._replay(self.spool)
         self.port = server.server_address[1]
         self._threads = [
             threading.Thread(
@@ -196,6 +212,28 @@ class Receiver:
             self.writer.close()
         else:
             self.writer.flush()
+        if self.spool is not None:  # all stored: the spool goes; else it is replayed at the next start
+            self.spool.close(
+                stored=not {"store_process", "store_error", "store_error_traces"} & set(self.writer.stats()["dropped"])
+            )
+
+    def _replay(self, spool: Spool) -> None:
+        """What a crash left in the spool goes into the open traces again, as if just received."""
+        for segment, kind, body in spool.recover():
+            stats = OtlpStats()
+            spans = (decode_json if kind == _JSON_RECORD else decode_protobuf)(body, stats)
+            segment.traces.update(s.trace_id for s in spans)
+            self._complete(self.assembler.add(spans))
+            self._counts["replayed_spans"] += len(spans)
+
+    def _committed(self) -> bool:
+        """All spans taken out of the assembler so far are stored: once the requests handing theirs
+        over now are done, a barrier through the store process (or a flush in this one)."""
+        self._handovers.settled()
+        if isinstance(self.writer, StoreProcess):
+            return self.writer.sync()
+        self.writer.flush()
+        return True
 
     def _sweep_loop(self) -> None:
         tick = min(0.5, max(0.01, self.assembler.idle_seconds / 4))
@@ -204,6 +242,8 @@ class Receiver:
                 orphans: list[list[SpanData]] = []
                 self._complete(self.assembler.take_complete(orphans), orphans)
                 self.writer.flush()  # runs buffered by a quiet period are written, not held
+                if self.spool is not None:
+                    self.spool.release(self.assembler.open.__contains__, self._committed)
             except Exception:
                 self.count_error("sweep")
 
@@ -297,27 +337,22 @@ class Receiver:
         del parts
         stats = OtlpStats()
         spans = decode(body, stats)
-        early = self.assembler.add(spans)
+        spool = self.spool
+        if spool is not None:
+            spool.check_room()
         with self._lock:
             self._counts["export_requests"] += 1
             self._counts["received_spans"] += len(spans)
             self._counts["rejected_spans"] += stats.skipped
             self._counts["replay_spans"] += stats.replay
-        self._complete(early)
-        return self._success(content_type, stats)
-
-    @staticmethod
-    def _success(content_type: str, stats: OtlpStats) -> bytes:
-        message = "; ".join(f"{reason} ({n})" for reason, n in stats.reasons.items())
-        if content_type == PROTOBUF:
-            response = ExportTraceServiceResponse()
-            if stats.skipped:
-                response.partial_success.rejected_spans = stats.skipped
-                response.partial_success.error_message = message
-            return response.SerializeToString()
-        if stats.skipped:  # proto3 JSON mapping: int64 as a string
-            return orjson.dumps({"partialSuccess": {"rejectedSpans": str(stats.skipped), "errorMessage": message}})
-        return b"{}"
+        with self._handovers.handing():
+            self._complete(self.assembler.add(spans))
+        if spool is not None:  # on disk before the 200: a crash from here on loses nothing acknowledged
+            try:
+                spool.append(_JSON_RECORD if content_type == JSON else 0, body, {s.trace_id for s in spans})
+            except OSError as exc:
+                raise BadRequest(503, f"cannot write the spool: {exc.strerror or exc}") from None
+        return export_response(content_type, stats)
 
     def count_error(self, kind: int | str) -> None:
         with self._lock:
@@ -349,6 +384,7 @@ class Receiver:
             dropped_spans=_with_orphans(asm.dropped, writer.get("orphan_spans", 0)),
             completed_traces=out["completed_traces"] - writer.get("orphan_traces", 0),
             dropped_runs=writer["dropped"],
+            spool_bytes=self.spool.held_bytes if self.spool is not None else 0,
         )
         if writer.get("store_process") == "died":  # nothing received is stored any more: 503 on /healthz
             out["status"] = "the store process died; nothing received is stored (restart harvester serve)"

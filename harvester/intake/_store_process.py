@@ -64,6 +64,8 @@ class StoreProcess:
         self._reading = threading.Lock()  # and one reader of the counters (a full pipe out never blocks it)
         self._stats: dict[str, Any] = {"written": 0, "traces_written": 0, "sampled_out": 0, "dropped": {}}
         self._lost = self._sent = 0
+        self._syncs = self._synced = 0  # barriers asked for, and answered with everything before them stored
+        self._sync_ok = True
         self._dead = False
         self._watchdog: threading.Timer | None = None
         if not self._in.poll(START_TIMEOUT_S):
@@ -94,6 +96,21 @@ class StoreProcess:
     def flush(self) -> None:
         self._send(b"F")
         self._drain()
+
+    def sync(self, timeout: float = 30.0) -> bool:
+        """Everything handed over so far is committed to the store (True), or could not be (False:
+        a store error, a dead child, no answer within ``timeout``). The spool deletes what this covers."""
+        with self._lock:
+            self._syncs += 1
+            mine = self._syncs
+        self._send(b"Y")
+        deadline = time.monotonic() + timeout
+        while self._synced < mine and not self._dead and time.monotonic() < deadline:
+            self._drain(0.05)
+            self._check_alive()
+        ok = self._synced >= mine and self._sync_ok
+        self._sync_ok = True
+        return ok
 
     def stop_within(self, seconds: float) -> None:
         """From now on, a child still running after ``seconds`` is killed and what it held counted lost:
@@ -168,6 +185,9 @@ class StoreProcess:
                     kind, stats = self._in.recv()
                     if kind == "stats":
                         self._stats = stats
+                    elif kind == "synced":
+                        self._synced += 1
+                        self._sync_ok = self._sync_ok and stats
                     timeout = 0.0
             except (EOFError, OSError, ValueError):
                 pass
@@ -224,6 +244,13 @@ def _child(
             orphan_traces += len(rest)
         elif kind == b"F":
             writer.flush()
+        elif kind == b"Y":  # a barrier: all before it written, and said so
+            failed = _failures(writer)
+            writer.flush()
+            try:
+                outbox.send(("synced", _failures(writer) == failed))
+            except OSError:
+                pass
         elif kind == b"C":
             writer.close()
         stats = {**writer.stats(), "orphan_spans": orphans, "orphan_traces": orphan_traces, "taken": taken}
@@ -239,3 +266,8 @@ def _child(
             if method == "fork":  # inherited nothing it may flush or join on the way out
                 os._exit(0)
             return
+
+
+def _failures(writer: Any) -> int:
+    dropped = writer.stats()["dropped"]
+    return int(dropped.get("store_error", 0)) + int(dropped.get("store_error_traces", 0))

@@ -23,7 +23,8 @@ Printed:
 (b) end to end: until every trace is written to the store, final flush included (a trace sampled in is
     stored whole and read into runs at the store's first read, as the processor's are: what that
     costs the reader is printed beside it, for information);
-(c) CPU: the receiving process and the store process, seconds, cores busy, microseconds per span.
+(c) CPU: the receiving process and the store process, seconds, cores busy, microseconds per span;
+(d) durability: each request is in the spool on disk (fsync) before its 200; the fsyncs it took.
 
 PASS needs (a) on target and every span received, every run stored, nothing dropped or rejected.
 """
@@ -332,6 +333,11 @@ def main() -> int:
         f"dropped {health['dropped_spans'] or health['dropped_runs'] or 0}"
     )
     ok = complete and ingest_rate >= TARGET
+    if health["spool_syncs"]:
+        print(
+            f"(d) durable before each 200: {health['export_requests']:,} requests in the spool, "
+            f"{health['spool_syncs']:,} fsyncs (group commit)"
+        )
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

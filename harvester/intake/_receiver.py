@@ -123,9 +123,10 @@ class Receiver:
         else:
             self.writer = RunWriter(store, sample_rate=sample_rate, redact=redact, defer=True)
         self.spool: Spool | None = None
-        if spool is not None or isinstance(self.writer, StoreProcess):
-            folder = spool if spool is not None else spool_folder(path)
-            self.spool = Spool(folder, max_spool_bytes)
+        if spool is not None:
+            self.spool = Spool(spool, max_spool_bytes)
+        elif isinstance(self.writer, StoreProcess):
+            self.spool = Spool.first_free(spool_folder(path), max_spool_bytes)
         self.host = host
         self.port = port
         self.max_body_bytes = max_body_bytes
@@ -213,9 +214,8 @@ class Receiver:
         else:
             self.writer.flush()
         if self.spool is not None:  # all stored: the spool goes; else it is replayed at the next start
-            self.spool.close(
-                stored=not {"store_process", "store_error", "store_error_traces"} & set(self.writer.stats()["dropped"])
-            )
+            lost = self.writer.stats()["dropped"].keys() & {"store_process", "store_error", "store_error_traces"}
+            self.spool.close(stored=not lost)
 
     def _replay(self, spool: Spool) -> None:
         """What a crash left in the spool goes into the open traces again, as if just received."""
@@ -385,6 +385,7 @@ class Receiver:
             completed_traces=out["completed_traces"] - writer.get("orphan_traces", 0),
             dropped_runs=writer["dropped"],
             spool_bytes=self.spool.held_bytes if self.spool is not None else 0,
+            spool_syncs=self.spool.syncs if self.spool is not None else 0,
         )
         if writer.get("store_process") == "died":  # nothing received is stored any more: 503 on /healthz
             out["status"] = "the store process died; nothing received is stored (restart harvester serve)"

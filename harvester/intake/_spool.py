@@ -30,10 +30,10 @@ import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import BadRequest
+from ..errors import BadRequest, ReceiverError
 from ..store import DEFAULT_PATH, default_path, is_postgres_url, store_file
 
-__all__ = ["SEGMENT_BYTES", "SEGMENT_SECONDS", "Segment", "Spool", "spool_folder"]
+__all__ = ["SEGMENT_BYTES", "SEGMENT_SECONDS", "Segment", "Spool", "SpoolBusy", "spool_folder"]
 
 SEGMENT_BYTES = 16 << 20
 SEGMENT_SECONDS = 1.0
@@ -58,6 +58,7 @@ class Spool:
         self.folder = Path(folder)
         self.max_bytes = max_bytes
         self.folder.mkdir(parents=True, exist_ok=True)
+        self._owner = _claim(self.folder)
         self._lock = threading.Lock()
         self._synced_cv = threading.Condition(self._lock)
         self._sealed: list[Segment] = []
@@ -66,6 +67,7 @@ class Spool:
         self._bytes = sum(p.stat().st_size for p in self._left)
         self._written = self._synced = 0  # records appended, and appended and on disk
         self._syncing = False
+        self.syncs = 0  # fsyncs of records: with requests, how well group commit shares them
         self._current = self._open()
 
     @property
@@ -109,16 +111,22 @@ class Spool:
 
     def append(self, kind: int, body: bytes, traces: set[str]) -> None:
         """Write one record and return once it is on disk."""
-        record = bytes((kind,)) + body
-        head = _HEAD.pack(len(record), zlib.crc32(record))
+        tag = bytes((kind,))
+        head = _HEAD.pack(1 + len(body), zlib.crc32(body, zlib.crc32(tag)))
+        size = len(head) + 1 + len(body)
         with self._lock:
             seg = self._current
             if seg.size >= SEGMENT_BYTES or (seg.size and time.monotonic() - seg.opened >= SEGMENT_SECONDS):
                 seg = self._seal()
-            os.write(self._fd, head + record)
-            seg.size += len(head) + len(record)
+            try:
+                if os.writev(self._fd, (head, tag, body)) != size:
+                    raise OSError(f"short write to {seg.path}")
+            except OSError:  # a full disk: cut the torn record off, or the records after it could not be read
+                os.ftruncate(self._fd, seg.size)
+                raise
+            seg.size += size
             seg.traces |= traces
-            self._bytes += len(head) + len(record)
+            self._bytes += size
             self._written += 1
             self._wait_synced(self._written)
 
@@ -144,6 +152,7 @@ class Spool:
             finally:
                 self._lock.acquire()
                 self._syncing = False
+                self.syncs += 1
                 self._synced = max(self._synced, target)
                 self._synced_cv.notify_all()
 
@@ -174,6 +183,37 @@ class Spool:
         if stored:
             for seg in segments:
                 seg.path.unlink(missing_ok=True)
+        os.close(self._owner)  # the folder is free for the next receiver (the lock file stays)
+
+    @classmethod
+    def first_free(cls, folder: Path, max_bytes: int) -> Spool:
+        """The spool in ``folder``, or in ``folder-2``, ``folder-3``... when another live receiver holds it
+        (replicas on one store): a receiver started after a crash takes over, and replays, a dead one's."""
+        for n in range(1, 65):
+            try:
+                return cls(folder if n == 1 else folder.with_name(f"{folder.name}-{n}"), max_bytes)
+            except SpoolBusy:
+                continue
+        raise SpoolBusy(f"{folder}: 64 spools beside the store are all in use")
+
+
+class SpoolBusy(ReceiverError):
+    """Another live receiver holds this spool folder."""
+
+
+def _claim(folder: Path) -> int:
+    """Lock ``folder`` for this process (``flock``: the kernel frees it when the process dies, SIGKILL too)."""
+    fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): one receiver per store is the user's to keep
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise SpoolBusy(f"{folder}: the spool is in use by another harvester serve") from None
+    return fd
 
 
 def spool_folder(store: str | None) -> Path:

@@ -92,23 +92,29 @@ def test_kill_minus_nine_under_load_loses_at_most_the_documented_bound(tmp_path:
     assert lost <= BOUND, (queued, lost)
 
 
-def _serve(store: str, root: Path) -> tuple[subprocess.Popen[str], str]:
+def _serve(store: str, root: Path, cwd: Path) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-u", "-c", "from harvester.cli import main; main()", "serve", "--port", "0"]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    serve = subprocess.Popen([*cmd, "--store", store], stdout=subprocess.PIPE, text=True, cwd=root, env=env)
+    serve = subprocess.Popen([*cmd, "--store", store], stdout=subprocess.PIPE, text=True, cwd=cwd, env=env)
     line = serve.stdout.readline()  # type: ignore[union-attr]
+    while line.startswith("completed "):  # traces replayed from the spool, pushed out early by the bounds
+        line = serve.stdout.readline()  # type: ignore[union-attr]
     assert line.startswith("listening on http://127.0.0.1:"), line
     threading.Thread(target=serve.stdout.read, daemon=True).start()  # type: ignore[union-attr]
     return serve, line.split()[-1]
 
 
-def serve_crash_loss(store: str, seconds: float = 2.0, threads: int = 4, root: Path = ROOT) -> tuple[int, int]:
+def serve_crash_loss(
+    folder: Path, store: str | None = None, seconds: float = 2.0, threads: int = 4, root: Path = ROOT
+) -> tuple[int, int]:
     """Real ``OTLPSpanExporter``s in ``threads`` threads export runs (16 a request) to ``harvester serve``
-    for ``seconds``; it is killed with SIGKILL, started again on the same store and stopped (SIGTERM).
+    (in ``folder``, on ``store``, by default a SQLite file there) for ``seconds``; it is killed with
+    SIGKILL, started again on the same store and stopped (SIGTERM). ``root``: the checkout it runs.
     Returns (traces whose export was answered 200, those of them not in the store)."""
+    store = store or str(folder / "t.db")
     acked: set[str] = set()
     lock, stop = threading.Lock(), threading.Event()
-    serve, url = _serve(store, root)
+    serve, url = _serve(store, root, folder)
 
     def export() -> None:
         exporter = OTLPSpanExporter(endpoint=url, timeout=2)
@@ -140,7 +146,7 @@ def serve_crash_loss(store: str, seconds: float = 2.0, threads: int = 4, root: P
         t.join(30)
     with lock:
         answered = set(acked)
-    again, _ = _serve(store, root)  # what the spool holds is replayed before it listens
+    again, _ = _serve(store, root, folder)  # what the spool holds is replayed before it listens
     again.send_signal(signal.SIGTERM)  # and stored on the way out
     assert again.wait(120) == 0
     with TraceStore(store) as s:
@@ -153,8 +159,8 @@ def serve_crash_loss(store: str, seconds: float = 2.0, threads: int = 4, root: P
 def test_serve_killed_with_sigkill_under_load_loses_no_acknowledged_trace(tmp_path: Path, request, engine):
     """Every trace ``harvester serve`` answered 200 for is stored after a SIGKILL and a restart (before:
     8-10% were lost, held in memory until their trace went quiet, or in the store process's batch)."""
-    store = request.getfixturevalue("postgres_url") if engine == "postgres" else str(tmp_path / "t.db")
-    acknowledged, lost = serve_crash_loss(store)
+    store = request.getfixturevalue("postgres_url") if engine == "postgres" else None
+    acknowledged, lost = serve_crash_loss(tmp_path, store)
     assert acknowledged > 0
     assert lost == 0, f"{lost} of {acknowledged} acknowledged traces not stored"
 
@@ -164,7 +170,7 @@ if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
     checkout = Path(sys.argv[3]).resolve() if len(sys.argv) > 3 else ROOT
     for _ in range(trials):
         with tempfile.TemporaryDirectory() as tmp:
-            acknowledged, lost = serve_crash_loss(str(Path(tmp) / "t.db"), root=checkout)
+            acknowledged, lost = serve_crash_loss(Path(tmp), root=checkout)
         print(f"traces acknowledged {acknowledged:6d}  not stored {lost:5d}")
 elif __name__ == "__main__":
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 5

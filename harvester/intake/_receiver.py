@@ -347,7 +347,7 @@ class Receiver:
             self._counts["replay_spans"] += stats.replay
         with self._handovers.handing():
             self._complete(self.assembler.add(spans))
-        if spool is not None:  # on disk before the 200: a crash from here on loses nothing acknowledged
+        if spool is not None and spans:  # on disk before the 200: a crash from here on loses nothing acknowledged
             try:
                 spool.append(_JSON_RECORD if content_type == JSON else 0, body, {s.trace_id for s in spans})
             except OSError as exc:

@@ -284,6 +284,7 @@ def test_store_errors_never_reach_the_app(tmp_path: Path) -> None:
     agent_run(tracer, prompt="kept too")
     proc.shutdown()
     assert proc.stats()["dropped"] == {"store_error_traces": 1}
+    assert proc.stats()["lost_traces"] == 1  # whole runs stored (2) + lost traces (1) == traces produced (3)
     with TraceStore(tmp_path / "t.db") as s:
         assert sorted(r.prompt for r in s.runs()) == ["kept", "kept too"]
     store.close()

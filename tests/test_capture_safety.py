@@ -231,6 +231,7 @@ def test_disk_full_is_counted_and_the_worker_recovers(tmp_path: Path) -> None:
     proc.shutdown()
     assert proc._worker.is_alive() is False
     assert proc.stats()["dropped"] == {"store_error_traces": 4}
+    assert proc.stats()["lost_traces"] == 4  # in traces, as the whole runs stored are
     assert [r.prompt for r in TraceStore(tmp_path / "t.db").runs()] == ["kept"]
     store.close()
 

@@ -235,6 +235,7 @@ class RunWriter:
             except Exception:
                 log.debug("could not normalize a trace", exc_info=True)
                 self.drop("normalize_error")
+                self.note("lost_traces")
                 return 0
             if not runs:
                 self.drop("no_agent")
@@ -246,6 +247,8 @@ class RunWriter:
             if not any(wanted):
                 return 0
             rows = run_rows(runs, spans, self.redactor, self.drop, wanted)
+            if len(rows) < sum(wanted):
+                self.note("lost_traces")  # a run of it could not be redacted or serialized: not whole
             self._buffer(rows, self._pending)
             return len(rows)
 
@@ -255,12 +258,14 @@ class RunWriter:
         except Exception:
             log.debug("could not redact a trace", exc_info=True)
             self.drop("redact_error_traces")
+            self.note("lost_traces")
             return 0
         try:
             trace = spans_blob(kept)
         except Exception:
             log.debug("could not serialize a trace", exc_info=True)
             self.drop("serialize_error_traces")
+            self.note("lost_traces")
             return 0
         self.counts["deferred"] += 1
         self._inbox_pieces += piece
@@ -349,6 +354,7 @@ class RunWriter:
                     self.drop("store_error", len(batch))
                 if inbox:
                     self.drop("store_error_traces", len(inbox))
+                self.note("lost_traces", len({row[0] for row in batch}) + len(inbox))  # in traces
                 if raise_errors:
                     raise exc if isinstance(exc, StoreError) else StoreError(f"{self.store.path}: {exc}") from exc
                 log.warning("harvester: could not store %d runs and %d traces: %s", len(batch), len(inbox), exc)

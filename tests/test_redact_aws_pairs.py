@@ -62,6 +62,8 @@ def test_a_secret_key_in_a_tool_result_as_data(form: str) -> None:
         f"{KEY_ID},{SECRET}",
         f"{TEMP_ID}\t{SECRET}",
         f"id={KEY_ID} key={SECRET}",
+        f"{SECRET},{KEY_ID}",  # the secret first: a hand-made CSV
+        f"secret {SECRET} for id {TEMP_ID}",
     ],
 )
 def test_a_secret_beside_its_key_id_is_found_whatever_the_separator(text: str) -> None:

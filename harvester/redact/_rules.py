@@ -81,6 +81,14 @@ CASED: list[tuple[str, str, str]] = [
         ("aws_secret", kind.lower(), _near(f"(?-i:{kind}[A-Z0-9]{{16}})(?![A-Z0-9])", _AWS_SECRET))
         for kind in ("AKIA", "ASIA")
     ),
+    *(  # and a secret key before its key id ("wJalr...,AKIA...": a hand-made CSV, "secret id" pairs)
+        (
+            "aws_secret",
+            kind.lower(),
+            rf"(?<![A-Za-z0-9/+])(?P<v>{_AWS_SECRET})(?![A-Za-z0-9/+=])[^\n]{{0,40}}?(?-i:{kind}[A-Z0-9]{{16}})(?![A-Z0-9])",
+        )
+        for kind in ("AKIA", "ASIA")
+    ),
     (
         "private_key",
         "private key-----",

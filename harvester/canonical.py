@@ -18,6 +18,7 @@ __all__ = [
     "args_hash",
     "canonical_bytes",
     "canonical_json",
+    "json_value",
     "digest",
     "drop_paths",
     "fixture_key",
@@ -94,6 +95,17 @@ def _fallback_bytes(value: Any) -> bytes:
 
 def canonical_json(value: Any) -> str:
     return canonical_bytes(value).decode("utf-8")
+
+
+def json_value(value: Any) -> Any:
+    """A string holding JSON (tool call arguments as models and spans write them) read as that value;
+    anything else, and a string that is not JSON, as it is."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 _SHA256: list[Any] = []  # hashlib.sha256, once imported: loading OpenSSL costs the hook's import milliseconds

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..canonical import canonical_json
+from ..canonical import canonical_json, json_value
 
 __all__ = ["MORE_CALLS", "Change", "answer_changes", "request_changes"]
 
@@ -63,7 +63,7 @@ def answer_changes(answer: Mapping[str, Any], live: Mapping[str, Any]) -> list[C
         if name not in offered:
             out.append(("tools", f"tools: the recorded call {name}() names a tool the agent no longer offers"))
             continue
-        problem = _misfit(_json(call.get("args")), offered[name])
+        problem = _misfit(json_value(call.get("args")), offered[name])
         if problem:
             out.append(("tools", f"tools: the recorded call {name}() no longer fits its schema ({problem})"))
     return out
@@ -117,7 +117,8 @@ def _tools(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str, An
     schema = [
         str(n)
         for n in before.keys() & now.keys()
-        if before[n].get("parameters") is not None and _json(before[n]["parameters"]) != _json(now[n].get("parameters"))
+        if before[n].get("parameters") is not None
+        and json_value(before[n]["parameters"]) != json_value(now[n].get("parameters"))
     ]
     described = [
         str(n)
@@ -173,7 +174,7 @@ def _said(content: Any) -> Any:
     """A message's content as compared: text blocks (a JSON list of ``{"type": "text"}`` parts, as the
     instrumentors write an Anthropic tool result) as their texts joined, as the live side reads them; a
     text holding JSON as its value; an empty text as none."""
-    value = _json(content)
+    value = json_value(content)
     if isinstance(value, list) and value and all(isinstance(p, Mapping) and p.get("type") == "text" for p in value):
         value = "\n".join(str(p.get("text") or "") for p in value)
     return None if value == "" else value
@@ -182,7 +183,7 @@ def _said(content: Any) -> Any:
 def _calls(calls: Any) -> list[tuple[Any, str]]:
     """Tool calls as (name, canonical args): ids are never compared (a live run makes its own), and a
     call without arguments is one whether its span kept ``null``, ``""`` or ``{}``."""
-    return [(c.get("name"), canonical_json(_json(c.get("args")) or {})) for c in calls or ()]
+    return [(c.get("name"), canonical_json(json_value(c.get("args")) or {})) for c in calls or ()]
 
 
 def _call_text(calls: list[tuple[Any, str]]) -> str:
@@ -194,16 +195,6 @@ def _settings(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> str:
     """Each setting both sides set whose value changed, ``key recorded -> now``."""
     parts = []
     for key in sorted(recorded.keys() & live.keys()):
-        if _json(recorded[key]) != _json(live[key]):
+        if json_value(recorded[key]) != json_value(live[key]):
             parts.append(f"{key} {canonical_json(recorded[key])} -> {canonical_json(live[key])}")
     return "; ".join(parts)
-
-
-def _json(value: Any) -> Any:
-    """A JSON value as compared: a string holding JSON (args as some spans keep them) read as that value."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ...canonical import json_value
 from .._requests import settings_of
-from ._served import parsed
+from ._served import text_of
 
 if TYPE_CHECKING:
     from ...model import MessageData, ModelRequestData, RequestData, ToolSpecData
@@ -38,19 +39,9 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _text(content: Any) -> str | None:
-    """Text content only: a string as it is, the text of a list of parts joined with a newline."""
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
-        return "\n".join(texts) if texts else None
-    return str(content)
-
-
 def _args(arguments: Any) -> Any:
     """Tool call arguments as parsed JSON (a string that is not JSON stays as it is)."""
-    return {} if arguments is None else parsed(arguments)
+    return {} if arguments is None else json_value(arguments)
 
 
 def _message(
@@ -98,7 +89,7 @@ def chat(kwargs: Mapping[str, Any]) -> ModelRequestData:
     system: list[str | None] = []
     messages: list[MessageData] = []
     for m in plain(kwargs.get("messages")) or []:
-        role, content = m.get("role"), _text(m.get("content"))
+        role, content = m.get("role"), text_of(m.get("content"))
         if role in ("system", "developer"):
             system.append(content)
         elif role in ("tool", "function"):
@@ -144,13 +135,13 @@ def responses(kwargs: Mapping[str, Any]) -> ModelRequestData:
             else:
                 messages.append(_message("assistant", None, [call]))
         elif kind == "function_call_output":
-            messages.append(_message("tool", _text(item.get("output")), answers=item.get("call_id")))
+            messages.append(_message("tool", text_of(item.get("output")), answers=item.get("call_id")))
         elif kind != "message":
             continue  # reasoning and the hosted tools' items: no text the model is asked with
         elif role in ("system", "developer"):
-            system.append(_text(item.get("content")))
+            system.append(text_of(item.get("content")))
         else:
-            messages.append(_message("assistant" if role == "assistant" else "user", _text(item.get("content"))))
+            messages.append(_message("assistant" if role == "assistant" else "user", text_of(item.get("content"))))
     tools = [
         _tool(t.get("name"), t.get("description"), t.get("parameters"))
         if t.get("type") == "function"
@@ -184,20 +175,20 @@ def anthropic(kwargs: Mapping[str, Any]) -> ModelRequestData:
     messages: list[MessageData] = []
     for m in plain(kwargs.get("messages")) or []:
         blocks = _blocks(m.get("content"))
-        text = _text([b for b in blocks if b.get("type") == "text"])
+        text = text_of([b for b in blocks if b.get("type") == "text"])
         if m.get("role") == "assistant":
             calls = [_call(b.get("name"), b.get("id"), b.get("input")) for b in blocks if b.get("type") == "tool_use"]
             messages.append(_message("assistant", text, calls))
             continue
         for b in blocks:
             if b.get("type") == "tool_result":
-                messages.append(_message("tool", _text(b.get("content")), answers=b.get("tool_use_id")))
+                messages.append(_message("tool", text_of(b.get("content")), answers=b.get("tool_use_id")))
         if text is not None or not any(b.get("type") == "tool_result" for b in blocks):
             messages.append(_message("user", text))
     tools = [
         _tool(t.get("name"), t.get("description"), t.get("input_schema")) for t in plain(kwargs.get("tools")) or []
     ]
-    return _request([_text(plain(kwargs.get("system")))], messages, tools, _settings(kwargs, _ANTHROPIC_SETTINGS))
+    return _request([text_of(plain(kwargs.get("system")))], messages, tools, _settings(kwargs, _ANTHROPIC_SETTINGS))
 
 
 REQUESTS: dict[str, Callable[[Mapping[str, Any]], ModelRequestData]] = {

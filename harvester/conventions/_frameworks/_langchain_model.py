@@ -49,7 +49,7 @@ def _request_data(model: Any, messages: Any, stop: Any, kwargs: dict[str, Any]) 
     system: list[str | None] = []
     out: list[Any] = []
     for m in convert_to_openai_messages(messages):
-        content = _text(m.get("content"))
+        content = _served.text_of(m.get("content"))
         if m.get("role") in ("system", "developer"):
             system.append(content)
             continue
@@ -60,12 +60,6 @@ def _request_data(model: Any, messages: Any, stop: Any, kwargs: dict[str, Any]) 
     except Exception:  # a model whose parameters cannot be listed: the call's own
         params = {**kwargs, "stop": stop}
     return _served.request(system, out, [_tool_spec(t) for t in kwargs.get("tools") or ()], params)
-
-
-def _text(content: Any) -> str | None:
-    if isinstance(content, list):  # content blocks: the text ones
-        return _served.joined(b.get("text") if isinstance(b, dict) else b for b in content)
-    return content if isinstance(content, str) else None
 
 
 def _tool_spec(tool: Any) -> Any:

@@ -10,11 +10,10 @@ ones left out.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...canonical import canonical_json
+from ...canonical import canonical_json, json_value
 from ...model import MessageData, ModelRequestData, RequestData, ToolSpecData
 from .._requests import settings_of
 
@@ -24,7 +23,6 @@ __all__ = [
     "call_id",
     "joined",
     "message",
-    "parsed",
     "request",
     "result_text",
     "spec",
@@ -38,16 +36,6 @@ def joined(texts: Iterable[str | None], sep: str = "\n") -> str | None:
     return sep.join(found) if found else None
 
 
-def parsed(args: Any) -> Any:
-    """Tool call arguments as parsed JSON (a JSON string is parsed; anything else is kept)."""
-    if isinstance(args, str):
-        try:
-            return json.loads(args)
-        except ValueError:
-            return args
-    return args
-
-
 def result_text(value: Any) -> str | None:
     """A tool result as the text the model read: a string as is, anything else as canonical JSON."""
     if value is None or isinstance(value, str):
@@ -57,7 +45,7 @@ def result_text(value: Any) -> str | None:
 
 def message(role: str, content: str | None, calls: Iterable[tuple[str, Any]] = ()) -> MessageData:
     """One message of the conversation, without ids."""
-    tool_calls = [RequestData(name=name, call_id=None, args=parsed(args)) for name, args in calls]
+    tool_calls = [RequestData(name=name, call_id=None, args=json_value(args)) for name, args in calls]
     return MessageData(role=role, content=content or None, tool_calls=tool_calls, tool_call_id=None)
 
 
@@ -85,7 +73,7 @@ def call_id(call: RequestData, n: int) -> str:
 
 def args_object(args: Any) -> dict[str, Any]:
     """A served tool call's arguments as the object frameworks expect (a non-object under ``input``)."""
-    value = parsed(args)
+    value = json_value(args)
     if isinstance(value, dict):
         return value
     return {} if value is None else {"input": value}
@@ -112,11 +100,6 @@ def _part_text(part: Any) -> str | None:
 
 def args_of(arguments: Any) -> Any:
     """Tool call arguments as a JSON value (the model's string parsed; empty is ``{}``)."""
-    if not isinstance(arguments, str):
-        return arguments if arguments is not None else {}
-    if not arguments.strip():
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
         return {}
-    try:
-        return json.loads(arguments)
-    except ValueError:
-        return arguments
+    return json_value(arguments)

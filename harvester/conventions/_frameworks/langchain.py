@@ -69,7 +69,7 @@ FRAMEWORK = Framework(
 )
 
 ROOTS = ("langchain_core",)
-NAME = "langchain"
+NAME = FRAMEWORK.name  # one name in capture and in replay
 # (tool, the model's arguments) of the BaseTool.run on this context's stack
 _pending: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar("harvester_lc_tool", default=None)
 

@@ -112,7 +112,7 @@ FRAMEWORK = Framework(
 )
 
 ROOTS = ("agents",)
-NAME = "openai-agents"
+NAME = FRAMEWORK.name  # one name in capture and in replay
 _BINDINGS = ("agents.tool", "agents.run_internal.tool_execution")
 _FUNCTION = "_invoke_function_tool_with_metadata"
 

@@ -55,7 +55,7 @@ FRAMEWORK = Framework(
 )
 
 ROOTS = ("pydantic_ai",)
-NAME = "pydantic-ai"
+NAME = FRAMEWORK.name  # one name in capture and in replay
 # (executor, the name the model called, its arguments) of the tool call on this context's stack
 _pending: contextvars.ContextVar[tuple[Any, str, Any] | None] = contextvars.ContextVar(
     "harvester_pai_call", default=None

@@ -101,7 +101,7 @@ FRAMEWORK = Framework(
 )
 
 ROOTS = ("smolagents",)
-NAME = "smolagents"
+NAME = FRAMEWORK.name  # one name in capture and in replay
 
 
 def _args(tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -298,3 +298,4 @@ def test_the_documented_loop_replays_with_the_recorded_model(
     (r,) = Report.load("r.json").results
     assert out.exit_code == 0 and r.passed and r.model is not None and r.model.live_from == 1, r.reasons()
     assert r.trajectory == ["kb_search", "get_order"] and r.live_calls == 0
+    assert not shop.LIVE, f"a replay ran live tools: {dict(shop.LIVE)}"

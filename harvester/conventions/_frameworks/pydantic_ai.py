@@ -94,9 +94,11 @@ def _make_call_tool(original: Callable[..., Any]) -> Callable[..., Any]:
         if ex is None or _delegates(self):
             return await original(self, name, tool_args, ctx, tool)
         pending = _pending.get()
-        if pending is not None and pending[0] is ex:
-            return await ex.aexecute(pending[1], pending[2])
-        return await ex.aexecute(name, tool_args)  # a toolset called outside an agent's run
+        # the call as the model made it; else a toolset called outside an agent's run
+        called, args = (pending[1], pending[2]) if pending is not None and pending[0] is ex else (name, tool_args)
+        if seam.sandboxed(ex, called, args):
+            return await original(self, name, tool_args, ctx, tool)
+        return await ex.aexecute(called, args)
 
     return call_tool
 

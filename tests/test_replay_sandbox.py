@@ -5,6 +5,7 @@ Without ``--sandbox`` nothing changes."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,13 +13,14 @@ from pathlib import Path
 import orjson
 import pytest
 
+from harvester.adapters import ADAPTERS
 from harvester.case import AgentCase
 from harvester.config import Config
 from harvester.fixtures import FixtureTools
 from harvester.replay import Sandbox, sandbox_for
 from harvester.replay._sandbox import SandboxTools
 from harvester.report import Report
-from tests.apps import sandbox_app
+from tests.apps import sandbox_app, shop
 from tests.builders import project as user
 from tests.builders.backends import Loopback, loopback, routes
 from tests.builders.cli import one_line_error
@@ -155,7 +157,7 @@ def test_bad_sandbox_config_is_one_line_naming_the_field(project, tools, field, 
 
 
 def test_a_bad_sandbox_host_names_the_field(tmp_path):
-    (tmp_path / "harvester.toml").write_text('[sandbox]\ntools = ["get_order"]\nhosts = ["not a host"]\n')
+    (tmp_path / "harvester.toml").write_text('[sandbox]\ntools = ["kb_search"]\nhosts = ["not a host"]\n')
     out = cli("cases", "list", "--config", str(tmp_path / "harvester.toml"))
     line = one_line_error(out)
     assert "sandbox.hosts" in line and "'not a host' is not a host" in line, line
@@ -183,3 +185,27 @@ def test_sandbox_for_reads_the_cases_forbidden_tools_as_mutating():
     named = Config.model_validate({"sandbox": {"tools": ["wipe_cache"]}})
     sandbox, warnings = sandbox_for(named, [case])
     assert sandbox.runs("wipe_cache", ["wipe_cache"]) and warnings == []
+
+
+# every registered adapter's app (tests/apps/<adapter>_app.py) and an own loop of ``@harvester.tool``s,
+# over the shop whose tools count their real runs
+APPS = (*(f"{adapter.NAME.replace('-', '_')}_app" for adapter in ADAPTERS), "own_loop_app")
+
+
+@pytest.mark.parametrize("app_name", APPS)
+def test_every_framework_runs_a_sandbox_tool_for_real_and_serves_the_rest(app_name, tmp_path, monkeypatch):
+    """Each framework's tool dispatch lets the sandbox tool's own body run (the shop counts it) and
+    serves the others; the call pairs with its tool span, so it is no live call, and it answers as
+    production did."""
+    app = importlib.import_module(f"tests.apps.{app_name}")
+    root = user.enter_project(tmp_path, monkeypatch, config=user.CONFIG + '[sandbox]\ntools = ["kb_search"]\n')
+    run = user.capture_production(app, root / "traces.db")
+    out = cli("incident", run.trace_id, "--why", "the answer comes from the policy", "--json")
+    assert cli("accept", orjson.loads(out.output)["id"]).exit_code == 0
+    shop.LIVE.clear()
+    code, report = user.replay(f"tests.apps.{app_name}:build", "baseline", monkeypatch, "r.json", "--sandbox")
+    (r,) = report.results
+    assert code == 0 and r.passed, r.reasons()
+    assert dict(shop.LIVE) == {"kb_search": 1}
+    assert r.live_calls == 0 and r.trajectory == ["kb_search", "get_order"]
+    assert [(c.tool, c.traced, c.differs) for c in r.sandboxed] == [("kb_search", True, [])]

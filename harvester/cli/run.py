@@ -250,7 +250,6 @@ def replay(
     out.check()
     build = load_agent(agent_spec)
     cases = folder.accepted()  # validates every file, pending ones too (each within max_file_bytes)
-    real = sandbox_of(config, cases, sandbox)
     seam.harness()  # this process replays until it exits: work the agent left queued is refused, not run
     show = sys.stderr.isatty() if progress is None else progress
     try:
@@ -272,7 +271,7 @@ def replay(
                 allow_hosts=(*config.replay.allow_hosts, *allow_hosts),
                 allow_commands=config.replay.allow_commands,
                 model=model or config.replay.model,
-                sandbox=real,
+                sandbox=sandbox_of(config, cases, sandbox),  # its warnings printed before any case runs
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None

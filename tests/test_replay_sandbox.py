@@ -20,9 +20,10 @@ from harvester.fixtures import FixtureTools
 from harvester.replay import Sandbox, sandbox_for
 from harvester.replay._sandbox import SandboxTools
 from harvester.report import Report
-from tests.apps import sandbox_app, shop
+from tests.apps import mcp_app, sandbox_app, shop
 from tests.builders import project as user
 from tests.builders.backends import Loopback, loopback, routes
+from tests.builders.capture import capturing_globally
 from tests.builders.cli import one_line_error
 
 cli = user.cli
@@ -209,3 +210,20 @@ def test_every_framework_runs_a_sandbox_tool_for_real_and_serves_the_rest(app_na
     assert dict(shop.LIVE) == {"kb_search": 1}
     assert r.live_calls == 0 and r.trajectory == ["kb_search", "get_order"]
     assert [(c.tool, c.traced, c.differs) for c in r.sandboxed] == [("kb_search", True, [])]
+
+
+@pytest.mark.slow
+def test_an_mcp_servers_tools_stay_served_under_sandbox(tmp_path, monkeypatch):
+    """An MCP server is never started in a replay: a sandbox entry naming its tool serves it from fixtures."""
+    monkeypatch.setenv(mcp_app.LOG_ENV, str(tmp_path / "server.log"))
+    config = user.CONFIG + '[sandbox]\ntools = ["kb_search"]\n'
+    root = user.enter_project(tmp_path, monkeypatch, config=config)
+    with capturing_globally(str(root / "traces.db")):
+        mcp_app.serve()
+    (root / "server.log").unlink()
+    user.harvest_and_accept(root)
+    code, report = user.replay("tests.apps.mcp_app:build", "baseline", monkeypatch, "r.json", "--sandbox")
+    (r,) = report.results
+    assert code == 0 and r.passed, r.reasons()
+    assert r.sandboxed == [] and r.live_calls == 0 and r.trajectory == ["kb_search", "get_order"]
+    assert not (root / "server.log").exists(), "the replay started the MCP server"

@@ -96,11 +96,18 @@ def _make_call_tool(original: Callable[..., Any]) -> Callable[..., Any]:
         pending = _pending.get()
         # the call as the model made it; else a toolset called outside an agent's run
         called, args = (pending[1], pending[2]) if pending is not None and pending[0] is ex else (name, tool_args)
-        if seam.sandboxed(ex, called, args):
+        if not _mcp(self) and seam.sandboxed(ex, called, args):
             return await original(self, name, tool_args, ctx, tool)
         return await ex.aexecute(called, args)
 
     return call_tool
+
+
+def _mcp(toolset: Any) -> bool:
+    """An MCP server's toolset: its server is never started in a replay (``_pydantic_mcp``), so its
+    tools are always served, sandbox or not."""
+    cls = getattr(sys.modules.get("pydantic_ai.mcp"), "MCPToolset", None)
+    return isinstance(cls, type) and isinstance(toolset, cls)
 
 
 def _make_output_function(original: Callable[..., Any]) -> Callable[..., Any]:

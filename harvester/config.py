@@ -109,6 +109,13 @@ def host_problem(host: str) -> str | None:
     return None
 
 
+def _filled(entries: list[str], what: str) -> list[str]:
+    for i, entry in enumerate(entries):
+        if not entry.strip():
+            raise ValueError(f"entry {i} is empty: {what}")
+    return entries
+
+
 def _valid_hosts(hosts: list[str]) -> list[str]:
     for i, host in enumerate(hosts):
         problem = host_problem(host)
@@ -145,10 +152,7 @@ class ReplayPolicy(_Strict):
     @field_validator("allow_commands")
     @classmethod
     def _commands(cls, commands: list[str]) -> list[str]:
-        for i, command in enumerate(commands):
-            if not command.strip():
-                raise ValueError(f"entry {i} is empty: name the command a replay may start (npx, uvx, ...)")
-        return commands
+        return _filled(commands, "name the command a replay may start (npx, uvx, ...)")
 
 
 class SandboxPolicy(_Strict):
@@ -166,10 +170,7 @@ class SandboxPolicy(_Strict):
     @field_validator("tools")
     @classmethod
     def _tools(cls, tools: list[str]) -> list[str]:
-        for i, tool in enumerate(tools):
-            if not tool.strip():
-                raise ValueError(f"entry {i} is empty: name a tool (get_order) or a glob (kb_*)")
-        return tools
+        return _filled(tools, "name a tool (get_order) or a glob (kb_*)")
 
     @field_validator("env")
     @classmethod

@@ -19,7 +19,7 @@ from harvester.config import Config
 from harvester.fixtures import FixtureTools
 from harvester.replay import Sandbox, sandbox_for
 from harvester.replay._sandbox import SandboxTools
-from harvester.report import Report
+from harvester.report import CaseResult, Report, SandboxCall, merge
 from tests.apps import mcp_app, sandbox_app, shop
 from tests.builders import project as user
 from tests.builders.backends import Loopback, loopback, routes
@@ -227,3 +227,18 @@ def test_an_mcp_servers_tools_stay_served_under_sandbox(tmp_path, monkeypatch):
     assert code == 0 and r.passed, r.reasons()
     assert r.sandboxed == [] and r.live_calls == 0 and r.trajectory == ["kb_search", "get_order"]
     assert not (root / "server.log").exists(), "the replay started the MCP server"
+
+
+def test_merged_shards_keep_what_ran_in_the_sandbox():
+    def shard(i: int, differs: list[str]) -> Report:
+        call = SandboxCall(tool="get_order", args='{"order_id":"A1"}', differs=differs)
+        return Report(
+            shard=f"{i}/2", sandbox=["get_order"], results=[CaseResult(id=f"c{i}", passed=True, sandboxed=[call])]
+        )
+
+    merged = merge([shard(1, [".status"]), shard(2, [])])
+    assert merged.sandbox == ["get_order"]
+    assert merged.sandbox_line() == (
+        "sandbox: ran for real get_order (2 calls, 1 differ from production); every other tool served from fixtures"
+    )
+    assert Report.from_data(orjson.loads(merged.to_json())).results[0].sandboxed[0].differs == [".status"]

@@ -176,6 +176,8 @@ def test_a_glob_never_matches_a_mutating_tool_and_a_full_name_does():
     assert [(e.name, e.outcome, e.reason) for e in tools.log] == [("get_order", "sandbox", "unknown_tool")]
     assert tools.no_fixture == 0  # ran for real: not a call the recording failed to answer
     assert not hasattr(FixtureTools(case), "sandboxed")  # without --sandbox, no tool runs for real
+    broken = AgentCase.model_validate({"id": "v", "prompt": "p", "inject_failures": {"get_order": {"mode": "timeout"}}})
+    assert not SandboxTools(broken, sandbox).sandboxed("get_order", {})  # a recovery variant breaks it on purpose
 
 
 def test_sandbox_for_reads_the_cases_forbidden_tools_as_mutating():

@@ -64,7 +64,8 @@ class Sandbox:
 class SandboxTools(FixtureTools):
     """A case's executor that lets its sandbox tools run: each such call is logged (outcome ``sandbox``)
     with the recorded result or failure it stands in for (``reason`` ``no_fixture``'s when none), and
-    consumes that recording as a served call would."""
+    consumes that recording as a served call would. A tool the case breaks on purpose (a recovery
+    variant's injected failure) is not run: the variant tests the agent with that tool failing."""
 
     def __init__(self, case: AgentCase, sandbox: Sandbox, **kwargs: Any) -> None:
         super().__init__(case, **kwargs)
@@ -72,7 +73,7 @@ class SandboxTools(FixtureTools):
         self._forbidden = frozenset(case.forbidden_tools)
 
     def sandboxed(self, name: str, args: Any) -> bool:
-        if not self.sandbox.runs(name, self._forbidden):
+        if name in self.case.inject_failures or not self.sandbox.runs(name, self._forbidden):
             return False
         with self._lock:
             if self._closed:  # the case is over: a late call is refused by ``execute`` as one without a case

@@ -87,7 +87,7 @@ def test_the_sandboxed_tool_runs_against_the_sandbox_and_every_other_tool_stays_
     (call,) = r.sandboxed
     assert call.tool == "get_order" and call.differs == [".status"] and call.recorded and call.traced
     assert report.sandbox == ["get_order"]
-    line = "sandbox: ran for real get_order (1 call, 1 differ from production); every other tool served from fixtures"
+    line = "sandbox: ran for real get_order (1 call, 1 differs from production); every other tool served from fixtures"
     assert report.sandbox_line() == line
     assert line in output
     assert "sandbox get_order differs from production at .status" in output
@@ -138,6 +138,7 @@ def test_an_entry_naming_no_known_tool_warns_with_the_closest_names(project):
     assert out.exit_code == 0, out.output
     assert "warning: sandbox.tools: 'get_ordr' matches no tool the cases know (closest: get_order)" in out.output
     assert services["sandbox"].seen == []  # nothing matched: every tool served
+    assert "sandbox (get_ordr): no tool ran for real; every tool served from fixtures" in out.output
 
 
 @pytest.mark.parametrize(
@@ -241,6 +242,6 @@ def test_merged_shards_keep_what_ran_in_the_sandbox():
     merged = merge([shard(1, [".status"]), shard(2, [])])
     assert merged.sandbox == ["get_order"]
     assert merged.sandbox_line() == (
-        "sandbox: ran for real get_order (2 calls, 1 differ from production); every other tool served from fixtures"
+        "sandbox: ran for real get_order (2 calls, 1 differs from production); every other tool served from fixtures"
     )
     assert Report.from_data(orjson.loads(merged.to_json())).results[0].sandboxed[0].differs == [".status"]

@@ -83,9 +83,11 @@ class Report(_Strict):
                 counts[1] += bool(c.differs)
         if not ran:
             return f"sandbox ({', '.join(self.sandbox)}): no tool ran for real; every tool served from fixtures"
-        tools = ", ".join(
-            f"{t} ({n} call{'s' * (n != 1)}{f', {d} differ from production' if d else ''})" for t, (n, d) in ran.items()
-        )
+        parts = []
+        for tool, (n, differ) in ran.items():
+            said = f", {differ} differ{'s' * (differ == 1)} from production" if differ else ""
+            parts.append(f"{tool} ({n} call{'s' * (n != 1)}{said})")
+        tools = ", ".join(parts)
         return f"sandbox: ran for real {tools}; every other tool served from fixtures"
 
     def model_line(self) -> str | None:

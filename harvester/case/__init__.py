@@ -4,6 +4,7 @@
 - ``_format``: the case file format ``harvester.case/1`` (``AgentCase`` and its parts) and its JSON Schema.
 - ``_file``: one file on disk (deterministic bytes, the full validating read, the light signature read).
 - ``_folder``: a folder of cases by status, and ``CaseFolder`` moving a case when its status changes.
+- ``_review``: review actions (accept, reject, edit; one case or many), shared by every way of reviewing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ._format import (
     case_json_schema,
     write_case_schema,
 )
+from ._review import Decisions, accept_cases, edit_case, pending_ids, reject_cases
 
 __all__ = [
     "NOTE_PREFIX",
@@ -45,6 +47,7 @@ __all__ = [
     "SUITE_FILE",
     "AgentCase",
     "Case",
+    "Decisions",
     "CaseFolder",
     "CaseSignature",
     "Fixture",
@@ -54,15 +57,19 @@ __all__ = [
     "Recorded",
     "Source",
     "Status",
+    "accept_cases",
     "case_bytes",
     "check_order",
     "case_files",
     "case_json_schema",
     "case_signatures",
     "default_cases_dir",
+    "edit_case",
     "load_case",
     "load_cases",
+    "pending_ids",
     "read_signature",
+    "reject_cases",
     "save_case",
     "write_case_schema",
 ]

@@ -30,7 +30,7 @@ def store(tmp_path_factory):
     s.close()
 
 
-def _families(store, found):
+def _families(found):
     """Cluster id -> the family of its example run (read back from the builder's error texts)."""
     marks = {"orders-db": "orders_timeout", "may not refund": "refund_denied", "index": "kb_down", "parse": NEW_FAMILY}
     return {c.id: next(f for m, f in marks.items() if m in c.key.summary()) for c in found.clusters}
@@ -63,7 +63,7 @@ def test_same_error_with_other_ids_is_one_cluster_another_tool_is_another():
 # -- triage ----------------------------------------------------------------------------------------------
 def test_triage_finds_exactly_the_injected_families_and_flags_the_new_one(store, tmp_path):
     found = triage(store, tmp_path / "cases", since="7d")
-    families = _families(store, found)
+    families = _families(found)
     assert sorted(families.values()) == sorted(FAMILIES)  # one cluster per family, deferred runs left out
     first = found.clusters[0]
     assert families[first.id] == NEW_FAMILY and first.trend == "new" and first.previous == 0
@@ -178,3 +178,12 @@ def test_harvest_by_cluster_command(store, tmp_path):
     one_line_error(
         invoke("harvest", "--by-cluster", "--limit", "5", "--store", store.path, "--cases", cases), "--limit"
     )
+
+
+def test_triage_reads_both_engines_alike(store_url, tmp_path):
+    """The store is streamed through its ``failed`` index on SQLite and PostgreSQL alike."""
+    with TraceStore(store_url) as s:
+        s.add_many(traffic(600, seed=3, now=time.time()))
+        found = triage(s, tmp_path, since="7d")
+    assert sorted(_families(found).values()) == sorted(FAMILIES)
+    assert found.clusters[0].trend == "new" and _families(found)[found.clusters[0].id] == NEW_FAMILY

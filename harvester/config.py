@@ -21,7 +21,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
@@ -175,7 +175,7 @@ class SuiteMix(_Strict):
             "typical": ["typical", "happy"],
         }
     )
-    mix: dict[str, float] = Field(
+    mix: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(
         default_factory=lambda: {"typical": 0.40, "edge": 0.25, "adversarial": 0.20, "regression": 0.15}
     )
     # A kind whose share is below this fraction of its share of the mix is warned about.

@@ -4,6 +4,7 @@ cases, coverage, the oldest recording, and one warning for each thing the suite 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from click.testing import CliRunner
 
 from harvester.case import daily_tools, save_case, suite_stats
 from harvester.cli import main
-from harvester.config import Config
+from harvester.config import Config, SuiteMix, load_config
 from harvester.store import TraceStore
 from tests.builders.agents import case
 from tests.builders.cli import one_line_error
@@ -108,3 +109,9 @@ def test_no_accepted_case_is_one_line(tmp_path, monkeypatch):
     one_line_error(
         CliRunner().invoke(main, ["suite", "stats", "--cases", str(tmp_path / "cases")]), "no accepted cases"
     )
+
+
+def test_the_documented_mapping_and_mix_are_the_defaults(tmp_path):
+    page = (DEMO.parent / "docs" / "configuration.md").read_text()
+    (tmp_path / "pyproject.toml").write_text(re.search(r"```toml\n(.*?)```", page, re.S).group(1))
+    assert load_config(str(tmp_path / "pyproject.toml")).suite == SuiteMix()

@@ -32,6 +32,7 @@ FLAT_SLACK_MB = 4.0
 
 
 def measure(n: int, work: Path) -> dict[str, float]:
+    """Build a store of ``n`` runs, triage it timed, then again under ``tracemalloc``; print a line."""
     store = TraceStore(work / f"traces-{n}.db")
     t0 = time.perf_counter()
     store.add_many(traffic(n, now=time.time()))
@@ -42,33 +43,24 @@ def measure(n: int, work: Path) -> dict[str, float]:
     assert len(found.clusters) == len(FAMILIES) and found.clusters[0].trend == "new", found.summary()
     tracemalloc.start()
     triage(store, work / "cases", since="7d")
-    peak = tracemalloc.get_traced_memory()[1]
+    peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
     store.close()
-    return {
-        "runs": n,
-        "failing": found.runs + found.previous_runs,
-        "seconds": elapsed,
-        "peak_mb": peak / 2**20,
-        "build_s": build_s,
-    }
+    failing = found.runs + found.previous_runs
+    print(
+        f"{n:>7} runs ({failing} failing) -> {len(FAMILIES)} clusters: {elapsed:6.2f} s, "
+        f"peak {peak_mb:6.1f} MB traced (store built in {build_s:.1f} s)",
+        flush=True,
+    )
+    return {"seconds": elapsed, "peak_mb": peak_mb}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10k runs only (no 100k target, no flatness check)")
-    opts = parser.parse_args()
-    sizes = [10_000] if opts.quick else [10_000, 100_000]
-    rows = []
+    quick = parser.parse_args().quick
     with tempfile.TemporaryDirectory(prefix="harvester-bench-") as tmp:
-        for n in sizes:
-            rows.append(measure(n, Path(tmp)))
-            r = rows[-1]
-            print(
-                f"{r['runs']:>7} runs ({r['failing']:.0f} failing) -> {len(FAMILIES)} clusters: {r['seconds']:6.2f} s, "
-                f"peak {r['peak_mb']:6.1f} MB traced (store built in {r['build_s']:.1f} s)",
-                flush=True,
-            )
+        rows = [measure(n, Path(tmp)) for n in ([10_000] if quick else [10_000, 100_000])]
     ok = True
     if len(rows) > 1:
         fast = rows[1]["seconds"] < TARGET_S

@@ -69,7 +69,7 @@ def project(
 
 
 def replay(*options: str) -> tuple[int, str, Report]:
-    out = cli("replay", "--agent", TARGET, "--report", "r.json", "--html", "r.html", *options)
+    out = cli("replay", "--agent", TARGET, "--report", "r.json", "--html", "r.html", "--markdown", "r.md", *options)
     return out.exit_code, out.output, Report.load("r.json")
 
 
@@ -94,6 +94,8 @@ def test_the_sandboxed_tool_runs_against_the_sandbox_and_every_other_tool_stays_
     html = (root / "r.html").read_text()
     said = 'get_order({"order_id":"A1001"}): the sandbox differs from production at .status'
     assert f"<ul class=sandbox><li class=warn><code>{said}</code>" in html and line in html
+    markdown = (root / "r.md").read_text()
+    assert line in markdown and "sandbox get_order differs from production at .status" in markdown, markdown
 
 
 def test_without_sandbox_nothing_changes(project):

@@ -36,6 +36,7 @@ __all__ = [
     "Price",
     "RedactRules",
     "ReplayPolicy",
+    "SandboxPolicy",
     "SuiteMix",
     "find_config",
     "host_problem",
@@ -109,6 +110,21 @@ def host_problem(host: str) -> str | None:
     return None
 
 
+def _filled(entries: list[str], what: str) -> list[str]:
+    for i, entry in enumerate(entries):
+        if not entry.strip():
+            raise ValueError(f"entry {i} is empty: {what}")
+    return entries
+
+
+def _valid_hosts(hosts: list[str]) -> list[str]:
+    for i, host in enumerate(hosts):
+        problem = host_problem(host)
+        if problem is not None:
+            raise ValueError(f"entry {i} {problem}")
+    return hosts
+
+
 # How a replay serves the agent's model calls (docs/replay.md, "The recorded model"): ``live`` calls the
 # model; ``recorded`` answers each call from the case's model fixtures and fails the case where the
 # request drifted; ``recorded-then-live`` continues a drifted case on the live model.
@@ -132,19 +148,46 @@ class ReplayPolicy(_Strict):
     @field_validator("allow_hosts")
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
-        for i, host in enumerate(hosts):
-            problem = host_problem(host)
-            if problem is not None:
-                raise ValueError(f"entry {i} {problem}")
-        return hosts
+        return _valid_hosts(hosts)
 
     @field_validator("allow_commands")
     @classmethod
     def _commands(cls, commands: list[str]) -> list[str]:
-        for i, command in enumerate(commands):
-            if not command.strip():
-                raise ValueError(f"entry {i} is empty: name the command a replay may start (npx, uvx, ...)")
-        return commands
+        return _filled(commands, "name the command a replay may start (npx, uvx, ...)")
+
+
+class SandboxPolicy(_Strict):
+    """``[tool.harvester.sandbox]``: the tools ``replay --sandbox`` runs for real (every other tool stays
+    recorded), the environment that points them at the sandbox, and the hosts the seal then allows."""
+
+    # Tool names or globs; a glob never matches a mutating tool (mutating_tools, a case's forbidden_tools):
+    # such a tool runs for real only when named here in full.
+    tools: list[str] = Field(default_factory=list)
+    # Environment variables set while a sandboxed replay runs ({"ORDERS_URL": "http://127.0.0.1:8081"}).
+    env: dict[str, str] = Field(default_factory=dict)
+    # Hosts the sealed replay may connect to besides its usual ones ("host" or "host:port").
+    hosts: list[str] = Field(default_factory=list)
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, tools: list[str]) -> list[str]:
+        return _filled(tools, "name a tool (get_order) or a glob (kb_*)")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name (letters, digits, _)")
+        return env
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        return _valid_hosts(hosts)
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ImportPolicy(_Strict):
@@ -194,6 +237,8 @@ class Config(_Strict):
     replay: ReplayPolicy = Field(default_factory=ReplayPolicy)
     # How long a pull from a backend may take and how much it may read (``import`` is a keyword).
     imports: ImportPolicy = Field(default_factory=ImportPolicy, alias="import")
+    # The tools ``replay --sandbox`` runs for real, and where (docs/replay.md, "Sandbox").
+    sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
     # The suite's mix by kind (``harvester suite stats``).
     suite: SuiteMix = Field(default_factory=SuiteMix)
     # Release gates, e.g. "task_completion>=0.85"; parsed by the report module.

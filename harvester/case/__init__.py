@@ -37,7 +37,7 @@ from ._format import (
     case_json_schema,
     write_case_schema,
 )
-from ._review import Decisions, accept_cases, edit_case, pending_ids, reject_cases
+from ._review import EDITABLE, Decisions, accept_cases, edit_case, field_update, pending_ids, reject_cases
 from ._stats import SuiteStats, daily_tools, kind_of, suite_stats
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "AgentCase",
     "Case",
     "Decisions",
+    "EDITABLE",
     "CaseFolder",
     "CaseSignature",
     "Fixture",
@@ -69,6 +70,7 @@ __all__ = [
     "daily_tools",
     "default_cases_dir",
     "edit_case",
+    "field_update",
     "kind_of",
     "load_case",
     "load_cases",

@@ -15,12 +15,28 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..checks import HARVESTED, Ask, placed
 from ..errors import CaseFileError, InputError, NotFoundError, pydantic_field
 from ._file import check_order, load_case
 from ._folder import CaseFolder, case_files
 from ._format import AgentCase
 
-__all__ = ["Decisions", "accept_cases", "edit_case", "pending_ids", "reject_cases"]
+__all__ = ["EDITABLE", "Decisions", "accept_cases", "edit_case", "field_update", "pending_ids", "reject_cases"]
+
+# The fields a reviewer edits, in the order they are offered.
+EDITABLE = (
+    "why",
+    "expected",
+    "required_elements",
+    "forbidden_tools",
+    "appropriate_tools",
+    "min_steps",
+    "max_cost",
+    "tags",
+    "prompt",
+    "review_notes",  # '-' clears them, once the case is fixed
+    *(check.field for check in HARVESTED),  # each asks its own questions (trajectory: its mode; order: its rules)
+)
 
 
 @dataclass
@@ -113,6 +129,23 @@ def pending_ids(folder: CaseFolder, *, tag: str | None = None, cluster: str | No
         )
         raise InputError(f"no case was proposed for cluster {cluster!r}{known}", field="cluster")
     return selected
+
+
+def field_update(case: AgentCase, name: str, ask: Ask) -> dict[str, Any]:
+    """The update of field ``name`` (one of ``EDITABLE``) a reviewer's answers to ``ask`` make: a list
+    comma-separated, ``-`` clearing; a harvested check asks its own questions. ``ValueError`` (a reason)
+    when the check refuses; ``edit_case`` then validates and saves the update."""
+    if name not in EDITABLE:
+        raise InputError(f"{name!r} is not a field review edits (one of: {', '.join(EDITABLE)})", field=name)
+    harvested = next((check for check in HARVESTED if check.field == name), None)
+    if harvested is not None:
+        return placed(
+            harvested, case.model_dump(by_alias=True), harvested.edit(case.held(harvested), case.recording(), ask)
+        )
+    raw = ask(f"{name} (lists comma-separated, '-' to clear)", "-")
+    if isinstance(getattr(case, name), list):
+        return {name: [] if raw.strip() == "-" else [v.strip() for v in raw.split(",") if v.strip()]}
+    return {name: None if raw.strip() == "-" else raw}
 
 
 def edit_case(folder: CaseFolder, case: AgentCase, update: dict[str, Any]) -> AgentCase:

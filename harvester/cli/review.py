@@ -5,32 +5,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
-from ..case import AgentCase, CaseFolder, Decisions, accept_cases, edit_case, pending_ids, reject_cases
-from ..checks import HARVESTED, placed
+from ..case import (
+    EDITABLE,
+    AgentCase,
+    CaseFolder,
+    Decisions,
+    accept_cases,
+    edit_case,
+    field_update,
+    pending_ids,
+    reject_cases,
+)
 from ..config import Config
 from ..errors import CaseFileError
 from . import HarvesterCliError, echo_json, handle_errors, json_option, main
 from .cases import cases_options, render_case
 
 __all__ = ["EDITABLE", "accept", "reject", "review"]
-
-EDITABLE = (
-    "why",
-    "expected",
-    "required_elements",
-    "forbidden_tools",
-    "appropriate_tools",
-    "min_steps",
-    "max_cost",
-    "tags",
-    "prompt",
-    "review_notes",  # '-' clears them, once the case is fixed
-    *(check.field for check in HARVESTED),  # each asks its own questions (trajectory: its mode; order: its rules)
-)
 
 
 # -- review, accept, reject -----------------------------------------------------------------------
@@ -124,14 +118,32 @@ def _done(case: AgentCase, path: Path, as_json: bool) -> None:
 @main.command("review")
 @click.argument("case_id", metavar="[ID]", required=False)
 @click.option("--force", is_flag=True, help="Let [a]ccept take a case a redaction rule still matches.")
+@click.option(
+    "--web", is_flag=True, help="Review on a local page instead (127.0.0.1, its URL printed once); Ctrl-C stops it."
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, help="With --web: the port to listen on [default: a free one]."
+)
 @cases_options
 @handle_errors
-def review(case_id: str | None, force: bool, config: Config, folder: CaseFolder) -> None:
+def review(case_id: str | None, force: bool, web: bool, port: int, config: Config, folder: CaseFolder) -> None:
     """Walk through pending cases: accept, edit a field, reject or skip each one.
 
     A case a redaction rule still matches is not accepted (its fields are named; edit, reject or
     skip it) unless --force, and the review then exits 2.
+
+    --web shows every pending case on one page, grouped by cluster, and makes the same decisions
+    (same checks, same files). It listens on 127.0.0.1 only; its URL holds a random token, printed
+    once, and a request without it gets 403.
     """
+    if web:
+        if case_id:
+            raise HarvesterCliError("review --web shows every pending case: leave out ID")
+        from ._review_web import serve_review
+
+        counts = serve_review(folder, port=port, force=force, echo=click.echo)
+        click.echo(f"reviewed: {counts['accepted']} accepted, {counts['rejected']} rejected, {counts['edited']} edits")
+        return
     if case_id:
         ids = [case_id]
     else:
@@ -204,27 +216,12 @@ def _review_one(folder: CaseFolder, case_id: str, position: str, force: bool, re
 
 
 def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
-    """Change one field (lists comma-separated, '-' clears; a harvested check asks its own questions); the
-    model validates before anything is saved."""
+    """Change one field through the review actions (``field_update``, then ``edit_case``: the model
+    validates before anything is saved)."""
     name = click.prompt("field", type=click.Choice(EDITABLE))
-    data = case.model_dump(by_alias=True)
-    harvested = next((check for check in HARVESTED if check.field == name), None)
-    update: dict[str, Any]
-    if harvested is not None:
-        try:
-            update = placed(harvested, data, harvested.edit(case.held(harvested), case.recording(), _ask))
-        except ValueError as exc:
-            click.echo(f"not changed: {exc}", err=True)
-            return case
-    else:
-        raw = click.prompt(f"{name} (lists comma-separated, '-' to clear)", default="-", show_default=False)
-        if isinstance(getattr(case, name), list):
-            update = {name: [] if raw.strip() == "-" else [v.strip() for v in raw.split(",") if v.strip()]}
-        else:
-            update = {name: None if raw.strip() == "-" else raw}
     try:
-        return edit_case(folder, case, update)
-    except CaseFileError as exc:
+        return edit_case(folder, case, field_update(case, name, _ask))
+    except (ValueError, CaseFileError) as exc:
         click.echo(f"not changed: {exc}", err=True)
         return case
 

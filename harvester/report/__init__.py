@@ -23,8 +23,12 @@ from ._gates import (
     evaluate_gates,
     parse_gate,
 )
+from ._html import attr as html_attr
 from ._html import case_verdict
+from ._html import e as html_text
 from ._html import html as render_html
+from ._html_assets import CSS as HTML_CSS
+from ._inert import visible
 from ._merge import merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
 from ._otel import EmitResult, ExporterMissing, emit_verdicts, exporter_available, resolve_endpoint
@@ -46,6 +50,10 @@ from ._results import (
 )
 
 __all__ = [
+    "HTML_CSS",
+    "html_attr",
+    "html_text",
+    "visible",
     "redacted",
     "ANSWER_CHARS",
     "EmitResult",

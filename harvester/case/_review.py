@@ -136,7 +136,7 @@ def field_update(case: AgentCase, name: str, ask: Ask) -> dict[str, Any]:
     comma-separated, ``-`` clearing; a harvested check asks its own questions. ``ValueError`` (a reason)
     when the check refuses; ``edit_case`` then validates and saves the update."""
     if name not in EDITABLE:
-        raise InputError(f"{name!r} is not a field review edits (one of: {', '.join(EDITABLE)})", field=name)
+        raise InputError(f"{name!r} is not a field review edits (one of: {', '.join(EDITABLE)})")
     harvested = next((check for check in HARVESTED if check.field == name), None)
     if harvested is not None:
         return placed(

@@ -31,7 +31,10 @@ from .errors import ConfigError, pydantic_field
 __all__ = [
     "MODEL_MODES",
     "Config",
+    "Calibration",
     "ImportPolicy",
+    "JUDGE_QUESTIONS",
+    "JudgeConfig",
     "ModelMode",
     "Price",
     "RedactRules",
@@ -158,6 +161,53 @@ class ImportPolicy(_Strict):
     max_answer_mib: int = Field(64, ge=1)
 
 
+# What a model judge is asked (docs/judges.md): is the answer ``equivalent`` to the case's ``expected``,
+# ``grounded`` in its recorded tool results, or does it ``follows`` the rubric.
+JUDGE_QUESTIONS = ("equivalent", "grounded", "follows")
+
+
+class JudgeConfig(_Strict):
+    """``[tool.harvester.judges.NAME]``: a function judge (``function = "module:callable"``) or a model
+    judge (``model``, a pydantic-ai model string or an OpenAI-compatible base URL, a ``rubric`` or a
+    ``rubric_file``, and its ``question``). Checked when a command builds it, not here: importing a
+    function or a model's package is not a config read's business."""
+
+    function: str | None = None
+    model: str | None = None
+    # With a base URL as ``model``: the model's name at that server, and the variable holding its key.
+    model_name: str | None = None
+    api_key_env: str | None = None
+    rubric: str | None = None
+    rubric_file: str | None = None
+    question: Literal["equivalent", "grounded", "follows"] = "equivalent"
+    # Seconds one verdict may take; a judge that takes longer fails its check, never the suite.
+    timeout: float = Field(60.0, gt=0)
+
+    @field_validator("function")
+    @classmethod
+    def _function(cls, value: str | None) -> str | None:
+        if value is not None and (value.count(":") != 1 or not all(value.split(":"))):
+            raise ValueError(f"{value!r} is not module:callable")
+        return value
+
+    def kind(self) -> str:
+        """``function`` or ``model``; ``ValueError`` when it says neither or both."""
+        if (self.function is None) == (self.model is None):
+            raise ValueError("give exactly one of function or model")
+        if self.rubric is not None and self.rubric_file is not None:
+            raise ValueError("give rubric or rubric_file, not both")
+        return "function" if self.function is not None else "model"
+
+
+class Calibration(_Strict):
+    """``[tool.harvester.calibration]``: when a judge's agreement with human labels makes it trusted."""
+
+    min_kappa: float = Field(0.6, ge=-1, le=1)
+    min_labels: int = Field(30, ge=1)
+    # Refuse to replay cases gated on a judge that is not calibrated (default: a warning).
+    require: bool = False
+
+
 class Config(_Strict):
     # Tools with side effects (names or glob patterns): forbidden in a case unless the run needed them.
     mutating_tools: list[str] = Field(default_factory=list)
@@ -170,6 +220,10 @@ class Config(_Strict):
     replay: ReplayPolicy = Field(default_factory=ReplayPolicy)
     # How long a pull from a backend may take and how much it may read (``import`` is a keyword).
     imports: ImportPolicy = Field(default_factory=ImportPolicy, alias="import")
+    # Judges a case may name (``judges = [...]``), and the one a case with ``expected`` gets by default.
+    judges: dict[str, JudgeConfig] = Field(default_factory=dict)
+    default_judge: str | None = None
+    calibration: Calibration = Field(default_factory=Calibration)
     # Release gates, e.g. "task_completion>=0.85"; parsed by the report module.
     gates: list[str] = Field(default_factory=list)
     cases_dir: str = "cases"
@@ -275,10 +329,26 @@ def _validate(table: dict[str, Any], file: Path) -> Config:
         raise ConfigError(pydantic_field(exc)[1], file=str(file), field=field) from None
     base = file.parent.resolve()
     config._source = str(file)
+    _check_judges(config, prefix, file, base)
     config.cases_dir = str(base / config.cases_dir)
     if config.store:
         config.store = _store_beside(config.store, base)
     return config
+
+
+def _check_judges(config: Config, prefix: str, file: Path, base: Path) -> None:
+    """Each judge says one kind, its rubric file is resolved beside the config, the default is defined."""
+    for name, judge in config.judges.items():
+        field = ".".join(p for p in (prefix, "judges", name) if p)
+        try:
+            judge.kind()
+        except ValueError as exc:
+            raise ConfigError(str(exc), file=str(file), field=field) from None
+        if judge.rubric_file is not None:
+            judge.rubric_file = str(base / judge.rubric_file)
+    if config.default_judge is not None and config.default_judge not in config.judges:
+        field = ".".join(p for p in (prefix, "default_judge") if p)
+        raise ConfigError(f"{config.default_judge!r} is not a judge defined under judges", file=str(file), field=field)
 
 
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)

@@ -21,10 +21,11 @@ from typing import Any
 from .. import seam
 from .._progress import Progress
 from ..case import AgentCase, Case
+from ..checks import Panel
 from ..config import MODEL_MODES, Config, ModelMode
 from ..errors import AgentBuildError
 from ..fixtures import FixtureTools, recovery_variants
-from ..report import MAX_NO_FIXTURE_CALLS, Report
+from ..report import MAX_NO_FIXTURE_CALLS, JudgeUse, Judging, Report
 from ._agent import factory_name
 from ._evaluate import Judge, variant_case
 from ._live import LiveCall
@@ -88,6 +89,7 @@ def replay(
     allow_hosts: Iterable[str] = (),
     allow_commands: Iterable[str] = (),
     model: ModelMode = "live",
+    judges: Panel | None = None,
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
@@ -102,6 +104,8 @@ def replay(
     ``model``: ``live`` calls the agent's model; ``recorded`` answers every model call from the case's
     model fixtures (no model host is reachable) and fails a case whose request drifted with
     ``model_input_changed``; ``recorded-then-live`` continues a drifted case on the live model.
+    ``judges``: the panel that answers the ``judge:NAME`` checks of cases that name judges (None: they
+    are not judged).
     """
     if model not in MODEL_MODES:
         raise ValueError(f"model must be one of {', '.join(MODEL_MODES)}, got {model!r}")
@@ -117,7 +121,7 @@ def replay(
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
     policy = Policy(allow_hosts, allow_commands) if seal else None
-    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model)
+    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, judges)
     refused_before, sealed_before = seam.STATE.seq, last_seq()
     # A process the agent starts seals itself with what any case of the plan may reach.
     sealed = (
@@ -155,7 +159,16 @@ def replay(
         refused_calls=[c.summary() for c in refused[:MAX_NO_FIXTURE_CALLS]],
         sealed=policy is not None,
         model=model,
+        judging=_judging(judges, plan),
     )
+
+
+def _judging(panel: Panel | None, plan: list[tuple[Case, str | None]]) -> Judging | None:
+    """The bill of the judges the plan's cases name (None when none names one, or no panel was given)."""
+    named = {n for case, _ in plan if case.spec is not None for n in case.spec.judges}
+    if panel is None or not named:
+        return None
+    return Judging(judges=[JudgeUse(**vars(t)) for t in panel.tallies() if t.name in named])
 
 
 def _confirm(

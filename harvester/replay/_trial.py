@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import adapters, seam
 from ..case import AgentCase, Case
+from ..checks import Panel
 from ..config import Config, ModelMode
 from ..conventions import EVERY_PROVIDER_HOST
 from ..errors import ReplayTimeout, ToolFailure
@@ -31,7 +32,7 @@ from ..fixtures import FixtureTools
 from ..model import ErrorInfo, Run
 from ..report import CheckResult, ModelServed
 from ._agent import wants
-from ._evaluate import Judge, evaluate, recorded_calls_only, recordings_consumed
+from ._evaluate import Judge, evaluate, judged, recorded_calls_only, recordings_consumed
 from ._live import LiveCall, live_calls, models_traced, no_live_calls
 from ._models import RecordedModel, recorded_model
 from ._observe import observed_run, observer
@@ -125,8 +126,10 @@ class Runner:
         ignore_args: Mapping[str, Sequence[str]] | None = None,
         policy: Policy | None = None,
         model: ModelMode = "live",
+        panel: Panel | None = None,
     ) -> None:
         self.build_agent = build_agent
+        self.panel = panel
         self.model = model
         self.policy = policy  # None: the replay is not sealed
         self.suite_seal: Seal | None = None  # set by the suite while its seal is on
@@ -262,6 +265,7 @@ class Runner:
             )
             if c is not None
         )
+        checks.extend(judged(job.case, run, self.panel, checks) if error is None else ())
         passed = error is None and all(c.passed is not False for c in checks)
         message = f"{_type_name(error)}: {_message(error)}" if error is not None else None
         return Outcome(

@@ -26,6 +26,7 @@ def summary(report: Report) -> str:
         lines.append(str(report.unsealed_line()))
     if report.model_line():
         lines.append(str(report.model_line()))
+    lines += report.judging_lines()
     tags = by_tag(report.cases)  # the variants' recovery tags have their own line below
     if tags:
         lines.append("by tag: " + "  ".join(f"{t}={rate:.0%}" for t, rate in tags.items()))
@@ -129,6 +130,7 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
         lines += [f"> **{report.unsealed_line()}**", ""]
     if report.model_line():
         lines += [inert(str(report.model_line())), ""]
+    lines += [f"{inert(line)}\n" for line in report.judging_lines()]
     if report.trials > 1:
         lines += [f"{_pass_hat_k(report.pass_hat_k())}", ""]
         lines += ["| tag | " + " | ".join(f"pass^{k}" for k in range(1, report.trials + 1)) + " |"]

@@ -13,6 +13,7 @@ from .._files import write_file
 from ..errors import ReportFormatError, pydantic_field
 from . import _render as render
 from ._compare import ALPHA, Comparison, compare
+from ._judging import Judging
 from ._metrics import by_tag, metrics_of, pass_hat_k
 from ._results import CaseResult
 
@@ -47,6 +48,8 @@ class Report(_Strict):
     sealed: bool | None = None
     # How the agent's model was served (--model): live, recorded, recorded-then-live; None in older reports.
     model: str | None = None
+    # What the judges did (calls, cache hits, their own token cost, calibration); None: no judge ran.
+    judging: Judging | None = None
     # The release gate as the command that wrote this file judged it (``GateOutcome.to_dict()``, the
     # object ``harvester compare --json`` prints): for whoever reads the file; never read back as a verdict.
     release_gate: dict[str, Any] | None = None
@@ -67,6 +70,10 @@ class Report(_Strict):
             "warning: replayed without the seal (--no-seal): connections and processes the agent "
             "started were not checked, so a tool body may have reached the outside world"
         )
+
+    def judging_lines(self) -> list[str]:
+        """The judges' bill, then a warning per judge that gated cases uncalibrated ([] without judges)."""
+        return [] if self.judging is None else [self.judging.line(), *self.judging.warnings()]
 
     def model_line(self) -> str | None:
         """With a recorded model, one line: cases served entirely from the recording, cases that drifted

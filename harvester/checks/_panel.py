@@ -54,7 +54,9 @@ class Panel:
         cache: VerdictCache | None = None,
         timeouts: Mapping[str, float] | None = None,
         config: Config | None = None,
+        skipped: bool = False,
     ) -> None:
+        self.skipped = skipped  # ``--no-judges``: no judge runs, and the report says the cases went unjudged
         self.judges = {j.name: j for j in judges}
         self.cache = cache if cache is not None else VerdictCache()
         self.timeouts = dict(timeouts or {})

@@ -20,13 +20,13 @@ from .._files import write_file
 from ..case import AgentCase, CaseFolder, Label
 from ..checks import Agreement, Panel, Subject, judging_dir, save_calibration
 from ..config import Config
-from ..errors import InputError
+from ..errors import CaseFileError, ConfigError, InputError
 from ..model import Run
 from ..report import calibration_html
 from . import echo_json, handle_errors, json_option, main, open_store, store_option
 from .cases import cases_options
 
-__all__ = ["calibrate", "judge", "label", "label_subject", "labelled"]
+__all__ = ["calibrate", "judge", "judges_for", "label", "label_subject", "labelled"]
 
 VERDICTS = ("good", "bad", "skip")
 
@@ -44,6 +44,34 @@ def labelled(case: AgentCase, label: Label) -> AgentCase:
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def judges_for(cases: list[AgentCase], config: Config, folder: CaseFolder, *, skip: bool = False) -> Panel | None:
+    """The panel of the judges the cases name (None when none does), built before anything runs: a case
+    naming an undefined judge, or a judge that cannot be built, is one error. With
+    ``calibration.require`` a judge not calibrated yet is one too. ``skip`` (``--no-judges``): a panel
+    that judges nothing and says so in the report."""
+    if skip:
+        return Panel((), skipped=True)
+    for case in cases:
+        for i, name in enumerate(case.judges):
+            if name not in config.judges:
+                defined = ", ".join(config.judges) or "none"
+                raise CaseFileError(
+                    f"no judge {name!r} (defined: {defined})", file=str(folder.find(case.id)), field=f"judges[{i}]"
+                )
+    names = [n for case in cases for n in case.judges]
+    if not names:
+        return None
+    panel = Panel.from_config(config, names)
+    if config.calibration.require:
+        for name in panel.judges:
+            problem = panel.uncalibrated(name)
+            if problem is not None:
+                raise ConfigError(
+                    f"judge {name} is not calibrated: {problem}", file=config.source, field="calibration.require"
+                )
+    return panel
 
 
 # -- label ------------------------------------------------------------------------------------------

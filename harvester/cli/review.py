@@ -9,18 +9,20 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from ..case import AgentCase, CaseFolder, check_order
+from ..case import AgentCase, CaseFolder, Label, check_order
 from ..checks import HARVESTED, placed
 from ..config import Config
 from ..errors import CaseFileError, pydantic_field
 from . import HarvesterCliError, echo_json, handle_errors, json_option, main
 from .cases import cases_options, render_case
+from .judging import labelled, now
 
-__all__ = ["EDITABLE", "accept", "reject", "review"]
+__all__ = ["EDITABLE", "accept", "reject", "review", "with_default_judge"]
 
 EDITABLE = (
     "why",
     "expected",
+    "judges",
     "required_elements",
     "forbidden_tools",
     "appropriate_tools",
@@ -60,7 +62,18 @@ def accept(
     redaction rule still matches (the error names the fields).
     """
     path = folder.accept(case_id, expected=expected, required=required, force=force)
-    _done(folder.load(case_id), path, as_json)
+    case = folder.load(case_id)
+    judged = with_default_judge(case, config) if expected is not None else case
+    if judged is not case:
+        path = folder.save(judged)
+    _done(judged, path, as_json)
+
+
+def with_default_judge(case: AgentCase, config: Config) -> AgentCase:
+    """A case with an ``expected`` answer and no judge gets the project's default judge (itself otherwise)."""
+    if case.expected is None or case.judges or config.default_judge is None:
+        return case
+    return case.model_copy(update={"judges": [config.default_judge]})
 
 
 @main.command("reject")
@@ -92,7 +105,10 @@ def _done(case: AgentCase, path: Path, as_json: bool) -> None:
 @cases_options
 @handle_errors
 def review(case_id: str | None, force: bool, config: Config, folder: CaseFolder) -> None:
-    """Walk through pending cases: accept, edit a field, reject or skip each one.
+    """Walk through pending cases: accept, edit a field, label the answer, reject or skip each one.
+
+    Labelling the recorded answer good or bad (with a reason) is what a judge is calibrated against
+    (harvester judge calibrate). Setting expected gives the case the config's default_judge.
 
     A case a redaction rule still matches is not accepted (its fields are named; edit, reject or
     skip it) unless --force, and the review then exits 2.
@@ -108,7 +124,7 @@ def review(case_id: str | None, force: bool, config: Config, folder: CaseFolder)
     refused: set[str] = set()  # refused for secrets, then neither accepted nor rejected
     try:
         for i, cid in enumerate(ids, 1):
-            verdict = _review_one(folder, cid, f"[{i}/{len(ids)}]", force, refused)
+            verdict = _review_one(folder, cid, f"[{i}/{len(ids)}]", force, refused, config)
             if verdict == "quit":
                 break
             counts[verdict] += 1
@@ -131,16 +147,19 @@ def _counts(counts: dict[str, int]) -> str:
     return f"{counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped"
 
 
-def _review_one(folder: CaseFolder, case_id: str, position: str, force: bool, refused: set[str]) -> str:
+def _review_one(folder: CaseFolder, case_id: str, position: str, force: bool, refused: set[str], config: Config) -> str:
     """One case, prompting until a verdict; a case refused for secrets goes on ``refused``."""
     case = folder.load(case_id)
     while True:
         click.echo(f"\n{position} " + render_case(case, folder.find(case_id)))
         action = click.prompt(
-            "[a]ccept, [e]dit a field, [r]eject, [s]kip, [q]uit",
-            type=click.Choice(["a", "e", "r", "s", "q"]),
+            "[a]ccept, [e]dit a field, [l]abel the answer, [r]eject, [s]kip, [q]uit",
+            type=click.Choice(["a", "e", "l", "r", "s", "q"]),
             show_choices=False,
         )
+        if action == "l":
+            case = _label(folder, case)
+            continue
         if action == "a":
             leaks = [] if force else folder.secret_fields(case)
             if leaks:
@@ -165,10 +184,27 @@ def _review_one(folder: CaseFolder, case_id: str, position: str, force: bool, re
             return "skipped"
         if action == "q":
             return "quit"
-        case = _edit(folder, case)
+        case = _edit(folder, case, config)
 
 
-def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
+def _label(folder: CaseFolder, case: AgentCase) -> AgentCase:
+    """The reviewer's verdict on the recorded answer (good, bad, or skip), with a reason: what a judge
+    is calibrated against."""
+    if not case.recorded.answer:
+        click.echo("  no recorded answer to label")
+        return case
+    verdict = click.prompt("answer is [g]ood, [b]ad, [s]kip", type=click.Choice(["g", "b", "s"]), show_choices=False)
+    if verdict == "s":
+        return case
+    reason = click.prompt("why", default="", show_default=False)
+    entry = Label(answer=case.recorded.answer, verdict="good" if verdict == "g" else "bad", reason=reason, at=now())
+    labelled_case = labelled(case, entry)
+    folder.save(labelled_case)
+    click.echo(f"  labelled {entry.verdict} ({len(labelled_case.labels)} label(s) on this case)")
+    return labelled_case
+
+
+def _edit(folder: CaseFolder, case: AgentCase, config: Config) -> AgentCase:
     """Change one field (lists comma-separated, '-' clears; a harvested check asks its own questions); the
     model validates before anything is saved."""
     name = click.prompt("field", type=click.Choice(EDITABLE))
@@ -188,7 +224,7 @@ def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
         else:
             update = {name: None if raw.strip() == "-" else raw}
     try:
-        edited = AgentCase.model_validate({**data, **update})
+        edited = with_default_judge(AgentCase.model_validate({**data, **update}), config)
         check_order(edited)
     except ValidationError as exc:
         field, msg = pydantic_field(exc)

@@ -36,7 +36,7 @@ from ..report import (
 )
 from ..report import merge as merge_reports
 from ..suite import suite_info
-from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, main, with_config
+from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, judging, main, with_config
 from ._emit import emit_after, emit_options
 from ._replay_options import model_option, seal_options, shard_option
 from .cases import cases_options
@@ -200,6 +200,7 @@ def _finish(
 @seal_options
 @model_option
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
+@click.option("--no-judges", is_flag=True, help="Skip the cases' judges (every-commit jobs): their checks do not run.")
 @baseline_option
 @alpha_option
 @inconclusive_option
@@ -220,6 +221,7 @@ def replay(
     no_seal: bool,
     model: ModelMode | None,
     progress: bool | None,
+    no_judges: bool,
     baseline: str | None,
     alpha: float,
     inconclusive: str | None,
@@ -269,6 +271,7 @@ def replay(
                 allow_hosts=(*config.replay.allow_hosts, *allow_hosts),
                 allow_commands=config.replay.allow_commands,
                 model=model or config.replay.model,
+                judges=judging.judges_for(cases, config, folder, skip=no_judges),
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None

@@ -50,7 +50,7 @@ def judged(case: Case, run: Run, panel: checklib.Panel | None, checks: Sequence[
     A recovery variant is not judged: its tool is broken on purpose, so the expected answer may be out of
     reach. Without a panel (``--no-judges``, a library replay without judges) none runs."""
     spec = case.spec
-    if panel is None or spec is None or not spec.judges or spec.inject_failures:
+    if panel is None or panel.skipped or spec is None or not spec.judges or spec.inject_failures:
         return []
     if run.stop != "answered" or any(c.passed is False for c in checks):
         return []

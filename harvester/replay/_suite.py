@@ -168,6 +168,8 @@ def _judging(panel: Panel | None, plan: list[tuple[Case, str | None]]) -> Judgin
     named = {n for case, _ in plan if case.spec is not None for n in case.spec.judges}
     if panel is None or not named:
         return None
+    if panel.skipped:
+        return Judging(skipped=True)
     return Judging(judges=[JudgeUse(**vars(t)) for t in panel.tallies() if t.name in named])
 
 

@@ -13,8 +13,9 @@ fail** a good answer it failed. Figures:
 A judge is **calibrated** when kappa clears the floor on at least the floor's number of labels
 (``[tool.harvester.calibration]``: ``min_kappa`` 0.6, ``min_labels`` 30 by default), and its config and
 rubric are the ones calibrated (``calibration.json`` keeps the judge's fingerprint: a changed rubric is
-a new judge). Kappa is undefined (None) when either rater gave one verdict only; such a judge is not
-calibrated: the labels cannot tell it from a constant.
+a new judge). A judge that passes everything scores kappa 0 however many answers are good; kappa is
+undefined (None) when judge and labels all say the same one verdict (chance agreement is 1): such
+labels cannot tell the judge from a constant, so it is not calibrated.
 """
 
 from __future__ import annotations

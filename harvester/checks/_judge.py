@@ -64,7 +64,8 @@ class Verdict:
 @dataclass(frozen=True)
 class BuiltJudge:
     """A judge ready to decide: ``fingerprint`` changes when its config or rubric does (the cache's key and
-    what a calibration is valid for); ``model`` is the model name a price is looked up by."""
+    what a calibration is valid for); ``model`` is the model's name (as pydantic-ai names it), which
+    the config's ``prices`` price its tokens by."""
 
     name: str
     kind: str
@@ -101,7 +102,7 @@ def build_judge(name: str, config: JudgeConfig, *, source: str | None = None, mo
         "model",
         _hash(print_),
         lambda s: _ask_model(chosen, instructions, config.question, s),
-        config.model_name or config.model,
+        getattr(chosen, "model_name", None) or config.model_name or config.model,
         config.question,
     )
 
@@ -198,5 +199,5 @@ def _ask_model(model: Any, instructions: str, question: str, subject: Subject) -
         parts.append("The tool results:\n" + ("\n---\n".join(subject.sources) or "(none)"))
     agent = Agent(model, output_type=Graded, instructions=instructions)
     result = agent.run_sync("\n\n".join(parts))
-    usage = result.usage()
+    usage = result.usage
     return Verdict(result.output.passed, result.output.reason, usage.input_tokens or 0, usage.output_tokens or 0)

@@ -14,6 +14,7 @@ from harvester.replay import replay
 from harvester.report import JudgeUse, Judging, Report, merge
 from tests.builders import judges
 from tests.builders.agents import GOOD, case, made_up
+from tests.builders.judge_server import judge_server
 
 EXPECTED = "Yes: returns are accepted within 30 days of delivery."
 
@@ -120,6 +121,27 @@ def test_a_judge_that_times_out_fails_its_check_with_the_reason():
     panel = Panel([slow], timeouts={"slow": 0.2})
     (r,) = replay([judged_case(judges=["slow"])], lambda: GOOD, judges=panel).results
     assert not r.passed and r.failed_checks()[0].detail == "judge slow gave no verdict within 0.2s"
+
+
+@pytest.mark.slow
+def test_a_slow_judge_is_not_the_agent_timing_out():
+    slow = build_judge("slow", JudgeConfig(function="tests.builders.judges:slow"))  # 2 s
+    (r,) = replay([judged_case(judges=["slow"])], lambda: GOOD, judges=Panel([slow]), timeout=0.3).results
+    assert r.passed and r.error is None and r.checks[-1].detail == "too late"
+
+
+def test_a_model_judge_at_a_base_url_answers_inside_a_sealed_replay(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with judge_server(lambda question: "30 days" in _answer(question)) as (url, asked):
+        judge = JudgeConfig(model=url.replace("127.0.0.1", "localhost"), model_name="judge-local")
+        config = Config(judges={"eq": judge}, prices={"judge-local": {"input": 1.0, "output": 1.0}})
+        good = replay([judged_case(judges=["eq"])], lambda: GOOD, judges=Panel.from_config(config))
+        bad = replay([judged_case(judges=["eq"])], made_up, judges=Panel.from_config(config))
+    assert good.sealed and good.refused == 0 and len(asked) == 2
+    assert good.results[0].passed and good.results[0].checks[-1].detail == "same facts"
+    assert not bad.results[0].passed and bad.results[0].failed_checks()[0].name == "judge:eq"
+    (use,) = good.judging.judges
+    assert (use.model, use.input_tokens, use.output_tokens, use.cost) == ("judge-local", 50, 8, 0.058)
 
 
 def test_without_a_panel_the_cases_judges_do_not_run():

@@ -227,14 +227,17 @@ def _drive(
                 break
             trace_id, tools = runner.start(job, done)
             inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools)
-        wait = min(entry[1] for entry in inflight.values()) - time.monotonic()
+        # The deadline is the agent's: once it answered, its checks and judges take what they take (a
+        # judge is bounded by its own timeout), and a slow judge never reads as an agent that hung.
+        running = [entry[1] for entry in inflight.values() if id(entry[0]) not in runner.answered]
+        wait = min(running) - time.monotonic() if running else None
         try:
-            finished = [done.get(timeout=max(wait, 0.0))]
+            finished = [done.get(timeout=None if wait is None else max(wait, 0.0))]
         except queue.Empty:
             now = time.monotonic()
             finished = []
             for job, deadline, trace_id, tools in list(inflight.values()):
-                if deadline <= now:  # a hung agent: abandon its thread, fail its case
+                if deadline <= now and id(job) not in runner.answered:  # a hung agent: abandon it, fail its case
                     runner.release(trace_id)
                     finished.append(
                         (
@@ -250,6 +253,7 @@ def _drive(
                         )
                     )
         for job, outcome in finished:
+            runner.answered.discard(id(job))
             if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped
                 continue
             outcomes[job.index].append(outcome)

@@ -141,6 +141,7 @@ class Runner:
         self.prices = prices
         self.tracer, self.collector = observer()
         self.adapters = adapters.Session()
+        self.answered: set[int] = set()  # id() of the jobs whose agent returned or raised: now being judged
 
     def start(self, job: Job, done: Done) -> tuple[int, FixtureTools]:
         """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
@@ -205,6 +206,7 @@ class Runner:
             otel_context.detach(token)
             root.end()
             tools.close()  # a thread of this case that goes on cannot reach the next case's fixtures
+            self.answered.add(id(job))
         attempt.spans = self.release(trace_id)
         try:
             outcome = self._judge(attempt)

@@ -18,7 +18,7 @@ def judge_server(passes: Callable[[str], bool], reason: str = "same facts") -> I
     asked: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             body: dict[str, Any] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             question = str(body["messages"][-1]["content"])
             asked.append(question)

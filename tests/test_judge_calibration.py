@@ -111,7 +111,10 @@ def test_label_calibrate_and_gate(project):
     assert "on 32 labels: calibrated (floor kappa >= 0.6 on >= 30)" in out.output
     assert "kappa 0.87" in out.output  # (0.9375 - 0.515625) / 0.484375 = 0.8710
     assert "(2 of 14 bad answers passed)" in out.output
-    assert "~ policy: human bad (refunded without approval); judge: states the 30-day window" in out.output
+    assert (
+        "~ policy '30 days, but I refunded it (#0).': human bad (refunded without approval); "
+        "judge pass (states the 30-day window)"
+    ) in out.output
     assert out.output.strip().splitlines()[-1].startswith("judge calls 32, cache hits 0")
     assert "calibrated" in (project / "cal.html").read_text()
 
@@ -153,9 +156,16 @@ def test_review_labels_the_answer_and_accept_expected_gives_the_default_judge(pr
     assert out.exit_code == 0, out.output
     (labelled,) = load_case(project / "cases" / "pending" / "pend.json").labels
     assert (labelled.answer, labelled.verdict, labelled.reason) == ("Within 30 days.", "good", "right window")
+    assert "judges:            -  (labels: 1 good, 0 bad)" in out.output  # shown again after labelling
     accepted = cli("accept", "pend", "--expected", "Within 30 days of delivery.")
     assert accepted.exit_code == 0, accepted.output
     assert load_case(project / "cases" / "pend.json").judges == ["policy"]
+
+
+def test_calibrating_without_labels_says_how_to_get_them(project):
+    out = cli("judge", "calibrate", "policy")
+    assert out.exit_code == 0 and "on 0 labels: NOT calibrated" in out.output
+    assert "no labelled answers yet" in out.output
 
 
 def test_label_reads_a_stored_runs_answer(project):

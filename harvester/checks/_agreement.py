@@ -189,7 +189,13 @@ class Agreement:
         if self.errors:
             lines.append(f"  no verdict on {len(self.errors)} (left out): " + "; ".join(self.errors[:3]))
         for d in self.disagreements:
-            lines.append(f"  ~ {d.case}: human {d.human} ({d.human_reason or 'no reason'}); judge: {d.judge_reason}")
+            answer = " ".join(d.answer.split())
+            answer = answer if len(answer) <= 60 else answer[:57] + "..."
+            judge = "fail" if d.human == "good" else "pass"
+            lines.append(
+                f"  ~ {d.case} {answer!r}: human {d.human} ({d.human_reason or 'no reason'}); "
+                f"judge {judge} ({d.judge_reason})"
+            )
         return lines
 
 

@@ -192,6 +192,8 @@ def calibrate(name: str, html_path: str | None, config: Config, folder: CaseFold
         return
     for line in agreement.lines():
         click.echo(line)
+    if not agreement.n:
+        click.echo("no labelled answers yet: label some in harvester review ([l]abel) or with harvester label FILE")
     tokens = tally.input_tokens + tally.output_tokens
     cost = f"{tally.cost:.6f}" if tally.cost is not None else "n/a"
     click.echo(f"judge calls {tally.calls}, cache hits {tally.cache_hits}, {tokens:,} tokens, cost {cost}")

@@ -13,8 +13,11 @@ from typing import Any
 
 
 @contextmanager
-def judge_server(passes: Callable[[str], bool], reason: str = "same facts") -> Iterator[tuple[str, list[str]]]:
-    """Yields the server's base URL (``http://127.0.0.1:PORT/v1``) and the questions it got."""
+def judge_server(
+    passes: Callable[[str], bool], reasons: tuple[str, str] = ("same facts", "different facts")
+) -> Iterator[tuple[str, list[str]]]:
+    """Yields the server's base URL (``http://127.0.0.1:PORT/v1``) and the questions it got; its reason
+    is ``reasons[0]`` when it passes an answer, ``reasons[1]`` when it fails one."""
     asked: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -22,7 +25,8 @@ def judge_server(passes: Callable[[str], bool], reason: str = "same facts") -> I
             body: dict[str, Any] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             question = str(body["messages"][-1]["content"])
             asked.append(question)
-            verdict = json.dumps({"passed": passes(question), "reason": reason})
+            passed = passes(question)
+            verdict = json.dumps({"passed": passed, "reason": reasons[0] if passed else reasons[1]})
             tool = body["tools"][0]["function"]["name"]
             call = {"id": "call_1", "type": "function", "function": {"name": tool, "arguments": verdict}}
             answer = {

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from harvester.checks import Panel, Subject, VerdictCache, build_judge
+from harvester.checks import Panel, Subject, Tally, VerdictCache, build_judge
 from harvester.config import Config, JudgeConfig
 from harvester.errors import ConfigError
 from harvester.harvest import case_from_run
 from harvester.model import Run
 from harvester.replay import replay
-from harvester.report import JudgeUse, Judging, Report, merge
+from harvester.report import Judging, Report, merge
 from tests.builders import judges
 from tests.builders.agents import GOOD, case, made_up
 from tests.builders.judge_server import judge_server
@@ -186,7 +186,7 @@ def test_a_harvested_case_with_expected_gets_the_default_judge():
 
 def test_shard_reports_sum_their_judges():
     def part(calls: int, hits: int) -> Report:
-        use = JudgeUse(name="eq", calls=calls, cache_hits=hits, input_tokens=10, cost=0.5)
+        use = Tally(name="eq", calls=calls, cache_hits=hits, input_tokens=10, cost=0.5)
         return Report(shard=f"{calls}/2", judging=Judging(judges=[use]))
 
     merged = merge([part(1, 4), part(2, 3)])

@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+from pydantic import BaseModel, ConfigDict
 
 from ..config import Config
 from ..errors import ConfigError
@@ -28,10 +28,12 @@ from ._verdicts import CACHE_FILE, VerdictCache, judging_dir
 __all__ = ["Panel", "Tally"]
 
 
-@dataclass
-class Tally:
-    """One judge's bill for a command: ``calls`` it answered, ``cache_hits``, ``failures`` (raised or
-    timed out), its tokens and their cost (None: no price for its model), and why it is not calibrated."""
+class Tally(BaseModel):
+    """One judge's bill for a command, as a report keeps it: ``calls`` it answered, ``cache_hits`` (verdicts
+    that cost nothing), ``failures`` (raised or timed out), its tokens and their cost (None: no price for
+    its model), and why it is not calibrated (None: it is)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     model: str | None = None
@@ -61,7 +63,7 @@ class Panel:
         self.cache = cache if cache is not None else VerdictCache()
         self.timeouts = dict(timeouts or {})
         self.config = config or Config()
-        self._tallies = {name: Tally(name, j.model) for name, j in self.judges.items()}
+        self._tallies = {name: Tally(name=name, model=j.model) for name, j in self.judges.items()}
         self._lock = threading.Lock()
 
     @classmethod
@@ -124,7 +126,7 @@ class Panel:
             usage = {"input_tokens": tally.input_tokens, "output_tokens": tally.output_tokens}
             tally.cost = self.config.cost(tally.model, usage) if self.judges[name].kind == "model" else None
             tally.uncalibrated = self.uncalibrated(name)
-            out.append(tally)
+            out.append(tally.model_copy())
         return out
 
 

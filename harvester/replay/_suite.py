@@ -25,7 +25,7 @@ from ..checks import Panel
 from ..config import MODEL_MODES, Config, ModelMode
 from ..errors import AgentBuildError
 from ..fixtures import FixtureTools, recovery_variants
-from ..report import MAX_NO_FIXTURE_CALLS, JudgeUse, Judging, Report
+from ..report import MAX_NO_FIXTURE_CALLS, Judging, Report
 from ._agent import factory_name
 from ._evaluate import Judge, variant_case
 from ._live import LiveCall
@@ -170,7 +170,7 @@ def _judging(panel: Panel | None, plan: list[tuple[Case, str | None]]) -> Judgin
         return None
     if panel.skipped:
         return Judging(skipped=True)
-    return Judging(judges=[JudgeUse(**vars(t)) for t in panel.tallies() if t.name in named])
+    return Judging(judges=[t for t in panel.tallies() if t.name in named])
 
 
 def _confirm(

@@ -26,7 +26,7 @@ from ._gates import (
 )
 from ._html import case_verdict
 from ._html import html as render_html
-from ._judging import JudgeUse, Judging, calibration_html
+from ._judging import Judging, calibration_html
 from ._merge import merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
 from ._otel import EmitResult, ExporterMissing, emit_verdicts, exporter_available, resolve_endpoint
@@ -68,7 +68,6 @@ __all__ = [
     "GateOutcome",
     "GateResult",
     "Injected",
-    "JudgeUse",
     "Judging",
     "MAX_NO_FIXTURE_CALLS",
     "MIN_TASK_COMPLETION",

@@ -9,36 +9,21 @@ from html import escape
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..checks import Agreement
+from ..checks import Agreement, Tally
 from ._html_assets import CSS
 
-__all__ = ["JudgeUse", "Judging", "calibration_html"]
+__all__ = ["Judging", "calibration_html"]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class JudgeUse(_Strict):
-    """One judge's bill: verdicts it was asked for (``calls``), verdicts the cache gave for nothing,
-    verdicts it failed to give (raised, timed out), its tokens and their cost (None: no price known);
-    ``uncalibrated`` says why it is not trusted yet (None: it is)."""
-
-    name: str
-    model: str | None = None
-    calls: int = 0
-    cache_hits: int = 0
-    failures: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float | None = None
-    uncalibrated: str | None = None
-
-
 class Judging(_Strict):
-    """The judges of one replay; ``skipped``: ``--no-judges`` (their checks were not run)."""
+    """The judges of one replay, each judge's bill a ``checks.Tally``; ``skipped``: ``--no-judges``
+    (their checks were not run)."""
 
-    judges: list[JudgeUse] = Field(default_factory=list)
+    judges: list[Tally] = Field(default_factory=list)
     skipped: bool = False
 
     def line(self) -> str:
@@ -71,7 +56,7 @@ class Judging(_Strict):
         given = [p for p in parts if p is not None]
         if not given:
             return None
-        uses: dict[str, JudgeUse] = {}
+        uses: dict[str, Tally] = {}
         for part in given:
             for j in part.judges:
                 seen = uses.get(j.name)

@@ -8,14 +8,16 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from harvester.case import AgentCase, load_case, save_case
+from harvester.case import AgentCase, CaseFolder, load_case, save_case
 from harvester.checks import Agreement, wilson
 from harvester.cli import main
+from harvester.config import load_config
 from harvester.model import Run
+from harvester.pytest_plugin._runner import CaseRunner, Settings
 from harvester.report import Report
 from harvester.store import TraceStore
 from tests.builders import judges
-from tests.builders.agents import case
+from tests.builders.agents import case, made_up
 from tests.builders.cli import one_line_error
 
 CONFIG = """cases_dir = "cases"
@@ -139,6 +141,13 @@ def test_no_judges_skips_them_and_says_so(project):
 def test_a_failing_judge_fails_the_job(project):
     out = cli("replay", "--agent", "tests.builders.agents:made_up", "--report", "r.json")
     assert out.exit_code == 1 and "judge:policy: does not state the 30-day window" in out.output
+
+
+def test_the_pytest_plugin_runs_a_cases_judges(project):
+    config = load_config()
+    runner = CaseRunner(Settings(config, CaseFolder.for_project(config), 1, 10.0, False), made_up)
+    result = runner.run(load_case(project / "cases" / "policy.json"), None)
+    assert not result.passed and result.failed_checks()[0].name == "judge:policy"
 
 
 def test_require_calibration_refuses_an_uncalibrated_judge(project):

@@ -201,6 +201,10 @@ def test_a_bad_label_line_is_one_error(project, line, needles):
     assert load_case(project / "cases" / "policy.json").labels == []
 
 
+def test_a_missing_label_file_is_one_error(project):
+    one_line_error(cli("label", "missing.jsonl"), "missing.jsonl", "cannot read")
+
+
 @pytest.mark.parametrize(
     ("judge", "needles"),
     [

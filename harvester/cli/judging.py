@@ -10,13 +10,12 @@ calibrated.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import click
 import orjson
 
-from .._files import write_file
+from .._files import read_file, write_file
 from ..case import AgentCase, CaseFolder, Label
 from ..checks import Agreement, Panel, Subject, judging_dir, save_calibration
 from ..config import Config
@@ -76,7 +75,7 @@ def judges_for(cases: list[AgentCase], config: Config, folder: CaseFolder, *, sk
 
 # -- label ------------------------------------------------------------------------------------------
 @main.command("label")
-@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.argument("file", type=click.Path(dir_okay=False))
 @store_option
 @cases_options
 @handle_errors
@@ -87,7 +86,7 @@ def label(file: str, store_path: str | None, config: Config, folder: CaseFolder)
     (text), or "trace_id" (a stored run's answer), or neither (the case's recorded answer)}. Every line
     is checked before anything is stored; a bad one is one error naming the line and its field.
     """
-    rows = [_row(file, n, line) for n, line in enumerate(Path(file).read_bytes().splitlines(), 1) if line.strip()]
+    rows = [_row(file, n, line) for n, line in enumerate(read_file(file).splitlines(), 1) if line.strip()]
     stored_runs = any(row["answer"] is None and row["trace_id"] for _, row in rows)
     store = open_store(store_path, config, readonly=True) if stored_runs else None
     changed: dict[str, AgentCase] = {}

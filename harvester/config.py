@@ -206,6 +206,9 @@ class Calibration(_Strict):
     min_labels: int = Field(30, ge=1)
     # Refuse to replay cases gated on a judge that is not calibrated (default: a warning).
     require: bool = False
+    # Where ``harvester judge calibrate`` keeps each judge's agreement, relative to the config file:
+    # commit it, so the nightly job knows which judges are calibrated.
+    file: str = "judges.calibration.json"
 
 
 class Config(_Strict):
@@ -337,7 +340,8 @@ def _validate(table: dict[str, Any], file: Path) -> Config:
 
 
 def _check_judges(config: Config, prefix: str, file: Path, base: Path) -> None:
-    """Each judge says one kind, its rubric file is resolved beside the config, the default is defined."""
+    """Each judge says one kind; its rubric file and the calibration file are resolved beside the config;
+    the default judge is defined."""
     for name, judge in config.judges.items():
         field = ".".join(p for p in (prefix, "judges", name) if p)
         try:
@@ -346,6 +350,7 @@ def _check_judges(config: Config, prefix: str, file: Path, base: Path) -> None:
             raise ConfigError(str(exc), file=str(file), field=field) from None
         if judge.rubric_file is not None:
             judge.rubric_file = str(base / judge.rubric_file)
+    config.calibration.file = str(base / config.calibration.file)
     if config.default_judge is not None and config.default_judge not in config.judges:
         field = ".".join(p for p in (prefix, "default_judge") if p)
         raise ConfigError(f"{config.default_judge!r} is not a judge defined under judges", file=str(file), field=field)

@@ -119,6 +119,8 @@ def test_label_calibrate_and_gate(project):
     ) in out.output
     assert out.output.strip().splitlines()[-1].startswith("judge calls 32, cache hits 0")
     assert "calibrated" in (project / "cal.html").read_text()
+    kept = orjson.loads((project / "judges.calibration.json").read_bytes())["policy"]
+    assert (kept["labels"], round(kept["kappa"], 4)) == (32, 0.871)
 
     as_json = orjson.loads(cli("judge", "calibrate", "policy", "--json").output)
     assert as_json["confusion"] == {"pass_good": 18, "pass_bad": 2, "fail_good": 0, "fail_bad": 12}

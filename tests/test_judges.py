@@ -3,6 +3,8 @@ counted apart from the agent, cached, and a broken judge failing only its own ch
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from harvester.checks import Panel, Subject, Tally, VerdictCache, build_judge
@@ -164,6 +166,14 @@ def test_a_judge_that_cannot_be_built_names_its_field(config, field, needle):
     with pytest.raises(ConfigError) as err:
         build_judge("j", config, source="harvester.toml")
     assert err.value.field == field and needle in str(err.value)
+
+
+def test_a_model_judge_without_pydantic_ai_is_one_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pydantic_ai", None)  # as if it were not installed
+    with pytest.raises(ConfigError) as err:
+        build_judge("j", JudgeConfig(model="openai:gpt-4.1-mini"), source="harvester.toml")
+    assert err.value.field == "judges.j.model" and "a model judge needs pydantic-ai: pip install" in str(err.value)
+    assert build_judge("f", JudgeConfig(function="tests.builders.judges:says_30_days")).kind == "function"
 
 
 def test_a_grounded_judge_reads_the_recorded_tool_results_and_an_equivalent_one_needs_expected():

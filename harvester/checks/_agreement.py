@@ -12,7 +12,7 @@ fail** a good answer it failed. Figures:
 
 A judge is **calibrated** when kappa clears the floor on at least the floor's number of labels
 (``[tool.harvester.calibration]``: ``min_kappa`` 0.6, ``min_labels`` 30 by default), and its config and
-rubric are the ones calibrated (``calibration.json`` keeps the judge's fingerprint: a changed rubric is
+rubric are the ones calibrated (the calibration file keeps the judge's fingerprint: a changed rubric is
 a new judge). A judge that passes everything scores kappa 0 however many answers are good; kappa is
 undefined (None) when judge and labels all say the same one verdict (chance agreement is 1): such
 labels cannot tell the judge from a constant, so it is not calibrated.
@@ -31,7 +31,6 @@ import orjson
 from .._files import write_file
 
 __all__ = [
-    "CALIBRATION_FILE",
     "Agreement",
     "Disagreement",
     "calibration_problem",
@@ -40,7 +39,6 @@ __all__ = [
     "wilson",
 ]
 
-CALIBRATION_FILE = "calibration.json"
 Z95 = 1.959964
 
 
@@ -213,17 +211,18 @@ def _ci(ci: tuple[float, float] | None, *, pct: bool = False) -> str:
     return f"[{_pct(ci[0])}, {_pct(ci[1])}]" if pct else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
-def read_calibrations(folder: Path) -> dict[str, dict[str, Any]]:
+def read_calibrations(path: str | Path) -> dict[str, dict[str, Any]]:
     """The judges' last calibrations (``{}`` when none, or when the file does not read: recalibrate)."""
     try:
-        data = orjson.loads((folder / CALIBRATION_FILE).read_bytes())
+        data = orjson.loads(Path(path).read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return {}
     return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
 
-def save_calibration(folder: Path, agreement: Agreement) -> Path:
-    records = read_calibrations(folder)
+def save_calibration(path: str | Path, agreement: Agreement) -> Path:
+    """Keep ``agreement`` as its judge's calibration in the file at ``path`` (the other judges' stay)."""
+    records = read_calibrations(path)
     records[agreement.judge] = {
         "fingerprint": agreement.fingerprint,
         "labels": agreement.n,
@@ -231,8 +230,8 @@ def save_calibration(folder: Path, agreement: Agreement) -> Path:
         "accuracy": agreement.accuracy,
         "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / CALIBRATION_FILE
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_file(path, orjson.dumps(records, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n", atomic=True)
     return path
 

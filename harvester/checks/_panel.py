@@ -116,7 +116,7 @@ class Panel:
     def uncalibrated(self, name: str) -> str | None:
         """Why the judge is not trusted yet (None: its agreement with the labels clears the floor)."""
         floor = self.config.calibration
-        record = read_calibrations(judging_dir(self.config)).get(name)
+        record = read_calibrations(self.config.calibration.file).get(name)
         return calibration_problem(record, self.judges[name].fingerprint, floor.min_kappa, floor.min_labels)
 
     def tallies(self) -> list[Tally]:

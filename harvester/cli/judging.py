@@ -2,9 +2,9 @@
 
 ``harvester label FILE`` stores reviewers' verdicts on answers in bulk (``review`` labels one at a
 time); ``harvester judge calibrate NAME`` asks the judge about every labelled answer and prints how far
-it agrees with the reviewers (docs/judges.md). The calibration is kept in ``.harvester/calibration.json``:
-a replay that gates on a judge warns (or, with ``calibration.require``, refuses) while it is not
-calibrated.
+it agrees with the reviewers (docs/judges.md). The calibration is kept in the file ``calibration.file``
+names (committed beside the config, so the nightly job knows it): a replay that gates on a judge warns
+(or, with ``calibration.require``, refuses) while it is not calibrated.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import orjson
 
 from .._files import read_file, write_file
 from ..case import AgentCase, CaseFolder, Label
-from ..checks import Agreement, Panel, Subject, judging_dir, save_calibration
+from ..checks import Agreement, Panel, Subject, save_calibration
 from ..config import Config
 from ..errors import CaseFileError, ConfigError, InputError
 from ..model import Run
@@ -182,7 +182,7 @@ def calibrate(name: str, html_path: str | None, config: Config, folder: CaseFold
             verdict = panel.ask(name, label_subject(case, entry.answer, entry.trace_id))
             passed, why = (None, verdict) if isinstance(verdict, str) else (verdict.passed, verdict.reason)
             agreement.add(case.id, entry.answer, entry.verdict, entry.reason, passed, why)
-    save_calibration(judging_dir(config), agreement)
+    save_calibration(config.calibration.file, agreement)
     (tally,) = panel.tallies()
     if html_path:
         write_file(html_path, calibration_html(agreement).encode(), atomic=True)

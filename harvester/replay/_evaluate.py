@@ -46,9 +46,10 @@ def evaluate(case: Case, run: Run, judge: Judge | None = None) -> list[CheckResu
 
 def judged(case: Case, run: Run, panel: checklib.Panel | None, checks: Sequence[CheckResult]) -> list[CheckResult]:
     """The case's named judges, ``judge:NAME`` each, run last: only when the run has an answer (not an
-    error, not a deferred run waiting on approval) and every other check passed (a judge is the expensive check, and judging a wrong path's answer tells nothing).
-    A recovery variant is not judged: its tool is broken on purpose, so the expected answer may be out of
-    reach. Without a panel (``--no-judges``, a library replay without judges) none runs."""
+    error, not a deferred run waiting on approval) and every other check passed (a judge is the
+    expensive check, and judging a wrong path's answer tells nothing). A recovery variant is not judged:
+    its tool is broken on purpose, so the expected answer may be out of reach. Without a panel
+    (``--no-judges``, a library replay without judges) none runs."""
     spec = case.spec
     if panel is None or panel.skipped or spec is None or not spec.judges or spec.inject_failures:
         return []

@@ -21,9 +21,9 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ._files import MAX_READ_BYTES, read_file
 from .errors import ConfigError, pydantic_field
@@ -33,12 +33,12 @@ __all__ = [
     "Config",
     "Calibration",
     "ImportPolicy",
-    "JUDGE_QUESTIONS",
     "JudgeConfig",
     "ModelMode",
     "Price",
     "RedactRules",
     "ReplayPolicy",
+    "SuiteMix",
     "find_config",
     "host_problem",
     "load_config",
@@ -161,16 +161,9 @@ class ImportPolicy(_Strict):
     max_answer_mib: int = Field(64, ge=1)
 
 
-# What a model judge is asked (docs/judges.md): is the answer ``equivalent`` to the case's ``expected``,
-# ``grounded`` in its recorded tool results, or does it ``follows`` the rubric.
-JUDGE_QUESTIONS = ("equivalent", "grounded", "follows")
-
-
 class JudgeConfig(_Strict):
-    """``[tool.harvester.judges.NAME]``: a function judge (``function = "module:callable"``) or a model
-    judge (``model``, a pydantic-ai model string or an OpenAI-compatible base URL, a ``rubric`` or a
-    ``rubric_file``, and its ``question``). Checked when a command builds it, not here: importing a
-    function or a model's package is not a config read's business."""
+    """``[tool.harvester.judges.NAME]``: a function judge or a model judge (docs/judges.md). A command that
+    uses it builds it (imports the function, asks pydantic-ai for the model): a config read imports nothing."""
 
     function: str | None = None
     model: str | None = None
@@ -178,25 +171,22 @@ class JudgeConfig(_Strict):
     model_name: str | None = None
     api_key_env: str | None = None
     rubric: str | None = None
-    rubric_file: str | None = None
+    rubric_file: str | None = None  # relative to the config file
+    # What a model judge is asked (docs/judges.md): is the answer ``equivalent`` to the case's
+    # ``expected``, ``grounded`` in its recorded tool results, or does it ``follows`` the rubric.
     question: Literal["equivalent", "grounded", "follows"] = "equivalent"
     # Seconds one verdict may take; a judge that takes longer fails its check, never the suite.
     timeout: float = Field(60.0, gt=0)
 
-    @field_validator("function")
-    @classmethod
-    def _function(cls, value: str | None) -> str | None:
-        if value is not None and (value.count(":") != 1 or not all(value.split(":"))):
-            raise ValueError(f"{value!r} is not module:callable")
-        return value
-
-    def kind(self) -> str:
-        """``function`` or ``model``; ``ValueError`` when it says neither or both."""
+    @model_validator(mode="after")
+    def _one_kind(self) -> JudgeConfig:
         if (self.function is None) == (self.model is None):
             raise ValueError("give exactly one of function or model")
+        if self.function is not None and (self.function.count(":") != 1 or not all(self.function.split(":"))):
+            raise ValueError(f"function {self.function!r} is not module:callable")
         if self.rubric is not None and self.rubric_file is not None:
             raise ValueError("give rubric or rubric_file, not both")
-        return "function" if self.function is not None else "model"
+        return self
 
 
 class Calibration(_Strict):
@@ -204,11 +194,32 @@ class Calibration(_Strict):
 
     min_kappa: float = Field(0.6, ge=-1, le=1)
     min_labels: int = Field(30, ge=1)
-    # Refuse to replay cases gated on a judge that is not calibrated (default: a warning).
-    require: bool = False
-    # Where ``harvester judge calibrate`` keeps each judge's agreement, relative to the config file:
-    # commit it, so the nightly job knows which judges are calibrated.
+    require: bool = False  # refuse to replay cases gated on an uncalibrated judge (default: a warning)
+    # Where ``judge calibrate`` keeps its results, relative to the config: commit it for the nightly job.
     file: str = "judges.calibration.json"
+
+
+class SuiteMix(_Strict):
+    """``[tool.harvester.suite]``: how ``harvester suite stats`` sorts cases into kinds, and the mix it aims for.
+
+    A case is the first kind (in ``kinds``' order) one of whose words is among its tags or is its
+    failure kind; a case matching none is ``typical``. The default mix is the practice's: about 40%
+    typical, 25% edge, 20% adversarial, 15% regression.
+    """
+
+    kinds: dict[str, list[str]] = Field(
+        default_factory=lambda: {
+            "adversarial": ["adversarial", "security", "injection", "jailbreak", "unintended_action", "blocked_action"],
+            "regression": ["regression", "incident", "exception", "tool_error", "loop", "budget_exceeded", "max_steps"],
+            "edge": ["edge", "deferred", "abstained", "negative_feedback", "twin"],
+            "typical": ["typical", "happy"],
+        }
+    )
+    mix: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=lambda: {"typical": 0.40, "edge": 0.25, "adversarial": 0.20, "regression": 0.15}
+    )
+    # A kind whose share is below this fraction of its share of the mix is warned about.
+    far_below: float = Field(0.5, ge=0, le=1)
 
 
 class Config(_Strict):
@@ -227,6 +238,9 @@ class Config(_Strict):
     judges: dict[str, JudgeConfig] = Field(default_factory=dict)
     default_judge: str | None = None
     calibration: Calibration = Field(default_factory=Calibration)
+
+    # The suite's mix by kind (``harvester suite stats``).
+    suite: SuiteMix = Field(default_factory=SuiteMix)
     # Release gates, e.g. "task_completion>=0.85"; parsed by the report module.
     gates: list[str] = Field(default_factory=list)
     cases_dir: str = "cases"
@@ -332,28 +346,16 @@ def _validate(table: dict[str, Any], file: Path) -> Config:
         raise ConfigError(pydantic_field(exc)[1], file=str(file), field=field) from None
     base = file.parent.resolve()
     config._source = str(file)
-    _check_judges(config, prefix, file, base)
-    config.cases_dir = str(base / config.cases_dir)
-    if config.store:
-        config.store = _store_beside(config.store, base)
-    return config
-
-
-def _check_judges(config: Config, prefix: str, file: Path, base: Path) -> None:
-    """Each judge says one kind; its rubric file and the calibration file are resolved beside the config;
-    the default judge is defined."""
-    for name, judge in config.judges.items():
-        field = ".".join(p for p in (prefix, "judges", name) if p)
-        try:
-            judge.kind()
-        except ValueError as exc:
-            raise ConfigError(str(exc), file=str(file), field=field) from None
-        if judge.rubric_file is not None:
-            judge.rubric_file = str(base / judge.rubric_file)
+    for judge in config.judges.values():  # a rubric file, like every path here, is relative to the file
+        judge.rubric_file = str(base / judge.rubric_file) if judge.rubric_file else None
     config.calibration.file = str(base / config.calibration.file)
     if config.default_judge is not None and config.default_judge not in config.judges:
         field = ".".join(p for p in (prefix, "default_judge") if p)
         raise ConfigError(f"{config.default_judge!r} is not a judge defined under judges", file=str(file), field=field)
+    config.cases_dir = str(base / config.cases_dir)
+    if config.store:
+        config.store = _store_beside(config.store, base)
+    return config
 
 
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)

@@ -215,12 +215,18 @@ def test_a_missing_label_file_is_one_error(project):
         ('model = "nosuchprovider:m"', ["harvester.toml", "judges.policy.model", "Unknown model"]),
         ('model = "test"\nrubric_file = "missing.md"', ["judges.policy.rubric_file", "no such file"]),
         ('function = "a:b"\nmodel = "test"', ["judges.policy", "exactly one of function or model"]),
-        ('function = "nocolon"', ["judges.policy.function", "not module:callable"]),
+        ('function = "nocolon"', ["judges.policy", "function 'nocolon' is not module:callable"]),
+        ('function = "a:b"\nrubric = "x"\nrubric_file = "y"', ["judges.policy", "rubric or rubric_file, not both"]),
     ],
 )
 def test_a_bad_judge_in_the_config_is_one_error(project, judge, needles):
     (project / "harvester.toml").write_text(f'cases_dir = "cases"\n\n[judges.policy]\n{judge}\n')
     one_line_error(cli("replay", "--agent", "tests.builders.agents:good", "--report", "r.json"), *needles)
+
+
+def test_an_undefined_default_judge_is_one_error(project):
+    (project / "harvester.toml").write_text(CONFIG.replace('default_judge = "policy"', 'default_judge = "nope"'))
+    one_line_error(cli("judge", "calibrate", "policy"), "harvester.toml", "default_judge", "'nope' is not a judge")
 
 
 def test_a_case_naming_an_undefined_judge_is_one_error(project):

@@ -16,7 +16,7 @@ import click
 import orjson
 
 from .._files import read_file, write_file
-from ..case import AgentCase, CaseFolder, Label
+from ..case import AgentCase, CaseFolder, Label, labelled
 from ..checks import Agreement, Panel, Subject, save_calibration
 from ..config import Config
 from ..errors import CaseFileError, ConfigError, InputError
@@ -25,7 +25,7 @@ from ..report import calibration_html
 from . import echo_json, handle_errors, json_option, main, open_store, store_option
 from .cases import cases_options
 
-__all__ = ["calibrate", "judge", "judges_for", "label", "label_subject", "labelled"]
+__all__ = ["calibrate", "judge", "judges_for", "label", "label_subject", "now"]
 
 VERDICTS = ("good", "bad", "skip")
 
@@ -33,12 +33,6 @@ VERDICTS = ("good", "bad", "skip")
 def label_subject(case: AgentCase, answer: str, trace_id: str | None = None) -> Subject:
     """What a judge reads of a labelled answer: the case's prompt and expectation, the answer as a run."""
     return Subject.of(case, Run(trace_id=trace_id or "label", prompt=case.prompt, answer=answer, stop="answered"))
-
-
-def labelled(case: AgentCase, label: Label) -> AgentCase:
-    """The case with ``label``, replacing a label of the same answer (a reviewer who changes their mind)."""
-    kept = [lb for lb in case.labels if lb.answer != label.answer]
-    return case.model_copy(update={"labels": [*kept, label]})
 
 
 def now() -> str:

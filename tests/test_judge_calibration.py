@@ -173,6 +173,22 @@ def test_review_labels_the_answer_and_accept_expected_gives_the_default_judge(pr
     assert load_case(project / "cases" / "pend.json").judges == ["policy"]
 
 
+def test_review_setting_expected_gives_the_default_judge(project):
+    save_case(case("pend", status="pending"), project / "cases")
+    out = cli("review", "pend", input="e\nexpected\nWithin 30 days of delivery.\nq\n")
+    assert out.exit_code == 0, out.output
+    edited = load_case(project / "cases" / "pending" / "pend.json")
+    assert (edited.expected, edited.judges) == ("Within 30 days of delivery.", ["policy"])
+
+
+def test_bulk_accept_with_expected_gives_the_default_judge_to_cases_naming_none(project):
+    save_case(case("p1", status="pending"), project / "cases")
+    save_case(case("p2", status="pending", judges=["other"]), project / "cases")
+    out = cli("accept", "p1", "p2", "--expected", "Within 30 days.")
+    assert out.exit_code == 0, out.output
+    assert [load_case(project / "cases" / f"{c}.json").judges for c in ("p1", "p2")] == [["policy"], ["other"]]
+
+
 def test_calibrating_without_labels_says_how_to_get_them(project):
     out = cli("judge", "calibrate", "policy")
     assert out.exit_code == 0 and "on 0 labels: NOT calibrated" in out.output

@@ -19,7 +19,7 @@ from .._files import read_file, write_file
 from ..case import AgentCase, CaseFolder, Label, labelled
 from ..checks import Agreement, Panel, Subject, save_calibration
 from ..config import Config
-from ..errors import CaseFileError, ConfigError, InputError
+from ..errors import CaseFileError, ConfigError, HarvesterError, InputError
 from ..model import Run
 from ..report import calibration_html
 from . import echo_json, handle_errors, json_option, main, open_store, store_option
@@ -130,7 +130,7 @@ def _row(file: str, n: int, line: bytes) -> tuple[int, dict[str, Any]]:
 def _case(folder: CaseFolder, file: str, n: int, case_id: str) -> AgentCase:
     try:
         return folder.load(case_id)
-    except Exception as exc:
+    except (HarvesterError, ValueError) as exc:  # no such case, a file that does not load, not an id
         raise InputError(str(exc), file=file, field=f"line {n}: case") from None
 
 

@@ -29,6 +29,7 @@ from ._format import (
     AgentCase,
     Fixture,
     InjectSpec,
+    Label,
     ModelTurn,
     OrderRule,
     Recorded,
@@ -37,7 +38,7 @@ from ._format import (
     case_json_schema,
     write_case_schema,
 )
-from ._review import Decisions, accept_cases, edit_case, pending_ids, reject_cases
+from ._review import Decisions, accept_cases, edit_case, labelled, pending_ids, reject_cases
 from ._stats import SuiteStats, daily_tools, kind_of, suite_stats
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "CaseSignature",
     "Fixture",
     "InjectSpec",
+    "Label",
     "ModelTurn",
     "OrderRule",
     "Recorded",
@@ -69,6 +71,7 @@ __all__ = [
     "daily_tools",
     "default_cases_dir",
     "edit_case",
+    "labelled",
     "kind_of",
     "load_case",
     "load_cases",

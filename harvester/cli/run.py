@@ -36,7 +36,7 @@ from ..report import (
 )
 from ..report import merge as merge_reports
 from ..suite import suite_info
-from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, main, with_config
+from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, judging, main, with_config
 from ._emit import emit_after, emit_options
 from ._replay_options import model_option, sandbox_of, sandbox_option, seal_options, shard_option
 from .cases import cases_options
@@ -201,6 +201,7 @@ def _finish(
 @model_option
 @sandbox_option
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
+@click.option("--no-judges", is_flag=True, help="Skip the cases' judges (every-commit jobs): their checks do not run.")
 @baseline_option
 @alpha_option
 @inconclusive_option
@@ -222,6 +223,7 @@ def replay(
     model: ModelMode | None,
     sandbox: bool,
     progress: bool | None,
+    no_judges: bool,
     baseline: str | None,
     alpha: float,
     inconclusive: str | None,
@@ -272,6 +274,7 @@ def replay(
                 allow_commands=config.replay.allow_commands,
                 model=model or config.replay.model,
                 sandbox=sandbox_of(config, cases, sandbox),  # its warnings printed before any case runs
+                judges=judging.judges_for(cases, config, folder, skip=no_judges),
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 import click
 
-from .. import __version__
+import harvester
+
 from ..errors import HarvesterError
 from ._lazy_group import LazyGroup
 
@@ -223,7 +224,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     lazy=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(__version__)  # not the installed metadata: reading it costs more than the rest of --version
+@click.version_option(
+    harvester.__version__
+)  # not the installed metadata: reading it costs more than the rest of --version
 def main() -> None:
     """Turn production AI-agent traces into deterministic regression tests.
 

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from capture import installed  # bench/, this script's folder, is first on sys.path
-from store import release
+from store import release_env
 
 TARGET_S = 0.15
 COMMANDS = {
@@ -78,10 +78,7 @@ def main() -> int:
         make_store(store)
         sides = {"now": installed()}
         if args.against:
-            root = release(args.against, Path(tmp) / "against")
-            if root is None:
-                raise SystemExit(f"{args.against} is not in this clone's history (a shallow clone?), or git is missing")
-            sides[args.against] = installed(root)
+            sides[args.against] = release_env(args.against, Path(tmp))
         runs = {("python", ""): ([sys.executable, "-c", "pass"], sides["now"])}
         for side, env in sides.items():
             env["HARVESTER_STORE"] = str(store)

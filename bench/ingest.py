@@ -39,7 +39,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from capture import agent_loop, installed  # bench/, this script's folder, is first on sys.path
-from store import release
+from store import release_env
 
 HERE = Path(__file__).resolve().parent
 TARGET = 1.5
@@ -148,10 +148,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         sides = {"": installed()}
         if args.against:
-            root = release(args.against, Path(tmp) / "against")
-            if root is None:
-                raise SystemExit(f"{args.against} is not in this clone's history (a shallow clone?), or git is missing")
-            sides[args.against] = installed(root)
+            sides[args.against] = release_env(args.against, Path(tmp))
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         for n in sizes:

@@ -151,7 +151,7 @@ def main() -> int:
             sides[args.against] = release_env(args.against, Path(tmp))
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        for n in sizes:
+        for k, n in enumerate(sizes):
             src = folder / f"traces-{n}.jsonl"
             if not src.exists():
                 write_traces(src, n)
@@ -160,7 +160,7 @@ def main() -> int:
                 if not src.exists():
                     as_document(lines, src)
             for side, env in sides.items():
-                seconds, cpu, peak, summary = ingest(src, Path(tmp) / f"store-{n}{side}.db", args.jobs, env)
+                seconds, cpu, peak, summary = ingest(src, Path(tmp) / f"store-{k}{side}.db", args.jobs, env)
                 if not side:
                     rows.append((n, src.stat().st_size, seconds, peak))
                 print(

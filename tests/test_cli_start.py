@@ -28,6 +28,39 @@ def test_every_registered_command_is_in_the_table() -> None:
     assert set(main.commands) == set(COMMANDS)
 
 
+# Every command's path, in a fresh process: with "all", after importing every module under harvester/cli/.
+_PATHS = """
+import importlib, pkgutil, sys
+import click
+import harvester.cli
+
+if sys.argv[1:] == ["all"]:
+    for info in pkgutil.iter_modules(harvester.cli.__path__):
+        importlib.import_module("harvester.cli." + info.name)
+
+def paths(group, prefix):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        yield " ".join([*prefix, name])
+        if isinstance(cmd, click.Group):
+            yield from paths(cmd, [*prefix, name])
+
+print("\\n".join(paths(harvester.cli.main, [])))
+"""
+
+
+def test_every_subcommand_is_there_when_its_group_loads_alone() -> None:
+    """A subcommand registered from a module its group's module does not import would be missing: the
+    group's module is all that loads when the group runs."""
+    lazily, eagerly = (
+        subprocess.run([sys.executable, "-c", _PATHS, *extra], capture_output=True, text=True, check=True).stdout
+        for extra in ([], ["all"])
+    )
+    assert lazily == eagerly
+    assert "traces list" in lazily.splitlines()
+
+
 def test_the_table_names_each_commands_module_and_its_own_first_sentence() -> None:
     ctx = click.Context(main)
     for name, (module, summary) in COMMANDS.items():

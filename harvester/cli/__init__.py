@@ -187,7 +187,7 @@ SETTLE_BAR_MIN = 2_000  # captured traces; fewer are normalized in well under a 
 # ``harvester --help`` lists it with (tests/test_cli_start.py checks it is the command's own first
 # sentence). A new command is its module plus one line here.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "accept": ("review", "Accept a case without prompts: it moves to cases/ and the nightly replay runs it."),
+    "accept": ("review", "Accept cases without prompts: they move to cases/ and the nightly replay runs them."),
     "cases": (
         "cases",
         "List and show case files (accepted in cases/, pending in cases/pending/, rejected in cases/rejected/).",
@@ -205,7 +205,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "incident": ("harvesting", "Freeze one reported run (TRACE_ID) into a regression case in cases/pending/."),
     "ingest": ("traces", "Import OTLP/JSON trace files into the trace store (FILE - reads stdin)."),
     "merge": ("run", "Merge shard reports into one, then gate it like a replay would (--gate and the config's gates)."),
-    "reject": ("review", "Reject a case: it moves to cases/rejected/ so a re-harvest will not propose it again."),
+    "reject": ("review", "Reject cases: they move to cases/rejected/ so a re-harvest will not propose them again."),
     "replay": ("run", "Replay the accepted cases against the current agent and gate on the result."),
     "report": ("run", "Render a saved report as one self-contained HTML page (no network: it opens from disk)."),
     "rerecord": (
@@ -216,6 +216,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "Receive traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON) into the trace store."),
     "suite": ("cases", "The suite manifest (cases/suite.json): which version of the accepted cases a report ran."),
     "traces": ("traces", "Look at the runs in the trace store: list, show, export, prune."),
+    "triage": (
+        "triage",
+        "Group the window's failing (and flagged) runs into clusters of one failure each, new and growing first.",
+    ),
 }
 
 

@@ -344,7 +344,14 @@ def merge(
     """Merge shard reports into one, then gate it like a replay would (--gate and the config's gates).
 
     Exit 0 when every gate passes and nothing regressed, 1 otherwise, 3 for an inconclusive drop.
+    Shadow shard reports (harvester shadow --shard) merge the same way, gated on shadow metrics.
     """
+    from .shadow import is_shadow_file, merge_shadow
+
+    if is_shadow_file(reports[0]):
+        if baseline or junit_path or markdown_path:
+            raise HarvesterCliError("--baseline, --junit and --markdown are replay's: a shadow report has none")
+        return merge_shadow(reports, output, gates, html_path)
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)
     out = Outputs(output, junit_path, markdown_path, html_path)

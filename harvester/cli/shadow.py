@@ -98,8 +98,8 @@ def _finish(report: ShadowReport, gates: list[Any], json_path: str | None, html_
         click.echo(f"proposed {len(report.proposed)} pending case(s): {', '.join(report.proposed)}", err=err)
     for g in results:
         click.echo(g.summary(), err=err)
-    for exc in unwritten:
-        click.echo(f"error: {exc}", err=True)
+    for problem in unwritten:
+        click.echo(f"error: {problem}", err=True)
     sys.exit(2 if unwritten else int(any(not g.passed for g in results)))
 
 

@@ -1,10 +1,11 @@
 """Which stored runs a shadow replays: streamed from the store, never loaded whole.
 
 The filters are the store's (since, agent, failed); then runs that already are cases are left out
-(their review stands, and ``replay`` runs them), a shard keeps its slice (stable by run, like
-``replay --shard`` by case id, of the sample when there is one), and ``sample`` keeps a reproducible sample stratified by agent and
-outcome: a first pass counts each stratum and keeps its lowest-priority run ids, a second streams
-the runs chosen. Memory grows with the sample and the strata, never with the store.
+(their review stands, and ``replay`` runs them), ``sample`` keeps a reproducible sample stratified by
+agent and outcome (a first pass counts each stratum and keeps its lowest-priority run ids, a second
+streams the runs chosen), and a shard keeps its slice of that (stable by run, as ``replay --shard``
+is by case id), so the shards of one sample split it. Memory grows with the sample and the strata,
+never with the store.
 """
 
 from __future__ import annotations

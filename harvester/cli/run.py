@@ -51,6 +51,7 @@ from .outputs import (
     report_path_of,
     write_outputs,
 )
+from .shadow import merged_shadow
 
 __all__ = [
     "ALL_PASS",
@@ -343,15 +344,10 @@ def merge(
 ) -> None:
     """Merge shard reports into one, then gate it like a replay would (--gate and the config's gates).
 
-    Exit 0 when every gate passes and nothing regressed, 1 otherwise, 3 for an inconclusive drop.
-    Shadow shard reports (harvester shadow --shard) merge the same way, gated on shadow metrics.
+    Exit 0 when every gate passes and nothing regressed, 1 otherwise, 3 for an inconclusive drop. Shadow shards too.
     """
-    from .shadow import is_shadow_file, merge_shadow
-
-    if is_shadow_file(reports[0]):
-        if baseline or junit_path or markdown_path:
-            raise HarvesterCliError("--baseline, --junit and --markdown are replay's: a shadow report has none")
-        return merge_shadow(reports, output, gates, html_path)
+    if merged_shadow(reports, output, gates, html_path, replay_only=(baseline, junit_path, markdown_path)):
+        return
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)
     out = Outputs(output, junit_path, markdown_path, html_path)

@@ -3,7 +3,7 @@
 Options as ``replay`` takes them where they mean the same (the seal, ``--model``, ``--shard``,
 ``--concurrency``, ``--timeout``, ``--gate``), so the two jobs read alike. Gates and ``--since`` are
 checked and the agent loaded BEFORE anything runs; the report files are written BEFORE the gates are
-judged. Exit 0 every gate passed, 1 one failed, 2 usage or input error (one line). ``merge_shadow``
+judged. Exit 0 every gate passed, 1 one failed, 2 usage or input error (one line). ``merged_shadow``
 is ``harvester merge`` for shadow shard reports.
 """
 
@@ -34,7 +34,7 @@ from ._replay_options import model_option, seal_options, shard_option
 from .cases import cases_options
 from .outputs import check_outputs, report_path_of
 
-__all__ = ["is_shadow_file", "merge_shadow", "shadow"]
+__all__ = ["merged_shadow", "shadow"]
 
 _FUTURE_SLACK = 60.0  # seconds of clock skew a --since may be ahead of this machine's clock
 
@@ -217,8 +217,7 @@ def shadow(
     _finish(_redacted(report, config), gate_list, json_path, html_path)
 
 
-def is_shadow_file(path: str) -> bool:
-    """Whether ``path`` holds a shadow report (``harvester merge`` takes either kind)."""
+def _is_shadow_file(path: str) -> bool:
     try:
         return is_shadow_report(orjson.loads(Path(path).read_bytes()))
     except (OSError, orjson.JSONDecodeError):
@@ -235,8 +234,16 @@ def _load(path: str) -> ShadowReport:
     return ShadowReport.from_data(data, file=path)
 
 
-def merge_shadow(paths: tuple[str, ...], output: str, gates: tuple[str, ...], html_path: str | None) -> None:
-    """Shadow shard reports into one, gated like the shadow run would be."""
+def merged_shadow(
+    paths: tuple[str, ...], output: str, gates: tuple[str, ...], html_path: str | None, replay_only: tuple[Any, ...]
+) -> bool:
+    """``harvester merge`` of shadow shard reports (False: they are replay reports), gated like the
+    shadow run would be; ``replay_only``: options a shadow report has no use for (refused if given)."""
+    if not _is_shadow_file(paths[0]):
+        return False
+    if any(replay_only):
+        raise HarvesterCliError("--baseline, --junit and --markdown are replay's: a shadow report has none")
     gate_list = _gates(gates)
     check_outputs(output, html_path)
     _finish(merge_reports(_load(p) for p in paths), gate_list, output, html_path)
+    return True

@@ -346,7 +346,7 @@ def merge(
 
     Exit 0 when every gate passes and nothing regressed, 1 otherwise, 3 for an inconclusive drop. Shadow shards too.
     """
-    if merged_shadow(reports, output, gates, html_path, replay_only=(baseline, junit_path, markdown_path)):
+    if merged_shadow(reports, output, gates, (html_path, markdown_path), replay_only=(baseline, junit_path)):
         return
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)

@@ -79,13 +79,20 @@ def _redacted(report: ShadowReport, config: Config) -> ShadowReport:
     return report if data == plain else ShadowReport.from_data(data)
 
 
-def _finish(report: ShadowReport, gates: list[Any], json_path: str | None, html_path: str | None) -> None:
+def _finish(
+    report: ShadowReport, gates: list[Any], json_path: str | None, html_path: str | None, markdown_path: str | None
+) -> None:
     """Write the files, print the five lines, the newly mutating runs and the gates, exit on them."""
     results: list[GateResult] = judge(report, gates)
     unwritten: list[OutputError] = []
     if json_path == "-":
         sys.stdout.write(report.to_json().decode())
-    for path, make in ((json_path, report.to_json), (html_path, lambda: html(report, results).encode())):
+    files = (
+        (json_path, report.to_json),
+        (html_path, lambda: html(report, results).encode()),
+        (markdown_path, lambda: report.to_markdown(results).encode()),
+    )
+    for path, make in files:
         if path and path != "-":
             try:
                 write_file(path, make(), atomic=True)
@@ -153,6 +160,12 @@ def _finish(report: ShadowReport, gates: list[Any], json_path: str | None, html_
 @click.option("--report", "report_path", metavar="PATH|-", help="Write the shadow report as JSON ('-' for stdout).")
 @click.option("--json", "json_path", flag_value="-", default=None, help="Print the report as JSON on stdout.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write the report as one HTML page.")
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False),
+    help='Write the five lines and the gates as Markdown (e.g. "$GITHUB_STEP_SUMMARY").',
+)
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when a TTY).")
 @store_option
 def shadow(
@@ -174,6 +187,7 @@ def shadow(
     report_path: str | None,
     json_path: str | None,
     html_path: str | None,
+    markdown_path: str | None,
     progress: bool | None,
     store_path: str | None,
 ) -> None:
@@ -187,7 +201,7 @@ def shadow(
     json_path = report_path_of(report_path, json_path)
     since = _since(since)
     gate_list = _gates(gates)
-    check_outputs(json_path, html_path)
+    check_outputs(json_path, html_path, markdown_path)
     build = load_agent(agent_spec)
     store = open_store(store_path, config, readonly=True)
     selection = Selection(
@@ -214,7 +228,7 @@ def shadow(
             )
     except AgentBuildError as exc:
         raise AgentBuildError(agent_spec, exc.error) from None
-    _finish(_redacted(report, config), gate_list, json_path, html_path)
+    _finish(_redacted(report, config), gate_list, json_path, html_path, markdown_path)
 
 
 def _is_shadow_file(path: str) -> bool:
@@ -235,15 +249,20 @@ def _load(path: str) -> ShadowReport:
 
 
 def merged_shadow(
-    paths: tuple[str, ...], output: str, gates: tuple[str, ...], html_path: str | None, replay_only: tuple[Any, ...]
+    paths: tuple[str, ...],
+    output: str,
+    gates: tuple[str, ...],
+    pages: tuple[str | None, str | None],
+    replay_only: tuple[Any, ...],
 ) -> bool:
     """``harvester merge`` of shadow shard reports (False: they are replay reports), gated like the
-    shadow run would be; ``replay_only``: options a shadow report has no use for (refused if given)."""
+    shadow run would be; ``pages``: the HTML and Markdown paths; ``replay_only``: options a shadow
+    report has no use for (refused if given)."""
     if not _is_shadow_file(paths[0]):
         return False
     if any(replay_only):
-        raise HarvesterCliError("--baseline, --junit and --markdown are replay's: a shadow report has none")
+        raise HarvesterCliError("--baseline and --junit are replay's: a shadow report has neither")
     gate_list = _gates(gates)
-    check_outputs(output, html_path)
-    _finish(merge_reports(_load(p) for p in paths), gate_list, output, html_path)
+    check_outputs(output, *pages)
+    _finish(merge_reports(_load(p) for p in paths), gate_list, output, *pages)
     return True

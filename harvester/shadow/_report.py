@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._files import write_file
 from ..errors import ReportFormatError, pydantic_field
-from ..report import CaseResult, check_shards
+from ..report import CaseResult, GateResult, check_shards
 from ._change import RunChange
 from ._tally import Tally
 
@@ -107,6 +107,20 @@ class ShadowReport(BaseModel):
         mutating = [c for c in self.changes if c.new_mutating]
         out = [f"  {c.id}: {', '.join(c.new_mutating)} ({c.agent or 'agent'}: {c.prompt[:60]!r})" for c in mutating]
         return out[:limit] + ([f"  ... and {len(out) - limit} more (see the report)"] if len(out) > limit else [])
+
+    def to_markdown(self, gates: list[GateResult] | None = None) -> str:
+        """The five lines, the newly mutating runs and the gates, for a job summary or a pull request."""
+        failed = [g for g in gates or () if not g.passed]
+        verdict = "FAIL" if failed else "PASS" if gates else "no gate set"
+        out = [f"## harvester shadow: {self.candidate}", "", f"**{verdict}**", ""]
+        out += [f"- {line}" for line in self.summary_lines()]
+        mutating = self.mutating_lines()
+        if mutating:
+            out += ["", "Newly mutating runs:", "", *(f"- `{line.strip()}`" for line in mutating)]
+        if gates:
+            out += ["", "| gate | result | value |", "| --- | --- | --- |"]
+            out += [f"| `{g.expr}` | {'pass' if g.passed else '**FAIL**'} | {g.detail} |" for g in gates]
+        return "\n".join(out) + "\n"
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2) + b"\n"

@@ -1,5 +1,6 @@
-"""Options only ``harvester replay`` takes: its shard, its seal (hosts it may reach besides its
-recordings' model hosts, or no seal at all), and how the agent's model is served (``--model``)."""
+"""Options ``harvester replay`` takes, and ``harvester shadow`` with it (it runs the same runner): its
+shard, its seal (hosts it may reach besides its recordings' model hosts, or no seal at all), how the
+agent's model is served (``--model``), the agent, how many run at once and for how long."""
 
 from __future__ import annotations
 
@@ -9,9 +10,18 @@ from typing import Any
 import click
 
 from ..config import MODEL_MODES, host_problem
+from ..replay import DEFAULT_CONCURRENCY
 from . import HarvesterCliError
 
-__all__ = ["model_option", "seal_options", "shard_option"]
+__all__ = [
+    "agent_option",
+    "concurrency_option",
+    "model_option",
+    "progress_option",
+    "seal_options",
+    "shard_option",
+    "timeout_option",
+]
 
 
 def _hosts(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -66,3 +76,39 @@ def seal_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         metavar="HOST[:PORT]",
         help="A host the sealed replay may connect to, besides each recording's model hosts and replay.allow_hosts.",
     )(fn)
+
+
+def agent_option(what: str) -> Callable[..., Any]:
+    """``--agent MODULE:ATTR``, the factory called for every ``what`` (a case, a run)."""
+    return click.option(
+        "--agent",
+        "agent_spec",
+        required=True,
+        metavar="MODULE:ATTR",
+        help=f"Factory that builds a fresh agent per {what}; may take a 'tools' parameter (the executor).",
+    )
+
+
+def concurrency_option(what: str) -> Callable[..., Any]:
+    return click.option(
+        "--concurrency",
+        type=click.IntRange(min=1),
+        default=DEFAULT_CONCURRENCY,
+        show_default=True,
+        help=f"{what.capitalize()}s in flight at once (one thread each).",
+    )
+
+
+def timeout_option(what: str) -> Callable[..., Any]:
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=60.0,
+        show_default=True,
+        help=f"Seconds per {what}; a hung agent fails its {what}.",
+    )
+
+
+progress_option = click.option(
+    "--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY)."
+)

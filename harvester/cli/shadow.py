@@ -23,14 +23,22 @@ from .._files import write_file
 from ..case import CaseFolder, case_signatures
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError, InputError, OutputError, ReportFormatError
-from ..replay import DEFAULT_CONCURRENCY, load_agent
+from ..replay import load_agent
 from ..report import GateResult
 from ..shadow import Selection, ShadowReport, html, is_shadow_report, judge, parse_gates
 from ..shadow import merge as merge_reports
 from ..shadow import shadow as run_shadow
 from ..store import time_arg
 from . import ENCODABLE, HarvesterCliError, ProgressBar, main, open_store, store_option
-from ._replay_options import model_option, seal_options, shard_option
+from ._replay_options import (
+    agent_option,
+    concurrency_option,
+    model_option,
+    progress_option,
+    seal_options,
+    shard_option,
+    timeout_option,
+)
 from .cases import cases_options
 from .outputs import check_outputs, report_path_of
 
@@ -112,13 +120,7 @@ def _finish(
 
 @main.command("shadow")
 @cases_options
-@click.option(
-    "--agent",
-    "agent_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    help="The candidate: a factory that builds a fresh agent per run (as replay's --agent).",
-)
+@agent_option("run")  # the candidate
 @click.option("--since", metavar="T", help="Runs started at or after T (ISO 8601, or an age like 24h or 7d).")
 @click.option("--agent-filter", metavar="A", type=ENCODABLE, help="Only runs of agent A.")
 @click.option(
@@ -128,20 +130,8 @@ def _finish(
     help="A reproducible sample of N runs, stratified by agent and outcome (failed or not).",
 )
 @click.option("--failed", is_flag=True, help="Only runs that failed in production.")
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=DEFAULT_CONCURRENCY,
-    show_default=True,
-    help="Runs in flight at once (one thread each).",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    help="Seconds per run; a hung agent fails its run.",
-)
+@concurrency_option("run")
+@timeout_option("run")
 @shard_option
 @seal_options
 @model_option
@@ -166,7 +156,7 @@ def _finish(
     type=click.Path(dir_okay=False),
     help='Write the five lines and the gates as Markdown (e.g. "$GITHUB_STEP_SUMMARY").',
 )
-@click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when a TTY).")
+@progress_option
 @store_option
 def shadow(
     config: Config,

@@ -224,9 +224,13 @@ def test_bad_input_is_one_line_naming_the_option(project, args, needles):
     one_line_error(shadow("--agent", "harvester.demo.agent:build", *args), *needles)
 
 
-def test_failed_only_and_an_unknown_agent_filter(project):
-    out = shadow("--agent", "harvester.demo.agent:build", *DEMO, "--failed", "--report", "r.json")
+def test_failed_only_an_unknown_agent_filter_and_several_agents(project):
+    out = shadow("--agent", "harvester.demo.agent:build", "--failed", "--report", "r.json")
     failed = sum(1 for p in traffic.demo_traffic(DEMO_RUNS) if p in traffic.DEMO_PROMPTS[2:4])
-    assert out.exit_code == 0 and load(project / "r.json").total.runs == failed
+    assert out.exit_code == 0 and load(project / "r.json").total.runs == failed  # the pydantic runs all went fine
+    assert "warning" not in out.stderr
+    mixed = shadow("--agent", "harvester.demo.agent:build", "--sample", "20", "--report", "m.json")
+    assert load(project / "m.json").groups["agent"].keys() == {"support_agent", "pydantic_support"}
+    assert "warning: runs of 2 agents (pydantic_support, support_agent)" in mixed.stderr
     none = shadow("--agent", "harvester.demo.agent:build", "--agent-filter", "nobody", "--report", "n.json")
     assert none.exit_code == 0 and load(project / "n.json").total.runs == 0

@@ -101,3 +101,18 @@ def test_merge_refuses_a_missing_shard_and_a_run_twice():
     two.add(change, _result(), "kb_search")
     with pytest.raises(ReportFormatError, match="appears in two reports"):
         merge([one, two])
+
+
+def test_redaction_keeps_the_runs_ids_and_redacts_their_text():
+    """A trace id's digits can read as a card number: the ids must survive, the prompt's card must not."""
+    from harvester.redact import Redactor, redaction_for
+    from harvester.shadow import RunChange
+
+    key = "2d379c5c940a373b405943e776230217-42912919ac518d83"
+    report = ShadowReport()
+    report.changes.append(RunChange(id=key, trace_id=key[:32], run_id=key[33:], prompt="card 4111 1111 1111 1111"))
+    redactor = Redactor.from_option(redaction_for(Config()))
+    assert redactor is not None and redactor.redact_value(key) != key  # the hazard is real
+    shown = report.redacted(redactor).changes[0]
+    assert (shown.id, shown.trace_id, shown.run_id) == (key, key[:32], key[33:])
+    assert "4111" not in shown.prompt

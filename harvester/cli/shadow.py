@@ -80,11 +80,7 @@ def _redacted(report: ShadowReport, config: Config) -> ShadowReport:
     from ..redact import Redactor, redaction_for
 
     redactor = Redactor.from_option(redaction_for(config))
-    if redactor is None:
-        return report
-    plain = report.model_dump(mode="json", by_alias=True)
-    data = redactor.redact_value(plain)
-    return report if data == plain else ShadowReport.from_data(data)
+    return report if redactor is None else report.redacted(redactor)
 
 
 def _finish(
@@ -107,6 +103,8 @@ def _finish(
             except OutputError as exc:
                 unwritten.append(exc)
     err = json_path == "-"
+    for warning in report.warnings():
+        click.echo(f"warning: {warning}", err=True)
     for line in report.summary_lines()[:1] + report.mutating_lines() + report.summary_lines()[1:]:
         click.echo(line, err=err)
     if report.proposed:

@@ -87,9 +87,27 @@ class ShadowReport(BaseModel):
             f"({seal}, model {self.model}){skipped}",
             f"same: {t.rate_text('same')}; changed {t.count('changed')}: diverged {t.count('diverged')}, answer "
             f"{t.count('answer_changed')}, new calls {t.count('new_calls')}, args {t.count('args_changed')}",
-            f"newly failed: {t.rate_text('newly_failed')}; fixed {t.count('fixed')}",
+            f"newly failed: {t.rate_text('newly_failed')}; fixed {t.count('fixed')}" + self._harness_text(),
             self._cost_line(),
         ]
+
+    def _harness_text(self) -> str:
+        """What went wrong around the agent, when anything did (none of it is the candidate's behaviour)."""
+        t = self.total
+        parts = [
+            f"{t.count('errored')} not evaluated (errored)" if t.count("errored") else "",
+            f"{t.count('live_tool_calls')} with a tool run around the executor" if t.count("live_tool_calls") else "",
+            f"{self.refused} call(s) refused outside any run" if self.refused else "",
+        ]
+        return "".join(f"; {p}" for p in parts if p)
+
+    def warnings(self) -> list[str]:
+        """What makes the figures hard to read: several agents' runs shadowed with one candidate."""
+        agents = sorted(self.groups.get("agent", {}))
+        if len(agents) > 1:
+            return [f"runs of {len(agents)} agents ({', '.join(agents)}) shadowed with one candidate: "
+                    "pass --agent-filter to compare the candidate with its own agent's runs"]  # fmt: skip
+        return []
 
     def _cost_line(self) -> str:
         t, m = self.total, self.total.metrics()
@@ -107,6 +125,20 @@ class ShadowReport(BaseModel):
         mutating = [c for c in self.changes if c.new_mutating]
         out = [f"  {c.id}: {', '.join(c.new_mutating)} ({c.agent or 'agent'}: {c.prompt[:60]!r})" for c in mutating]
         return out[:limit] + ([f"  ... and {len(out) - limit} more (see the report)"] if len(out) > limit else [])
+
+    def redacted(self, redactor: Any) -> ShadowReport:
+        """The report with ``redactor`` (a ``harvester.redact.Redactor``) applied to every string but the
+        runs' ids: a trace id's digits can look like a card number, and an id is never a secret."""
+        plain = self.model_dump(mode="json", by_alias=True)
+        data = redactor.redact_value(plain)
+        if data == plain:
+            return self
+        for now, was in zip(data["changes"], plain["changes"]):
+            now.update(id=was["id"], trace_id=was["trace_id"], run_id=was["run_id"])
+        for now, was in zip(data["details"], plain["details"]):
+            now["id"] = was["id"]
+        data["proposed"] = plain["proposed"]
+        return ShadowReport.from_data(data)
 
     def to_markdown(self, gates: list[GateResult] | None = None) -> str:
         """The five lines, the newly mutating runs and the gates, for a job summary or a pull request."""

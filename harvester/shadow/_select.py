@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from ..canonical import digest
 from ..model import Run
 from ..replay import in_shard
+from ..store import time_arg
 from ._change import run_key
 
 __all__ = ["Selection", "allocate", "production_runs"]
@@ -30,7 +31,7 @@ _Stratum = tuple[str, bool]  # (agent, failed)
 class Selection:
     """What to shadow: the store's filters, the runs to leave out (cases' own), a shard, a sample size."""
 
-    since: str | datetime | None = None
+    since: str | float | datetime | None = None
     agent: str | None = None
     failed: bool = False
     shard: tuple[int, int] | None = None
@@ -67,7 +68,9 @@ def allocate(sizes: dict[_Stratum, int], n: int) -> dict[_Stratum, int]:
 
 
 def production_runs(store: Any, selection: Selection) -> Iterator[Run]:
-    """The runs to shadow, oldest first, streamed (twice with ``sample``: count, then take)."""
+    """The runs to shadow, oldest first, streamed (twice with ``sample``: count, then take; an age like
+    ``24h`` is read once, so both passes see the same runs)."""
+    selection = replace(selection, since=time_arg(selection.since))
     if selection.sample is None:
         yield from (r for r in _stream(store, selection) if selection.mine(r))
         return

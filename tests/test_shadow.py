@@ -234,3 +234,22 @@ def test_failed_only_an_unknown_agent_filter_and_several_agents(project):
     assert "warning: runs of 2 agents (pydantic_support, support_agent)" in mixed.stderr
     none = shadow("--agent", "harvester.demo.agent:build", "--agent-filter", "nobody", "--report", "n.json")
     assert none.exit_code == 0 and load(project / "n.json").total.runs == 0
+
+
+def test_shards_on_each_store_engine_merge_into_the_whole(production, store_url, tmp_path, monkeypatch):
+    """On SQLite and on the shared PostgreSQL store alike: two shards, merged, are the whole shadow."""
+    (tmp_path / "harvester.toml").write_text(CONFIG)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARVESTER_STORE", raising=False)
+    with TraceStore(str(production)) as src, TraceStore(store_url) as dst:
+        runs = list(src.runs(agent="support_agent", limit=36))
+        for run in runs:
+            dst.add(run)
+    gift = {run_key(r) for r in runs if r.prompt == traffic.GIFT_CARDS}
+    opts = ("--agent", "harvester.demo.agent:build_widened", "--store", store_url)
+    for i in (1, 2):
+        assert shadow(*opts, "--shard", f"{i}/2", "--report", f"s{i}.json").exit_code == 0
+    merged = CliRunner().invoke(main, ["merge", "s1.json", "s2.json", "-o", "m.json", "--gate", "new_mutating<=0"])
+    assert merged.exit_code == 1, merged.output
+    both = load(tmp_path / "m.json")
+    assert both.total.runs == len(runs) and {c.id for c in both.changes} == gift and len(gift) == 6

@@ -21,7 +21,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
@@ -36,6 +36,7 @@ __all__ = [
     "Price",
     "RedactRules",
     "ReplayPolicy",
+    "SuiteMix",
     "find_config",
     "host_problem",
     "load_config",
@@ -158,6 +159,29 @@ class ImportPolicy(_Strict):
     max_answer_mib: int = Field(64, ge=1)
 
 
+class SuiteMix(_Strict):
+    """``[tool.harvester.suite]``: how ``harvester suite stats`` sorts cases into kinds, and the mix it aims for.
+
+    A case is the first kind (in ``kinds``' order) one of whose words is among its tags or is its
+    failure kind; a case matching none is ``typical``. The default mix is the practice's: about 40%
+    typical, 25% edge, 20% adversarial, 15% regression.
+    """
+
+    kinds: dict[str, list[str]] = Field(
+        default_factory=lambda: {
+            "adversarial": ["adversarial", "security", "injection", "jailbreak", "unintended_action", "blocked_action"],
+            "regression": ["regression", "incident", "exception", "tool_error", "loop", "budget_exceeded", "max_steps"],
+            "edge": ["edge", "deferred", "abstained", "negative_feedback", "twin"],
+            "typical": ["typical", "happy"],
+        }
+    )
+    mix: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=lambda: {"typical": 0.40, "edge": 0.25, "adversarial": 0.20, "regression": 0.15}
+    )
+    # A kind whose share is below this fraction of its share of the mix is warned about.
+    far_below: float = Field(0.5, ge=0, le=1)
+
+
 class Config(_Strict):
     # Tools with side effects (names or glob patterns): forbidden in a case unless the run needed them.
     mutating_tools: list[str] = Field(default_factory=list)
@@ -170,6 +194,8 @@ class Config(_Strict):
     replay: ReplayPolicy = Field(default_factory=ReplayPolicy)
     # How long a pull from a backend may take and how much it may read (``import`` is a keyword).
     imports: ImportPolicy = Field(default_factory=ImportPolicy, alias="import")
+    # The suite's mix by kind (``harvester suite stats``).
+    suite: SuiteMix = Field(default_factory=SuiteMix)
     # Release gates, e.g. "task_completion>=0.85"; parsed by the report module.
     gates: list[str] = Field(default_factory=list)
     cases_dir: str = "cases"

@@ -35,6 +35,8 @@ from ._replay_options import (
     concurrency_option,
     model_option,
     progress_option,
+    sandbox_of,
+    sandbox_option,
     seal_options,
     shard_option,
     timeout_option,
@@ -133,6 +135,7 @@ def _finish(
 @shard_option
 @seal_options
 @model_option
+@sandbox_option
 @click.option(
     "--propose",
     is_flag=True,
@@ -170,6 +173,7 @@ def shadow(
     allow_hosts: tuple[str, ...],
     no_seal: bool,
     model: ModelMode | None,
+    sandbox: bool,
     propose: bool,
     gates: tuple[str, ...],
     report_path: str | None,
@@ -189,6 +193,7 @@ def shadow(
     json_path = report_path_of(report_path, json_path)
     since = _since(since)
     gate_list = _gates(gates)
+    sandboxed = sandbox_of(config, (), sandbox)  # a glob over a mutating tool stops here, before any run
     check_outputs(json_path, html_path, markdown_path)
     build = load_agent(agent_spec)
     store = open_store(store_path, config, readonly=True)
@@ -213,6 +218,7 @@ def shadow(
                 allow_commands=config.replay.allow_commands,
                 propose=folder if propose else None,
                 progress=bar,
+                sandbox=sandboxed,
             )
     except AgentBuildError as exc:
         raise AgentBuildError(agent_spec, exc.error) from None

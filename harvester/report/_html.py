@@ -176,7 +176,7 @@ def _judges(report: Report) -> str:
     head = ["judge", "calls", "cache hits", "no verdict", "tokens", "cost", "calibration"]
     lines = [f"<p>{e(report.judging.line())}</p>"]
     lines += [f"<p class=warn>{e(w)}</p>" for w in report.judging.warnings()]
-    return "<section id=judges>" + "".join(lines) + _table("judges", head, rows) + "</section>"
+    return "<section id=judges>" + "".join(lines) + table("judges", head, rows) + "</section>"
 
 
 def _comparison(outcome: GateOutcome) -> str:

@@ -45,10 +45,15 @@ class ShadowReport(BaseModel):
     changes: list[RunChange] = Field(default_factory=list)  # every changed run, worst first once sorted
     details: list[CaseResult] = Field(default_factory=list)  # the replays of the worst MAX_DETAILED of them
     proposed: list[str] = Field(default_factory=list)  # pending case ids ``--propose`` wrote
+    # ``--sandbox``: the calls each sandbox tool made for real (None without --sandbox).
+    sandbox: dict[str, int] | None = None
 
     def add(self, change: RunChange, result: CaseResult, path: str) -> None:
         """Count one shadowed run; keep it (and, among the worst, its replay) when it changed."""
         self.total.add(change)
+        if self.sandbox is not None:
+            for call in result.sandboxed:
+                self.sandbox[call.tool] = self.sandbox.get(call.tool, 0) + 1
         for group, key in zip(GROUPS, (change.agent or "(unknown)", change.kind[0] or "ok", path)):
             self.groups[group].setdefault(key, Tally()).add(change)
         if not change.changed:
@@ -80,6 +85,9 @@ class ShadowReport(BaseModel):
         shard = f" (shard {self.shard})" if self.shard else ""
         seal = "sealed" if self.sealed else "UNSEALED"
         skipped = f"; {self.skipped} skipped (no prompt)" if self.skipped else ""
+        if self.sandbox is not None:
+            ran = ", ".join(f"{tool} ({n})" for tool, n in sorted(self.sandbox.items())) or "nothing"
+            skipped += f"; sandbox ran for real: {ran}"
         return [
             f"newly mutating: {t.rate_text('new_mutating')} called a mutating tool production did not"
             + (f" ({', '.join(tools)})" if tools else ""),
@@ -204,5 +212,9 @@ def merge(reports: Iterable[ShadowReport]) -> ShadowReport:
         out.changes += rep.changes
         out.details += rep.details
         out.proposed += rep.proposed
+        if rep.sandbox is not None:
+            out.sandbox = out.sandbox or {}
+            for tool, n in rep.sandbox.items():
+                out.sandbox[tool] = out.sandbox.get(tool, 0) + n
     out.details = sorted(out.details, key=lambda d: (not _worse_tags(d.tags), d.id))[:MAX_DETAILED]
     return out.finish()

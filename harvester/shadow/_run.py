@@ -17,7 +17,7 @@ from ..case import AgentCase, CaseFolder
 from ..config import Config, ModelMode
 from ..harvest import case_from_run
 from ..model import Run
-from ..replay import DEFAULT_CONCURRENCY, replay
+from ..replay import DEFAULT_CONCURRENCY, Sandbox, replay
 from ._change import compare, run_key
 from ._propose import Proposer
 from ._report import ShadowReport
@@ -50,16 +50,19 @@ def shadow(
     allow_commands: Iterable[str] = (),
     propose: CaseFolder | None = None,
     progress: Progress | None = None,
+    sandbox: Sandbox | None = None,
 ) -> ShadowReport:
     """Replay the runs ``selection`` picks from ``store`` against ``build_agent`` and compare each with
     production. ``propose``: a cases folder where each run that changed for the worse (newly called
-    a mutating tool, newly failed) becomes a pending case. ``progress(done, None)`` after each batch."""
+    a mutating tool, newly failed) becomes a pending case. ``progress(done, None)`` after each batch.
+    ``sandbox``: tools that run for real against a sandbox (``shadow --sandbox``), as replay runs them."""
     config = config or Config()
     selection = selection or Selection()
     proposer = Proposer(propose, candidate) if propose is not None else None
     shard = f"{selection.shard[0]}/{selection.shard[1]}" if selection.shard else None
     since = selection.since if selection.since is None or isinstance(selection.since, str) else str(selection.since)
     report = ShadowReport(candidate=candidate, since=since, shard=shard, sealed=seal, model=model)
+    report.sandbox = {} if sandbox is not None else None
     done = 0
     for batch in _batches(production_runs(store, selection), report):
         cases = [shadow_case(run, config) for run in batch]
@@ -75,6 +78,7 @@ def shadow(
             allow_hosts=allow_hosts,
             allow_commands=allow_commands,
             model=model,
+            sandbox=sandbox,
         )
         report.refused += replayed.refused
         for run, case, result in zip(batch, cases, replayed.results, strict=True):

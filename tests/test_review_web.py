@@ -140,7 +140,7 @@ def test_the_command_prints_its_url_once_and_stops_on_sigterm(cases):
     finally:
         proc.kill()
     assert proc.returncode == 0 and err == ""
-    assert out.splitlines() == ["reviewed: 0 accepted, 0 rejected, 0 edits"]  # the token is printed once
+    assert out.splitlines() == ["reviewed: 0 accepted, 0 rejected, 0 edits, 0 labels"]  # the token is printed once
 
 
 def test_bad_uses_of_the_command_are_one_line(cases, server):

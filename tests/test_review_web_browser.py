@@ -1,9 +1,9 @@
 """``harvester review --web`` in the machine's Chromium: a reviewer, on the page and without reading docs,
-accepts two cases, edits one (its tags, its trajectory mode) and rejects one; a field edit the terminal
-would refuse shows an error and changes nothing. The case files are then byte for byte what the terminal
-review, ``accept`` and ``reject`` write for the same decisions on a copy of the folder. The cases are
-harvested from the recorded example traces (two failure clusters, three other runs), plus one whose
-prompt and answer are hostile markup: it stays text."""
+accepts two cases, edits one (its tags, its trajectory mode), labels its answer bad and rejects one; a
+field edit the terminal would refuse shows an error and changes nothing. The case files are then byte for
+byte what the terminal review, ``accept`` and ``reject`` write for the same decisions on a copy of the
+folder. The cases are harvested from the recorded example traces (two failure clusters, three other
+runs), plus one whose prompt and answer are hostile markup: it stays text."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from harvester.case import CaseFolder, save_case
+from harvester.cli import _review_web as review_web
 from harvester.cli import main
+from harvester.cli import review as review_cli
 from harvester.cli._review_web import ReviewServer
 from harvester.config import load_config
 from tests.builders.agents import case
@@ -42,6 +44,13 @@ def cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cases"
 
 
+@pytest.fixture(autouse=True)
+def clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One time for every label, on the page and on the terminal: a label records when it was made."""
+    for module in (review_cli, review_web):
+        monkeypatch.setattr(module, "now", lambda: "2026-12-05T01:00:00+00:00")
+
+
 @pytest.fixture
 def server(cases: Path) -> Iterator[ReviewServer]:
     served = ReviewServer(CaseFolder.for_project(load_config(), cases))
@@ -60,7 +69,7 @@ def _decided_in_the_terminal(cases: Path) -> dict[str, bytes]:
     """The same decisions on a copy of the folder, made as a reviewer at the terminal makes them."""
     copy = cases.parent / "terminal"
     shutil.copytree(cases, copy)
-    edits = "e\ntags\ntypical, policy\ne\ntrajectory\nstrict\n\ns\n"  # args mode: Enter keeps it
+    edits = "e\ntags\ntypical, policy\ne\ntrajectory\nstrict\n\nl\nb\nno policy quoted\ns\n"  # args: Enter keeps it
     assert CliRunner().invoke(main, ["review", EDITED, "--cases", str(copy)], input=edits).exit_code == 0
     assert cli("accept", *ACCEPTED, "--cases", str(copy)).exit_code == 0
     assert cli("reject", REJECTED, "--why", WHY, "--cases", str(copy)).exit_code == 0
@@ -71,6 +80,7 @@ def test_a_reviewer_decides_on_the_page_as_at_the_terminal(browser, cases, serve
     expected = _decided_in_the_terminal(cases)
     edited_file = expected[f"pending/{EDITED}.json"]
     assert b'"mode": "strict"' in edited_file and b'"policy"' in edited_file  # the terminal made the edits
+    assert b'"verdict": "bad"' in edited_file
     page, errors = open_page(browser, server.url)
     assert page.title().startswith("harvester review")
     clusters = page.eval_on_selector_all("section[data-cluster]", "els => els.map(e => e.dataset.cluster)")
@@ -93,6 +103,11 @@ def test_a_reviewer_decides_on_the_page_as_at_the_terminal(browser, cases, serve
     page.locator(f"{edited} details.edit summary").click()
     page.locator(f"{edited} form[data-field=trajectory] select").first.select_option("strict")
     page.locator(f"{edited} form[data-field=trajectory] button").click()
+    page.locator(f"{edited} form.label select").select_option("bad")
+    page.locator(f"{edited} form.label input[name=reason]").fill("no policy quoted")
+    page.locator(f"{edited} form.label button").click()
+    assert page.inner_text("#notice") == f"{EDITED}: answer labelled bad (1 label(s) on this case)"
+    assert page.locator(f'{edited} ul.labels li[data-label="bad"]').inner_text() == "bad: no policy quoted"
     page.locator(f'[data-case-id="{REJECTED}"] input[name=why]').fill(WHY)
     page.locator(f'[data-case-id="{REJECTED}"] button[name=reject]').click()
     assert page.inner_text("#notice").startswith(f"rejected {REJECTED} -> ")

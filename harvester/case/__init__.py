@@ -29,6 +29,7 @@ from ._format import (
     AgentCase,
     Fixture,
     InjectSpec,
+    Label,
     ModelTurn,
     OrderRule,
     Recorded,
@@ -37,7 +38,17 @@ from ._format import (
     case_json_schema,
     write_case_schema,
 )
-from ._review import EDITABLE, Decisions, accept_cases, edit_case, field_update, pending_ids, reject_cases
+from ._review import (
+    EDITABLE,
+    Decisions,
+    accept_cases,
+    edit_case,
+    field_update,
+    label_answer,
+    labelled,
+    pending_ids,
+    reject_cases,
+)
 from ._stats import SuiteStats, daily_tools, kind_of, suite_stats
 
 __all__ = [
@@ -55,6 +66,7 @@ __all__ = [
     "CaseSignature",
     "Fixture",
     "InjectSpec",
+    "Label",
     "ModelTurn",
     "OrderRule",
     "Recorded",
@@ -71,6 +83,8 @@ __all__ = [
     "default_cases_dir",
     "edit_case",
     "field_update",
+    "label_answer",
+    "labelled",
     "kind_of",
     "load_case",
     "load_cases",

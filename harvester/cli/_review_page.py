@@ -173,6 +173,8 @@ def _case(folder: CaseFolder, item: Reviewable, twins: dict[str, list[tuple[str,
     if rec.denied:
         out.append(f"<p class=warn>denied (requested, never executed): {t(', '.join(rec.denied))}</p>")
     out.append(f"<h4>answer</h4><pre class=answer>{t(rec.answer or '(none)')}</pre>")
+    if rec.answer:
+        out.append(_labels(case))
     out.append(f"<h4>fixtures ({len(case.fixtures)})</h4>")
     out += [_fixture(i, fx) for i, fx in enumerate(case.fixtures, 1)]
     out.append(f"<h4>proposed checks</h4><ul class=checks>{_checks(case)}</ul>")
@@ -208,6 +210,21 @@ def _checks(case: AgentCase) -> str:
     except InputError as exc:
         return f"<li class=f>{t(exc)}</li>"
     return "".join(f"<li>{t(label)}</li>" for label in labels) or "<li class=n>none</li>"
+
+
+def _labels(case: AgentCase) -> str:
+    """The reviewers' labels on the answers to this prompt, and a form to label the recorded one."""
+    mine = [lb for lb in case.labels if lb.answer == case.recorded.answer]
+    shown = "".join(
+        f"<li data-label={a(lb.verdict)}>{t(lb.verdict)}{t(': ' + lb.reason) if lb.reason else ''}</li>" for lb in mine
+    )
+    return (
+        (f"<ul class=labels>{shown}</ul>" if shown else "")
+        + f'<form class=label method=post action="{_action(case.id, "label")}"><label>this answer is '
+        "<select name=verdict><option value=good>good</option><option value=bad>bad</option></select></label>"
+        '<input type=text name=reason placeholder="why (for judge calibration)" aria-label="why">'
+        "<button type=submit name=label>label</button></form>"
+    )
 
 
 def _action(case_id: str, verb: str) -> str:

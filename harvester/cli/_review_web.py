@@ -4,7 +4,7 @@ Only the loopback address is bound, and every request must carry the random toke
 once in the page's URL (``/TOKEN/``): anything else gets 403, so another user of the machine, or a web
 page the reviewer opens that guesses the port, can neither read cases nor decide on them. Each decision
 is one call of the review actions in ``harvester.case`` (``accept_cases``, ``reject_cases``,
-``field_update`` then ``edit_case``), with the page's form answering the questions the terminal asks,
+``field_update`` then ``edit_case``, ``label_answer``), with the page's form answering the questions the terminal asks,
 so a case decided here is the same bytes as one decided in ``harvester review``; a refusal is shown on
 the page (422) and nothing changes. Decisions are made one at a time (a lock), as on the terminal.
 """
@@ -19,10 +19,11 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote
 
-from ..case import CaseFolder, Decisions, accept_cases, edit_case, field_update, reject_cases
+from ..case import CaseFolder, Decisions, accept_cases, edit_case, field_update, label_answer, reject_cases
 from ..checks import Ask
 from ..errors import HarvesterError, InputError
 from ._review_page import page
+from .judging import now
 
 __all__ = ["HOST", "ReviewServer", "answering", "serve_review"]
 
@@ -56,13 +57,16 @@ class ReviewServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, folder: CaseFolder, *, port: int = 0, force: bool = False) -> None:
+    def __init__(
+        self, folder: CaseFolder, *, port: int = 0, force: bool = False, default_judge: str | None = None
+    ) -> None:
         self.folder = folder
         self.force = force  # review --force: accept a case a redaction rule still matches
+        self.default_judge = default_judge  # the config's: what setting expected gives a case naming no judge
         self.token = secrets.token_urlsafe(24)
         self.lock = threading.Lock()
         self.notice: str | None = None  # what the last decision did, shown once
-        self.counts = {"accepted": 0, "rejected": 0, "edited": 0}
+        self.counts = {"accepted": 0, "rejected": 0, "edited": 0, "labelled": 0}
         super().__init__((HOST, port), _Handler)
 
     @property
@@ -86,10 +90,16 @@ class ReviewServer(ThreadingHTTPServer):
         if verb == "edit":
             name = (form.get("field") or [""])[0]
             case = folder.load(case_id)
-            edit_case(folder, case, field_update(case, name, answering(form.get("answer", []))))
+            update = field_update(case, name, answering(form.get("answer", [])), default_judge=self.default_judge)
+            edit_case(folder, case, update)
             self.counts["edited"] += 1
             return f"{case_id}: {name} saved"
-        raise InputError(f"no such decision: {verb!r} (accept, reject, edit)")
+        if verb == "label":
+            verdict, reason = ((form.get(key) or [""])[0] for key in ("verdict", "reason"))
+            case = label_answer(folder, folder.load(case_id), verdict, reason, at=now())
+            self.counts["labelled"] += 1
+            return f"{case_id}: answer labelled {verdict} ({len(case.labels)} label(s) on this case)"
+        raise InputError(f"no such decision: {verb!r} (accept, reject, edit, label)")
 
 
 def _one(decisions: Decisions) -> str:
@@ -166,10 +176,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def serve_review(folder: CaseFolder, *, port: int, force: bool, echo: Callable[[str], None]) -> dict[str, int]:
+def serve_review(
+    folder: CaseFolder, *, port: int, force: bool, default_judge: str | None, echo: Callable[[str], None]
+) -> dict[str, int]:
     """Serve the page until Ctrl-C or SIGTERM; its URL (with the token) is echoed once. What was decided."""
     try:
-        server = ReviewServer(folder, port=port, force=force)
+        server = ReviewServer(folder, port=port, force=force, default_judge=default_judge)
     except OSError as exc:
         raise InputError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}", field="port") from None
     done = threading.Event()

@@ -21,10 +21,11 @@ from typing import Any
 from .. import seam
 from .._progress import Progress
 from ..case import AgentCase, Case
+from ..checks import Panel
 from ..config import MODEL_MODES, Config, ModelMode
 from ..errors import AgentBuildError
 from ..fixtures import FixtureTools, recovery_variants
-from ..report import MAX_NO_FIXTURE_CALLS, Report
+from ..report import MAX_NO_FIXTURE_CALLS, Judging, Report
 from ._agent import factory_name
 from ._evaluate import Judge, variant_case
 from ._live import LiveCall
@@ -90,6 +91,7 @@ def replay(
     allow_commands: Iterable[str] = (),
     model: ModelMode = "live",
     sandbox: Sandbox | None = None,
+    judges: Panel | None = None,
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
@@ -106,6 +108,8 @@ def replay(
     ``model_input_changed``; ``recorded-then-live`` continues a drifted case on the live model.
     ``sandbox``: tools that run for real (``replay --sandbox``), with its environment set and its hosts
     allowed by the seal while the replay runs; every other tool is served from fixtures.
+    ``judges``: the panel that answers the ``judge:NAME`` checks of cases that name judges (None: they
+    are not judged).
     """
     if model not in MODEL_MODES:
         raise ValueError(f"model must be one of {', '.join(MODEL_MODES)}, got {model!r}")
@@ -122,7 +126,7 @@ def replay(
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
     hosts = (*allow_hosts, *(sandbox.hosts if sandbox is not None else ()))
     policy = Policy(hosts, allow_commands) if seal else None
-    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, sandbox)
+    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, sandbox, judges)
     refused_before, sealed_before = seam.STATE.seq, last_seq()
     # A process the agent starts seals itself with what any case of the plan may reach.
     sealed = (
@@ -162,7 +166,18 @@ def replay(
         sealed=policy is not None,
         model=model,
         sandbox=list(sandbox.tools) if sandbox is not None else None,
+        judging=_judging(judges, plan),
     )
+
+
+def _judging(panel: Panel | None, plan: list[tuple[Case, str | None]]) -> Judging | None:
+    """The bill of the judges the plan's cases name (None when none names one, or no panel was given)."""
+    named = {n for case, _ in plan if case.spec is not None for n in case.spec.judges}
+    if panel is None or not named:
+        return None
+    if panel.skipped:
+        return Judging(skipped=True)
+    return Judging(judges=[t for t in panel.tallies() if t.name in named])
 
 
 def _confirm(
@@ -219,14 +234,17 @@ def _drive(
                 break
             trace_id, tools = runner.start(job, done)
             inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools)
-        wait = min(entry[1] for entry in inflight.values()) - time.monotonic()
+        # The deadline is the agent's: once it answered, its checks and judges take what they take (a
+        # judge is bounded by its own timeout), and a slow judge never reads as an agent that hung.
+        running = [entry[1] for entry in inflight.values() if id(entry[0]) not in runner.answered]
+        wait = min(running) - time.monotonic() if running else None
         try:
-            finished = [done.get(timeout=max(wait, 0.0))]
+            finished = [done.get(timeout=None if wait is None else max(wait, 0.0))]
         except queue.Empty:
             now = time.monotonic()
             finished = []
             for job, deadline, trace_id, tools in list(inflight.values()):
-                if deadline <= now:  # a hung agent: abandon its thread, fail its case
+                if deadline <= now and id(job) not in runner.answered:  # a hung agent: abandon it, fail its case
                     runner.release(trace_id)
                     finished.append(
                         (
@@ -242,6 +260,7 @@ def _drive(
                         )
                     )
         for job, outcome in finished:
+            runner.answered.discard(id(job))
             if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped
                 continue
             outcomes[job.index].append(outcome)

@@ -22,7 +22,7 @@ from ..case import (
 )
 from ..config import Config
 from ..errors import CaseFileError
-from . import HarvesterCliError, echo_json, handle_errors, json_option, main
+from . import HarvesterCliError, echo_json, handle_errors, json_option, main, plural
 from .cases import cases_options, render_case
 from .judging import now
 
@@ -150,8 +150,8 @@ def review(case_id: str | None, force: bool, web: bool, port: int, config: Confi
 
         counts = serve_review(folder, port=port, force=force, default_judge=config.default_judge, echo=click.echo)
         click.echo(
-            f"reviewed: {counts['accepted']} accepted, {counts['rejected']} rejected, {counts['edited']} edits, "
-            f"{counts['labelled']} labels"
+            f"reviewed: {counts['accepted']} accepted, {counts['rejected']} rejected, "
+            f"{plural(counts['edited'], 'edit')}, {plural(counts['labelled'], 'label')}"
         )
         return
     if case_id:

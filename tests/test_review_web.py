@@ -114,6 +114,7 @@ def test_accept_and_reject_keep_their_refusals(server, cases):
     assert _request(server.url, "POST", "case/broken/accept")[0] == 422
     status, body = _request(server.url, "POST", "case/fine/reject", {"why": "  "})
     assert status == 422 and "say why the case is rejected" in body
+    assert _request(server.url, "POST", "case/fine/reject", {"why": "x" * (1 << 20)})[0] == 413
     assert _files(cases) == before
     assert _request(server.url, "POST", "case/fine/reject", {"why": "duplicate"})[0] == 303
     status, body = _request(server.url)

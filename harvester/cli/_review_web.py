@@ -142,11 +142,14 @@ class _Handler(BaseHTTPRequestHandler):
         route = self._route()
         if route is None:
             return
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_FORM_BYTES:
+        length = self.headers.get("Content-Length") or "0"
+        if not length.isdigit():
+            self._send(400, "bad Content-Length\n", "plain", close=True)
+            return
+        if int(length) > MAX_FORM_BYTES:
             self._send(413, "form too large\n", "plain", close=True)
             return
-        form = parse_qs(self.rfile.read(length).decode("utf-8", "replace"), keep_blank_values=True)
+        form = parse_qs(self.rfile.read(int(length)).decode("utf-8", "replace"), keep_blank_values=True)
         if len(route) != 3 or route[0] != "case":
             self._send(404, "not found\n", "plain")
             return

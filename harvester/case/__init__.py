@@ -38,7 +38,17 @@ from ._format import (
     case_json_schema,
     write_case_schema,
 )
-from ._review import Decisions, accept_cases, edit_case, labelled, pending_ids, reject_cases
+from ._review import (
+    EDITABLE,
+    Decisions,
+    accept_cases,
+    edit_case,
+    field_update,
+    label_answer,
+    labelled,
+    pending_ids,
+    reject_cases,
+)
 from ._stats import SuiteStats, daily_tools, kind_of, suite_stats
 
 __all__ = [
@@ -51,6 +61,7 @@ __all__ = [
     "AgentCase",
     "Case",
     "Decisions",
+    "EDITABLE",
     "CaseFolder",
     "CaseSignature",
     "Fixture",
@@ -71,6 +82,8 @@ __all__ = [
     "daily_tools",
     "default_cases_dir",
     "edit_case",
+    "field_update",
+    "label_answer",
     "labelled",
     "kind_of",
     "load_case",

@@ -92,6 +92,7 @@ class Report(_Strict):
             parts.append(f"{tool} ({n} call{'s' * (n != 1)}{said})")
         tools = ", ".join(parts)
         return f"sandbox: ran for real {tools}; every other tool served from fixtures"
+
     def judging_lines(self) -> list[str]:
         """The judges' bill, then a warning per judge that gated cases uncalibrated ([] without judges)."""
         return [] if self.judging is None else [self.judging.line(), *self.judging.warnings()]

@@ -39,7 +39,11 @@
     either way, so flat means serving the model adds nothing per case (target: recorded within 1.25x live
     at 1,000). Needs a ``replay`` with ``model=``; without one, (g) times the live side only and says so.
 
-    python bench/replay.py [--cases 200] [--quick] [--only d|e|f|g]
+(h) Memory flat in cases: a replay of 200 and of 5,000 cases of (a)'s zero-latency agent, each in a fresh
+    process, the cases made as they are read and the report saved as the CLI saves it (JSON, summary);
+    peak resident memory (``ru_maxrss``) of each (target: 5,000 within 1.3x of 200).
+
+    python bench/replay.py [--cases 200] [--quick] [--only d|e|f|g|h]
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 from harvester.canonical import fixture_key
@@ -63,7 +68,11 @@ ARGS = {"query": "refund policy"}
 
 
 def cases(n: int, calls: int = 1, hosts: tuple[str, ...] = ()) -> list[AgentCase]:
-    return [
+    return list(iter_cases(n, calls, hosts))
+
+
+def iter_cases(n: int, calls: int = 1, hosts: tuple[str, ...] = ()) -> Iterator[AgentCase]:
+    return (
         AgentCase.model_validate(
             {
                 "id": f"bench-{i}",
@@ -85,7 +94,7 @@ def cases(n: int, calls: int = 1, hosts: tuple[str, ...] = ()) -> list[AgentCase
             }
         )
         for i in range(n)
-    ]
+    )
 
 
 def zero_latency(tools):
@@ -684,12 +693,40 @@ def bench_recorded(opts) -> bool:
     return ok and flat
 
 
+def _rss_mb(n: int) -> float:
+    """(h)'s worker: replay ``n`` cases made as they are read, save the report, render its summary; the
+    process's peak resident memory in MB."""
+    import resource
+
+    with tempfile.TemporaryDirectory() as tmp:
+        report = replay(iter_cases(n), zero_latency)
+        report.save(Path(tmp) / "report.json")
+        report.summary()
+        assert report.passed == n, report.headline()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_memory(opts) -> bool:
+    small, big = (200, 2000) if opts.quick else (200, 5000)
+    peaks = [
+        float(subprocess.check_output([sys.executable, __file__, "--rss", str(n)], text=True)) for n in (small, big)
+    ]
+    ratio = peaks[1] / peaks[0]
+    ok = ratio <= 1.3
+    print(
+        f"(h) peak RSS of a replay, {small} / {big} cases of a zero-latency agent, each a fresh process: "
+        f"{peaks[0]:.1f} / {peaks[1]:.1f} MB, {ratio:.2f}x (target <= 1.3x) {'PASS' if ok else 'FAIL'}"
+    )
+    return ok
+
+
 SECTIONS = (
     ("d", bench_verdict),
     (None, bench_harness),
     ("e", bench_seal),
     ("f", bench_connection),
     ("g", bench_recorded),
+    ("h", bench_memory),
 )
 
 
@@ -697,7 +734,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="fewer cases for (a), (c), (e) to (g), for CI smoke runs")
-    parser.add_argument("--only", choices=("d", "e", "f", "g"), help="run one benchmark")
+    parser.add_argument("--only", choices=("d", "e", "f", "g", "h"), help="run one benchmark")
+    parser.add_argument("--rss", type=int, help=argparse.SUPPRESS)  # be (h)'s worker, replaying this many cases
     parser.add_argument("--side", choices=("adapted", "decorated"), help=argparse.SUPPRESS)  # one side of (c)
     parser.add_argument("--worker", choices=tuple(WORKERS), help=argparse.SUPPRESS)  # a side of (e) or (f)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)  # (f)'s server
@@ -713,6 +751,9 @@ def main() -> int:
         return 0
     if opts.serve:
         serve(opts.serve)
+        return 0
+    if opts.rss:
+        print(f"{_rss_mb(opts.rss):.1f}")
         return 0
     ok = True
     for letter, section in SECTIONS:

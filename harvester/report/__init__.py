@@ -6,7 +6,8 @@ release, so a drop only counts when a one-sided Fisher exact test says it is unl
 smaller drops are listed as "changed, not significant" so nobody loses sight of them.
 
 One module per concept: ``_results`` (one case), ``_metrics`` (figures and the statistics),
-``_compare`` (against a baseline), ``_report`` (the report and its file), ``_render`` (terminal, JUnit,
+``_compare`` (against a baseline), ``_report`` (the report), ``_spool`` (results on disk, read a case at
+a time), ``_stream`` (the report file, written and read a result at a time), ``_render`` (terminal, JUnit,
 Markdown), ``_html`` (the HTML page), ``_merge`` (shards), ``_gates`` (release gates).
 """
 
@@ -43,6 +44,7 @@ from ._results import (
     NoFixtureCall,
     args_text,
 )
+from ._spool import ResultSpool
 
 __all__ = [
     "redacted",
@@ -74,6 +76,7 @@ __all__ = [
     "NoFixtureCall",
     "RATES",
     "Report",
+    "ResultSpool",
     "SCHEMA",
     "args_text",
     "by_tag",

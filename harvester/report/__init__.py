@@ -26,6 +26,7 @@ from ._gates import (
 )
 from ._html import case_verdict
 from ._html import html as render_html
+from ._html import html_chunks as render_html_chunks
 from ._merge import merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
 from ._otel import EmitResult, ExporterMissing, emit_verdicts, exporter_available, resolve_endpoint
@@ -91,5 +92,6 @@ __all__ = [
     "metrics_of",
     "parse_gate",
     "render_html",
+    "render_html_chunks",
     "write_file",
 ]

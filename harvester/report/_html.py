@@ -14,6 +14,7 @@ the one JSON blob in a ``<script>`` with ``<``, ``>``, ``&`` and U+2028/9 as ``\
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from ._gates import GateOutcome
     from ._report import Report
 
-__all__ = ["case_verdict", "html", "script_json"]
+__all__ = ["case_verdict", "html", "html_chunks", "script_json"]
 
 
 def e(value: object) -> str:
@@ -63,13 +64,19 @@ def case_verdict(r: CaseResult) -> str:
 def html(report: Report, baseline: Report | None = None, outcome: GateOutcome | None = None) -> str:
     """The page for ``report`` (against ``baseline``; ``outcome`` as the command judged it, else the
     default gates)."""
+    return "".join(html_chunks(report, baseline, outcome))
+
+
+def html_chunks(report: Report, baseline: Report | None = None, outcome: GateOutcome | None = None) -> Iterator[str]:
+    """The page as it is written, a case at a time: one self-contained file, built from passes over the
+    report's results (a spool on disk is never held whole)."""
     if outcome is None:
         from ._gates import evaluate_gates
 
         outcome = evaluate_gates(report, (), baseline)
     tags = sorted({t for r in report.results for t in r.tags})
     version = f" {report.suite_version}" if report.suite_version else ""
-    parts = [
+    yield from (
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width,initial-scale=1">',
         f"<title>harvester replay: {e(report.suite)}{e(version)}</title><style>{CSS}</style></head><body>",
@@ -78,12 +85,11 @@ def html(report: Report, baseline: Report | None = None, outcome: GateOutcome | 
         '<label>tag <select id=f-tag><option value="">all</option></select></label>',
         '<input type=search id=f-text placeholder="search ids, checks, tools, answers" aria-label=search>',
         "<span id=f-count class=mute></span></nav><main id=cases>",
-    ]
-    parts += [_case(r) for r in report.results]
-    parts.append("</main>")
-    parts.append(f"<script type=application/json id=harvester-data>{script_json({'tags': tags})}</script>")
-    parts.append(f"<script>{JS}</script></body></html>\n")
-    return "".join(parts)
+    )
+    yield from (_case(r) for r in report.results)
+    yield "</main>"
+    yield f"<script type=application/json id=harvester-data>{script_json({'tags': tags})}</script>"
+    yield f"<script>{JS}</script></body></html>\n"
 
 
 # -- the suite ------------------------------------------------------------------------------------

@@ -223,14 +223,13 @@ class Report(_Strict):
         """The terminal summary: headline, tags, trials, recovery, failing cases, what left the recording."""
         return render.summary(self)
 
-    def differing(self) -> list[tuple[CaseResult, str]]:
-        """Every result whose replay made no_fixture calls or left the recorded path, passing or not."""
-        out = []
+    def differing(self) -> Iterator[tuple[CaseResult, str]]:
+        """Every result whose replay made no_fixture calls or left the recorded path, passing or not,
+        one at a time."""
         for r in self.results:
             text = r.differences()
             if text:
-                out.append((r, text))
-        return out
+                yield r, text
 
     def recovery_line(self) -> str:
         rate = self.metrics()["recovery_rate"] or 0.0
@@ -238,6 +237,10 @@ class Report(_Strict):
 
     def to_junit(self) -> bytes:
         return render.junit(self)
+
+    def junit_chunks(self) -> Iterator[bytes]:
+        """The JUnit XML as it is written, a testcase at a time."""
+        return render.junit_chunks(self)
 
     def to_markdown(self, outcome: GateOutcome | None = None) -> str:
         return render.markdown(self, outcome)

@@ -35,9 +35,9 @@
     requests captured, harvested once, repeated under new ids), replayed with every model call served from
     the case's recording (``model="recorded"``), harness and serving included, the agent's model raising
     if called (target < 60 s on 2 cores); beside it the same suite with the live (scripted) model. Peak
-    traced memory replaying 250 and 1,000 cases, live and recorded: the report keeps every case's result
-    either way, so flat means serving the model adds nothing per case (target: recorded within 1.25x live
-    at 1,000). Needs a ``replay`` with ``model=``; without one, (g) times the live side only and says so.
+    traced memory replaying 250 and 1,000 cases, live and recorded (target: recorded within 1.25x live
+    at 1,000), and what each case adds to it from 250 to 1,000 (results stream to disk: what is left is
+    the plan's cases). Needs a ``replay`` with ``model=``; without one, (g) times the live side only.
 
 (h) Memory flat in cases: a replay of 200 and of 5,000 cases of (a)'s zero-latency agent, each in a fresh
     process, the cases made as they are read and the report saved as the CLI saves it (JSON, summary);
@@ -679,7 +679,6 @@ def bench_recorded(opts) -> bool:
         f"    the recorded model: {served_s:.1f} s ({served_s / n * 1000:.1f} ms/case), {served.passed}/{n} passed "
         f"as with the live model: {served.passed == live.passed} (target < 60 s) {'PASS' if ok else 'FAIL'}"
     )
-    # The report keeps every case's result, live or recorded: flat means serving adds nothing per case.
     peaks = [
         [_replay_peak_mb(suite[:k], build, **kw) for k in (n // 4, n)]
         for build, kw in ((_demo_agent, {}), (_offline_agent, kwargs))
@@ -690,6 +689,8 @@ def bench_recorded(opts) -> bool:
         f"{peaks[1][0]:.1f} / {peaks[1][1]:.1f} MB (target: recorded within 1.25x live at {n}) "
         f"{'PASS' if flat else 'FAIL'}"
     )
+    per_case = [(big - small) / (n - n // 4) * 1000 for small, big in peaks]
+    print(f"    per case from {n // 4} to {n}: live {per_case[0]:.1f} KB, recorded {per_case[1]:.1f} KB")
     return ok and flat
 
 

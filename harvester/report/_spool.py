@@ -37,6 +37,7 @@ class ResultSpool(Sequence[CaseResult]):
     def __init__(self, file: IO[bytes] | None = None, offsets: array[int] | None = None) -> None:
         self._file = file if file is not None else tempfile.TemporaryFile()
         self._offsets: array[int] = offsets if offsets is not None else array("q")
+        self._count = len(self._offsets)  # offsets set: fewer than the array holds while positions are missing
         self._lock = threading.Lock()  # one seek-and-read at a time: results are read from any thread
 
     @classmethod
@@ -54,6 +55,7 @@ class ResultSpool(Sequence[CaseResult]):
         at = len(self._offsets) if position is None else position
         if at >= len(self._offsets):
             self._offsets.extend([_UNSET] * (at + 1 - len(self._offsets)))
+        self._count += self._offsets[at] == _UNSET
         self._offsets[at] = offset
 
     def where(self, keep: Callable[[CaseResult], bool]) -> ResultSpool:
@@ -64,7 +66,10 @@ class ResultSpool(Sequence[CaseResult]):
         return spool
 
     def _present(self) -> Iterator[int]:
-        return (off for off in self._offsets if off != _UNSET)
+        return (off for off in self._offsets if off != _UNSET) if self._gappy() else iter(self._offsets)
+
+    def _gappy(self) -> bool:
+        return self._count != len(self._offsets)
 
     def _read(self, offset: int) -> CaseResult:
         with self._lock:
@@ -76,14 +81,14 @@ class ResultSpool(Sequence[CaseResult]):
         return (self._read(off) for off in self._present())
 
     def __len__(self) -> int:
-        return sum(1 for _ in self._present()) if _UNSET in self._offsets else len(self._offsets)
+        return self._count
 
     @overload
     def __getitem__(self, index: int) -> CaseResult: ...
     @overload
     def __getitem__(self, index: slice) -> list[CaseResult]: ...
     def __getitem__(self, index: int | slice) -> CaseResult | list[CaseResult]:
-        offsets = list(self._present()) if _UNSET in self._offsets else self._offsets
+        offsets = array("q", self._present()) if self._gappy() else self._offsets
         if isinstance(index, slice):
             return [self._read(off) for off in offsets[index]]
         return self._read(offsets[index])

@@ -180,11 +180,11 @@ def replay(
     return report
 
 
-Planned = tuple[int, Case, "str | None"]  # a case's place in the plan, the case, the case it is a variant of
+ToRun = tuple[int, Case, "str | None"]  # a case's place in the plan, the case, the case it is a variant of
 Ran = tuple[int, Case, "str | None", list[Outcome]]  # ... and every trial's outcome
 
 
-def _indexed(plan: Iterable[tuple[Case, str | None]]) -> Iterator[Planned]:
+def _indexed(plan: Iterable[tuple[Case, str | None]]) -> Iterator[ToRun]:
     return ((i, case, variant_of) for i, (case, variant_of) in enumerate(plan))
 
 
@@ -208,7 +208,7 @@ def _confirm(
 
 def _drive(
     runner: Runner,
-    plan: Iterable[Planned],
+    plan: Iterable[ToRun],
     trials: int,
     limit: int,
     timeout: float,

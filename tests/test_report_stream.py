@@ -114,6 +114,20 @@ def test_a_saved_report_is_one_result_a_line_and_reads_back_from_disk(tmp_path):
     assert [r.id for r in back.results] == [f"c{i}" for i in range(7)]
 
 
+def test_a_report_without_results_reads_back(tmp_path):
+    Report(suite="empty").save(tmp_path / "r.json")
+    back = Report.load(tmp_path / "r.json")
+    assert back.suite == "empty" and list(back.results) == [] and back.headline() == "0/0 passed  (0%)"
+
+
+def test_a_report_checked_out_with_crlf_line_ends_reads_the_same(tmp_path):
+    report = _report(4)
+    report.save(tmp_path / "r.json")
+    (tmp_path / "crlf.json").write_bytes((tmp_path / "r.json").read_bytes().replace(b"\n", b"\r\n"))
+    back = Report.load(tmp_path / "crlf.json")
+    assert isinstance(back.results, ResultSpool) and list(back.results) == list(report.results)
+
+
 def test_a_report_in_the_older_layout_reads_whole_and_compares_the_same(tmp_path):
     base, now = _report(6), _report(6)
     (tmp_path / "old.json").write_bytes(_old_layout(base))

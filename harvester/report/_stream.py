@@ -33,7 +33,7 @@ def report_chunks(head: dict[str, Any], results: Iterable[CaseResult]) -> Iterat
     for r in results:
         yield sep + result_line(r)
         sep = b",\n"
-    yield b"\n]}\n"
+    yield (b"\n" if sep else b"") + b"]}\n"
 
 
 def stream_load(path: Path) -> tuple[dict[str, Any], ResultSpool, bool] | None:

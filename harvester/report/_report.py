@@ -83,31 +83,38 @@ class Report(_Strict):
     def model_line(self) -> str | None:
         """With a recorded model, one line: cases served entirely from the recording, cases that drifted
         and why, cases it could not serve; usage and cost of served steps are the recorded ones."""
-        served = [r.model for r in self.results if r.model is not None]
-        if not served:
-            return None
-        clean = [m for m in served if m.drift is None and m.unservable is None]
-        parts = [f"{sum(m.served > 0 for m in clean)} served from the recording"]
-        unasked = sum(m.served == 0 for m in clean)
-        if unasked:  # a model call the recording never saw: a framework harvester does not serve, or none made
-            parts.append(f"{unasked} never asked it")
-        drifted = [m.drift for m in served if m.drift is not None]
-        if drifted:
-            why: dict[str, int] = {}
-            for d in drifted:
-                for w in d.what:
+        mode: str | None = None
+        counts = {"served": 0, "unasked": 0, "drifted": 0, "unservable": 0, "live": 0, "steps": 0}
+        why: dict[str, int] = {}
+        for r in self.results:  # one pass, a case at a time
+            m = r.model
+            if m is None:
+                continue
+            mode = mode or m.mode
+            if m.drift is None and m.unservable is None:
+                counts["served" if m.served > 0 else "unasked"] += 1
+            if m.drift is not None:
+                counts["drifted"] += 1
+                for w in m.drift.what:
                     why[w] = why.get(w, 0) + 1
+            counts["unservable"] += m.unservable is not None
+            counts["live"] += m.live_from is not None
+            counts["steps"] += m.served
+        if mode is None:
+            return None
+        parts = [f"{counts['served']} served from the recording"]
+        if counts["unasked"]:  # a model call the recording never saw: a framework it does not serve, or none made
+            parts.append(f"{counts['unasked']} never asked it")
+        if counts["drifted"]:
             causes = ", ".join(w if len(why) == 1 else f"{w} {n}" for w, n in why.items())
-            parts.append(f"{len(drifted)} drifted ({causes})")
-        unservable = sum(m.unservable is not None for m in served)
-        if unservable:
-            parts.append(f"{unservable} without a servable recording")
-        live = sum(m.live_from is not None for m in served)
-        if live:
-            parts.append(f"{live} continued live")
-        steps = sum(m.served for m in served)
+            parts.append(f"{counts['drifted']} drifted ({causes})")
+        if counts["unservable"]:
+            parts.append(f"{counts['unservable']} without a servable recording")
+        if counts["live"]:
+            parts.append(f"{counts['live']} continued live")
+        steps = counts["steps"]
         return (
-            f"model {self.model or served[0].mode}: "
+            f"model {self.model or mode}: "
             + ", ".join(parts)
             + (f"; usage and cost of {steps} served step{'s' * (steps != 1)} as recorded" if steps else "")
         )

@@ -21,6 +21,7 @@ __all__ = [
     "is_rate",
     "metrics_of",
     "pass_hat_k",
+    "pass_hat_k_by_tag",
 ]
 
 
@@ -150,14 +151,39 @@ def priced_in_both(
 def pass_hat_k(results: Iterable[CaseResult], trials: int) -> dict[int, float]:
     """pass^k for k = 1..trials with tau-bench's estimator: the mean over cases of C(c, k) / C(n, k),
     c the case's passes of its n trials ("how often does it get this right k times in a row"). One pass."""
-    sums, counts = [0.0] * (trials + 1), [0] * (trials + 1)
+    k_sums = _KSums(trials)
     for r in results:
-        if r.variant_of is not None or r.errored or r.trials < 1:
+        k_sums.add(r)
+    return k_sums.means()
+
+
+def pass_hat_k_by_tag(results: Iterable[CaseResult], trials: int) -> dict[str, dict[int, float]]:
+    """``pass_hat_k`` per tag (every tag ``by_tag`` shows), sorted by tag, in one pass over the results."""
+    by: dict[str, _KSums] = {}
+    for r in results:
+        if r.errored:
             continue
-        for k in range(1, min(trials, r.trials) + 1):
-            sums[k] += math.comb(r.passes or 0, k) / math.comb(r.trials, k)
-            counts[k] += 1
-    return {k: sums[k] / counts[k] for k in range(1, trials + 1) if counts[k]}
+        for tag in r.tags:
+            by.setdefault(tag, _KSums(trials)).add(r)
+    return {tag: by[tag].means() for tag in sorted(by)}
+
+
+class _KSums:
+    """pass^k's running sums: per k, C(c, k) / C(n, k) summed over the cases rated at k, and their count."""
+
+    def __init__(self, trials: int) -> None:
+        self.trials = trials
+        self.sums, self.counts = [0.0] * (trials + 1), [0] * (trials + 1)
+
+    def add(self, r: CaseResult) -> None:
+        if r.variant_of is not None or r.errored or r.trials < 1:
+            return
+        for k in range(1, min(self.trials, r.trials) + 1):
+            self.sums[k] += math.comb(r.passes or 0, k) / math.comb(r.trials, k)
+            self.counts[k] += 1
+
+    def means(self) -> dict[int, float]:
+        return {k: self.sums[k] / self.counts[k] for k in range(1, self.trials + 1) if self.counts[k]}
 
 
 def fisher_drop_p(base_pass: int, base_fail: int, now_pass: int, now_fail: int) -> float:

@@ -14,7 +14,7 @@ from .._files import write_file
 from ..errors import ReportFormatError, pydantic_field
 from . import _render as render
 from ._compare import ALPHA, Comparison, compare
-from ._metrics import by_tag, metrics_of, pass_hat_k
+from ._metrics import by_tag, metrics_of, pass_hat_k, pass_hat_k_by_tag
 from ._results import CaseResult
 from ._spool import kept
 from ._stream import redacted_results, report_chunks, stream_load
@@ -184,7 +184,7 @@ class Report(_Strict):
         return pass_hat_k(results, self.trials)
 
     def pass_hat_k_by_tag(self) -> dict[str, dict[int, float]]:
-        return {tag: self.pass_hat_k(tag) for tag in self.by_tag()}
+        return pass_hat_k_by_tag(self.results, self.trials)
 
     def headline(self) -> str:
         """``9/12 passed  (75%)``; with trials, "passed every trial" and the mean pass rate, labelled."""

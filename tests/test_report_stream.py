@@ -4,7 +4,9 @@ reports in the older, pretty-printed layout still read whole."""
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 import threading
 import weakref
 
@@ -192,3 +194,7 @@ def test_a_spool_reads_back_what_it_was_given_in_the_order_asked():
     assert [r.id for r in spool] == ["r0", "r1", "r2"] and len(spool) == 3
     assert spool[1].id == "r1" and [r.id for r in spool[1:]] == ["r1", "r2"]
     assert [r.id for r in spool.where(lambda r: r.passed)] == ["r0", "r2"]
+    report = Report()
+    report.results = spool
+    for copied in (copy.deepcopy(report), pickle.loads(pickle.dumps(report))):
+        assert copied == report and isinstance(copied.results, list)

@@ -98,6 +98,10 @@ class ResultSpool(Sequence[CaseResult]):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __reduce__(self) -> tuple[type[list[CaseResult]], tuple[list[CaseResult]]]:
+        """A copy or a pickle (a report sent to another process) holds the results themselves: a list."""
+        return list, (list(self),)
+
 
 def kept(results: Sequence[CaseResult], keep: Callable[[CaseResult], bool]) -> Sequence[CaseResult]:
     """The results ``keep`` accepts, as the same kind of sequence: a spool stays on disk."""

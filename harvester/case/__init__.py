@@ -4,6 +4,8 @@
 - ``_format``: the case file format ``harvester.case/1`` (``AgentCase`` and its parts) and its JSON Schema.
 - ``_file``: one file on disk (deterministic bytes, the full validating read, the light signature read).
 - ``_folder``: a folder of cases by status, and ``CaseFolder`` moving a case when its status changes.
+- ``_stats``: what an accepted suite can measure (its mix by kind, abstention, recovery, coverage).
+- ``_review``: review actions (accept, reject, edit; one case or many), shared by every way of reviewing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ._format import (
     AgentCase,
     Fixture,
     InjectSpec,
+    Label,
     ModelTurn,
     OrderRule,
     Recorded,
@@ -35,6 +38,8 @@ from ._format import (
     case_json_schema,
     write_case_schema,
 )
+from ._review import Decisions, accept_cases, edit_case, labelled, pending_ids, reject_cases
+from ._stats import SuiteStats, daily_tools, kind_of, suite_stats
 
 __all__ = [
     "NOTE_PREFIX",
@@ -45,24 +50,35 @@ __all__ = [
     "SUITE_FILE",
     "AgentCase",
     "Case",
+    "Decisions",
     "CaseFolder",
     "CaseSignature",
     "Fixture",
     "InjectSpec",
+    "Label",
     "ModelTurn",
     "OrderRule",
     "Recorded",
     "Source",
     "Status",
+    "SuiteStats",
+    "accept_cases",
     "case_bytes",
     "check_order",
     "case_files",
     "case_json_schema",
     "case_signatures",
+    "daily_tools",
     "default_cases_dir",
+    "edit_case",
+    "labelled",
+    "kind_of",
     "load_case",
     "load_cases",
+    "pending_ids",
     "read_signature",
+    "reject_cases",
     "save_case",
+    "suite_stats",
     "write_case_schema",
 ]

@@ -22,7 +22,7 @@ from .._files import check_output, write_file
 from ..case import CaseFolder
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
-from ..replay import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, load_agent
+from ..replay import INJECT_NEEDS_A_MODEL, load_agent
 from ..replay import replay as run_replay
 from ..report import (
     ALPHA,
@@ -35,9 +35,19 @@ from ..report import (
 )
 from ..report import merge as merge_reports
 from ..suite import suite_info
-from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, main, with_config
+from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, judging, main, with_config
 from ._emit import emit_after, emit_options
-from ._replay_options import model_option, seal_options, shard_option
+from ._replay_options import (
+    agent_option,
+    concurrency_option,
+    model_option,
+    progress_option,
+    sandbox_of,
+    sandbox_option,
+    seal_options,
+    shard_option,
+    timeout_option,
+)
 from .cases import cases_options
 from .outputs import (
     Outputs,
@@ -51,6 +61,7 @@ from .outputs import (
     report_path_of,
     write_outputs,
 )
+from .shadow import merged_shadow
 
 __all__ = [
     "ALL_PASS",
@@ -159,13 +170,7 @@ def _finish(
 
 @main.command("replay")
 @cases_options
-@click.option(
-    "--agent",
-    "agent_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    help="Factory that builds a fresh agent per case; may take a 'tools' parameter (the executor).",
-)
+@agent_option("case")
 @click.option(
     "--trials",
     type=click.IntRange(min=1),
@@ -181,25 +186,15 @@ def _finish(
     metavar="K",
     help="Rerun a failing case up to K times before calling it failed: a rerun that passes makes it flaky.",
 )
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=DEFAULT_CONCURRENCY,
-    show_default=True,
-    help="Cases in flight at once (one thread each).",
-)
+@concurrency_option("case")
 @click.option("--inject", is_flag=True, help="Add a recovery variant per failure mode on each case's first tool.")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    help="Seconds per case; a hung agent fails its case.",
-)
+@timeout_option("case")
 @shard_option
 @seal_options
 @model_option
-@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
+@sandbox_option
+@progress_option
+@click.option("--no-judges", is_flag=True, help="Skip the cases' judges (every-commit jobs): their checks do not run.")
 @baseline_option
 @alpha_option
 @inconclusive_option
@@ -219,7 +214,9 @@ def replay(
     allow_hosts: tuple[str, ...],
     no_seal: bool,
     model: ModelMode | None,
+    sandbox: bool,
     progress: bool | None,
+    no_judges: bool,
     baseline: str | None,
     alpha: float,
     inconclusive: str | None,
@@ -269,6 +266,8 @@ def replay(
                 allow_hosts=(*config.replay.allow_hosts, *allow_hosts),
                 allow_commands=config.replay.allow_commands,
                 model=model or config.replay.model,
+                sandbox=sandbox_of(config, cases, sandbox),  # its warnings printed before any case runs
+                judges=judging.judges_for(cases, config, folder, skip=no_judges),
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
@@ -343,8 +342,10 @@ def merge(
 ) -> None:
     """Merge shard reports into one, then gate it like a replay would (--gate and the config's gates).
 
-    Exit 0 when every gate passes and nothing regressed, 1 otherwise, 3 for an inconclusive drop.
+    Exit 0 when every gate passes and nothing regressed, 1 otherwise, 3 for an inconclusive drop. Shadow shards too.
     """
+    if merged_shadow(reports, output, gates, (html_path, markdown_path), replay_only=(baseline, junit_path)):
+        return
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)
     out = Outputs(output, junit_path, markdown_path, html_path)

@@ -10,6 +10,7 @@ from ..case import Case
 from ..model import Run
 from ..report import ANSWER_CHARS, MAX_CALLS, Call, CaseResult, Injected, args_text
 from ._evaluate import divergence, no_fixture_calls, unused_calls
+from ._sandbox import sandbox_calls
 from ._trial import Outcome
 
 __all__ = ["CaseSink", "Finished", "case_result"]
@@ -62,6 +63,7 @@ def case_result(
         requested=run.requested_tools() if run is not None else [],
         steps=run.steps if run is not None else 0,
         cost=sum(costs) / len(costs) if costs else None,
+        tokens=run.usage.total if run is not None else None,
         duration_ms=sum(o.duration_ms for o in outcomes) / len(outcomes),
         trials=len(outcomes),
         passes=sum(o.passed for o in outcomes),
@@ -87,6 +89,7 @@ def case_result(
         else [],
         recorded_answer=(spec.recorded.answer or "")[:ANSWER_CHARS] or None if spec is not None else None,
         model=rep.model,
+        sandboxed=sandbox_calls(run, tools),
     )
 
 

@@ -22,15 +22,17 @@ from typing import Any
 from .. import seam
 from .._progress import Progress
 from ..case import AgentCase, Case
+from ..checks import Panel
 from ..config import MODEL_MODES, Config, ModelMode
 from ..errors import AgentBuildError
 from ..fixtures import FixtureTools, recovery_variants
-from ..report import MAX_NO_FIXTURE_CALLS, Report, ResultSpool
+from ..report import MAX_NO_FIXTURE_CALLS, Judging, Report, ResultSpool
 from ._agent import factory_name
 from ._evaluate import Judge, variant_case
 from ._live import LiveCall
 from ._policy import Policy
 from ._results import CaseSink, Finished, case_result
+from ._sandbox import Sandbox, sandbox_env
 from ._seal import last_seq, sealing, suite_refusals_since
 from ._trial import Job, Outcome, Runner
 
@@ -89,6 +91,8 @@ def replay(
     allow_hosts: Iterable[str] = (),
     allow_commands: Iterable[str] = (),
     model: ModelMode = "live",
+    sandbox: Sandbox | None = None,
+    judges: Panel | None = None,
     on_case: CaseSink | None = None,
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
@@ -104,6 +108,13 @@ def replay(
     ``model``: ``live`` calls the agent's model; ``recorded`` answers every model call from the case's
     model fixtures (no model host is reachable) and fails a case whose request drifted with
     ``model_input_changed``; ``recorded-then-live`` continues a drifted case on the live model.
+    ``sandbox``: tools that run for real (``replay --sandbox``), with its environment set and its hosts
+    allowed by the seal while the replay runs; every other tool is served from fixtures.
+    ``judges``: the panel that answers the ``judge:NAME`` checks of cases that name judges (None: they
+    are not judged). ``on_case``: called with each case's ``Finished`` (the case, its trials' outcomes
+    and runs, its result) as soon as the case has its verdict, from the calling thread. The report's
+    results are on disk (a ``ResultSpool``, in plan order), written as cases finish: memory stays flat
+    in the number of cases.
     """
     if model not in MODEL_MODES:
         raise ValueError(f"model must be one of {', '.join(MODEL_MODES)}, got {model!r}")
@@ -118,8 +129,9 @@ def replay(
     plan = _plan(cases, inject, shard)
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
-    policy = Policy(allow_hosts, allow_commands) if seal else None
-    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model)
+    hosts = (*allow_hosts, *(sandbox.hosts if sandbox is not None else ()))
+    policy = Policy(hosts, allow_commands) if seal else None
+    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, sandbox, judges)
     refused_before, sealed_before = seam.STATE.seq, last_seq()
     # A process the agent starts seals itself with what any case of the plan may reach.
     sealed = (
@@ -142,7 +154,8 @@ def replay(
         if on_case is not None:
             on_case(Finished(case, variant_of, outs, result))
 
-    with seam.replaying_now(), sealed as suite_seal:
+    env = sandbox_env(sandbox.env) if sandbox is not None else contextlib.nullcontext()
+    with seam.replaying_now(), sealed as suite_seal, env:
         runner.suite_seal = suite_seal
         runner.adapters.open(s for case, _ in plan if case.spec is not None for s in case.spec.recorded.instrumentation)
         try:
@@ -175,6 +188,8 @@ def replay(
         refused_calls=[c.summary() for c in refused[:MAX_NO_FIXTURE_CALLS]],
         sealed=policy is not None,
         model=model,
+        sandbox=list(sandbox.tools) if sandbox is not None else None,
+        judging=_judging(judges, plan),
     )
     report.results = spool
     return report
@@ -186,6 +201,16 @@ Ran = tuple[int, Case, "str | None", list[Outcome]]  # ... and every trial's out
 
 def _indexed(plan: Iterable[tuple[Case, str | None]]) -> Iterator[ToRun]:
     return ((i, case, variant_of) for i, (case, variant_of) in enumerate(plan))
+
+
+def _judging(panel: Panel | None, plan: list[tuple[Case, str | None]]) -> Judging | None:
+    """The bill of the judges the plan's cases name (None when none names one, or no panel was given)."""
+    named = {n for case, _ in plan if case.spec is not None for n in case.spec.judges}
+    if panel is None or not named:
+        return None
+    if panel.skipped:
+        return Judging(skipped=True)
+    return Judging(judges=[t for t in panel.tallies() if t.name in named])
 
 
 def _confirm(
@@ -237,14 +262,17 @@ def _drive(
             inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools)
         if not inflight:
             return
-        wait = min(entry[1] for entry in inflight.values()) - time.monotonic()
+        # The deadline is the agent's: once it answered, its checks and judges take what they take (a
+        # judge is bounded by its own timeout), and a slow judge never reads as an agent that hung.
+        running = [entry[1] for entry in inflight.values() if id(entry[0]) not in runner.answered]
+        wait = min(running) - time.monotonic() if running else None
         try:
-            finished = [done.get(timeout=max(wait, 0.0))]
+            finished = [done.get(timeout=None if wait is None else max(wait, 0.0))]
         except queue.Empty:
             now = time.monotonic()
             finished = []
             for job, deadline, trace_id, tools in list(inflight.values()):
-                if deadline <= now:  # a hung agent: abandon its thread, fail its case
+                if deadline <= now and id(job) not in runner.answered:  # a hung agent: abandon it, fail its case
                     runner.release(trace_id)
                     finished.append(
                         (
@@ -260,6 +288,7 @@ def _drive(
                         )
                     )
         for job, outcome in finished:
+            runner.answered.discard(id(job))
             if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped
                 continue
             outs = outcomes[job.index][3]

@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import adapters, seam
 from ..case import AgentCase, Case
+from ..checks import Panel
 from ..config import Config, ModelMode
 from ..conventions import EVERY_PROVIDER_HOST
 from ..errors import ReplayTimeout, ToolFailure
@@ -31,11 +32,12 @@ from ..fixtures import FixtureTools
 from ..model import ErrorInfo, Run
 from ..report import CheckResult, ModelServed
 from ._agent import wants
-from ._evaluate import Judge, evaluate, recorded_calls_only, recordings_consumed
+from ._evaluate import Judge, evaluate, judged, recorded_calls_only, recordings_consumed
 from ._live import LiveCall, live_calls, models_traced, no_live_calls
 from ._models import RecordedModel, recorded_model
 from ._observe import observed_run, observer
 from ._policy import Policy
+from ._sandbox import Sandbox, SandboxTools
 from ._seal import Seal, last_seq, sealed_check, suite_refusals_since, within
 
 __all__ = ["Attempt", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec", "model_hosts"]
@@ -125,8 +127,12 @@ class Runner:
         ignore_args: Mapping[str, Sequence[str]] | None = None,
         policy: Policy | None = None,
         model: ModelMode = "live",
+        sandbox: Sandbox | None = None,
+        panel: Panel | None = None,
     ) -> None:
         self.build_agent = build_agent
+        self.sandbox = sandbox  # None: every tool is served from fixtures
+        self.panel = panel
         self.model = model
         self.policy = policy  # None: the replay is not sealed
         self.suite_seal: Seal | None = None  # set by the suite while its seal is on
@@ -138,11 +144,15 @@ class Runner:
         self.prices = prices
         self.tracer, self.collector = observer()
         self.adapters = adapters.Session()
+        self.answered: set[int] = set()  # id() of the jobs whose agent returned or raised: now being judged
 
     def start(self, job: Job, done: Done) -> tuple[int, FixtureTools]:
         """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
-        tools = FixtureTools(
-            job.case.spec if job.case.spec is not None else blank_spec(job.case), ignore_args=self.ignore_args
+        spec = job.case.spec if job.case.spec is not None else blank_spec(job.case)
+        tools = (
+            FixtureTools(spec, ignore_args=self.ignore_args)
+            if self.sandbox is None
+            else SandboxTools(spec, self.sandbox, ignore_args=self.ignore_args)
         )
         root = self.tracer.start_span(
             f"{seam.ROOT_PREFIX}{job.case.id}",
@@ -202,6 +212,7 @@ class Runner:
             otel_context.detach(token)
             root.end()
             tools.close()  # a thread of this case that goes on cannot reach the next case's fixtures
+            self.answered.add(id(job))
         attempt.spans = self.release(trace_id)
         try:
             outcome = self._judge(attempt)
@@ -262,6 +273,7 @@ class Runner:
             )
             if c is not None
         )
+        checks.extend(judged(job.case, run, self.panel, checks) if error is None else ())
         passed = error is None and all(c.passed is not False for c in checks)
         message = f"{_type_name(error)}: {_message(error)}" if error is not None else None
         return Outcome(

@@ -6,9 +6,10 @@ release, so a drop only counts when a one-sided Fisher exact test says it is unl
 smaller drops are listed as "changed, not significant" so nobody loses sight of them.
 
 One module per concept: ``_results`` (one case), ``_metrics`` (figures and the statistics),
-``_compare`` (against a baseline), ``_report`` (the report), ``_spool`` (results on disk, read a case at
-a time), ``_stream`` (the report file, written and read a result at a time), ``_render`` (terminal, JUnit,
-Markdown), ``_html`` (the HTML page), ``_merge`` (shards), ``_gates`` (release gates).
+``_compare`` (against a baseline), ``_judging`` (what the judges did and cost), ``_report`` (the report),
+``_spool`` (results on disk, read a case at a time), ``_stream`` (the report file, written and read a
+result at a time), ``_render`` (terminal, JUnit, Markdown), ``_html`` (the HTML page), ``_merge``
+(shards), ``_gates`` (release gates).
 """
 
 from .._files import check_output, write_file
@@ -25,9 +26,13 @@ from ._gates import (
     parse_gate,
 )
 from ._html import case_verdict
+from ._html import e as html_text
 from ._html import html as render_html
 from ._html import html_chunks as render_html_chunks
-from ._merge import merge
+from ._html import page as html_page
+from ._html import table as html_table
+from ._judging import Judging, calibration_html
+from ._merge import check_shards, merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
 from ._otel import EmitResult, ExporterMissing, emit_verdicts, exporter_available, resolve_endpoint
 from ._report import SCHEMA, Report, redacted
@@ -43,6 +48,7 @@ from ._results import (
     ModelDrift,
     ModelServed,
     NoFixtureCall,
+    SandboxCall,
     args_text,
 )
 from ._spool import ResultSpool
@@ -69,20 +75,27 @@ __all__ = [
     "GateOutcome",
     "GateResult",
     "Injected",
+    "Judging",
     "MAX_NO_FIXTURE_CALLS",
     "MIN_TASK_COMPLETION",
     "METRICS",
     "ModelDrift",
     "ModelServed",
     "NoFixtureCall",
+    "SandboxCall",
     "RATES",
     "Report",
     "ResultSpool",
     "SCHEMA",
     "args_text",
     "by_tag",
+    "calibration_html",
     "case_verdict",
+    "html_page",
+    "html_table",
+    "html_text",
     "check_output",
+    "check_shards",
     "compare",
     "evaluate_gates",
     "failed_too_text",

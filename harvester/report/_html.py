@@ -14,7 +14,7 @@ the one JSON blob in a ``<script>`` with ``<``, ``>``, ``&`` and U+2028/9 as ``\
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ._gates import GateOutcome
     from ._report import Report
 
-__all__ = ["case_verdict", "html", "html_chunks", "script_json"]
+__all__ = ["case_verdict", "e", "html", "html_chunks", "page", "page_chunks", "script_json", "table"]
 
 
 def e(value: object) -> str:
@@ -62,31 +62,41 @@ def case_verdict(r: CaseResult) -> str:
 
 
 def html(report: Report, baseline: Report | None = None, outcome: GateOutcome | None = None) -> str:
-    """The page for ``report`` (against ``baseline``; ``outcome`` as the command judged it, else the
-    default gates)."""
+    """The page for ``report`` (against ``baseline``; ``outcome`` as judged, else the default gates)."""
     return "".join(html_chunks(report, baseline, outcome))
 
 
 def html_chunks(report: Report, baseline: Report | None = None, outcome: GateOutcome | None = None) -> Iterator[str]:
-    """The page as it is written, a case at a time: one self-contained file, built from passes over the
-    report's results (a spool on disk is never held whole)."""
+    """``html`` as it is written, a case at a time (``page_chunks``)."""
     if outcome is None:
         from ._gates import evaluate_gates
 
         outcome = evaluate_gates(report, (), baseline)
-    tags = sorted({t for r in report.results for t in r.tags})
-    version = f" {report.suite_version}" if report.suite_version else ""
+    title = f"harvester replay: {report.suite}" + (f" {report.suite_version}" if report.suite_version else "")
+    yield from page_chunks(title, _suite(report, baseline, outcome), report.results)
+
+
+def page(title: str, top: str, results: Sequence[CaseResult]) -> str:
+    """A whole page: ``title``, ``top`` (markup the caller escaped), then every result as a case the
+    filters (failed only, tag, text) can show or hide. ``harvester shadow --html`` lays its runs out so too."""
+    return "".join(page_chunks(title, top, results))
+
+
+def page_chunks(title: str, top: str, results: Sequence[CaseResult]) -> Iterator[str]:
+    """``page`` as it is written, a case at a time: one self-contained file, built from two passes over
+    ``results`` (its tags, then its cases), so a spool on disk is never held whole."""
+    tags = sorted({t for r in results for t in r.tags})
     yield from (
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width,initial-scale=1">',
-        f"<title>harvester replay: {e(report.suite)}{e(version)}</title><style>{CSS}</style></head><body>",
-        _suite(report, baseline, outcome),
+        f"<title>{e(title)}</title><style>{CSS}</style></head><body>",
+        top,
         "<nav id=filters><label><input type=checkbox id=f-failed> failed only</label>",
         '<label>tag <select id=f-tag><option value="">all</option></select></label>',
         '<input type=search id=f-text placeholder="search ids, checks, tools, answers" aria-label=search>',
         "<span id=f-count class=mute></span></nav><main id=cases>",
     )
-    yield from (_case(r) for r in report.results)
+    yield from (_case(r) for r in results)
     yield "</main>"
     yield f"<script type=application/json id=harvester-data>{script_json({'tags': tags})}</script>"
     yield f"<script>{JS}</script></body></html>\n"
@@ -108,7 +118,7 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
     warnings = [*outcome.warnings(report), *(outcome.comparison.warnings if outcome.comparison else [])]
     out += [f"<p class=warn>{e(w)}</p>" for w in warnings]
     out.append("</header><section id=suite><div class=grid>")
-    out.append(_table("gates", ["gate", "result", "value"], [
+    out.append(table("gates", ["gate", "result", "value"], [
         [f"<code>{e(g.label)}</code>", '<b class=ok>pass</b>' if g.passed else '<b class=bad>FAIL</b>', e(g.detail)]
         for g in outcome.gates
     ]))  # fmt: skip
@@ -117,17 +127,17 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
         ks = range(1, report.trials + 1)
         by_k = report.pass_hat_k_by_tag()
         rows = [[e(t), f"{v:.0%}", *(_pct(by_k.get(t, {}).get(k)) for k in ks)] for t, v in tags.items()]
-        out.append(_table("pass rate by tag", ["tag", "pass", *(f"pass^{k}" for k in ks)], rows))
+        out.append(table("pass rate by tag", ["tag", "pass", *(f"pass^{k}" for k in ks)], rows))
     else:
-        out.append(_table("pass rate by tag", ["tag", "pass"], [[e(t), f"{v:.0%}"] for t, v in tags.items()]))
+        out.append(table("pass rate by tag", ["tag", "pass"], [[e(t), f"{v:.0%}"] for t, v in tags.items()]))
     out.append(_metrics(report, outcome.comparison))
     rec = report.recovery()
     if rec["by_mode"]:
         out.append(
-            _table("recovery by mode", ["mode", "recovered"], [[e(m), _pct(v)] for m, v in rec["by_mode"].items()])
+            table("recovery by mode", ["mode", "recovered"], [[e(m), _pct(v)] for m, v in rec["by_mode"].items()])
         )
         out.append(
-            _table("recovery by tool", ["tool", "recovered"], [[e(t), _pct(v)] for t, v in rec["by_tool"].items()])
+            table("recovery by tool", ["tool", "recovered"], [[e(t), _pct(v)] for t, v in rec["by_tool"].items()])
         )
     out.append("</div>")
     if report.trials > 1:
@@ -147,12 +157,36 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
         )
     if report.unsealed_line():
         out.append(f"<p class=bad>{e(str(report.unsealed_line()))}</p>")
-    if report.model_line():
-        out.append(f"<p>{e(str(report.model_line()))}</p>")
+    for line in (report.model_line(), report.sandbox_line()):
+        if line:
+            out.append(f"<p>{e(line)}</p>")
+    if report.judging is not None:
+        out.append(_judges(report))
     if outcome.comparison is not None:
         out.append(_comparison(outcome))
     out.append("</section>")
     return "".join(out)
+
+
+def _judges(report: Report) -> str:
+    """The judges section: each judge's calls, cache hits, tokens, cost and calibration."""
+    assert report.judging is not None
+    rows = [
+        [
+            f"<code>{e(j.name)}</code>",
+            str(j.calls),
+            str(j.cache_hits),
+            str(j.failures),
+            f"{j.input_tokens + j.output_tokens:,}",
+            e(f"{j.cost:.6f}" if j.cost is not None else "n/a"),
+            "<b class=ok>calibrated</b>" if j.uncalibrated is None else f"<b class=bad>{e(j.uncalibrated)}</b>",
+        ]
+        for j in report.judging.judges
+    ]
+    head = ["judge", "calls", "cache hits", "no verdict", "tokens", "cost", "calibration"]
+    lines = [f"<p>{e(report.judging.line())}</p>"]
+    lines += [f"<p class=warn>{e(w)}</p>" for w in report.judging.warnings()]
+    return "<section id=judges>" + "".join(lines) + table("judges", head, rows) + "</section>"
 
 
 def _comparison(outcome: GateOutcome) -> str:
@@ -180,17 +214,17 @@ def _metrics(report: Report, c: Comparison | None) -> str:
     """The report's metrics; with a baseline, its value and the change (both over the cases both ran,
     as the comparison and the ``delta:`` gates count them)."""
     if c is None:
-        return _table("metrics", ["metric", "value"], [[e(m), e(fmt(v))] for m, v in report.metrics().items()])
+        return table("metrics", ["metric", "value"], [[e(m), e(fmt(v))] for m, v in report.metrics().items()])
     rows = []
     for m, v in report.metrics().items():
         b, n = c.deltas.get(m, (None, None))
         d = delta(b, n)
         rows.append([e(m), e(fmt(v)), e(fmt(b)), e(f"{d:+.4g}") if d else "0" if d is not None else "n/a"])
-    table = _table("metrics", ["metric", "value", "baseline*", "change*"], rows)
-    return table.removesuffix("</div>") + "<p class=mute>* over the cases both reports ran</p></div>"
+    shown = table("metrics", ["metric", "value", "baseline*", "change*"], rows)
+    return shown.removesuffix("</div>") + "<p class=mute>* over the cases both reports ran</p></div>"
 
 
-def _table(title: str, head: list[str], rows: list[list[str]]) -> str:
+def table(title: str, head: list[str], rows: list[list[str]]) -> str:
     """A titled table; cells are markup the caller escaped."""
     if not rows:
         return f"<div><h2>{e(title)}</h2><p class=mute>none</p></div>"
@@ -233,6 +267,9 @@ def _case(r: CaseResult) -> str:
     out.append(_steps(r))
     if r.no_fixture:
         out.append(_no_fixture(r))
+    if r.sandboxed:
+        shown = "".join(f"<li{' class=warn' * bool(c.differs)}><code>{e(c.summary())}</code></li>" for c in r.sandboxed)
+        out.append(f"<h4>ran for real in the sandbox ({len(r.sandboxed)})</h4><ul class=sandbox>{shown}</ul>")
     if r.unused_calls:
         shown = "".join(f"<li><code>{e(c)}</code></li>" for c in r.unused_calls)
         out.append(f"<h4>recorded calls never made ({r.unused})</h4><ul>{shown}</ul>")

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..errors import ReportFormatError
+from ._judging import Judging
 from ._report import Report
 from ._spool import ResultSpool
 
-__all__ = ["merge"]
+__all__ = ["check_shards", "merge"]
 
 
 def merge(reports: Iterable[Report]) -> Report:
@@ -22,7 +23,7 @@ def merge(reports: Iterable[Report]) -> Report:
     reports = list(reports)
     if not reports:
         raise ReportFormatError("nothing to merge")
-    _check_shards([r.shard for r in reports])
+    check_shards([r.shard for r in reports])
     first = reports[0]
     seen: set[str] = set()
     results = ResultSpool()  # each shard's results read and written a case at a time
@@ -43,12 +44,15 @@ def merge(reports: Iterable[Report]) -> Report:
         refused=sum(r.refused for r in reports),
         refused_calls=[c for r in reports for c in r.refused_calls],
         model=first.model,
+        sandbox=first.sandbox,
+        judging=Judging.merged(r.judging for r in reports),
     )
     merged.results = results
     return merged
 
 
-def _check_shards(shards: list[str | None]) -> None:
+def check_shards(shards: list[str | None]) -> None:
+    """Shard labels (``i/n``) that cover 1..n exactly once, all of one split; or none at all."""
     if all(s is None for s in shards):
         return
     if any(s is None for s in shards):

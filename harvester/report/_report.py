@@ -14,6 +14,7 @@ from .._files import write_file
 from ..errors import ReportFormatError, pydantic_field
 from . import _render as render
 from ._compare import ALPHA, Comparison, compare
+from ._judging import Judging
 from ._metrics import by_tag, metrics_of, pass_hat_k, pass_hat_k_by_tag
 from ._results import CaseResult
 from ._spool import kept
@@ -52,6 +53,10 @@ class Report(_Strict):
     sealed: bool | None = None
     # How the agent's model was served (--model): live, recorded, recorded-then-live; None in older reports.
     model: str | None = None
+    # The sandbox tools (names or globs) a ``--sandbox`` replay let run for real; None without --sandbox.
+    sandbox: list[str] | None = None
+    # What the judges did (calls, cache hits, their own token cost, calibration); None: no judge ran.
+    judging: Judging | None = None
     # The release gate as the command that wrote this file judged it (``GateOutcome.to_dict()``, the
     # object ``harvester compare --json`` prints): for whoever reads the file; never read back as a verdict.
     release_gate: dict[str, Any] | None = None
@@ -79,6 +84,30 @@ class Report(_Strict):
             "warning: replayed without the seal (--no-seal): connections and processes the agent "
             "started were not checked, so a tool body may have reached the outside world"
         )
+
+    def sandbox_line(self) -> str | None:
+        """With ``--sandbox``, one line: the tools that ran for real (calls, and how many answered
+        otherwise than production), every other tool served from fixtures (None without --sandbox)."""
+        if self.sandbox is None:
+            return None
+        ran: dict[str, list[int]] = {}  # tool -> [calls, differing]
+        for r in self.results:
+            for c in r.sandboxed:
+                counts = ran.setdefault(c.tool, [0, 0])
+                counts[0] += 1
+                counts[1] += bool(c.differs)
+        if not ran:
+            return f"sandbox ({', '.join(self.sandbox)}): no tool ran for real; every tool served from fixtures"
+        parts = []
+        for tool, (n, differ) in ran.items():
+            said = f", {differ} differ{'s' * (differ == 1)} from production" if differ else ""
+            parts.append(f"{tool} ({n} call{'s' * (n != 1)}{said})")
+        tools = ", ".join(parts)
+        return f"sandbox: ran for real {tools}; every other tool served from fixtures"
+
+    def judging_lines(self) -> list[str]:
+        """The judges' bill, then a warning per judge that gated cases uncalibrated ([] without judges)."""
+        return [] if self.judging is None else [self.judging.line(), *self.judging.warnings()]
 
     def model_line(self) -> str | None:
         """With a recorded model, one line: cases served entirely from the recording, cases that drifted

@@ -35,11 +35,15 @@
     requests captured, harvested once, repeated under new ids), replayed with every model call served from
     the case's recording (``model="recorded"``), harness and serving included, the agent's model raising
     if called (target < 60 s on 2 cores); beside it the same suite with the live (scripted) model. Peak
-    traced memory replaying 250 and 1,000 cases, live and recorded: the report keeps every case's result
-    either way, so flat means serving the model adds nothing per case (target: recorded within 1.25x live
-    at 1,000). Needs a ``replay`` with ``model=``; without one, (g) times the live side only and says so.
+    traced memory replaying 250 and 1,000 cases, live and recorded (target: recorded within 1.25x live
+    at 1,000), and what each case adds to it from 250 to 1,000 (results stream to disk: what is left is
+    the plan's cases). Needs a ``replay`` with ``model=``; without one, (g) times the live side only.
 
-    python bench/replay.py [--cases 200] [--quick] [--only d|e|f|g]
+(h) Memory flat in cases: a replay of 200 and of 5,000 cases of (a)'s zero-latency agent, each in a fresh
+    process, the cases made as they are read and the report saved as the CLI saves it (JSON, summary);
+    peak resident memory (``ru_maxrss``) of each (target: 5,000 within 1.3x of 200).
+
+    python bench/replay.py [--cases 200] [--quick] [--only d|e|f|g|h]
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 from harvester.canonical import fixture_key
@@ -63,7 +68,11 @@ ARGS = {"query": "refund policy"}
 
 
 def cases(n: int, calls: int = 1, hosts: tuple[str, ...] = ()) -> list[AgentCase]:
-    return [
+    return list(iter_cases(n, calls, hosts))
+
+
+def iter_cases(n: int, calls: int = 1, hosts: tuple[str, ...] = ()) -> Iterator[AgentCase]:
+    return (
         AgentCase.model_validate(
             {
                 "id": f"bench-{i}",
@@ -85,7 +94,7 @@ def cases(n: int, calls: int = 1, hosts: tuple[str, ...] = ()) -> list[AgentCase
             }
         )
         for i in range(n)
-    ]
+    )
 
 
 def zero_latency(tools):
@@ -670,7 +679,6 @@ def bench_recorded(opts) -> bool:
         f"    the recorded model: {served_s:.1f} s ({served_s / n * 1000:.1f} ms/case), {served.passed}/{n} passed "
         f"as with the live model: {served.passed == live.passed} (target < 60 s) {'PASS' if ok else 'FAIL'}"
     )
-    # The report keeps every case's result, live or recorded: flat means serving adds nothing per case.
     peaks = [
         [_replay_peak_mb(suite[:k], build, **kw) for k in (n // 4, n)]
         for build, kw in ((_demo_agent, {}), (_offline_agent, kwargs))
@@ -681,7 +689,36 @@ def bench_recorded(opts) -> bool:
         f"{peaks[1][0]:.1f} / {peaks[1][1]:.1f} MB (target: recorded within 1.25x live at {n}) "
         f"{'PASS' if flat else 'FAIL'}"
     )
+    per_case = [(big - small) / (n - n // 4) * 1000 for small, big in peaks]
+    print(f"    per case from {n // 4} to {n}: live {per_case[0]:.1f} KB, recorded {per_case[1]:.1f} KB")
     return ok and flat
+
+
+def _rss_mb(n: int) -> float:
+    """(h)'s worker: replay ``n`` cases made as they are read, save the report, render its summary; the
+    process's peak resident memory in MB."""
+    import resource
+
+    with tempfile.TemporaryDirectory() as tmp:
+        report = replay(iter_cases(n), zero_latency)
+        report.save(Path(tmp) / "report.json")
+        report.summary()
+        assert report.passed == n, report.headline()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_memory(opts) -> bool:
+    small, big = (200, 2000) if opts.quick else (200, 5000)
+    peaks = [
+        float(subprocess.check_output([sys.executable, __file__, "--rss", str(n)], text=True)) for n in (small, big)
+    ]
+    ratio = peaks[1] / peaks[0]
+    ok = ratio <= 1.3
+    print(
+        f"(h) peak RSS of a replay, {small} / {big} cases of a zero-latency agent, each a fresh process: "
+        f"{peaks[0]:.1f} / {peaks[1]:.1f} MB, {ratio:.2f}x (target <= 1.3x) {'PASS' if ok else 'FAIL'}"
+    )
+    return ok
 
 
 SECTIONS = (
@@ -690,6 +727,7 @@ SECTIONS = (
     ("e", bench_seal),
     ("f", bench_connection),
     ("g", bench_recorded),
+    ("h", bench_memory),
 )
 
 
@@ -697,7 +735,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="fewer cases for (a), (c), (e) to (g), for CI smoke runs")
-    parser.add_argument("--only", choices=("d", "e", "f", "g"), help="run one benchmark")
+    parser.add_argument("--only", choices=("d", "e", "f", "g", "h"), help="run one benchmark")
+    parser.add_argument("--rss", type=int, help=argparse.SUPPRESS)  # be (h)'s worker, replaying this many cases
     parser.add_argument("--side", choices=("adapted", "decorated"), help=argparse.SUPPRESS)  # one side of (c)
     parser.add_argument("--worker", choices=tuple(WORKERS), help=argparse.SUPPRESS)  # a side of (e) or (f)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)  # (f)'s server
@@ -713,6 +752,9 @@ def main() -> int:
         return 0
     if opts.serve:
         serve(opts.serve)
+        return 0
+    if opts.rss:
+        print(f"{_rss_mb(opts.rss):.1f}")
         return 0
     ok = True
     for letter, section in SECTIONS:

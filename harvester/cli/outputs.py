@@ -8,7 +8,7 @@ the report is redacted with the project's rules before anything leaves the proce
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -17,13 +17,14 @@ import click
 from .._files import check_output, write_file
 from ..config import Config
 from ..errors import InputError, OutputError
-from ..report import GateOutcome, Report, render_html
+from ..report import GateOutcome, Report, render_html_chunks
 from ..report import redacted as redact_report
 
 __all__ = [
     "FILE_OUTPUTS",
     "Outputs",
     "check_outputs",
+    "html_bytes",
     "html_option",
     "junit_option",
     "markdown_option",
@@ -92,10 +93,11 @@ class Outputs:
 
 
 # Each file output: its Outputs field and how it is made from (report, baseline, outcome).
-FILE_OUTPUTS: list[tuple[str, Callable[[Report, Report | None, GateOutcome], bytes]]] = [
-    ("junit", lambda report, _base, _outcome: report.to_junit()),
-    ("markdown", lambda report, _base, outcome: report.to_markdown(outcome).encode()),
-    ("html", lambda report, base, outcome: render_html(report, base, outcome).encode()),
+# Written as they are made (a case at a time for JUnit and HTML): the report's results stay on disk.
+FILE_OUTPUTS: list[tuple[str, Callable[[Report, Report | None, GateOutcome], Iterable[bytes]]]] = [
+    ("junit", lambda report, _base, _outcome: report.junit_chunks()),
+    ("markdown", lambda report, _base, outcome: [report.to_markdown(outcome).encode()]),
+    ("html", lambda report, base, outcome: html_bytes(report, base, outcome)),
 ]
 
 
@@ -103,7 +105,8 @@ def write_outputs(out: Outputs, report: Report, baseline: Report | None, outcome
     """Write every requested file (the JSON to stdout for "-"); the errors of those that failed."""
     unwritten: list[OutputError] = []
     if out.json == "-":
-        sys.stdout.write(report.to_json().decode())
+        for chunk in report.chunks():
+            sys.stdout.write(chunk.decode())
     elif out.json:
         _write(unwritten, report.save, out.json)
     for name, make in FILE_OUTPUTS:
@@ -120,12 +123,17 @@ def redacted(report: Report, config: Config) -> Report:
     return redact_report(report, Redactor.from_option(redaction_for(config)))
 
 
-def _atomic(path: str, data: bytes) -> None:
+def html_bytes(report: Report, baseline: Report | None, outcome: GateOutcome) -> Iterator[bytes]:
+    """The HTML page, encoded as it is made: one self-contained file, written a case at a time."""
+    return (chunk.encode() for chunk in render_html_chunks(report, baseline, outcome))
+
+
+def _atomic(path: str, data: Iterable[bytes]) -> None:
     """A report file written whole or not at all, never through a planted symlink (``/dev/stdout`` works)."""
     write_file(path, data, atomic=True)
 
 
-def _made(path: str, make: Callable[..., bytes], *args: Any) -> None:
+def _made(path: str, make: Callable[..., Iterable[bytes]], *args: Any) -> None:
     _atomic(path, make(*args))
 
 

@@ -32,7 +32,6 @@ from ..report import (
     Report,
     evaluate_gates,
     parse_gate,
-    render_html,
 )
 from ..report import merge as merge_reports
 from ..suite import suite_info
@@ -52,6 +51,7 @@ from ._replay_options import (
 from .cases import cases_options
 from .outputs import (
     Outputs,
+    html_bytes,
     html_option,
     junit_option,
     markdown_option,
@@ -394,5 +394,5 @@ def report(
     gate_list = _gates(config, gates, base)
     rep = redacted(rep, config)
     outcome = _judge(rep, gate_list, base, (alpha, inconclusive), config)
-    write_file(html_path, render_html(rep, base, outcome).encode(), atomic=True)
+    write_file(html_path, html_bytes(rep, base, outcome), atomic=True)
     click.echo(f"wrote {html_path}: {len(rep.results)} results; {outcome.summary()}")

@@ -124,6 +124,8 @@ class HarvesterSession:
             settings = Settings.from_pytest(config)
             base_path = config.getoption("harvester_baseline")
             baseline = Report.load(base_path) if base_path else None
+            if baseline is not None:  # every item is judged against it: held in memory, not re-read per item
+                baseline.results = list(baseline.results)
             if not hasattr(config, "workerinput"):  # only the controller writes them
                 for kind, out in _outputs(config).items():
                     try:

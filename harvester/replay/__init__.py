@@ -9,18 +9,22 @@ evaluated, one report.
   calls in order; ``_drift``: how a live request differs from the recorded one, named.
 - ``_sandbox``: the tools ``--sandbox`` runs for real, and their answers compared with the recording.
 - ``_evaluate``: the checks, the judge, the recording's checks, recovery variants.
-- ``_results``: trials folded into a ``CaseResult``; ``_suite``: the plan, the scheduler, ``replay``.
+- ``_results``: trials folded into a ``CaseResult``, handed on as a ``Finished`` case; ``_suite``: the
+  plan, the scheduler, ``replay`` (results to disk as cases finish).
 """
 
 from ._agent import load_agent
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
+from ._results import CaseSink, Finished
 from ._sandbox import Sandbox, sandbox_for
 from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, in_shard, replay
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "INJECT_NEEDS_A_MODEL",
+    "CaseSink",
+    "Finished",
     "Judge",
     "LiveCall",
     "Progress",

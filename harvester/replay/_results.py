@@ -1,6 +1,9 @@
-"""A case's trials, folded into the ``CaseResult`` the report holds."""
+"""A case's trials, folded into the ``CaseResult`` the report holds, and handed on as the case finishes."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .. import checks as checklib
 from ..case import Case
@@ -10,7 +13,22 @@ from ._evaluate import divergence, no_fixture_calls, unused_calls
 from ._sandbox import sandbox_calls
 from ._trial import Outcome
 
-__all__ = ["case_result"]
+__all__ = ["CaseSink", "Finished", "case_result"]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One case done, as ``replay(on_case=...)`` hands it on: the case (``variant_of``: the case a
+    failure-injection variant was made from), every trial's outcome (each with the replayed ``run``),
+    and the result the report keeps. Nothing holds it after the sink returns."""
+
+    case: Case
+    variant_of: str | None
+    outcomes: list[Outcome]
+    result: CaseResult
+
+
+CaseSink = Callable[[Finished], None]
 
 
 def case_result(

@@ -1,5 +1,6 @@
 """The suite: which cases run (shards, recovery variants), at most ``concurrency`` trials at once under
-the calling thread's deadlines, and one report at the end.
+the calling thread's deadlines, each case's result on disk as soon as the case finishes (handed to an
+``on_case`` sink too), and one report over them at the end.
 
 An agent that raises, hangs or returns garbage fails its case; a check that raises fails its case;
 neither stops the suite, and the report is always written. Building the agent is told apart from
@@ -14,7 +15,7 @@ import contextlib
 import hashlib
 import queue
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,12 +26,12 @@ from ..checks import Panel
 from ..config import MODEL_MODES, Config, ModelMode
 from ..errors import AgentBuildError
 from ..fixtures import FixtureTools, recovery_variants
-from ..report import MAX_NO_FIXTURE_CALLS, Judging, Report
+from ..report import MAX_NO_FIXTURE_CALLS, Judging, Report, ResultSpool
 from ._agent import factory_name
 from ._evaluate import Judge, variant_case
 from ._live import LiveCall
 from ._policy import Policy
-from ._results import case_result
+from ._results import CaseSink, Finished, case_result
 from ._sandbox import Sandbox, sandbox_env
 from ._seal import last_seq, sealing, suite_refusals_since
 from ._trial import Job, Outcome, Runner
@@ -92,6 +93,7 @@ def replay(
     model: ModelMode = "live",
     sandbox: Sandbox | None = None,
     judges: Panel | None = None,
+    on_case: CaseSink | None = None,
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
@@ -109,7 +111,10 @@ def replay(
     ``sandbox``: tools that run for real (``replay --sandbox``), with its environment set and its hosts
     allowed by the seal while the replay runs; every other tool is served from fixtures.
     ``judges``: the panel that answers the ``judge:NAME`` checks of cases that name judges (None: they
-    are not judged).
+    are not judged). ``on_case``: called with each case's ``Finished`` (the case, its trials' outcomes
+    and runs, its result) as soon as the case has its verdict, from the calling thread. The report's
+    results are on disk (a ``ResultSpool``, in plan order), written as cases finish: memory stays flat
+    in the number of cases.
     """
     if model not in MODEL_MODES:
         raise ValueError(f"model must be one of {', '.join(MODEL_MODES)}, got {model!r}")
@@ -134,33 +139,51 @@ def replay(
         if policy is not None
         else contextlib.nullcontext()
     )
+    spool = ResultSpool()  # each case's result goes to disk as the case finishes, in plan order
+    builds = failed_builds = 0
+    build_error: str | None = None
+
+    def finish(index: int, case: Case, variant_of: str | None, outs: list[Outcome], verdict: str | None) -> None:
+        nonlocal builds, failed_builds, build_error
+        builds += len(outs)
+        failed = [o for o in outs if o.build_failed]
+        failed_builds += len(failed)
+        build_error = build_error or next((o.error for o in failed if o.error), None)
+        result = case_result(case, outs, variant_of, verdict)
+        spool.add(result, index)
+        if on_case is not None:
+            on_case(Finished(case, variant_of, outs, result))
+
     env = sandbox_env(sandbox.env) if sandbox is not None else contextlib.nullcontext()
     with seam.replaying_now(), sealed as suite_seal, env:
         runner.suite_seal = suite_seal
         runner.adapters.open(s for case, _ in plan if case.spec is not None for s in case.spec.recorded.instrumentation)
         try:
-            outcomes = _drive(runner, plan, trials, limit, timeout, progress)
-            confirmed = _confirm(runner, plan, outcomes, confirm, limit, timeout)
+            held: dict[int, Ran] = {}  # failed cases a --confirm rerun may yet call flaky
+            total = len(plan) * trials
+            for ran in _drive(runner, _indexed(plan), trials, limit, timeout, progress, total):
+                index, _, _, outs = ran
+                if confirm and not all(o.passed for o in outs) and not any(o.errored for o in outs):
+                    held[index] = ran
+                else:
+                    finish(*ran, None)
+            for ran, verdict in _confirm(runner, held, confirm, limit, timeout):
+                finish(*ran, verdict)
         finally:
             runner.adapters.close()
-    builds = [o for outs in outcomes for o in outs]
-    if builds and all(o.build_failed for o in builds):  # not one agent was built: the harness is wrong, not the cases
-        raise AgentBuildError(factory_name(build_agent), builds[0].error or "no agent built")
+    if builds and failed_builds == builds:  # not one agent was built: the harness is wrong, not the cases
+        raise AgentBuildError(factory_name(build_agent), build_error or "no agent built")
     name = suite if isinstance(suite, str) else getattr(suite, "name", None) or "suite"
     version = None if isinstance(suite, str) else getattr(suite, "version", None)
     refused = [  # each once, whichever cases were in flight
         *(LiveCall(o.name, o.args, "refused") for o in seam.orphans_since(refused_before)),
         *(LiveCall(r.target, None, "sealed", r.summary()) for r in suite_refusals_since(suite_seal, sealed_before)),
     ]
-    return Report(
+    report = Report(
         suite=name,
         suite_version=version,
         trials=trials,
         shard=f"{shard[0]}/{shard[1]}" if shard else None,
-        results=[
-            case_result(case, outs, variant_of, confirmed[i])
-            for i, ((case, variant_of), outs) in enumerate(zip(plan, outcomes))
-        ],
         refused=len(refused),
         refused_calls=[c.summary() for c in refused[:MAX_NO_FIXTURE_CALLS]],
         sealed=policy is not None,
@@ -168,6 +191,16 @@ def replay(
         sandbox=list(sandbox.tools) if sandbox is not None else None,
         judging=_judging(judges, plan),
     )
+    report.results = spool
+    return report
+
+
+ToRun = tuple[int, Case, "str | None"]  # a case's place in the plan, the case, the case it is a variant of
+Ran = tuple[int, Case, "str | None", list[Outcome]]  # ... and every trial's outcome
+
+
+def _indexed(plan: Iterable[tuple[Case, str | None]]) -> Iterator[ToRun]:
+    return ((i, case, variant_of) for i, (case, variant_of) in enumerate(plan))
 
 
 def _judging(panel: Panel | None, plan: list[tuple[Case, str | None]]) -> Judging | None:
@@ -181,59 +214,54 @@ def _judging(panel: Panel | None, plan: list[tuple[Case, str | None]]) -> Judgin
 
 
 def _confirm(
-    runner: Runner,
-    plan: list[tuple[Case, str | None]],
-    outcomes: list[list[Outcome]],
-    confirm: int,
-    limit: int,
-    timeout: float,
-) -> list[str | None]:
+    runner: Runner, held: dict[int, Ran], confirm: int, limit: int, timeout: float
+) -> Iterator[tuple[Ran, str | None]]:
     """Rerun each failed (not errored) case up to ``confirm`` times, one round at a time, until a rerun
-    passes ("flaky") or every rerun failed ("confirmed"); the reruns join the case's outcomes."""
-    verdicts: list[str | None] = [None] * len(plan)
-    pending = [
-        i for i, outs in enumerate(outcomes) if not all(o.passed for o in outs) and not any(o.errored for o in outs)
-    ]
+    passes ("flaky") or every rerun failed ("confirmed"); the reruns join the case's outcomes, and each
+    case is handed back with its verdict as soon as it has one."""
     for _ in range(confirm):
-        if not pending:
+        if not held:
             break
-        reruns = _drive(runner, [plan[i] for i in pending], 1, limit, timeout, None)
-        still = []
-        for i, outs in zip(pending, reruns):
-            outcomes[i].extend(outs)
+        again = [(i, case, variant_of) for i, case, variant_of, _ in held.values()]
+        for index, _, _, outs in _drive(runner, again, 1, limit, timeout, None, 0):
+            held[index][3].extend(outs)
             if outs and outs[0].passed:
-                verdicts[i] = "flaky"
-            else:
-                still.append(i)
-        pending = still
-    if confirm:
-        for i in pending:
-            verdicts[i] = "confirmed"
-    return verdicts
+                yield held.pop(index), "flaky"
+    for ran in held.values():
+        yield ran, "confirmed" if confirm else None
 
 
 def _drive(
     runner: Runner,
-    plan: list[tuple[Case, str | None]],
+    plan: Iterable[ToRun],
     trials: int,
     limit: int,
     timeout: float,
     progress: Progress | None,
-) -> list[list[Outcome]]:
-    """Run every case-trial, at most ``limit`` at once, and give up on any that outlives ``timeout``."""
-    jobs = iter([Job(i, case, t) for i, (case, _) in enumerate(plan) for t in range(trials)])
-    outcomes: list[list[Outcome]] = [[] for _ in plan]
-    total = remaining = len(plan) * trials
+    total: int,
+) -> Iterator[Ran]:
+    """Run every case-trial, at most ``limit`` at once, and give up on any that outlives ``timeout``;
+    each case is handed back with its outcomes as soon as its last trial ends, in the order cases
+    finish. Only the cases in flight are held: jobs are made from ``plan`` as slots free up."""
+    jobs = ((Job(i, case, t), variant_of) for i, case, variant_of in plan for t in range(trials))
+    outcomes: dict[int, Ran] = {}  # the cases in flight, with the trials finished so far
     done: queue.SimpleQueue[tuple[Job, Outcome]] = queue.SimpleQueue()
     inflight: dict[int, tuple[Job, float, int, FixtureTools]] = {}  # id(job) -> job, deadline, trace id, executor
     grace = 1.0  # an async agent is cancelled at the timeout: let it report that itself
-    while remaining:
-        while len(inflight) < limit:
-            job = next(jobs, None)
-            if job is None:
+    finished_n = 0
+    exhausted = False
+    while True:
+        while not exhausted and len(inflight) < limit:
+            planned = next(jobs, None)
+            if planned is None:
+                exhausted = True
                 break
+            job, variant_of = planned
+            outcomes.setdefault(job.index, (job.index, job.case, variant_of, []))
             trace_id, tools = runner.start(job, done)
             inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools)
+        if not inflight:
+            return
         # The deadline is the agent's: once it answered, its checks and judges take what they take (a
         # judge is bounded by its own timeout), and a slow judge never reads as an agent that hung.
         running = [entry[1] for entry in inflight.values() if id(entry[0]) not in runner.answered]
@@ -263,11 +291,13 @@ def _drive(
             runner.answered.discard(id(job))
             if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped
                 continue
-            outcomes[job.index].append(outcome)
-            remaining -= 1
+            outs = outcomes[job.index][3]
+            outs.append(outcome)
+            finished_n += 1
             if progress is not None:
-                progress(total - remaining, total)
-    return outcomes
+                progress(finished_n, total)
+            if len(outs) == trials:
+                yield outcomes.pop(job.index)
 
 
 @dataclass

@@ -6,9 +6,10 @@ release, so a drop only counts when a one-sided Fisher exact test says it is unl
 smaller drops are listed as "changed, not significant" so nobody loses sight of them.
 
 One module per concept: ``_results`` (one case), ``_metrics`` (figures and the statistics),
-``_compare`` (against a baseline), ``_judging`` (what the judges did and cost), ``_report`` (the report
-and its file), ``_render`` (terminal, JUnit, Markdown), ``_html`` (the HTML page), ``_merge`` (shards),
-``_gates`` (release gates).
+``_compare`` (against a baseline), ``_judging`` (what the judges did and cost), ``_report`` (the report),
+``_spool`` (results on disk, read a case at a time), ``_stream`` (the report file, written and read a
+result at a time), ``_render`` (terminal, JUnit, Markdown), ``_html`` (the HTML page), ``_merge``
+(shards), ``_gates`` (release gates).
 """
 
 from .._files import check_output, write_file
@@ -28,6 +29,7 @@ from ._html import attr as html_attr
 from ._html import case_verdict
 from ._html import e as html_text
 from ._html import html as render_html
+from ._html import html_chunks as render_html_chunks
 from ._html import page as html_page
 from ._html import table as html_table
 from ._html_assets import CSS as HTML_CSS
@@ -52,6 +54,7 @@ from ._results import (
     SandboxCall,
     args_text,
 )
+from ._spool import ResultSpool
 
 __all__ = [
     "HTML_CSS",
@@ -89,6 +92,7 @@ __all__ = [
     "SandboxCall",
     "RATES",
     "Report",
+    "ResultSpool",
     "SCHEMA",
     "args_text",
     "by_tag",
@@ -107,5 +111,6 @@ __all__ = [
     "metrics_of",
     "parse_gate",
     "render_html",
+    "render_html_chunks",
     "write_file",
 ]

@@ -4,11 +4,13 @@ count changed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._metrics import COST_METRICS, METRICS, delta, fmt, metrics_of, priced_in_both
 from ._results import CaseResult
+from ._spool import kept
 from ._verdict import MAX_TRIALS_ASKED, Verdict, verdict
 
 if TYPE_CHECKING:
@@ -87,7 +89,21 @@ def failed_too_text(n: int) -> str:
     return f"{n} case{'s' * (n != 1)} failed in the baseline too"
 
 
-def _decides(before: CaseResult, now: CaseResult, v: Verdict) -> str:
+class _Was(NamedTuple):
+    """What the comparison keeps of a baseline case while it reads the current report."""
+
+    passed: bool
+    passes: int
+    trials: int
+    errored: bool
+    steps: int
+
+
+def _in(ids: set[str]) -> Callable[[CaseResult], bool]:
+    return lambda r: r.id in ids
+
+
+def _decides(before: _Was, now: CaseResult, v: Verdict) -> str:
     seen = f"passed {before.passes}/{before.trials} trials, now {now.passes}/{now.trials}"
     if v.needed is None:
         return f"{seen}: not decidable within {MAX_TRIALS_ASKED} trials per side"
@@ -119,9 +135,10 @@ def compare(report: Report, baseline: Report, alpha: float = ALPHA) -> Compariso
             "both ran"
         )
     out.warnings += [w for w in (_trial_warning(baseline, report), baseline.read_note) if w]
-    before = {r.id: r for r in baseline.results}
-    now_ids = {r.id for r in report.results}
+    before = {r.id: _Was(r.passed, r.passes or 0, r.trials, r.errored, r.steps) for r in baseline.results}
+    now_ids: set[str] = set()
     for r in report.results:
+        now_ids.add(r.id)
         b = before.get(r.id)
         if b is None:
             out.added.append(r.id)
@@ -159,9 +176,10 @@ def compare(report: Report, baseline: Report, alpha: float = ALPHA) -> Compariso
     ):
         lst.sort()
     out.steps = dict(sorted(out.steps.items()))
-    shared = [r for r in report.results if r.id in before]
-    mine, theirs = metrics_of(shared), metrics_of([before[r.id] for r in shared])
-    priced_before, priced_now, _, _ = priced_in_both([before[r.id] for r in shared], shared)
+    # The figures over the cases both ran, each report read again (a result at a time, as it is on disk).
+    shared, theirs_shared = kept(report.results, lambda r: r.id in before), kept(baseline.results, _in(now_ids))
+    mine, theirs = metrics_of(shared), metrics_of(theirs_shared)
+    priced_before, priced_now, _, _ = priced_in_both(theirs_shared, shared)
     costs_before, costs_now = metrics_of(priced_before), metrics_of(priced_now)
     out.deltas = {m: (costs_before[m], costs_now[m]) if m in COST_METRICS else (theirs[m], mine[m]) for m in METRICS}
     return out

@@ -23,6 +23,7 @@ from ..errors import GateError
 from ._compare import ALPHA, Comparison, failed_too_text
 from ._metrics import COST_METRICS, METRICS, cost_unknown, delta, is_rate, priced_in_both
 from ._report import Report
+from ._spool import kept
 
 __all__ = [
     "DEFAULT_GATES",
@@ -263,8 +264,8 @@ def evaluate_gates(
     shared_now = shared_before = None
     if baseline is not None:  # deltas over the cases both ran: another suite version adds and drops some
         before_ids, now_ids = {r.id for r in baseline.results}, {r.id for r in report.results}
-        shared_now = report.model_copy(update={"results": [r for r in report.results if r.id in before_ids]})
-        shared_before = baseline.model_copy(update={"results": [r for r in baseline.results if r.id in now_ids]})
+        shared_now = report.model_copy(update={"results": kept(report.results, lambda r: r.id in before_ids)})
+        shared_before = baseline.model_copy(update={"results": kept(baseline.results, lambda r: r.id in now_ids)})
     results = []
     for gate in parsed:
         left_out = _left_out(gate.metric, report)

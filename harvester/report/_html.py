@@ -14,6 +14,7 @@ the one JSON blob in a ``<script>`` with ``<``, ``>``, ``&`` and U+2028/9 as ``\
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from ._gates import GateOutcome
     from ._report import Report
 
-__all__ = ["attr", "case_verdict", "e", "html", "page", "script_json", "table"]
+__all__ = ["attr", "case_verdict", "e", "html", "html_chunks", "page", "page_chunks", "script_json", "table"]
 
 
 def e(value: object) -> str:
@@ -61,21 +62,31 @@ def case_verdict(r: CaseResult) -> str:
 
 
 def html(report: Report, baseline: Report | None = None, outcome: GateOutcome | None = None) -> str:
-    """The page for ``report`` (against ``baseline``; ``outcome`` as the command judged it, else the
-    default gates)."""
+    """The page for ``report`` (against ``baseline``; ``outcome`` as judged, else the default gates)."""
+    return "".join(html_chunks(report, baseline, outcome))
+
+
+def html_chunks(report: Report, baseline: Report | None = None, outcome: GateOutcome | None = None) -> Iterator[str]:
+    """``html`` as it is written, a case at a time (``page_chunks``)."""
     if outcome is None:
         from ._gates import evaluate_gates
 
         outcome = evaluate_gates(report, (), baseline)
-    version = f" {report.suite_version}" if report.suite_version else ""
-    return page(f"harvester replay: {report.suite}{version}", _suite(report, baseline, outcome), report.results)
+    title = f"harvester replay: {report.suite}" + (f" {report.suite_version}" if report.suite_version else "")
+    yield from page_chunks(title, _suite(report, baseline, outcome), report.results)
 
 
-def page(title: str, top: str, results: list[CaseResult]) -> str:
+def page(title: str, top: str, results: Sequence[CaseResult]) -> str:
     """A whole page: ``title``, ``top`` (markup the caller escaped), then every result as a case the
     filters (failed only, tag, text) can show or hide. ``harvester shadow --html`` lays its runs out so too."""
+    return "".join(page_chunks(title, top, results))
+
+
+def page_chunks(title: str, top: str, results: Sequence[CaseResult]) -> Iterator[str]:
+    """``page`` as it is written, a case at a time: one self-contained file, built from two passes over
+    ``results`` (its tags, then its cases), so a spool on disk is never held whole."""
     tags = sorted({t for r in results for t in r.tags})
-    parts = [
+    yield from (
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width,initial-scale=1">',
         f"<title>{e(title)}</title><style>{CSS}</style></head><body>",
@@ -84,12 +95,11 @@ def page(title: str, top: str, results: list[CaseResult]) -> str:
         '<label>tag <select id=f-tag><option value="">all</option></select></label>',
         '<input type=search id=f-text placeholder="search ids, checks, tools, answers" aria-label=search>',
         "<span id=f-count class=mute></span></nav><main id=cases>",
-    ]
-    parts += [_case(r) for r in results]
-    parts.append("</main>")
-    parts.append(f"<script type=application/json id=harvester-data>{script_json({'tags': tags})}</script>")
-    parts.append(f"<script>{JS}</script></body></html>\n")
-    return "".join(parts)
+    )
+    yield from (_case(r) for r in results)
+    yield "</main>"
+    yield f"<script type=application/json id=harvester-data>{script_json({'tags': tags})}</script>"
+    yield f"<script>{JS}</script></body></html>\n"
 
 
 # -- the suite ------------------------------------------------------------------------------------

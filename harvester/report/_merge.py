@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from ..errors import ReportFormatError
 from ._judging import Judging
 from ._report import Report
-from ._results import CaseResult
+from ._spool import ResultSpool
 
 __all__ = ["check_shards", "merge"]
 
@@ -26,7 +26,7 @@ def merge(reports: Iterable[Report]) -> Report:
     check_shards([r.shard for r in reports])
     first = reports[0]
     seen: set[str] = set()
-    results: list[CaseResult] = []
+    results = ResultSpool()  # each shard's results read and written a case at a time
     for rep in reports:
         if (rep.suite, rep.suite_version) != (first.suite, first.suite_version):
             raise ReportFormatError(
@@ -36,18 +36,19 @@ def merge(reports: Iterable[Report]) -> Report:
             if r.id in seen:
                 raise ReportFormatError(f"case {r.id!r} appears in two reports (overlapping shards?)")
             seen.add(r.id)
-            results.append(r)
-    return Report(
+            results.add(r)
+    merged = Report(
         suite=first.suite,
         suite_version=first.suite_version,
         trials=max(r.trials for r in reports),
-        results=results,
         refused=sum(r.refused for r in reports),
         refused_calls=[c for r in reports for c in r.refused_calls],
         model=first.model,
         sandbox=first.sandbox,
         judging=Judging.merged(r.judging for r in reports),
     )
+    merged.results = results
+    return merged
 
 
 def check_shards(shards: list[str | None]) -> None:

@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from ._results import CaseResult
+from ._spool import kept
 
 __all__ = [
     "COST_METRICS",
@@ -20,6 +21,7 @@ __all__ = [
     "is_rate",
     "metrics_of",
     "pass_hat_k",
+    "pass_hat_k_by_tag",
 ]
 
 
@@ -56,68 +58,132 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def metrics_of(results: Sequence[CaseResult], refused: int = 0) -> dict[str, float | None]:
+def metrics_of(results: Iterable[CaseResult], refused: int = 0) -> dict[str, float | None]:
     """The release metrics over some results (``refused``: the report's calls refused with no case to
-    own them, which count as live tool calls). ``None`` = no data (no variants, no known cost)."""
-    evaluated = [r for r in results if not r.errored]
-    tasks = [r for r in evaluated if r.variant_of is None]
-    variants = [r for r in evaluated if r.variant_of is not None]
-    steps = sorted(r.steps for r in tasks)
-    calls = sum(r.tool_calls for r in evaluated)
-    priced = [r for r in tasks if r.cost is not None]  # an unknown cost is left out, never read as 0
-    costs = [(r.cost or 0.0) * r.trials for r in priced]
-    successes = sum(r.passes or 0 for r in priced)
+    own them, which count as live tool calls), in one pass: they may be a spool on disk. ``None`` = no
+    data (no variants, no known cost)."""
+    t = _Tally()
+    for r in results:
+        t.add(r)
+    steps = sorted(t.steps)
     return {
-        "task_completion": _mean([r.pass_rate for r in tasks]),
-        "errored": float(len(results) - len(evaluated)),
+        "task_completion": _mean(t.task_rates),
+        "errored": float(t.errored),
         "mean_steps": _mean([float(s) for s in steps]),
         "p95_steps": float(steps[max(0, math.ceil(0.95 * len(steps)) - 1)]) if steps else None,  # nearest rank
-        "tool_calls": float(sum(r.tool_calls for r in tasks)),
-        "mean_cost": _mean([r.cost for r in priced if r.cost is not None]),
-        "unauthorised_actions": float(sum(r.unauthorised for r in results)),
-        "live_tool_calls": float(sum(r.live_calls for r in results) + refused),
-        "recovery_rate": _mean([r.pass_rate for r in variants]),
-        "redundant_call_rate": sum(r.redundant_calls for r in results) / calls if calls else 0.0,
-        "cost_per_success": sum(costs) / successes if costs and successes else None,
-        "abstention_rate": _mean([float(r.abstained) for r in tasks]),
-        "divergence_rate": _mean([float(r.divergence is not None or r.no_fixture > 0) for r in tasks]),
+        "tool_calls": float(t.task_calls),
+        "mean_cost": t.cost_sum / t.priced if t.priced else None,
+        "unauthorised_actions": float(t.unauthorised),
+        "live_tool_calls": float(t.live + refused),
+        "recovery_rate": _mean(t.variant_rates),
+        "redundant_call_rate": t.redundant / t.calls if t.calls else 0.0,
+        "cost_per_success": t.trial_costs / t.successes if t.priced and t.successes else None,
+        "abstention_rate": t.abstained / len(t.task_rates) if t.task_rates else None,
+        "divergence_rate": t.diverged / len(t.task_rates) if t.task_rates else None,
     }
+
+
+class _Tally:
+    """What ``metrics_of`` needs of each result: sums, and a number per case for the rates and p95."""
+
+    def __init__(self) -> None:
+        self.task_rates: list[float] = []
+        self.variant_rates: list[float] = []
+        self.steps: list[int] = []
+        self.errored = self.calls = self.task_calls = self.unauthorised = self.live = self.redundant = 0
+        self.priced = self.successes = self.abstained = self.diverged = 0
+        self.cost_sum = self.trial_costs = 0.0
+
+    def add(self, r: CaseResult) -> None:
+        self.unauthorised += r.unauthorised
+        self.live += r.live_calls
+        self.redundant += r.redundant_calls
+        if r.errored:
+            self.errored += 1
+            return
+        self.calls += r.tool_calls
+        if r.variant_of is not None:
+            self.variant_rates.append(r.pass_rate)
+            return
+        self.task_rates.append(r.pass_rate)
+        self.steps.append(r.steps)
+        self.task_calls += r.tool_calls
+        self.abstained += r.abstained
+        self.diverged += r.divergence is not None or r.no_fixture > 0
+        if r.cost is not None:  # an unknown cost is left out, never read as 0
+            self.priced += 1
+            self.cost_sum += r.cost
+            self.trial_costs += r.cost * r.trials
+            self.successes += r.passes or 0
 
 
 COST_METRICS: frozenset[str] = frozenset({"cost_per_success", "mean_cost"})
 
 
-def cost_unknown(results: Sequence[CaseResult]) -> tuple[int, int]:
+def cost_unknown(results: Iterable[CaseResult]) -> tuple[int, int]:
     """(cases whose cost is unknown, cases): what a cost metric left out."""
-    tasks = [r for r in results if r.variant_of is None]
-    return sum(r.cost is None for r in tasks), len(tasks)
+    unknown = cases = 0
+    for r in results:
+        if r.variant_of is None:
+            cases, unknown = cases + 1, unknown + (r.cost is None)
+    return unknown, cases
 
 
 def priced_in_both(
     before: Sequence[CaseResult], now: Sequence[CaseResult]
-) -> tuple[list[CaseResult], list[CaseResult], int, int]:
+) -> tuple[Sequence[CaseResult], Sequence[CaseResult], int, int]:
     """(before, now) kept to the cases whose cost both know (and every variant), (cases left out,
     cases): a cost delta over them, so a case whose cost became unknown does not read as one that got
-    cheaper, nor one whose cost became known as one that got dearer."""
+    cheaper, nor one whose cost became known as one that got dearer. Kept as the same kind of sequence
+    (a spool stays on disk); what is held is the ids."""
     known = {r.id for r in before if r.cost is not None} & {r.id for r in now if r.cost is not None}
-    tasks = [r for r in now if r.variant_of is None]
+    unknown, cases = 0, 0
+    for r in now:
+        if r.variant_of is None:
+            cases, unknown = cases + 1, unknown + (r.id not in known)
 
-    def keep(results: Sequence[CaseResult]) -> list[CaseResult]:
-        return [r for r in results if r.variant_of is not None or r.id in known]
+    def keep(r: CaseResult) -> bool:
+        return r.variant_of is not None or r.id in known
 
-    return keep(before), keep(now), sum(r.id not in known for r in tasks), len(tasks)
+    return kept(before, keep), kept(now, keep), unknown, cases
 
 
 def pass_hat_k(results: Iterable[CaseResult], trials: int) -> dict[int, float]:
     """pass^k for k = 1..trials with tau-bench's estimator: the mean over cases of C(c, k) / C(n, k),
-    c the case's passes of its n trials ("how often does it get this right k times in a row")."""
-    cases = [r for r in results if r.variant_of is None and not r.errored and r.trials >= 1]
-    out: dict[int, float] = {}
-    for k in range(1, trials + 1):
-        rated = [math.comb(r.passes or 0, k) / math.comb(r.trials, k) for r in cases if r.trials >= k]
-        if rated:
-            out[k] = sum(rated) / len(rated)
-    return out
+    c the case's passes of its n trials ("how often does it get this right k times in a row"). One pass."""
+    k_sums = _KSums(trials)
+    for r in results:
+        k_sums.add(r)
+    return k_sums.means()
+
+
+def pass_hat_k_by_tag(results: Iterable[CaseResult], trials: int) -> dict[str, dict[int, float]]:
+    """``pass_hat_k`` per tag (every tag ``by_tag`` shows), sorted by tag, in one pass over the results."""
+    by: dict[str, _KSums] = {}
+    for r in results:
+        if r.errored:
+            continue
+        for tag in r.tags:
+            by.setdefault(tag, _KSums(trials)).add(r)
+    return {tag: by[tag].means() for tag in sorted(by)}
+
+
+class _KSums:
+    """pass^k's running sums: per k, C(c, k) / C(n, k) summed over the cases rated at k, and their count."""
+
+    def __init__(self, trials: int) -> None:
+        self.trials = trials
+        self.sums, self.counts = [0.0] * (trials + 1), [0] * (trials + 1)
+
+    def add(self, r: CaseResult) -> None:
+        if r.variant_of is not None or r.errored or r.trials < 1:
+            return
+        for k in range(1, min(self.trials, r.trials) + 1):
+            self.sums[k] += math.comb(r.passes or 0, k) / math.comb(r.trials, k)
+            self.counts[k] += 1
+
+    def means(self) -> dict[int, float]:
+        return {k: self.sums[k] / self.counts[k] for k in range(1, self.trials + 1) if self.counts[k]}
 
 
 def fisher_drop_p(base_pass: int, base_fail: int, now_pass: int, now_fail: int) -> float:

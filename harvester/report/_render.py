@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 from ._compare import failed_too_text
 from ._inert import inert
@@ -13,8 +14,11 @@ from ._metrics import by_tag, fmt
 if TYPE_CHECKING:
     from ._gates import GateOutcome
     from ._report import Report
+    from ._results import CaseResult
 
-__all__ = ["junit", "markdown", "summary"]
+__all__ = ["junit", "junit_chunks", "markdown", "summary"]
+
+_T = TypeVar("_T")
 
 SUMMARY_FAILURES = 10  # failing cases the terminal summary details; the files list every one
 SUMMARY_DIFFERS = 10  # cases the summary lists as differing from their recording
@@ -40,81 +44,104 @@ def summary(report: Report) -> str:
         lines.append(
             f"confirm: {len(confirmed)} failed every rerun too {confirmed}   flaky (passed a rerun) {flaky_now}"
         )
-    if report.errored:
-        shown = "; ".join(f"{r.id}: {r.error or 'not evaluated'}" for r in report.errored[:3])
-        lines.append(f"errored {len(report.errored)} (not evaluated, out of the pass rates): {shown}")
+    errored, n_errored = _first((r for r in report.results if r.errored), 3)
+    if n_errored:
+        shown = "; ".join(f"{r.id}: {r.error or 'not evaluated'}" for r in errored)
+        lines.append(f"errored {n_errored} (not evaluated, out of the pass rates): {shown}")
     rec = report.recovery()
     if rec["by_mode"]:
         lines.append(report.recovery_line())
-    failing = [r for r in report.results if not r.passed and not r.errored]
-    for r in failing[:SUMMARY_FAILURES]:
+    failing, n_failing = _first((r for r in report.results if not r.passed and not r.errored), SUMMARY_FAILURES)
+    for r in failing:
         sure = " (confirmed: every rerun failed too)" if r.confirmation == "confirmed" else ""
         lines.append(f"FAIL {r.id}: {r.why}{sure}" if r.why else f"FAIL {r.id}{sure}")
         # a check that only restates the agent error ("stopped with error (<error>)") is left out here
         lines.extend(f"  - {reason}" for reason in r.reasons() if not (r.error and reason.endswith(f"({r.error})")))
         if r.trials > 1:
             lines.append(f"  - passed {r.passes}/{r.trials} trials")
-    if len(failing) > SUMMARY_FAILURES:
+    if n_failing > SUMMARY_FAILURES:
         lines.append(
-            f"... and {len(failing) - SUMMARY_FAILURES} more failing cases (all of them in --json, "
-            "--junit and --markdown)"
+            f"... and {n_failing - SUMMARY_FAILURES} more failing cases (all of them in --json, --junit and --markdown)"
         )
     if report.refused:
         lines.append(
             f"refused {report.refused} call{'s' if report.refused != 1 else ''} made outside any case: "
             f"{'; '.join(report.refused_calls)}"
         )
-    unchecked = [(r.id, c) for r in report.results for c in r.checks if c.passed is None]
+    unchecked, n_unchecked = _first(((r.id, c) for r in report.results for c in r.checks if c.passed is None), 5)
     if unchecked:
-        lines.append(
-            f"not checked ({len(unchecked)}): " + "; ".join(f"{i}: {c.name}: {c.detail}" for i, c in unchecked[:5])
-        )
-    differing = report.differing()
+        lines.append(f"not checked ({n_unchecked}): " + "; ".join(f"{i}: {c.name}: {c.detail}" for i, c in unchecked))
+    differing, n_differing = _first(report.differing(), SUMMARY_DIFFERS)
     if differing:
         lines.append("differs from the recording (passing or failing):")
-        lines += [f"  ~ {r.id}: {text}" for r, text in differing[:SUMMARY_DIFFERS]]
-        if len(differing) > SUMMARY_DIFFERS:
-            lines.append(f"  ... and {len(differing) - SUMMARY_DIFFERS} more (every case in --json and --markdown)")
+        lines += [f"  ~ {r.id}: {text}" for r, text in differing]
+        if n_differing > SUMMARY_DIFFERS:
+            lines.append(f"  ... and {n_differing - SUMMARY_DIFFERS} more (every case in --json and --markdown)")
     return "\n".join(lines)
+
+
+def _first(items: Iterable[_T], n: int) -> tuple[list[_T], int]:
+    """The first ``n`` of ``items`` and how many there are: what a summary shows of a long list."""
+    first: list[_T] = []
+    count = 0
+    for item in items:
+        count += 1
+        if count <= n:
+            first.append(item)
+    return first, count
 
 
 def junit(report: Report) -> bytes:
     """JUnit XML: one testcase per case; failure text = the failed checks' details."""
-    errors = sum(1 for r in report.results if r.errored or (r.error and not r.passed))
-    failures = sum(1 for r in report.results if not r.passed) - errors
-    suite = ET.Element(
+    return b"".join(junit_chunks(report))
+
+
+def junit_chunks(report: Report) -> Iterator[bytes]:
+    """The JUnit XML as it is written, a testcase at a time: the suite's counts from a first pass over
+    the results, each testcase from a second (a spool on disk is never held whole)."""
+    tests = errors = failed = 0
+    seconds = 0.0
+    for r in report.results:
+        tests, seconds = tests + 1, seconds + r.duration_ms / 1000
+        errors += r.errored or bool(r.error and not r.passed)
+        failed += not r.passed
+    failures = failed - errors
+    root = ET.Element("testsuites", name="harvester", tests=str(tests), failures=str(failures), errors=str(errors))
+    suite = ET.SubElement(
+        root,
         "testsuite",
         name=report.suite,
-        tests=str(len(report.results)),
+        tests=str(tests),
         failures=str(failures),
         errors=str(errors),
         skipped="0",
         timestamp=report.created_at,
-        time=f"{sum(r.duration_ms for r in report.results) / 1000:.3f}",
+        time=f"{seconds:.3f}",
     )
+    ET.SubElement(suite, "cases")  # where the testcases go: the frame is written around it
+    head, _, tail = ET.tostring(root, encoding="utf-8", xml_declaration=True).partition(b"<cases />")
+    yield head
     for r in report.results:
-        case = ET.SubElement(
-            suite, "testcase", classname=_xml(report.suite), name=_xml(r.id), time=f"{r.duration_ms / 1000:.3f}"
-        )
-        if not r.passed:
-            # type: the failed check (or the agent's error type); message: what it saw
-            failed = r.failed_checks()
-            reasons = r.reasons() or [f"passed {r.passes}/{r.trials} trials"]
-            if r.errored or r.error:  # the agent raised, or the harness could not run it: an <error>
-                kind, message, tag = (r.error or "error").split(":", 1)[0], reasons[0], "error"
-            else:
-                kind, message, tag = (
-                    (failed[0].name, failed[0].detail, "failure") if failed else ("trials", reasons[0], "failure")
-                )
-            el = ET.SubElement(case, tag, message=_xml(message)[:500], type=_xml(kind))
-            el.text = _xml("\n".join(reasons + ([r.divergence.summary()] if r.divergence else [])))
-        out = f"why: {r.why}\ntrajectory: {r.trajectory}\nstop: {r.stop}\nanswer: {r.answer or ''}"
-        ET.SubElement(case, "system-out").text = _xml(out)
-    root = ET.Element(
-        "testsuites", name="harvester", tests=suite.get("tests", "0"), failures=str(failures), errors=str(errors)
-    )
-    root.append(suite)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+        yield ET.tostring(_testcase(report, r), encoding="utf-8")
+    yield tail + b"\n"
+
+
+def _testcase(report: Report, r: CaseResult) -> ET.Element:
+    case = ET.Element("testcase", classname=_xml(report.suite), name=_xml(r.id), time=f"{r.duration_ms / 1000:.3f}")
+    if not r.passed:
+        # type: the failed check (or the agent's error type); message: what it saw
+        failed = r.failed_checks()
+        reasons = r.reasons() or [f"passed {r.passes}/{r.trials} trials"]
+        if r.errored or r.error:  # the agent raised, or the harness could not run it: an <error>
+            kind, message, tag = (r.error or "error").split(":", 1)[0], reasons[0], "error"
+        else:
+            first = (failed[0].name, failed[0].detail) if failed else ("trials", reasons[0])
+            kind, message, tag = *first, "failure"
+        el = ET.SubElement(case, tag, message=_xml(message)[:500], type=_xml(kind))
+        el.text = _xml("\n".join(reasons + ([r.divergence.summary()] if r.divergence else [])))
+    out = f"why: {r.why}\ntrajectory: {r.trajectory}\nstop: {r.stop}\nanswer: {r.answer or ''}"
+    ET.SubElement(case, "system-out").text = _xml(out)
+    return case
 
 
 def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
@@ -144,13 +171,12 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
                 + " |"
             )
         lines.append("")
-    variants = report.variants
-    if variants:
-        lines += [
-            f"{inert(report.recovery_line())} ({sum(r.passed for r in variants)}/{len(variants)} "
-            "failure-injection variants passed)",
-            "",
-        ]
+    n_variants = passed = 0
+    for r in report.results:
+        if r.variant_of is not None:
+            n_variants, passed = n_variants + 1, passed + r.passed
+    if n_variants:
+        lines += [f"{inert(report.recovery_line())} ({passed}/{n_variants} failure-injection variants passed)", ""]
     lines += ["| metric | value |", "| --- | --- |"]
     lines += [f"| {m} | {fmt(v)} |" for m, v in report.metrics().items()]
     lines += [f"| tag:{inert(t)} | {v:.0%} |" for t, v in report.by_tag().items()]
@@ -172,23 +198,22 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
                 lines.append(f"Flips: pass -> fail {_ids(c.pass_to_fail)}; fail -> pass {_ids(c.fail_to_pass)}")
             lines += [f"Steps: {inert(i)} {b} -> {n}" for i, (b, n) in c.steps.items()]
             lines += [f"> warning: {inert(w)}" for w in c.warnings]
-    failing = [r for r in report.results if not r.passed]
-    if failing:
-        lines += ["", "### Failing cases", ""]
-        for r in failing:
-            lines.append(f"- **{inert(r.id)}**: {inert(r.why)}")
-            lines += [f"  - {inert(reason)}" for reason in r.reasons()]
-            if r.divergence is not None:
-                lines.append(f"  - {inert(r.divergence.summary())}")
-    differing = report.differing()
+    heading = ["", "### Failing cases", ""]
+    for r in report.results:
+        if r.passed:
+            continue
+        lines += heading
+        heading = []
+        lines.append(f"- **{inert(r.id)}**: {inert(r.why)}")
+        lines += [f"  - {inert(reason)}" for reason in r.reasons()]
+        if r.divergence is not None:
+            lines.append(f"  - {inert(r.divergence.summary())}")
+    differing, n_differing = _first(report.differing(), SUMMARY_DIFFERS)
     if differing:  # divergence is reported even when the checks pass
         lines += ["", "### Differs from the recording", ""]
-        lines += [
-            f"- ~ **{inert(r.id)}** ({'passed' if r.passed else 'failed'}): {inert(text)}"
-            for r, text in differing[:SUMMARY_DIFFERS]
-        ]
-        if len(differing) > SUMMARY_DIFFERS:
-            lines.append(f"- ... and {len(differing) - SUMMARY_DIFFERS} more (every case in the JSON report)")
+        lines += [f"- ~ **{inert(r.id)}** ({'passed' if r.passed else 'failed'}): {inert(t)}" for r, t in differing]
+        if n_differing > SUMMARY_DIFFERS:
+            lines.append(f"- ... and {n_differing - SUMMARY_DIFFERS} more (every case in the JSON report)")
     return "\n".join(lines) + "\n"
 
 

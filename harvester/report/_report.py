@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_serializer
 
 from .._files import write_file
 from ..errors import ReportFormatError, pydantic_field
 from . import _render as render
 from ._compare import ALPHA, Comparison, compare
 from ._judging import Judging
-from ._metrics import by_tag, metrics_of, pass_hat_k
+from ._metrics import by_tag, metrics_of, pass_hat_k, pass_hat_k_by_tag
 from ._results import CaseResult
+from ._spool import kept
+from ._stream import redacted_results, report_chunks, stream_load
 
 if TYPE_CHECKING:
     from ..redact import Redactor
@@ -38,7 +41,9 @@ class Report(_Strict):
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     trials: int = 1
     shard: str | None = None  # "i/n" when this report covers one shard
-    results: list[CaseResult] = Field(default_factory=list)
+    # A list, or a ``ResultSpool`` (a replay's results as its cases finished, a report file read one
+    # result a line): every figure below is computed in passes over it, never by holding it whole.
+    results: Sequence[CaseResult] = Field(default_factory=list)
     # Tool calls refused during the replay for lacking their case's context, each counted once (the cases
     # in flight name them, but the one that made the call may have finished already).
     refused: int = 0
@@ -57,6 +62,13 @@ class Report(_Strict):
     release_gate: dict[str, Any] | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_serializer("results")
+    def _all_results(self, results: Sequence[CaseResult]) -> list[CaseResult]:
+        """``model_dump`` holds every result, read from a spool if need be; the file is written a result
+        at a time (``chunks``)."""
+        return list(results)
+
     # How an older report was read (no trial counts), for the comparison's warnings; never saved.
     _read_note: str | None = PrivateAttr(default=None)
 
@@ -100,76 +112,86 @@ class Report(_Strict):
     def model_line(self) -> str | None:
         """With a recorded model, one line: cases served entirely from the recording, cases that drifted
         and why, cases it could not serve; usage and cost of served steps are the recorded ones."""
-        served = [r.model for r in self.results if r.model is not None]
-        if not served:
-            return None
-        clean = [m for m in served if m.drift is None and m.unservable is None]
-        parts = [f"{sum(m.served > 0 for m in clean)} served from the recording"]
-        unasked = sum(m.served == 0 for m in clean)
-        if unasked:  # a model call the recording never saw: a framework harvester does not serve, or none made
-            parts.append(f"{unasked} never asked it")
-        drifted = [m.drift for m in served if m.drift is not None]
-        if drifted:
-            why: dict[str, int] = {}
-            for d in drifted:
-                for w in d.what:
+        mode: str | None = None
+        counts = {"served": 0, "unasked": 0, "drifted": 0, "unservable": 0, "live": 0, "steps": 0}
+        why: dict[str, int] = {}
+        for r in self.results:  # one pass, a case at a time
+            m = r.model
+            if m is None:
+                continue
+            mode = mode or m.mode
+            if m.drift is None and m.unservable is None:
+                counts["served" if m.served > 0 else "unasked"] += 1
+            if m.drift is not None:
+                counts["drifted"] += 1
+                for w in m.drift.what:
                     why[w] = why.get(w, 0) + 1
+            counts["unservable"] += m.unservable is not None
+            counts["live"] += m.live_from is not None
+            counts["steps"] += m.served
+        if mode is None:
+            return None
+        parts = [f"{counts['served']} served from the recording"]
+        if counts["unasked"]:  # a model call the recording never saw: a framework it does not serve, or none made
+            parts.append(f"{counts['unasked']} never asked it")
+        if counts["drifted"]:
             causes = ", ".join(w if len(why) == 1 else f"{w} {n}" for w, n in why.items())
-            parts.append(f"{len(drifted)} drifted ({causes})")
-        unservable = sum(m.unservable is not None for m in served)
-        if unservable:
-            parts.append(f"{unservable} without a servable recording")
-        live = sum(m.live_from is not None for m in served)
-        if live:
-            parts.append(f"{live} continued live")
-        steps = sum(m.served for m in served)
+            parts.append(f"{counts['drifted']} drifted ({causes})")
+        if counts["unservable"]:
+            parts.append(f"{counts['unservable']} without a servable recording")
+        if counts["live"]:
+            parts.append(f"{counts['live']} continued live")
+        steps = counts["steps"]
         return (
-            f"model {self.model or served[0].mode}: "
+            f"model {self.model or mode}: "
             + ", ".join(parts)
             + (f"; usage and cost of {steps} served step{'s' * (steps != 1)} as recorded" if steps else "")
         )
 
     # -- metrics -----------------------------------------------------------------------------
+    def _cases(self) -> Iterator[CaseResult]:
+        return (r for r in self.results if r.variant_of is None and not r.errored)
+
     @property
-    def cases(self) -> list[CaseResult]:
+    def cases(self) -> Sequence[CaseResult]:
         """The suite's own cases the replay could evaluate: every result but the failure-injection
         variants (``recovery()`` has those) and the errored ones (``errored`` counts those)."""
-        return [r for r in self.results if r.variant_of is None and not r.errored]
+        return kept(self.results, lambda r: r.variant_of is None and not r.errored)
 
     @property
-    def errored(self) -> list[CaseResult]:
+    def errored(self) -> Sequence[CaseResult]:
         """Results the harness could not evaluate (no agent built, a framework left unguarded)."""
-        return [r for r in self.results if r.errored]
+        return kept(self.results, lambda r: r.errored)
 
     @property
-    def variants(self) -> list[CaseResult]:
-        return [r for r in self.results if r.variant_of is not None]
+    def variants(self) -> Sequence[CaseResult]:
+        return kept(self.results, lambda r: r.variant_of is not None)
 
     @property
     def passed(self) -> int:
         """Cases that passed (variants are counted by ``recovery()`` and the ``recovery`` line)."""
-        return sum(r.passed for r in self.cases)
+        return sum(r.passed for r in self._cases())
 
     @property
     def pass_rate(self) -> float:
-        cases = self.cases
-        return self.passed / len(cases) if cases else 0.0
+        n, passed = _count(r.passed for r in self._cases())
+        return passed / n if n else 0.0
 
     @property
     def mean_steps(self) -> float:
-        cases = self.cases
-        return sum(r.steps for r in cases) / len(cases) if cases else 0.0
+        n, steps = _count(r.steps for r in self._cases())
+        return steps / n if n else 0.0
 
     @property
     def total_cost(self) -> float:
         """The cases' cost (every trial); injected-failure variants are priced in their own report lines."""
-        return sum((r.cost or 0.0) * r.trials for r in self.cases)
+        return sum((r.cost or 0.0) * r.trials for r in self._cases())
 
     def cost_text(self) -> str:
         """The total cost of the cases whose cost is known, saying how many are not; "n/a" when none is
         (no token prices configured, or the spans held no token counts)."""
-        unknown = sum(r.cost is None for r in self.cases)
-        if unknown == len(self.cases):
+        n, unknown = _count(r.cost is None for r in self._cases())
+        if unknown == n:
             return "n/a"
         return f"{self.total_cost:.6f}" + (f" ({unknown} case{'s' * (unknown != 1)} n/a)" if unknown else "")
 
@@ -182,25 +204,32 @@ class Report(_Strict):
 
     def metrics(self, tag: str | None = None) -> dict[str, float | None]:
         if tag is not None:
-            return metrics_of([r for r in self.results if tag in r.tags])
+            return metrics_of(r for r in self.results if tag in r.tags)
         return metrics_of(self.results, refused=self.refused)
 
     def pass_hat_k(self, tag: str | None = None) -> dict[int, float]:
         """pass^k, k = 1..trials (tau-bench's estimator), over the suite's cases or one tag's."""
-        results = self.results if tag is None else [r for r in self.results if tag in r.tags]
+        results = self.results if tag is None else (r for r in self.results if tag in r.tags)
         return pass_hat_k(results, self.trials)
 
     def pass_hat_k_by_tag(self) -> dict[str, dict[int, float]]:
-        return {tag: self.pass_hat_k(tag) for tag in self.by_tag()}
+        return pass_hat_k_by_tag(self.results, self.trials)
 
     def headline(self) -> str:
         """``9/12 passed  (75%)``; with trials, "passed every trial" and the mean pass rate, labelled."""
-        n = len(self.cases)
-        errored = f"   {len(self.errored)} errored" if self.errored else ""
+        n = passed = errored_n = 0
+        rates = 0.0
+        for r in self.results:
+            if r.errored:
+                errored_n += 1
+            elif r.variant_of is None:
+                n, passed, rates = n + 1, passed + r.passed, rates + r.pass_rate
+        rate = passed / n if n else 0.0
+        errored = f"   {errored_n} errored" if errored_n else ""
         if self.trials <= 1:
-            return f"{self.passed}/{n} passed  ({self.pass_rate:.0%}){errored}"
-        mean = sum(r.pass_rate for r in self.cases) / n if n else 0.0
-        return f"{self.passed}/{n} passed every trial  ({self.pass_rate:.0%})   mean pass rate {mean:.0%}{errored}"
+            return f"{passed}/{n} passed  ({rate:.0%}){errored}"
+        mean = rates / n if n else 0.0
+        return f"{passed}/{n} passed every trial  ({rate:.0%})   mean pass rate {mean:.0%}{errored}"
 
     def recovery(self) -> dict[str, dict[str, float]]:
         """Recovery rate of the failure-injection variants per mode and per tool."""
@@ -230,14 +259,13 @@ class Report(_Strict):
         """The terminal summary: headline, tags, trials, recovery, failing cases, what left the recording."""
         return render.summary(self)
 
-    def differing(self) -> list[tuple[CaseResult, str]]:
-        """Every result whose replay made no_fixture calls or left the recorded path, passing or not."""
-        out = []
+    def differing(self) -> Iterator[tuple[CaseResult, str]]:
+        """Every result whose replay made no_fixture calls or left the recorded path, passing or not,
+        one at a time."""
         for r in self.results:
             text = r.differences()
             if text:
-                out.append((r, text))
-        return out
+                yield r, text
 
     def recovery_line(self) -> str:
         rate = self.metrics()["recovery_rate"] or 0.0
@@ -246,25 +274,44 @@ class Report(_Strict):
     def to_junit(self) -> bytes:
         return render.junit(self)
 
+    def junit_chunks(self) -> Iterator[bytes]:
+        """The JUnit XML as it is written, a testcase at a time."""
+        return render.junit_chunks(self)
+
     def to_markdown(self, outcome: GateOutcome | None = None) -> str:
         return render.markdown(self, outcome)
 
     # -- files -------------------------------------------------------------------------------
-    def to_json(self) -> bytes:
-        """The report, and its pass^k (by tag too) for whoever reads the file: derived, recomputed on load."""
-        data = self.model_dump(mode="json", by_alias=True)
+    def chunks(self) -> Iterator[bytes]:
+        """The report file as it is written, a result a line (``_stream``): its fields, and its pass^k
+        (by tag too) for whoever reads the file (derived, recomputed on load), then the results."""
+        head = self.model_dump(mode="json", by_alias=True, exclude={"results"})
         if self.trials > 1:
-            data[DERIVED] = {"suite": self.pass_hat_k(), "by_tag": self.pass_hat_k_by_tag()}
-        return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+            head[DERIVED] = {"suite": self.pass_hat_k(), "by_tag": self.pass_hat_k_by_tag()}
+        return report_chunks(head, self.results)
+
+    def to_json(self) -> bytes:
+        return b"".join(self.chunks())
 
     def save(self, path: str | Path) -> None:
-        """Write the JSON atomically (a temporary sibling, then a rename); ``OutputError`` when it cannot."""
-        write_file(path, self.to_json(), atomic=True)
+        """Write the JSON atomically (a temporary sibling, then a rename), a result at a time;
+        ``OutputError`` when it cannot."""
+        write_file(path, self.chunks(), atomic=True)
 
     @classmethod
     def load(cls, path: str | Path) -> Report:
+        """A report file: one written a result a line is read as it is needed (memory flat in its cases);
+        any other (older reports, pretty-printed) whole."""
         p = Path(path)
         try:
+            streamed = stream_load(p)
+            if streamed is not None:
+                head, results, note_needed = streamed
+                report = cls.from_data({**head, "results": []}, file=str(p))
+                report.results = results
+                if note_needed:
+                    report._read_note = _read_note(report.trials, str(p))
+                return report
             data = orjson.loads(p.read_bytes())
         except FileNotFoundError:
             raise ReportFormatError("no such file", file=str(p)) from None
@@ -283,14 +330,26 @@ class Report(_Strict):
             raise ReportFormatError(msg, file=file, field=field) from None
         results = data.get("results")
         if isinstance(results, list) and any(isinstance(r, dict) and "passes" not in r for r in results):
-            report._read_note = (
-                f"{file or 'the baseline'} has no trial counts (a report from before trials): read as "
-                f"{report.trials} trial per case, passes = trials if the case passed, else 0"
-                if report.trials == 1
-                else f"{file or 'the baseline'} has no per-case pass counts: read as every trial passed or "
-                "every trial failed, as each case's verdict says"
-            )
+            report._read_note = _read_note(report.trials, file)
         return report
+
+
+def _read_note(trials: int, file: str | None) -> str:
+    return (
+        f"{file or 'the baseline'} has no trial counts (a report from before trials): read as "
+        f"{trials} trial per case, passes = trials if the case passed, else 0"
+        if trials == 1
+        else f"{file or 'the baseline'} has no per-case pass counts: read as every trial passed or "
+        "every trial failed, as each case's verdict says"
+    )
+
+
+def _count(values: Iterator[Any]) -> tuple[int, Any]:
+    """(how many, their sum) in one pass."""
+    n, total = 0, 0
+    for v in values:
+        n, total = n + 1, total + v
+    return n, total
 
 
 _Model = TypeVar("_Model", Report, CaseResult)
@@ -302,8 +361,20 @@ def redacted(model: _Model, redactor: Redactor | None) -> _Model:
     a log or a test report."""
     if redactor is None:
         return model
+    if isinstance(model, Report):  # a result at a time: the redacted results go to a spool of their own
+        head = redacted_value(model.model_dump(mode="json", by_alias=True, exclude={"results"}), redactor)
+        results = redacted_results(model.results, lambda r: redacted(r, redactor))
+        if head is None and results is None:
+            return model
+        copy = Report.from_data({**(head or model.model_dump(mode="json", by_alias=True, exclude={"results"}))})
+        copy.results = results if results is not None else model.results
+        return copy
     plain = model.model_dump(mode="json", by_alias=True)
     data = redactor.redact_value(plain)
-    if data == plain:
-        return model
-    return Report.from_data(data) if isinstance(model, Report) else CaseResult.model_validate(data)
+    return model if data == plain else CaseResult.model_validate(data)
+
+
+def redacted_value(plain: dict[str, Any], redactor: Redactor) -> dict[str, Any] | None:
+    """``plain`` redacted, None when that changes nothing."""
+    data = redactor.redact_value(plain)
+    return None if data == plain else data

@@ -36,6 +36,7 @@ __all__ = [
     "STATUS_FOLDERS",
     "SUITE_FILE",
     "CaseFolder",
+    "CaseIds",
     "case_files",
     "case_signatures",
     "default_cases_dir",
@@ -214,12 +215,30 @@ class CaseFolder:
         case.rejected_why = why
         return self.save(case)
 
-    def unique_id(self, base: str, taken: set[str] | None = None) -> str:
-        """``base``, or ``base-2``, ``base-3``... whichever no file (and nothing in ``taken``) uses yet."""
-        used = self.ids() if taken is None else taken
-        if base not in used:
-            return base
-        n = 2
-        while f"{base}-{n}" in used:
-            n += 1
-        return f"{base}-{n}"
+    def unique_id(self, base: str) -> str:
+        """``base``, or ``base-2``, ``base-3``... whichever no file uses yet (one case: ``CaseIds`` names many)."""
+        return CaseIds(self.ids()).claim(base)
+
+
+class CaseIds:
+    """The ids a folder holds, and the next free one for a base: ``base``, else ``base-2``, ``base-3``...
+
+    Each base remembers the suffix it reached, so naming N cases after one slug (a templated prompt's
+    first words) costs about N probes, not N*N/2; the id a case gets is the one a probe from ``-2``
+    would give, so ids stay readable and a re-harvest of the same runs names them the same way.
+    """
+
+    def __init__(self, taken: Iterable[str]) -> None:
+        self._taken = set(taken)
+        self._next: dict[str, int] = {}  # base -> the suffix to try first
+
+    def claim(self, base: str) -> str:
+        """The next free id for ``base``, now taken."""
+        if base in self._taken:
+            n = self._next.get(base, 2)
+            while f"{base}-{n}" in self._taken:
+                n += 1
+            self._next[base] = n + 1
+            base = f"{base}-{n}"
+        self._taken.add(base)
+        return base

@@ -19,7 +19,7 @@ import click
 
 from .. import seam
 from .._files import check_output, write_file
-from ..case import CaseFolder
+from ..case import CaseFolder, Source
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
 from ..replay import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, load_agent
@@ -35,7 +35,7 @@ from ..report import (
     render_html,
 )
 from ..report import merge as merge_reports
-from ..suite import suite_info
+from ..suite import SuiteContent, suite_info
 from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, main, with_config
 from ._emit import emit_after, emit_options
 from ._replay_options import model_option, seal_options, shard_option
@@ -247,7 +247,9 @@ def replay(
     out = Outputs(json_path, junit_path, markdown_path, html_path)
     out.check()
     build = load_agent(agent_spec)
-    cases = folder.accepted()  # validates every file, pending ones too (each within max_file_bytes)
+    content = SuiteContent()  # the suite hash, from the same read that validates each accepted case
+    sources: dict[str, Source] = {}  # the cases' production runs, which exported verdicts link to
+    cases = content.read(folder.each_accepted(), sources if otlp_endpoint or emit_otel else None)
     seam.harness()  # this process replays until it exits: work the agent left queued is refused, not run
     show = sys.stderr.isatty() if progress is None else progress
     try:
@@ -262,7 +264,7 @@ def replay(
                 timeout=timeout,
                 shard=shard,
                 progress=bar,
-                suite=suite_info(folder.root),
+                suite=lambda: suite_info(folder.root, content.result()),
                 prices=config if config.prices else None,
                 ignore_args=config.ignore_args,
                 seal=not no_seal,
@@ -276,7 +278,7 @@ def replay(
     if otlp_endpoint or emit_otel:
 
         def emit(done: Report) -> str | None:
-            return emit_after(done, otlp_endpoint, emit_otel, cases=cases)
+            return emit_after(done, otlp_endpoint, emit_otel, cases=sources)
 
     _finish(report, gate_list, base, out, (alpha, inconclusive), config, emit)
 

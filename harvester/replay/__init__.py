@@ -8,13 +8,15 @@ evaluated, one report.
 - ``_models``: the recorded model (``--model recorded``), a case's model fixtures answering its model
   calls in order; ``_drift``: how a live request differs from the recorded one, named.
 - ``_evaluate``: the checks, the judge, the recording's checks, recovery variants.
-- ``_results``: trials folded into a ``CaseResult``; ``_suite``: the plan, the scheduler, ``replay``.
+- ``_plan``: which cases run, a small record each until its turn; ``_results``: trials folded into a
+  ``CaseResult``; ``_suite``: the scheduler, ``replay``.
 """
 
 from ._agent import load_agent
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
-from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, in_shard, replay
+from ._plan import in_shard
+from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, replay
 
 __all__ = [
     "DEFAULT_CONCURRENCY",

@@ -1,5 +1,5 @@
-"""The suite: which cases run (shards, recovery variants), at most ``concurrency`` trials at once under
-the calling thread's deadlines, and one report at the end.
+"""The suite: the plan's cases (``_plan``), at most ``concurrency`` trials at once under the calling
+thread's deadlines, and one report at the end.
 
 An agent that raises, hangs or returns garbage fails its case; a check that raises fails its case;
 neither stops the suite, and the report is always written. Building the agent is told apart from
@@ -11,7 +11,6 @@ of failed cases. The GIL is released while agents wait on I/O, so 16 trials in f
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import queue
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,47 +19,23 @@ from typing import Any
 
 from .. import seam
 from .._progress import Progress
-from ..case import AgentCase, Case
+from ..case import AgentCase, Case, CaseFile
 from ..config import MODEL_MODES, Config, ModelMode
 from ..errors import AgentBuildError
-from ..fixtures import FixtureTools, recovery_variants
+from ..fixtures import FixtureTools
 from ..report import MAX_NO_FIXTURE_CALLS, Report
 from ._agent import factory_name
-from ._evaluate import Judge, variant_case
+from ._evaluate import Judge
 from ._live import LiveCall
+from ._plan import Planned, plan
 from ._policy import Policy
 from ._results import case_result
 from ._seal import last_seq, sealing, suite_refusals_since
 from ._trial import Job, Outcome, Runner
 
-__all__ = ["DEFAULT_CONCURRENCY", "INJECT_NEEDS_A_MODEL", "Progress", "Suite", "in_shard", "replay"]
+__all__ = ["DEFAULT_CONCURRENCY", "INJECT_NEEDS_A_MODEL", "Progress", "Suite", "replay"]
 
 DEFAULT_CONCURRENCY = 8
-
-
-def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
-    """Stable split by case id: shard ``(i, n)``, ``1 <= i <= n``, holds the ids whose hash is i-1 mod n."""
-    i, n = shard
-    return int(hashlib.sha256(case_id.encode()).hexdigest()[:12], 16) % n == i - 1
-
-
-def _plan(
-    cases: Iterable[AgentCase | Case], inject: bool, shard: tuple[int, int] | None
-) -> list[tuple[Case, str | None]]:
-    """(runnable case, id of the case it is a variant of) in run order, each variant after its case."""
-    if shard is not None and not (
-        len(shard) == 2 and all(isinstance(x, int) for x in shard) and 1 <= shard[0] <= shard[1]
-    ):
-        raise ValueError(f"shard must be (i, n) with 1 <= i <= n, got {shard!r}")
-    out: list[tuple[Case, str | None]] = []
-    for item in cases:
-        case = item.to_case() if isinstance(item, AgentCase) else item
-        if shard is not None and not in_shard(case.id, shard):
-            continue
-        out.append((case, None))
-        if inject and case.spec is not None:
-            out.extend((variant_case(v), case.id) for v in recovery_variants(case.spec))
-    return out
 
 
 INJECT_NEEDS_A_MODEL = (
@@ -70,7 +45,7 @@ INJECT_NEEDS_A_MODEL = (
 
 
 def replay(
-    cases: Iterable[AgentCase | Case],
+    cases: Iterable[AgentCase | Case | CaseFile],
     build_agent: Callable[..., Any],
     *,
     trials: int = 1,
@@ -91,7 +66,9 @@ def replay(
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
-    ``suite``: a name, or anything with ``.name``/``.version`` (the suite manifest). ``prices``: a
+    ``cases``: in memory, or read from a folder (``CaseFolder.each_accepted``: each is planned from that
+    read and read again when it runs). ``suite``: a name, or anything with ``.name``/``.version`` (the
+    suite manifest), or a callable returning one, asked once the cases were read. ``prices``: a
     ``Config`` or its ``prices`` mapping (USD per 1k tokens), used when a run has tokens and no cost.
     ``ignore_args``: the project's ``{tool: [arg paths]}`` (the config's), left out of fixture matching
     along with each case's own. ``progress``: called as ``progress(done, total)`` each time a
@@ -113,7 +90,7 @@ def replay(
         raise ValueError(f"confirm must be >= 0, got {confirm}")
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0, got {timeout}")
-    plan = _plan(cases, inject, shard)
+    planned = plan(cases, inject, shard)
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
     policy = Policy(allow_hosts, allow_commands) if seal else None
@@ -121,21 +98,22 @@ def replay(
     refused_before, sealed_before = seam.STATE.seq, last_seq()
     # A process the agent starts seals itself with what any case of the plan may reach.
     sealed = (
-        sealing(policy, policy.with_hosts(h for case, _ in plan for h in runner.hosts(case)))
+        sealing(policy, policy.with_hosts(h for entry in planned for h in runner.hosts(entry.model_hosts)))
         if policy is not None
         else contextlib.nullcontext()
     )
     with seam.replaying_now(), sealed as suite_seal:
         runner.suite_seal = suite_seal
-        runner.adapters.open(s for case, _ in plan if case.spec is not None for s in case.spec.recorded.instrumentation)
+        runner.adapters.open(s for entry in planned for s in entry.instrumentation)
         try:
-            outcomes = _drive(runner, plan, trials, limit, timeout, progress)
-            confirmed = _confirm(runner, plan, outcomes, confirm, limit, timeout)
+            outcomes = _drive(runner, planned, trials, limit, timeout, progress)
+            confirmed = _confirm(runner, planned, outcomes, confirm, limit, timeout)
         finally:
             runner.adapters.close()
     builds = [o for outs in outcomes for o in outs]
     if builds and all(o.build_failed for o in builds):  # not one agent was built: the harness is wrong, not the cases
         raise AgentBuildError(factory_name(build_agent), builds[0].error or "no agent built")
+    suite = suite() if callable(suite) else suite
     name = suite if isinstance(suite, str) else getattr(suite, "name", None) or "suite"
     version = None if isinstance(suite, str) else getattr(suite, "version", None)
     refused = [  # each once, whichever cases were in flight
@@ -148,8 +126,8 @@ def replay(
         trials=trials,
         shard=f"{shard[0]}/{shard[1]}" if shard else None,
         results=[
-            case_result(case, outs, variant_of, confirmed[i])
-            for i, ((case, variant_of), outs) in enumerate(zip(plan, outcomes))
+            case_result(entry.case(), outs, entry.variant_of, confirmed[i])
+            for i, (entry, outs) in enumerate(zip(planned, outcomes))
         ],
         refused=len(refused),
         refused_calls=[c.summary() for c in refused[:MAX_NO_FIXTURE_CALLS]],
@@ -160,7 +138,7 @@ def replay(
 
 def _confirm(
     runner: Runner,
-    plan: list[tuple[Case, str | None]],
+    plan: list[Planned],
     outcomes: list[list[Outcome]],
     confirm: int,
     limit: int,
@@ -192,14 +170,14 @@ def _confirm(
 
 def _drive(
     runner: Runner,
-    plan: list[tuple[Case, str | None]],
+    plan: list[Planned],
     trials: int,
     limit: int,
     timeout: float,
     progress: Progress | None,
 ) -> list[list[Outcome]]:
     """Run every case-trial, at most ``limit`` at once, and give up on any that outlives ``timeout``."""
-    jobs = iter([Job(i, case, t) for i, (case, _) in enumerate(plan) for t in range(trials)])
+    jobs = (Job(i, entry.case(), t) for i, entry in enumerate(plan) for t in range(trials))  # each read at its turn
     outcomes: list[list[Outcome]] = [[] for _ in plan]
     total = remaining = len(plan) * trials
     done: queue.SimpleQueue[tuple[Job, Outcome]] = queue.SimpleQueue()

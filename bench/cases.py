@@ -56,20 +56,13 @@ def build():
 def _template(i: int) -> AgentCase:
     """A case harvested from a run: three tool calls with ~1 KB results, a refund it should not have made."""
     order = f"A{1000 + i}"
-    run = Run(
-        trace_id=f"{i:032x}",
-        run_id=f"{i:016x}",
-        agent="support_agent",
-        prompt=f"Can I get a refund for order {order} after {i} days?",
-        answer="Refunded.",
-        stop="answered",
-        calls=[
-            ToolCall(name="kb_search", call_id="c1", args={"query": f"refund policy {i}"}, result=PARAGRAPH),
-            ToolCall(name="get_order", call_id="c2", args={"order_id": order}, result={"notes": PARAGRAPH}),
-            ToolCall(name="issue_refund", call_id="c3", args={"order_id": order}, result={"ok": True}),
-        ],
-        started_at="2026-11-01T01:02:03Z",
-    )
+    calls = [
+        ToolCall(name="kb_search", call_id="c1", args={"query": f"refund policy {i}"}, result=PARAGRAPH),
+        ToolCall(name="get_order", call_id="c2", args={"order_id": order}, result={"notes": PARAGRAPH}),
+        ToolCall(name="issue_refund", call_id="c3", args={"order_id": order}, result={"ok": True}),
+    ]
+    prompt = f"Can I get a refund for order {order} after {i} days?"
+    run = Run(trace_id=f"{i:032x}", run_id=f"{i:016x}", prompt=prompt, answer="Refunded.", stop="answered", calls=calls)
     return case_from_run(run, config=Config(mutating_tools=["issue_refund"]), why="refunded outside the window")
 
 
@@ -87,8 +80,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
 
 
-def _run(args: list[str], cwd: Path, stdin: bytes = b"") -> tuple[float, float, str]:
-    """(seconds until it exited, or until replay's agent was first built; peak RSS in MB; stderr)."""
+def _run(args: list[str], cwd: Path, stdin: bytes = b"") -> tuple[float, float, float, str]:
+    """(seconds until it exited, or until replay's agent was first built; its CPU seconds, user and
+    system, till it exited; peak RSS in MB; stderr)."""
     start = time.time()
     proc = subprocess.Popen(
         [sys.executable, "-m", "harvester", *args],
@@ -106,31 +100,36 @@ def _run(args: list[str], cwd: Path, stdin: bytes = b"") -> tuple[float, float, 
     end = time.time()
     proc.returncode = os.waitstatus_to_exitcode(status)
     started = [float(line.split()[1]) for line in err.splitlines() if line.startswith("started ")]
-    return (started[0] if started else end) - start, usage.ru_maxrss / 1024, err
+    cpu = usage.ru_utime + usage.ru_stime
+    return (started[0] if started else end) - start, cpu, usage.ru_maxrss / 1024, err
 
 
-def measure(work: Path, sizes: list[int], repeat: int) -> dict[str, dict[int, list[tuple[float, float]]]]:
+Row = tuple[float, float, float]  # wall seconds, CPU seconds, peak RSS MB
+
+
+def measure(work: Path, sizes: list[int], repeat: int) -> dict[str, dict[int, list[Row]]]:
     (work / "benchagent.py").write_text(AGENT)
     for n in sizes:
         build_folder(work / f"cases-{n}", n)
-    out: dict[str, dict[int, list[tuple[float, float]]]] = {"replay": {}, "review": {}, "version": {}}
+    out: dict[str, dict[int, list[Row]]] = {"replay": {}, "review": {}, "version": {}}
     for _ in range(repeat):
-        secs, rss, _ = _run(["--version"], work)
-        out["version"].setdefault(0, []).append((secs, rss))
+        secs, cpu, rss, _ = _run(["--version"], work)
+        out["version"].setdefault(0, []).append((secs, cpu, rss))
         for n in sizes:
             folder = str(work / f"cases-{n}")
-            secs, rss, err = _run(["replay", "--agent", "benchagent:build", "--cases", folder, "--no-progress"], work)
+            replay = ["replay", "--agent", "benchagent:build", "--cases", folder, "--no-progress"]
+            secs, cpu, rss, err = _run(replay, work)
             if "started" not in err:
                 raise SystemExit(f"replay at {n} did not start its agent: {err.strip()[-300:]}")
-            out["replay"].setdefault(n, []).append((secs, rss))
-            secs, rss, err = _run(["review", "--cases", folder], work, stdin=b"q\n")
+            out["replay"].setdefault(n, []).append((secs, cpu, rss))
+            secs, cpu, rss, err = _run(["review", "--cases", folder], work, stdin=b"q\n")
             if "Traceback" in err or "error" in err:
                 raise SystemExit(f"review at {n} failed: {err.strip()[-300:]}")
-            out["review"].setdefault(n, []).append((secs, rss))
+            out["review"].setdefault(n, []).append((secs, cpu, rss))
     return out
 
 
-def _median(rows: list[tuple[float, float]], i: int) -> float:
+def _median(rows: list[Row], i: int) -> float:
     return statistics.median(r[i] for r in rows)
 
 
@@ -144,18 +143,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="harvester-bench-cases-") as tmp:
         got = measure(Path(tmp), [small, big], repeat)
     version = _median(got["version"][0], 0)
-    print(f"CLI start-up (harvester --version): {version * 1000:.0f} ms, {_median(got['version'][0], 1):.0f} MB")
+    print(
+        f"CLI start-up (harvester --version): {version * 1000:.0f} ms ({_median(got['version'][0], 1) * 1000:.0f} ms "
+        f"CPU), {_median(got['version'][0], 2):.0f} MB"
+    )
     for what in ("replay", "review"):
         for n in (small, big):
             rows = got[what][n]
             print(
-                f"{what:<6} {n:>5} accepted + {n:>5} pending: {_median(rows, 0) * 1000:7.0f} ms, "
-                f"peak RSS {_median(rows, 1):6.1f} MB"
+                f"{what:<6} {n:>5} accepted + {n:>5} pending: {_median(rows, 0) * 1000:7.0f} ms "
+                f"({_median(rows, 1) * 1000:5.0f} ms CPU), peak RSS {_median(rows, 2):6.1f} MB"
             )
-    per_case = (_median(got["replay"][big], 0) - _median(got["replay"][small], 0)) / (big - small) * 1000
+    # Judged in CPU time (the process's own, from wait4): on a shared machine wall time moves with the neighbours.
+    walls, cpus = ((_median(got["replay"][n], i) for n in (small, big)) for i in (0, 1))
+    wall_per_case = -(next(walls) - next(walls)) / (big - small) * 1000
+    per_case = -(next(cpus) - next(cpus)) / (big - small) * 1000
     ok_start = per_case <= TARGET_MS_PER_CASE
     print(
-        f"replay start-up per accepted case: {per_case:.3f} ms (target <= {TARGET_MS_PER_CASE}): {_verdict(ok_start)}"
+        f"replay start-up per accepted case: {per_case:.3f} ms CPU ({wall_per_case:.3f} ms wall) "
+        f"(target <= {TARGET_MS_PER_CASE}): {_verdict(ok_start)}"
     )
     over = _median(got["review"][big], 0) - version
     ok_review = over < TARGET_REVIEW_S
@@ -165,7 +171,7 @@ def main() -> int:
     )
     ok_flat = True
     for what in ("replay", "review"):
-        ratio = _median(got[what][big], 1) / _median(got[what][small], 1)
+        ratio = _median(got[what][big], 2) / _median(got[what][small], 2)
         ok = ratio <= FLAT_FACTOR
         ok_flat = ok_flat and ok
         print(f"{what} peak RSS {big} / {small}: {ratio:.2f}x (target <= {FLAT_FACTOR}x): {_verdict(ok)}")

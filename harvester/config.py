@@ -21,7 +21,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
@@ -36,6 +36,8 @@ __all__ = [
     "Price",
     "RedactRules",
     "ReplayPolicy",
+    "SandboxPolicy",
+    "SuiteMix",
     "find_config",
     "host_problem",
     "load_config",
@@ -108,6 +110,21 @@ def host_problem(host: str) -> str | None:
     return None
 
 
+def _filled(entries: list[str], what: str) -> list[str]:
+    for i, entry in enumerate(entries):
+        if not entry.strip():
+            raise ValueError(f"entry {i} is empty: {what}")
+    return entries
+
+
+def _valid_hosts(hosts: list[str]) -> list[str]:
+    for i, host in enumerate(hosts):
+        problem = host_problem(host)
+        if problem is not None:
+            raise ValueError(f"entry {i} {problem}")
+    return hosts
+
+
 # How a replay serves the agent's model calls (docs/replay.md, "The recorded model"): ``live`` calls the
 # model; ``recorded`` answers each call from the case's model fixtures and fails the case where the
 # request drifted; ``recorded-then-live`` continues a drifted case on the live model.
@@ -131,19 +148,46 @@ class ReplayPolicy(_Strict):
     @field_validator("allow_hosts")
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
-        for i, host in enumerate(hosts):
-            problem = host_problem(host)
-            if problem is not None:
-                raise ValueError(f"entry {i} {problem}")
-        return hosts
+        return _valid_hosts(hosts)
 
     @field_validator("allow_commands")
     @classmethod
     def _commands(cls, commands: list[str]) -> list[str]:
-        for i, command in enumerate(commands):
-            if not command.strip():
-                raise ValueError(f"entry {i} is empty: name the command a replay may start (npx, uvx, ...)")
-        return commands
+        return _filled(commands, "name the command a replay may start (npx, uvx, ...)")
+
+
+class SandboxPolicy(_Strict):
+    """``[tool.harvester.sandbox]``: the tools ``replay --sandbox`` runs for real (every other tool stays
+    recorded), the environment that points them at the sandbox, and the hosts the seal then allows."""
+
+    # Tool names or globs; a glob never matches a mutating tool (mutating_tools, a case's forbidden_tools):
+    # such a tool runs for real only when named here in full.
+    tools: list[str] = Field(default_factory=list)
+    # Environment variables set while a sandboxed replay runs ({"ORDERS_URL": "http://127.0.0.1:8081"}).
+    env: dict[str, str] = Field(default_factory=dict)
+    # Hosts the sealed replay may connect to besides its usual ones ("host" or "host:port").
+    hosts: list[str] = Field(default_factory=list)
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, tools: list[str]) -> list[str]:
+        return _filled(tools, "name a tool (get_order) or a glob (kb_*)")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name (letters, digits, _)")
+        return env
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        return _valid_hosts(hosts)
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ImportPolicy(_Strict):
@@ -158,6 +202,29 @@ class ImportPolicy(_Strict):
     max_answer_mib: int = Field(64, ge=1)
 
 
+class SuiteMix(_Strict):
+    """``[tool.harvester.suite]``: how ``harvester suite stats`` sorts cases into kinds, and the mix it aims for.
+
+    A case is the first kind (in ``kinds``' order) one of whose words is among its tags or is its
+    failure kind; a case matching none is ``typical``. The default mix is the practice's: about 40%
+    typical, 25% edge, 20% adversarial, 15% regression.
+    """
+
+    kinds: dict[str, list[str]] = Field(
+        default_factory=lambda: {
+            "adversarial": ["adversarial", "security", "injection", "jailbreak", "unintended_action", "blocked_action"],
+            "regression": ["regression", "incident", "exception", "tool_error", "loop", "budget_exceeded", "max_steps"],
+            "edge": ["edge", "deferred", "abstained", "negative_feedback", "twin"],
+            "typical": ["typical", "happy"],
+        }
+    )
+    mix: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=lambda: {"typical": 0.40, "edge": 0.25, "adversarial": 0.20, "regression": 0.15}
+    )
+    # A kind whose share is below this fraction of its share of the mix is warned about.
+    far_below: float = Field(0.5, ge=0, le=1)
+
+
 class Config(_Strict):
     # Tools with side effects (names or glob patterns): forbidden in a case unless the run needed them.
     mutating_tools: list[str] = Field(default_factory=list)
@@ -170,6 +237,10 @@ class Config(_Strict):
     replay: ReplayPolicy = Field(default_factory=ReplayPolicy)
     # How long a pull from a backend may take and how much it may read (``import`` is a keyword).
     imports: ImportPolicy = Field(default_factory=ImportPolicy, alias="import")
+    # The tools ``replay --sandbox`` runs for real, and where (docs/replay.md, "Sandbox").
+    sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
+    # The suite's mix by kind (``harvester suite stats``).
+    suite: SuiteMix = Field(default_factory=SuiteMix)
     # Release gates, e.g. "task_completion>=0.85"; parsed by the report module.
     gates: list[str] = Field(default_factory=list)
     cases_dir: str = "cases"

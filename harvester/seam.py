@@ -12,7 +12,8 @@ asks ``model_server()``: in a recorded-model replay, the case's ``ModelServer`` 
 the recording in order (or raises ``ModelInputChanged`` when the request drifted from the recorded one);
 None (a live replay, or no replay): the model is called.
 
-Every place a tool can be dispatched (the framework adapters, ``@harvester.tool``) asks ``route()``:
+Every place a tool can be dispatched (the framework adapters, ``@harvester.tool``) asks ``route()``
+(and, given an executor, ``sandboxed()``: a sandbox tool runs its body for real):
 
 - the case's executor, inside a case;
 - ``BLOCKED`` while a replay runs but the caller has lost the case's context (a thread started in a
@@ -79,6 +80,7 @@ __all__ = [
     "replaying",
     "replaying_now",
     "route",
+    "sandboxed",
     "serving",
 ]
 
@@ -207,6 +209,14 @@ def route() -> Executor | None:
     if ex is not None:
         return ex  # type: ignore[return-value]
     return BLOCKED if STATE.active > 0 or STATE.harness else None
+
+
+def sandboxed(ex: Executor, name: str, args: Any) -> bool:
+    """The case's executor lets this call run its tool body for real: a sandbox tool of ``replay
+    --sandbox`` (the executor logs it as one). The adapter then calls the original, as outside a replay;
+    an executor without sandbox tools (``BLOCKED``, one a user wrote) never does."""
+    real = getattr(ex, "sandboxed", None)
+    return bool(callable(real) and real(name, args))
 
 
 def model_server() -> ModelServer | None:

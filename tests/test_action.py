@@ -284,6 +284,7 @@ def test_the_replay_step_passes_inputs_verbatim_and_captures_the_exit_code(tmp_p
         "trials": "3",
         "model": "recorded",
         "inject": "true",
+        "sandbox": "true",
         "args": "--inconclusive=fail\n--confirm=2\n",
     }
     done, written = _run_step(_step("replay"), tmp_path, given, path=str(stub))
@@ -314,6 +315,7 @@ def test_the_replay_step_passes_inputs_verbatim_and_captures_the_exit_code(tmp_p
         "--model",
         "recorded",
         "--inject",
+        "--sandbox",
         "--gate",
         "task_completion>=0.85",
         "--gate",
@@ -333,7 +335,7 @@ def test_the_replay_step_leaves_optional_options_out(tmp_path, stub, monkeypatch
     assert done.returncode == 0, done.stderr
     argv = json.loads((tmp_path / "argv.json").read_text())
     assert argv[:3] == ["replay", "--agent", "a:b"]
-    for option in ("--cases", "--baseline", "--trials", "--model", "--inject", "--gate"):
+    for option in ("--cases", "--baseline", "--trials", "--model", "--inject", "--sandbox", "--gate"):
         assert option not in argv
 
 

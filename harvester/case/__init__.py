@@ -4,6 +4,8 @@
 - ``_format``: the case file format ``harvester.case/1`` (``AgentCase`` and its parts) and its JSON Schema.
 - ``_file``: one file on disk (deterministic bytes, the full validating read, the light signature read).
 - ``_folder``: a folder of cases by status, and ``CaseFolder`` moving a case when its status changes.
+- ``_stats``: what an accepted suite can measure (its mix by kind, abstention, recovery, coverage).
+- ``_review``: review actions (accept, reject, edit; one case or many), shared by every way of reviewing.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from ._format import (
     case_json_schema,
     write_case_schema,
 )
+from ._review import Decisions, accept_cases, edit_case, pending_ids, reject_cases
+from ._stats import SuiteStats, daily_tools, kind_of, suite_stats
 
 __all__ = [
     "NOTE_PREFIX",
@@ -48,6 +52,7 @@ __all__ = [
     "AgentCase",
     "Case",
     "CaseFile",
+    "Decisions",
     "CaseFolder",
     "CaseIds",
     "CaseSignature",
@@ -58,15 +63,23 @@ __all__ = [
     "Recorded",
     "Source",
     "Status",
+    "SuiteStats",
+    "accept_cases",
     "case_bytes",
     "check_order",
     "case_files",
     "case_json_schema",
     "case_signatures",
+    "daily_tools",
     "default_cases_dir",
+    "edit_case",
+    "kind_of",
     "load_case",
     "load_cases",
+    "pending_ids",
     "read_signature",
+    "reject_cases",
     "save_case",
+    "suite_stats",
     "write_case_schema",
 ]

@@ -43,6 +43,8 @@ def case_bytes(case: AgentCase) -> bytes:
         del data["model_fixtures"]
     if not case.recorded.mcp_tools:  # most recordings have none: their files stay as they were
         del data["recorded"]["mcp_tools"]
+    if case.source.cluster is None:  # only ``harvest --by-cluster`` sets one: other files stay as they were
+        del data["source"]["cluster"]
     return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
 
 
@@ -140,6 +142,7 @@ class CaseSignature(NamedTuple):
     forbidden: tuple[str, ...] = ()  # its forbidden_tools
     incident: bool = False  # made from a reported run (``harvester incident``)
     earlier: tuple[str, ...] = ()  # signatures it had before ``rerecord``: their runs are this case's
+    cluster: str | None = None  # the failure cluster ``harvest --by-cluster`` proposed it for
 
 
 def _list(value: Any) -> list[Any]:
@@ -172,4 +175,5 @@ def signature_of(data: Any, path: Path) -> CaseSignature:
         tuple(t for t in _list(data.get("forbidden_tools")) if isinstance(t, str)),
         source.get("incident") is True or source.get("failure_kind") == "unintended_action",
         tuple(s for s in _list(source.get("earlier_signatures")) if isinstance(s, str)),
+        text(source.get("cluster")),
     )

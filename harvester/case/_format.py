@@ -113,6 +113,9 @@ class Source(_Strict):
     # Signatures the case had before ``harvester rerecord`` gave it a new recording: runs of the old
     # path are still this case's, so a re-harvest does not propose them again as new cases.
     earlier_signatures: list[str] = Field(default_factory=list)
+    # The failure cluster (``harvester triage``) this case was proposed for by ``harvest --by-cluster``:
+    # the cluster stays covered, however its runs' prompts vary. Absent from the file when None.
+    cluster: str | None = None
 
 
 class InjectSpec(_Strict):

@@ -1,17 +1,20 @@
-"""Options only ``harvester replay`` takes: its shard, its seal (hosts it may reach besides its
-recordings' model hosts, or no seal at all), and how the agent's model is served (``--model``)."""
+"""Options the commands that replay take (``replay``, ``shadow``): the shard, the seal (hosts it may
+reach besides its recordings' model hosts, or no seal at all), how the agent's model is served
+(``--model``), and the sandbox (``--sandbox``: the config's sandbox tools run for real)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
-from ..config import MODEL_MODES, host_problem
+from ..case import AgentCase
+from ..config import MODEL_MODES, Config, host_problem
+from ..replay import Sandbox, sandbox_for
 from . import HarvesterCliError
 
-__all__ = ["model_option", "seal_options", "shard_option"]
+__all__ = ["model_option", "sandbox_of", "sandbox_option", "seal_options", "shard_option"]
 
 
 def _hosts(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -66,3 +69,22 @@ def seal_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         metavar="HOST[:PORT]",
         help="A host the sealed replay may connect to, besides each recording's model hosts and replay.allow_hosts.",
     )(fn)
+
+
+sandbox_option = click.option(
+    "--sandbox",
+    is_flag=True,
+    help="Run the tools [tool.harvester.sandbox] names for real, with its env set and its hosts allowed by "
+    "the seal; every other tool is served from fixtures. A glob never matches a mutating tool.",
+)
+
+
+def sandbox_of(config: Config, cases: Sequence[AgentCase], on: bool) -> Sandbox | None:
+    """The config's sandbox for ``--sandbox`` (None without it), checked against the cases' tools:
+    its warnings (an entry no tool matches, with the closest names) go to stderr."""
+    if not on:
+        return None
+    sandbox, warnings = sandbox_for(config, cases)
+    for line in warnings:
+        click.echo(line, err=True)
+    return sandbox

@@ -15,9 +15,19 @@ from ..case import CASES_ENV, AgentCase, CaseFolder
 from ..checks import HARVESTED
 from ..config import Config
 from ..suite import bump_suite, read_suite
-from . import config_option, echo_json, handle_errors, json_option, main, project_config
+from . import config_option, echo_json, handle_errors, json_option, main, open_store, project_config, store_option
 
-__all__ = ["cases", "cases_list", "cases_options", "cases_show", "listing", "render_case", "suite", "suite_bump"]
+__all__ = [
+    "cases",
+    "cases_list",
+    "cases_options",
+    "cases_show",
+    "listing",
+    "render_case",
+    "suite",
+    "suite_bump",
+    "suite_stats",
+]
 
 
 # -- shared options -----------------------------------------------------------------------------
@@ -196,3 +206,36 @@ def suite_bump(name: str | None, config: Config, folder: CaseFolder, as_json: bo
         f"suite {manifest.name} {state} {manifest.version} "
         f"({manifest.cases} accepted cases, content {manifest.content_hash[:12]})"
     )
+
+
+@suite.command("stats")
+@store_option
+@cases_options
+@json_option
+@handle_errors
+def suite_stats(store_path: str | None, config: Config, folder: CaseFolder, as_json: bool) -> None:
+    """What the accepted suite measures, and one warning for each thing it cannot measure yet.
+
+    Its mix by kind (typical, edge, adversarial, regression: from tags and failure kinds, mapped by
+    [tool.harvester.suite] kinds) against the mix aimed for (default 40/25/20/15), the cases whose only
+    passing behaviour is to decline, recovery variants per tool, the agents and tools covered and the
+    oldest recording. With a trace store, the tools production called every day of the last 7 days
+    that no case calls are named.
+    """
+    from ..case import daily_tools
+    from ..case import suite_stats as stats_of
+    from ..errors import StoreError
+
+    try:
+        store = open_store(store_path, config, readonly=True)
+    except StoreError:
+        if store_path is not None:
+            raise
+        store = None  # no store here: production's daily tools are not known
+    daily = daily_tools(store.runs(since="7d")) if store is not None else []
+    stats = stats_of(folder.accepted(), config, daily=daily)
+    if as_json:
+        echo_json(stats.to_dict())
+        return
+    for line in stats.lines():
+        click.echo(line, err=line.startswith("warning: "))

@@ -34,6 +34,11 @@ __all__ = ["harvest", "incident", "rerecord"]
     help="Keep every failed run and a reproducible sample of N of the others.",
 )
 @click.option(
+    "--by-cluster",
+    is_flag=True,
+    help="One case per failure cluster no case covers yet (see harvester triage), from its latest run.",
+)
+@click.option(
     "--refresh",
     is_flag=True,
     help="First rerecord every accepted case that has a newer run of its situation (the reviewer's fields kept).",
@@ -48,6 +53,7 @@ def harvest(
     agent: str | None,
     limit: int | None,
     sample: int | None,
+    by_cluster: bool,
     refresh: bool,
     store_path: str | None,
     config: Config,
@@ -59,12 +65,22 @@ def harvest(
     Runs with the same normalized prompt, trajectory and failure kind become one case whose
     source.seen counts them. Reviewed (accepted or rejected) cases are never touched, unless
     --refresh: then each accepted case with a newer run of the same prompt and agent is rerecorded
-    from it first (as harvester rerecord does), keeping what its reviewer decided.
+    from it first (as harvester rerecord does), keeping what its reviewer decided. --by-cluster
+    proposes one case per failure cluster instead (see harvester triage), none for a cluster a case
+    already covers, and says how many runs each accepted case covers.
     """
     from ..harvest import harvest as run_harvest
     from ..harvest import refresh as refresh_cases
 
     store = open_store(store_path, config)
+    if by_cluster:
+        if limit is not None or sample is not None or refresh:
+            raise InputError("--by-cluster reads every failing run of the window: drop --limit, --sample, --refresh")
+        from ..harvest import harvest_clusters
+
+        clustered = harvest_clusters(store, folder.root, since=since, agent=agent, config=config)
+        echo_json(clustered.to_dict()) if as_json else click.echo("\n".join(clustered.lines()))
+        return
     refreshed = refresh_cases(store, folder.root, config=config) if refresh else []
     show = not as_json and sys.stderr.isatty()
     # the store counts by status only: with other filters the total is unknown and a running count shows

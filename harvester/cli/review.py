@@ -1,4 +1,5 @@
-"""Commands that decide on cases: review (one by one, interactively), accept and reject."""
+"""Commands that decide on cases: review (one by one, interactively), accept and reject (one case or many),
+each a call of the review actions in ``harvester.case``."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import ValidationError
 
-from ..case import AgentCase, CaseFolder, check_order
+from ..case import AgentCase, CaseFolder, Decisions, accept_cases, edit_case, pending_ids, reject_cases
 from ..checks import HARVESTED, placed
 from ..config import Config
-from ..errors import CaseFileError, pydantic_field
+from ..errors import CaseFileError
 from . import HarvesterCliError, echo_json, handle_errors, json_option, main
 from .cases import cases_options, render_case
 
@@ -35,7 +35,12 @@ EDITABLE = (
 
 # -- review, accept, reject -----------------------------------------------------------------------
 @main.command("accept")
-@click.argument("case_id", metavar="ID")
+@click.argument("case_ids", metavar="[ID]...", nargs=-1)
+@click.option("--pending", "every_pending", is_flag=True, help="Every pending case (narrowed by --tag and --cluster).")
+@click.option("--tag", metavar="T", help="With --pending: only the cases with this tag.")
+@click.option(
+    "--cluster", metavar="C", help="With --pending: only the cases harvest --by-cluster proposed for cluster C."
+)
 @click.option("--expected", help="What the agent should answer (stored on the case).")
 @click.option("--require", "required", multiple=True, metavar="S", help="Text the answer must contain (repeatable).")
 @click.option(
@@ -45,7 +50,10 @@ EDITABLE = (
 @json_option
 @handle_errors
 def accept(
-    case_id: str,
+    case_ids: tuple[str, ...],
+    every_pending: bool,
+    tag: str | None,
+    cluster: str | None,
     expected: str | None,
     required: tuple[str, ...],
     force: bool,
@@ -53,26 +61,53 @@ def accept(
     folder: CaseFolder,
     as_json: bool,
 ) -> None:
-    """Accept a case without prompts: it moves to cases/ and the nightly replay runs it.
+    """Accept cases without prompts: they move to cases/ and the nightly replay runs them.
 
     A case whose review notes say it is broken (a truncated result, payloads or the prompt not
     captured) is refused until you fix it and delete the note, or pass --force; so is a case a
-    redaction rule still matches (the error names the fields).
+    redaction rule still matches (the error names the fields). Given many cases, each is refused on
+    its own (named, with why) and the others are accepted; the command then exits 2.
     """
-    path = folder.accept(case_id, expected=expected, required=required, force=force)
-    _done(folder.load(case_id), path, as_json)
+    if (tag or cluster) and not every_pending:
+        raise HarvesterCliError("--tag and --cluster choose among the pending cases: add --pending")
+    if len(case_ids) == 1 and not every_pending:
+        path = folder.accept(case_ids[0], expected=expected, required=required, force=force)
+        _done(folder.load(case_ids[0]), path, as_json)
+        return
+    ids = [*case_ids, *(pending_ids(folder, tag=tag, cluster=cluster) if every_pending else ())]
+    if not ids and not every_pending:
+        raise HarvesterCliError("name the cases to accept (ID...), or accept --pending")
+    _decided(accept_cases(folder, ids, expected=expected, required=required, force=force), as_json)
 
 
 @main.command("reject")
-@click.argument("case_id", metavar="ID")
-@click.option("--why", required=True, help="Why the case is not worth keeping (kept in cases/rejected/).")
+@click.argument("case_ids", metavar="ID...", nargs=-1, required=True)
+@click.option("--why", required=True, help="Why the cases are not worth keeping (kept in cases/rejected/).")
 @cases_options
 @json_option
 @handle_errors
-def reject(case_id: str, why: str, config: Config, folder: CaseFolder, as_json: bool) -> None:
-    """Reject a case: it moves to cases/rejected/ so a re-harvest will not propose it again."""
-    path = folder.reject(case_id, why)
-    _done(folder.load(case_id), path, as_json)
+def reject(case_ids: tuple[str, ...], why: str, config: Config, folder: CaseFolder, as_json: bool) -> None:
+    """Reject cases: they move to cases/rejected/ so a re-harvest will not propose them again."""
+    if len(case_ids) == 1:
+        path = folder.reject(case_ids[0], why)
+        _done(folder.load(case_ids[0]), path, as_json)
+        return
+    _decided(reject_cases(folder, case_ids, why), as_json)
+
+
+def _decided(decisions: Decisions, as_json: bool) -> None:
+    """A bulk decision: each refusal on its own line (stderr), then one summary line; exit 2 if any was refused."""
+    if as_json:
+        echo_json(decisions.to_dict())
+    else:
+        for case_id, why in decisions.refused.items():
+            click.echo(f"refused {case_id}: {why}", err=True)
+    if not decisions.ok:
+        raise HarvesterCliError(decisions.summary())
+    if not as_json:
+        click.echo(decisions.summary())
+        if decisions.verdict == "accepted" and decisions.done:
+            click.echo("then: harvester suite bump")
 
 
 def _done(case: AgentCase, path: Path, as_json: bool) -> None:
@@ -188,17 +223,10 @@ def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
         else:
             update = {name: None if raw.strip() == "-" else raw}
     try:
-        edited = AgentCase.model_validate({**data, **update})
-        check_order(edited)
-    except ValidationError as exc:
-        field, msg = pydantic_field(exc)
-        click.echo(f"not changed: {field}: {msg}", err=True)
-        return case
+        return edit_case(folder, case, update)
     except CaseFileError as exc:
         click.echo(f"not changed: {exc}", err=True)
         return case
-    folder.save(edited)
-    return edited
 
 
 def _ask(question: str, default: str, choices: Sequence[str] = ()) -> str:

@@ -38,7 +38,7 @@ from ..report import merge as merge_reports
 from ..suite import SuiteContent, suite_info
 from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, main, with_config
 from ._emit import emit_after, emit_options
-from ._replay_options import model_option, seal_options, shard_option
+from ._replay_options import model_option, sandbox_of, sandbox_option, seal_options, shard_option
 from .cases import cases_options
 from .outputs import (
     Outputs,
@@ -199,6 +199,7 @@ def _finish(
 @shard_option
 @seal_options
 @model_option
+@sandbox_option
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
 @baseline_option
 @alpha_option
@@ -219,6 +220,7 @@ def replay(
     allow_hosts: tuple[str, ...],
     no_seal: bool,
     model: ModelMode | None,
+    sandbox: bool,
     progress: bool | None,
     baseline: str | None,
     alpha: float,
@@ -271,6 +273,7 @@ def replay(
                 allow_hosts=(*config.replay.allow_hosts, *allow_hosts),
                 allow_commands=config.replay.allow_commands,
                 model=model or config.replay.model,
+                sandbox=sandbox_of(config, cases, sandbox),  # its warnings printed before any case runs
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None

@@ -81,7 +81,7 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) 
             @functools.wraps(func)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
                 call_args = bind(args, kwargs)
-                executor = seam.route()
+                executor = _served_by(tool_name, call_args)
                 with _tool_span(tool_name, call_args, spans, executor is not None) as record:
                     result = await (
                         executor.aexecute(tool_name, call_args) if executor is not None else func(*args, **kwargs)
@@ -94,7 +94,7 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             call_args = bind(args, kwargs)
-            executor = seam.route()
+            executor = _served_by(tool_name, call_args)
             with _tool_span(tool_name, call_args, spans, executor is not None) as record:
                 result = executor.execute(tool_name, call_args) if executor is not None else func(*args, **kwargs)
                 record(result)
@@ -103,6 +103,12 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) 
         return wrapper  # type: ignore[return-value]
 
     return deco(fn) if fn is not None else deco
+
+
+def _served_by(name: str, args: Any) -> seam.Executor | None:
+    """The executor that answers this call, or None when its body runs: no replay, or a sandbox tool."""
+    executor = seam.route()
+    return None if executor is None or seam.sandboxed(executor, name, args) else executor
 
 
 def _hidden_params(sig: inspect.Signature) -> set[str]:

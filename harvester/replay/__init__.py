@@ -7,6 +7,7 @@ evaluated, one report.
 - ``_live``: the hermetic cross-check, calls that went around the executor.
 - ``_models``: the recorded model (``--model recorded``), a case's model fixtures answering its model
   calls in order; ``_drift``: how a live request differs from the recorded one, named.
+- ``_sandbox``: the tools ``--sandbox`` runs for real, and their answers compared with the recording.
 - ``_evaluate``: the checks, the judge, the recording's checks, recovery variants.
 - ``_plan``: which cases run, a small record each until its turn; ``_results``: trials folded into a
   ``CaseResult``; ``_suite``: the scheduler, ``replay``.
@@ -16,6 +17,7 @@ from ._agent import load_agent
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
 from ._plan import in_shard
+from ._sandbox import Sandbox, sandbox_for
 from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, replay
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "Judge",
     "LiveCall",
     "Progress",
+    "Sandbox",
     "Suite",
     "divergence",
     "evaluate",
@@ -32,5 +35,6 @@ __all__ = [
     "load_agent",
     "recovered",
     "replay",
+    "sandbox_for",
     "variant_case",
 ]

@@ -7,6 +7,7 @@ from ..case import Case
 from ..model import Run
 from ..report import ANSWER_CHARS, MAX_CALLS, Call, CaseResult, Injected, args_text
 from ._evaluate import divergence, no_fixture_calls, unused_calls
+from ._sandbox import sandbox_calls
 from ._trial import Outcome
 
 __all__ = ["case_result"]
@@ -69,6 +70,7 @@ def case_result(
         else [],
         recorded_answer=(spec.recorded.answer or "")[:ANSWER_CHARS] or None if spec is not None else None,
         model=rep.model,
+        sandboxed=sandbox_calls(run, tools),
     )
 
 

@@ -30,6 +30,7 @@ from ._live import LiveCall
 from ._plan import Planned, plan
 from ._policy import Policy
 from ._results import case_result
+from ._sandbox import Sandbox, sandbox_env
 from ._seal import last_seq, sealing, suite_refusals_since
 from ._trial import Job, Outcome, Runner
 
@@ -63,6 +64,7 @@ def replay(
     allow_hosts: Iterable[str] = (),
     allow_commands: Iterable[str] = (),
     model: ModelMode = "live",
+    sandbox: Sandbox | None = None,
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
@@ -79,6 +81,8 @@ def replay(
     ``model``: ``live`` calls the agent's model; ``recorded`` answers every model call from the case's
     model fixtures (no model host is reachable) and fails a case whose request drifted with
     ``model_input_changed``; ``recorded-then-live`` continues a drifted case on the live model.
+    ``sandbox``: tools that run for real (``replay --sandbox``), with its environment set and its hosts
+    allowed by the seal while the replay runs; every other tool is served from fixtures.
     """
     if model not in MODEL_MODES:
         raise ValueError(f"model must be one of {', '.join(MODEL_MODES)}, got {model!r}")
@@ -93,8 +97,9 @@ def replay(
     planned = plan(cases, inject, shard)
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
-    policy = Policy(allow_hosts, allow_commands) if seal else None
-    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model)
+    hosts = (*allow_hosts, *(sandbox.hosts if sandbox is not None else ()))
+    policy = Policy(hosts, allow_commands) if seal else None
+    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, sandbox)
     refused_before, sealed_before = seam.STATE.seq, last_seq()
     # A process the agent starts seals itself with what any case of the plan may reach.
     sealed = (
@@ -102,7 +107,8 @@ def replay(
         if policy is not None
         else contextlib.nullcontext()
     )
-    with seam.replaying_now(), sealed as suite_seal:
+    env = sandbox_env(sandbox.env) if sandbox is not None else contextlib.nullcontext()
+    with seam.replaying_now(), sealed as suite_seal, env:
         runner.suite_seal = suite_seal
         runner.adapters.open(s for entry in planned for s in entry.instrumentation)
         try:
@@ -133,6 +139,7 @@ def replay(
         refused_calls=[c.summary() for c in refused[:MAX_NO_FIXTURE_CALLS]],
         sealed=policy is not None,
         model=model,
+        sandbox=list(sandbox.tools) if sandbox is not None else None,
     )
 
 

@@ -36,6 +36,7 @@ from ._live import LiveCall, live_calls, models_traced, no_live_calls
 from ._models import RecordedModel, recorded_model
 from ._observe import observed_run, observer
 from ._policy import Policy
+from ._sandbox import Sandbox, SandboxTools
 from ._seal import Seal, last_seq, sealed_check, suite_refusals_since, within
 
 __all__ = ["Attempt", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec", "model_hosts"]
@@ -124,8 +125,10 @@ class Runner:
         ignore_args: Mapping[str, Sequence[str]] | None = None,
         policy: Policy | None = None,
         model: ModelMode = "live",
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.build_agent = build_agent
+        self.sandbox = sandbox  # None: every tool is served from fixtures
         self.model = model
         self.policy = policy  # None: the replay is not sealed
         self.suite_seal: Seal | None = None  # set by the suite while its seal is on
@@ -140,8 +143,11 @@ class Runner:
 
     def start(self, job: Job, done: Done) -> tuple[int, FixtureTools]:
         """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
-        tools = FixtureTools(
-            job.case.spec if job.case.spec is not None else blank_spec(job.case), ignore_args=self.ignore_args
+        spec = job.case.spec if job.case.spec is not None else blank_spec(job.case)
+        tools = (
+            FixtureTools(spec, ignore_args=self.ignore_args)
+            if self.sandbox is None
+            else SandboxTools(spec, self.sandbox, ignore_args=self.ignore_args)
         )
         root = self.tracer.start_span(
             f"{seam.ROOT_PREFIX}{job.case.id}",

@@ -41,6 +41,7 @@ from ._results import (
     ModelDrift,
     ModelServed,
     NoFixtureCall,
+    SandboxCall,
     args_text,
 )
 
@@ -72,6 +73,7 @@ __all__ = [
     "ModelDrift",
     "ModelServed",
     "NoFixtureCall",
+    "SandboxCall",
     "RATES",
     "Report",
     "SCHEMA",

@@ -141,8 +141,9 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
         )
     if report.unsealed_line():
         out.append(f"<p class=bad>{e(str(report.unsealed_line()))}</p>")
-    if report.model_line():
-        out.append(f"<p>{e(str(report.model_line()))}</p>")
+    for line in (report.model_line(), report.sandbox_line()):
+        if line:
+            out.append(f"<p>{e(line)}</p>")
     if outcome.comparison is not None:
         out.append(_comparison(outcome))
     out.append("</section>")
@@ -227,6 +228,9 @@ def _case(r: CaseResult) -> str:
     out.append(_steps(r))
     if r.no_fixture:
         out.append(_no_fixture(r))
+    if r.sandboxed:
+        shown = "".join(f"<li{' class=warn' * bool(c.differs)}><code>{e(c.summary())}</code></li>" for c in r.sandboxed)
+        out.append(f"<h4>ran for real in the sandbox ({len(r.sandboxed)})</h4><ul class=sandbox>{shown}</ul>")
     if r.unused_calls:
         shown = "".join(f"<li><code>{e(c)}</code></li>" for c in r.unused_calls)
         out.append(f"<h4>recorded calls never made ({r.unused})</h4><ul>{shown}</ul>")

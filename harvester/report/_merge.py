@@ -44,6 +44,7 @@ def merge(reports: Iterable[Report]) -> Report:
         refused=sum(r.refused for r in reports),
         refused_calls=[c for r in reports for c in r.refused_calls],
         model=first.model,
+        sandbox=first.sandbox,
     )
 
 

@@ -24,8 +24,9 @@ def summary(report: Report) -> str:
     lines = [report.headline(), f"mean steps {report.mean_steps:.1f}   total cost {report.cost_text()}"]
     if report.unsealed_line():
         lines.append(str(report.unsealed_line()))
-    if report.model_line():
-        lines.append(str(report.model_line()))
+    for line in (report.model_line(), report.sandbox_line()):
+        if line:
+            lines.append(line)
     tags = by_tag(report.cases)  # the variants' recovery tags have their own line below
     if tags:
         lines.append("by tag: " + "  ".join(f"{t}={rate:.0%}" for t, rate in tags.items()))
@@ -127,8 +128,9 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
     ]
     if report.unsealed_line():
         lines += [f"> **{report.unsealed_line()}**", ""]
-    if report.model_line():
-        lines += [inert(str(report.model_line())), ""]
+    for line in (report.model_line(), report.sandbox_line()):
+        if line:
+            lines += [inert(line), ""]
     if report.trials > 1:
         lines += [f"{_pass_hat_k(report.pass_hat_k())}", ""]
         lines += ["| tag | " + " | ".join(f"pass^{k}" for k in range(1, report.trials + 1)) + " |"]

@@ -47,6 +47,8 @@ class Report(_Strict):
     sealed: bool | None = None
     # How the agent's model was served (--model): live, recorded, recorded-then-live; None in older reports.
     model: str | None = None
+    # The sandbox tools (names or globs) a ``--sandbox`` replay let run for real; None without --sandbox.
+    sandbox: list[str] | None = None
     # The release gate as the command that wrote this file judged it (``GateOutcome.to_dict()``, the
     # object ``harvester compare --json`` prints): for whoever reads the file; never read back as a verdict.
     release_gate: dict[str, Any] | None = None
@@ -67,6 +69,26 @@ class Report(_Strict):
             "warning: replayed without the seal (--no-seal): connections and processes the agent "
             "started were not checked, so a tool body may have reached the outside world"
         )
+
+    def sandbox_line(self) -> str | None:
+        """With ``--sandbox``, one line: the tools that ran for real (calls, and how many answered
+        otherwise than production), every other tool served from fixtures (None without --sandbox)."""
+        if self.sandbox is None:
+            return None
+        ran: dict[str, list[int]] = {}  # tool -> [calls, differing]
+        for r in self.results:
+            for c in r.sandboxed:
+                counts = ran.setdefault(c.tool, [0, 0])
+                counts[0] += 1
+                counts[1] += bool(c.differs)
+        if not ran:
+            return f"sandbox ({', '.join(self.sandbox)}): no tool ran for real; every tool served from fixtures"
+        parts = []
+        for tool, (n, differ) in ran.items():
+            said = f", {differ} differ{'s' * (differ == 1)} from production" if differ else ""
+            parts.append(f"{tool} ({n} call{'s' * (n != 1)}{said})")
+        tools = ", ".join(parts)
+        return f"sandbox: ran for real {tools}; every other tool served from fixtures"
 
     def model_line(self) -> str | None:
         """With a recorded model, one line: cases served entirely from the recording, cases that drifted

@@ -21,6 +21,7 @@ __all__ = [
     "ModelDrift",
     "ModelServed",
     "NoFixtureCall",
+    "SandboxCall",
     "args_text",
 ]
 
@@ -110,6 +111,28 @@ class NoFixtureCall(_Strict):
         return f"{sent}: {self.reason}{differs}{recorded}"
 
 
+class SandboxCall(_Strict):
+    """A call that ran for real against the sandbox (``replay --sandbox``): its args (``args_text``),
+    whether a recording stood for it and its tool span was found, and the paths where what it returned
+    differs from what production returned (``.status``; ``(error)``: one failed, the other did not)."""
+
+    tool: str
+    args: str | None = None
+    recorded: bool = True
+    traced: bool = True
+    differs: list[str] = Field(default_factory=list)
+
+    def summary(self) -> str:
+        call = f"{self.tool}({self.args or ''})"
+        if not self.recorded:
+            return f"{call}: ran in the sandbox, no recording to compare"
+        if not self.traced:
+            return f"{call}: ran in the sandbox, no tool span to compare"
+        if not self.differs:
+            return f"{call}: the sandbox answered as production did"
+        return f"{call}: the sandbox differs from production at {', '.join(self.differs)}"
+
+
 MAX_NO_FIXTURE_CALLS = 5  # per case, in the report; ``no_fixture`` counts them all
 ARGS_CHARS = 300  # a call's args in the report, as canonical JSON cut to this many characters
 MAX_CALLS = 50  # recorded and replayed calls per case the report keeps (for the HTML step alignment)
@@ -177,6 +200,9 @@ class CaseResult(_Strict):
     calls: list[Call] = Field(default_factory=list)
     recorded_answer: str | None = None  # cut to ANSWER_CHARS
     model: ModelServed | None = None  # how its model was served (None: the live model, as before --model)
+    # Calls that ran for real against the sandbox (replay --sandbox), the first MAX_CALLS, each compared
+    # with its recording; empty without --sandbox.
+    sandboxed: list[SandboxCall] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _default_passes(self) -> CaseResult:
@@ -210,6 +236,10 @@ class CaseResult(_Strict):
             parts.append(f"{self.no_fixture} no_fixture call{'s' if self.no_fixture != 1 else ''}{detail}")
         if self.divergence is not None and self.variant_of is None:
             parts.append(self.divergence.summary())
+        differ = [c for c in self.sandboxed if c.differs]
+        if differ:
+            said = (f"sandbox {c.tool} differs from production at {', '.join(c.differs)}" for c in differ[:3])
+            parts.append("; ".join(said))
         if self.unused and self.variant_of is None:
             calls = ", ".join(self.unused_calls[:3]) + (", ..." if self.unused > 3 else "")
             parts.append(f"{self.unused} recorded call{'s' * (self.unused != 1)} never made ({calls})")

@@ -12,6 +12,7 @@ from .._lazy import lazy
 from ._codec import Row, epoch, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
 from ._connection import DEFAULT_PATH, ENV_PATH, default_path, store_file
 from ._postgres import is_postgres_url, shown_store
+from ._queries import time_arg
 from ._schema import SCHEMA, SCHEMA_VERSION
 from ._settling import Normalize
 from ._store import TraceStore
@@ -42,6 +43,7 @@ __all__ = [
     "spans_blob",
     "spans_from_blob",
     "store_file",
+    "time_arg",
 ]
 
 _LAZY = {"Copied": "_copy", "copy_store": "_copy", "export_otlp": "_export", "export_otlp_lines": "_export"}

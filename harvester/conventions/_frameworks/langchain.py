@@ -132,7 +132,7 @@ def _make_run(original: Callable[..., Any]) -> Callable[..., Any]:
         if ex is None:
             return original(self, *args, **kwargs)
         served = _served_args(self, args, kwargs)
-        if _hands_over(self, ex, served):
+        if _hands_over(self, ex, served) or seam.sandboxed(ex, self.name, served):
             return original(self, *args, **kwargs)
         return _content(self, ex.execute(self.name, served))
 
@@ -145,7 +145,7 @@ def _make_arun(original: Callable[..., Any]) -> Callable[..., Any]:
         if ex is None:
             return await original(self, *args, **kwargs)
         served = _served_args(self, args, kwargs)
-        if _hands_over(self, ex, served):
+        if _hands_over(self, ex, served) or seam.sandboxed(ex, self.name, served):
             return await original(self, *args, **kwargs)
         return _content(self, await ex.aexecute(self.name, served))
 
@@ -177,6 +177,8 @@ def _make_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
         if ex is None:
             return original(self, input, *args, **kwargs)
         call_args, call_id = _call_input(self, input)
+        if seam.sandboxed(ex, self.name, call_args):
+            return original(self, input, *args, **kwargs)
         return _as_invoked(self, ex.execute(self.name, call_args), call_id)
 
     return invoke
@@ -188,6 +190,8 @@ def _make_ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
         if ex is None:
             return await original(self, input, *args, **kwargs)
         call_args, call_id = _call_input(self, input)
+        if seam.sandboxed(ex, self.name, call_args):
+            return await original(self, input, *args, **kwargs)
         return _as_invoked(self, await ex.aexecute(self.name, call_args), call_id)
 
     return ainvoke

@@ -94,11 +94,20 @@ def _make_call_tool(original: Callable[..., Any]) -> Callable[..., Any]:
         if ex is None or _delegates(self):
             return await original(self, name, tool_args, ctx, tool)
         pending = _pending.get()
-        if pending is not None and pending[0] is ex:
-            return await ex.aexecute(pending[1], pending[2])
-        return await ex.aexecute(name, tool_args)  # a toolset called outside an agent's run
+        # the call as the model made it; else a toolset called outside an agent's run
+        called, args = (pending[1], pending[2]) if pending is not None and pending[0] is ex else (name, tool_args)
+        if not _mcp(self) and seam.sandboxed(ex, called, args):
+            return await original(self, name, tool_args, ctx, tool)
+        return await ex.aexecute(called, args)
 
     return call_tool
+
+
+def _mcp(toolset: Any) -> bool:
+    """An MCP server's toolset: its server is never started in a replay (``_pydantic_mcp``), so its
+    tools are always served, sandbox or not."""
+    cls = getattr(sys.modules.get("pydantic_ai.mcp"), "MCPToolset", None)
+    return isinstance(cls, type) and isinstance(toolset, cls)
 
 
 def _make_output_function(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -126,7 +126,10 @@ def _make_forward(original: Callable[..., Any]) -> Callable[..., Any]:
         ex = seam.route()
         if ex is None or _is_answer(self):
             return original(self, *args, **kwargs)
-        return ex.execute(self.name, _args(self, args, kwargs))
+        called = _args(self, args, kwargs)
+        if seam.sandboxed(ex, self.name, called):
+            return original(self, *args, **kwargs)
+        return ex.execute(self.name, called)
 
     return forward
 

@@ -1,0 +1,128 @@
+"""Review actions: what a reviewer decides on cases, one library for every way of reviewing (``review``,
+``accept``, ``reject`` on the terminal; a review page later), so a case decided anywhere is the same bytes.
+
+Each decision goes through ``CaseFolder`` and keeps its refusals (a case whose notes say it is broken,
+one a redaction rule still matches). Taken in bulk, a case refused, unreadable or unknown is named and
+the others are decided all the same: one bad case never blocks a reviewer's other verdicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import CaseFileError, InputError, NotFoundError, pydantic_field
+from ._file import check_order, load_case
+from ._folder import CaseFolder, case_files
+from ._format import AgentCase
+
+__all__ = ["Decisions", "accept_cases", "edit_case", "pending_ids", "reject_cases"]
+
+
+@dataclass
+class Decisions:
+    """What a bulk decision did, case by case."""
+
+    verdict: str  # "accepted" or "rejected"
+    done: dict[str, Path] = field(default_factory=dict)  # case id -> its file now
+    refused: dict[str, str] = field(default_factory=dict)  # case id -> why (one line)
+    unknown: list[str] = field(default_factory=list)  # ids no case has
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused and not self.unknown
+
+    def summary(self) -> str:
+        """``accepted 9 of 10 cases; refused 1: c7; unknown: nope`` (the reasons are ``lines()``)."""
+        total = len(self.done) + len(self.refused) + len(self.unknown)
+        out = f"{self.verdict} {len(self.done)} of {total} case{'s' * (total != 1)}"
+        if self.refused:
+            out += f"; refused {len(self.refused)}: {', '.join(self.refused)}"
+        if self.unknown:
+            out += f"; unknown: {', '.join(self.unknown)}"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "done": {cid: str(path) for cid, path in self.done.items()},
+            "refused": self.refused,
+            "unknown": self.unknown,
+        }
+
+
+def _decide(ids: Iterable[str], verdict: str, act: Callable[[str], Path]) -> Decisions:
+    out = Decisions(verdict)
+    for case_id in dict.fromkeys(ids):
+        try:
+            out.done[case_id] = act(case_id)
+        except NotFoundError:
+            out.unknown.append(case_id)
+        except InputError as exc:  # broken notes, a secret, an unreadable file, an id that is not one
+            out.refused[case_id] = str(exc)
+    return out
+
+
+def accept_cases(
+    folder: CaseFolder,
+    ids: Iterable[str],
+    *,
+    expected: str | None = None,
+    required: Iterable[str] = (),
+    force: bool = False,
+) -> Decisions:
+    """``CaseFolder.accept`` each case (its refusals kept, one case at a time)."""
+    required = list(required)
+    return _decide(ids, "accepted", lambda cid: folder.accept(cid, expected=expected, required=required, force=force))
+
+
+def reject_cases(folder: CaseFolder, ids: Iterable[str], why: str) -> Decisions:
+    """``CaseFolder.reject`` each case, with the same reason."""
+    return _decide(ids, "rejected", lambda cid: folder.reject(cid, why))
+
+
+def pending_ids(folder: CaseFolder, *, tag: str | None = None, cluster: str | None = None) -> list[str]:
+    """Ids of the pending cases with ``tag`` and proposed for ``cluster`` (``harvest --by-cluster``).
+
+    A pending file that does not read is selected when no filter asks what it holds, so that accepting
+    refuses it by name rather than skipping it unseen. A ``cluster`` no case of any status was proposed
+    for is an ``InputError`` naming the pending clusters.
+    """
+    selected: list[str] = []
+    clusters: dict[str, str] = {}  # cluster -> status of a case proposed for it
+    for path in case_files(folder.root):
+        try:
+            case = load_case(path, max_bytes=folder.max_bytes)
+        except CaseFileError:
+            if path.parent == folder.folder_for("pending") and tag is None and cluster is None:
+                selected.append(path.stem)
+            continue
+        if case.source.cluster:
+            clusters.setdefault(case.source.cluster, case.status)
+        if case.status == "pending" and (tag is None or tag in case.tags):
+            if cluster is None or case.source.cluster == cluster:
+                selected.append(case.id)
+    if cluster is not None and cluster not in clusters:
+        pending = sorted(c for c, status in clusters.items() if status == "pending")
+        known = (
+            f" (pending clusters: {', '.join(pending)})" if pending else " (harvest some with: harvest --by-cluster)"
+        )
+        raise InputError(f"no case was proposed for cluster {cluster!r}{known}", field="cluster")
+    return selected
+
+
+def edit_case(folder: CaseFolder, case: AgentCase, update: dict[str, Any]) -> AgentCase:
+    """``case`` with ``update``'s fields (file names, by alias), validated as a case file is and saved;
+    a ``CaseFileError`` naming the field, nothing saved, when the result would not load."""
+    try:
+        edited = AgentCase.model_validate({**case.model_dump(by_alias=True), **update})
+        check_order(edited)
+    except ValidationError as exc:
+        where, msg = pydantic_field(exc)
+        raise CaseFileError(msg, field=where) from None
+    folder.save(edited)
+    return edited

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ._files import MAX_READ_BYTES, read_file
 from .errors import ConfigError, pydantic_field
@@ -31,7 +31,9 @@ from .errors import ConfigError, pydantic_field
 __all__ = [
     "MODEL_MODES",
     "Config",
+    "Calibration",
     "ImportPolicy",
+    "JudgeConfig",
     "ModelMode",
     "Price",
     "RedactRules",
@@ -202,6 +204,44 @@ class ImportPolicy(_Strict):
     max_answer_mib: int = Field(64, ge=1)
 
 
+class JudgeConfig(_Strict):
+    """``[tool.harvester.judges.NAME]``: a function judge or a model judge (docs/judges.md). A command that
+    uses it builds it (imports the function, asks pydantic-ai for the model): a config read imports nothing."""
+
+    function: str | None = None
+    model: str | None = None
+    # With a base URL as ``model``: the model's name at that server, and the variable holding its key.
+    model_name: str | None = None
+    api_key_env: str | None = None
+    rubric: str | None = None
+    rubric_file: str | None = None  # relative to the config file
+    # What a model judge is asked (docs/judges.md): is the answer ``equivalent`` to the case's
+    # ``expected``, ``grounded`` in its recorded tool results, or does it ``follows`` the rubric.
+    question: Literal["equivalent", "grounded", "follows"] = "equivalent"
+    # Seconds one verdict may take; a judge that takes longer fails its check, never the suite.
+    timeout: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> JudgeConfig:
+        if (self.function is None) == (self.model is None):
+            raise ValueError("give exactly one of function or model")
+        if self.function is not None and (self.function.count(":") != 1 or not all(self.function.split(":"))):
+            raise ValueError(f"function {self.function!r} is not module:callable")
+        if self.rubric is not None and self.rubric_file is not None:
+            raise ValueError("give rubric or rubric_file, not both")
+        return self
+
+
+class Calibration(_Strict):
+    """``[tool.harvester.calibration]``: when a judge's agreement with human labels makes it trusted."""
+
+    min_kappa: float = Field(0.6, ge=-1, le=1)
+    min_labels: int = Field(30, ge=1)
+    require: bool = False  # refuse to replay cases gated on an uncalibrated judge (default: a warning)
+    # Where ``judge calibrate`` keeps its results, relative to the config: commit it for the nightly job.
+    file: str = "judges.calibration.json"
+
+
 class SuiteMix(_Strict):
     """``[tool.harvester.suite]``: how ``harvester suite stats`` sorts cases into kinds, and the mix it aims for.
 
@@ -239,6 +279,11 @@ class Config(_Strict):
     imports: ImportPolicy = Field(default_factory=ImportPolicy, alias="import")
     # The tools ``replay --sandbox`` runs for real, and where (docs/replay.md, "Sandbox").
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
+    # Judges a case may name (``judges = [...]``), and the one a case with ``expected`` gets by default.
+    judges: dict[str, JudgeConfig] = Field(default_factory=dict)
+    default_judge: str | None = None
+    calibration: Calibration = Field(default_factory=Calibration)
+
     # The suite's mix by kind (``harvester suite stats``).
     suite: SuiteMix = Field(default_factory=SuiteMix)
     # Release gates, e.g. "task_completion>=0.85"; parsed by the report module.
@@ -346,6 +391,12 @@ def _validate(table: dict[str, Any], file: Path) -> Config:
         raise ConfigError(pydantic_field(exc)[1], file=str(file), field=field) from None
     base = file.parent.resolve()
     config._source = str(file)
+    for judge in config.judges.values():  # a rubric file, like every path here, is relative to the file
+        judge.rubric_file = str(base / judge.rubric_file) if judge.rubric_file else None
+    config.calibration.file = str(base / config.calibration.file)
+    if config.default_judge is not None and config.default_judge not in config.judges:
+        field = ".".join(p for p in (prefix, "default_judge") if p)
+        raise ConfigError(f"{config.default_judge!r} is not a judge defined under judges", file=str(file), field=field)
     config.cases_dir = str(base / config.cases_dir)
     if config.store:
         config.store = _store_beside(config.store, base)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -17,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ._files import MAX_READ_BYTES, read_file, write_file
 from .canonical import ListDigest, digest
-from .case import SUITE_FILE, AgentCase, CaseFile, CaseFolder, Source, default_cases_dir, load_cases
+from .case import SUITE_FILE, AgentCase, CaseFolder, default_cases_dir, load_cases
 from .errors import CaseFileError, pydantic_field
 
 __all__ = ["SuiteContent", "SuiteManifest", "bump_suite", "read_suite", "suite_content", "suite_info"]
@@ -66,15 +65,6 @@ class SuiteContent:
         self._digest.add(_body(case))
         self._last, self.count = case.id, self.count + 1
         return case
-
-    def read(self, files: Iterable[CaseFile], sources: dict[str, Source] | None = None) -> Iterator[CaseFile]:
-        """``files`` (``CaseFolder.each_accepted``) as they come, each case added on the way, and its
-        ``source`` kept in ``sources`` when given (the production runs a replay's exported verdicts link to)."""
-        for file in files:
-            self.add(file.case)
-            if sources is not None:
-                sources[file.case.id] = file.case.source
-            yield file
 
     def result(self) -> tuple[str, int] | None:
         """(content hash, how many), or None for a case only the whole list encodes (``ListDigest``)."""

@@ -31,6 +31,7 @@ from ._format import (
     AgentCase,
     Fixture,
     InjectSpec,
+    Label,
     ModelTurn,
     OrderRule,
     Recorded,
@@ -39,7 +40,7 @@ from ._format import (
     case_json_schema,
     write_case_schema,
 )
-from ._review import Decisions, accept_cases, edit_case, pending_ids, reject_cases
+from ._review import Decisions, accept_cases, edit_case, labelled, pending_ids, reject_cases
 from ._stats import SuiteStats, daily_tools, kind_of, suite_stats
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "CaseSignature",
     "Fixture",
     "InjectSpec",
+    "Label",
     "ModelTurn",
     "OrderRule",
     "Recorded",
@@ -73,6 +75,7 @@ __all__ = [
     "daily_tools",
     "default_cases_dir",
     "edit_case",
+    "labelled",
     "kind_of",
     "load_case",
     "load_cases",

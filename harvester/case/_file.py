@@ -45,6 +45,9 @@ def case_bytes(case: AgentCase) -> bytes:
         del data["recorded"]["mcp_tools"]
     if case.source.cluster is None:  # only ``harvest --by-cluster`` sets one: other files stay as they were
         del data["source"]["cluster"]
+    for judged in ("judges", "labels"):  # a case without judges or labels: its file stays as it was
+        if not data[judged]:
+            del data[judged]
     return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
 
 

@@ -222,7 +222,13 @@ class CaseFolder:
         return path
 
     def accept(
-        self, case_id: str, *, expected: str | None = None, required: Iterable[str] = (), force: bool = False
+        self,
+        case_id: str,
+        *,
+        expected: str | None = None,
+        required: Iterable[str] = (),
+        force: bool = False,
+        judge: str | None = None,
     ) -> Path:
         """Mark a case accepted (moving it to the top folder), optionally with what it should answer.
 
@@ -249,6 +255,8 @@ class CaseFolder:
             )
         if expected is not None:
             case.expected = expected
+            if judge is not None and not case.judges:  # what it expects is a judge's question
+                case.judges = [judge]
         case.required_elements = list(dict.fromkeys([*case.required_elements, *required]))
         case.status = "accepted"
         case.rejected_why = None

@@ -26,6 +26,7 @@ __all__ = [
     "AgentCase",
     "Fixture",
     "InjectSpec",
+    "Label",
     "ModelTurn",
     "OrderRule",
     "Recorded",
@@ -137,6 +138,18 @@ class OrderRule(_Strict):
         return checklib.order_text(self.call, self.after)
 
 
+class Label(_Strict):
+    """A reviewer's verdict on one answer to the case's prompt: the ground truth a judge is calibrated
+    against (``harvester judge calibrate``). ``trace_id`` names the stored run it came from, if any."""
+
+    answer: str
+    verdict: Literal["good", "bad"]
+    reason: str = ""
+    trace_id: str | None = None
+    by: str | None = None
+    at: str | None = None
+
+
 class AgentCase(_Strict):
     schema_: Literal["harvester.case/1"] = Field(SCHEMA, alias="schema")
     id: str
@@ -149,6 +162,11 @@ class AgentCase(_Strict):
     expected: str | None = None
     required_elements: list[str] = Field(default_factory=list)
     checks: list[dict[str, Any]] = Field(default_factory=list)
+    # The judges (``[tool.harvester.judges.NAME]``) that decide what the checks cannot; they run last,
+    # only when every other check passed.
+    judges: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    # Reviewers' good/bad verdicts on answers to this prompt (``review``, ``harvester label``).
+    labels: list[Label] = Field(default_factory=list)
     min_steps: int | None = Field(None, ge=0)
     appropriate_tools: list[str] = Field(default_factory=list)
     forbidden_tools: list[str] = Field(default_factory=list)

@@ -18,9 +18,9 @@ from pydantic import ValidationError
 from ..errors import CaseFileError, InputError, NotFoundError, pydantic_field
 from ._file import check_order, load_case
 from ._folder import CaseFolder, case_files
-from ._format import AgentCase
+from ._format import AgentCase, Label
 
-__all__ = ["Decisions", "accept_cases", "edit_case", "pending_ids", "reject_cases"]
+__all__ = ["Decisions", "accept_cases", "edit_case", "labelled", "pending_ids", "reject_cases"]
 
 
 @dataclass
@@ -74,10 +74,13 @@ def accept_cases(
     expected: str | None = None,
     required: Iterable[str] = (),
     force: bool = False,
+    judge: str | None = None,
 ) -> Decisions:
     """``CaseFolder.accept`` each case (its refusals kept, one case at a time)."""
     required = list(required)
-    return _decide(ids, "accepted", lambda cid: folder.accept(cid, expected=expected, required=required, force=force))
+    return _decide(
+        ids, "accepted", lambda cid: folder.accept(cid, expected=expected, required=required, force=force, judge=judge)
+    )
 
 
 def reject_cases(folder: CaseFolder, ids: Iterable[str], why: str) -> Decisions:
@@ -113,6 +116,12 @@ def pending_ids(folder: CaseFolder, *, tag: str | None = None, cluster: str | No
         )
         raise InputError(f"no case was proposed for cluster {cluster!r}{known}", field="cluster")
     return selected
+
+
+def labelled(case: AgentCase, label: Label) -> AgentCase:
+    """``case`` with ``label``, replacing a label of the same answer (a reviewer who changes their mind)."""
+    kept = [lb for lb in case.labels if lb.answer != label.answer]
+    return case.model_copy(update={"labels": [*kept, label]})
 
 
 def edit_case(folder: CaseFolder, case: AgentCase, update: dict[str, Any]) -> AgentCase:

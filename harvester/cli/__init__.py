@@ -190,4 +190,4 @@ def main() -> None:
 
 
 # Each command module adds its commands to ``main`` when imported.
-from . import cases, demo, harvesting, importing, review, run, serve, traces, triage  # noqa: E402,F401  (after ``main`` exists)
+from . import cases, demo, harvesting, importing, judging, review, run, serve, traces, triage  # noqa: E402,F401  (after ``main`` exists)

@@ -94,6 +94,13 @@ def render_case(case: AgentCase, path: Path | None = None) -> str:
         *_harvested_lines(case),
         f"    max_cost:          {case.max_cost if case.max_cost is not None else '-'}",
         f"    checks:            {listing(c.label() for c in case.compiled_checks())}",
+        f"    judges:            {listing(case.judges)}"
+        + (
+            f"  (labels: {sum(lb.verdict == 'good' for lb in case.labels)} good, "
+            f"{sum(lb.verdict == 'bad' for lb in case.labels)} bad)"
+            if case.labels
+            else ""
+        ),
         f"    tags:              {listing(case.tags)}",
         f"    seen:              {case.source.seen}"
         + (f"  (failure kind {case.source.failure_kind})" if case.source.failure_kind else ""),

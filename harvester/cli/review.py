@@ -9,18 +9,30 @@ from typing import Any
 
 import click
 
-from ..case import AgentCase, CaseFolder, Decisions, accept_cases, edit_case, pending_ids, reject_cases
+from ..case import (
+    AgentCase,
+    CaseFolder,
+    Decisions,
+    Label,
+    accept_cases,
+    edit_case,
+    labelled,
+    pending_ids,
+    reject_cases,
+)
 from ..checks import HARVESTED, placed
 from ..config import Config
 from ..errors import CaseFileError
 from . import HarvesterCliError, echo_json, handle_errors, json_option, main
 from .cases import cases_options, render_case
+from .judging import now
 
 __all__ = ["EDITABLE", "accept", "reject", "review"]
 
 EDITABLE = (
     "why",
     "expected",
+    "judges",
     "required_elements",
     "forbidden_tools",
     "appropriate_tools",
@@ -66,18 +78,20 @@ def accept(
     A case whose review notes say it is broken (a truncated result, payloads or the prompt not
     captured) is refused until you fix it and delete the note, or pass --force; so is a case a
     redaction rule still matches (the error names the fields). Given many cases, each is refused on
-    its own (named, with why) and the others are accepted; the command then exits 2.
+    its own (named, with why) and the others are accepted; the command then exits 2. --expected gives
+    a case naming no judge the config's default_judge.
     """
     if (tag or cluster) and not every_pending:
         raise HarvesterCliError("--tag and --cluster choose among the pending cases: add --pending")
     if len(case_ids) == 1 and not every_pending:
-        path = folder.accept(case_ids[0], expected=expected, required=required, force=force)
+        path = folder.accept(case_ids[0], expected=expected, required=required, force=force, judge=config.default_judge)
         _done(folder.load(case_ids[0]), path, as_json)
         return
     ids = [*case_ids, *(pending_ids(folder, tag=tag, cluster=cluster) if every_pending else ())]
     if not ids and not every_pending:
         raise HarvesterCliError("name the cases to accept (ID...), or accept --pending")
-    _decided(accept_cases(folder, ids, expected=expected, required=required, force=force), as_json)
+    decisions = accept_cases(folder, ids, expected=expected, required=required, force=force, judge=config.default_judge)
+    _decided(decisions, as_json)
 
 
 @main.command("reject")
@@ -127,7 +141,10 @@ def _done(case: AgentCase, path: Path, as_json: bool) -> None:
 @cases_options
 @handle_errors
 def review(case_id: str | None, force: bool, config: Config, folder: CaseFolder) -> None:
-    """Walk through pending cases: accept, edit a field, reject or skip each one.
+    """Walk through pending cases: accept, edit a field, label the answer, reject or skip each one.
+
+    Labelling the recorded answer good or bad (with a reason) is what a judge is calibrated against
+    (harvester judge calibrate). Setting expected gives a case naming no judge the config's default_judge.
 
     A case a redaction rule still matches is not accepted (its fields are named; edit, reject or
     skip it) unless --force, and the review then exits 2.
@@ -143,7 +160,7 @@ def review(case_id: str | None, force: bool, config: Config, folder: CaseFolder)
     refused: set[str] = set()  # refused for secrets, then neither accepted nor rejected
     try:
         for i, cid in enumerate(ids, 1):
-            verdict = _review_one(folder, cid, f"[{i}/{len(ids)}]", force, refused)
+            verdict = _review_one(folder, cid, f"[{i}/{len(ids)}]", force, refused, config)
             if verdict == "quit":
                 break
             counts[verdict] += 1
@@ -166,16 +183,19 @@ def _counts(counts: dict[str, int]) -> str:
     return f"{counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped"
 
 
-def _review_one(folder: CaseFolder, case_id: str, position: str, force: bool, refused: set[str]) -> str:
+def _review_one(folder: CaseFolder, case_id: str, position: str, force: bool, refused: set[str], config: Config) -> str:
     """One case, prompting until a verdict; a case refused for secrets goes on ``refused``."""
     case = folder.load(case_id)
     while True:
         click.echo(f"\n{position} " + render_case(case, folder.find(case_id)))
         action = click.prompt(
-            "[a]ccept, [e]dit a field, [r]eject, [s]kip, [q]uit",
-            type=click.Choice(["a", "e", "r", "s", "q"]),
+            "[a]ccept, [e]dit a field, [l]abel the answer, [r]eject, [s]kip, [q]uit",
+            type=click.Choice(["a", "e", "l", "r", "s", "q"]),
             show_choices=False,
         )
+        if action == "l":
+            case = _label(folder, case)
+            continue
         if action == "a":
             leaks = [] if force else folder.secret_fields(case)
             if leaks:
@@ -200,10 +220,27 @@ def _review_one(folder: CaseFolder, case_id: str, position: str, force: bool, re
             return "skipped"
         if action == "q":
             return "quit"
-        case = _edit(folder, case)
+        case = _edit(folder, case, config)
 
 
-def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
+def _label(folder: CaseFolder, case: AgentCase) -> AgentCase:
+    """The reviewer's verdict on the recorded answer (good, bad, or skip), with a reason: what a judge
+    is calibrated against."""
+    if not case.recorded.answer:
+        click.echo("  no recorded answer to label")
+        return case
+    verdict = click.prompt("answer is [g]ood, [b]ad, [s]kip", type=click.Choice(["g", "b", "s"]), show_choices=False)
+    if verdict == "s":
+        return case
+    reason = click.prompt("why", default="", show_default=False)
+    entry = Label(answer=case.recorded.answer, verdict="good" if verdict == "g" else "bad", reason=reason, at=now())
+    case = labelled(case, entry)
+    folder.save(case)
+    click.echo(f"  labelled {entry.verdict} ({len(case.labels)} label(s) on this case)")
+    return case
+
+
+def _edit(folder: CaseFolder, case: AgentCase, config: Config) -> AgentCase:
     """Change one field (lists comma-separated, '-' clears; a harvested check asks its own questions); the
     model validates before anything is saved."""
     name = click.prompt("field", type=click.Choice(EDITABLE))
@@ -222,6 +259,8 @@ def _edit(folder: CaseFolder, case: AgentCase) -> AgentCase:
             update = {name: [] if raw.strip() == "-" else [v.strip() for v in raw.split(",") if v.strip()]}
         else:
             update = {name: None if raw.strip() == "-" else raw}
+    if name == "expected" and update["expected"] is not None and not case.judges and config.default_judge:
+        update["judges"] = [config.default_judge]  # what it expects is a judge's question
     try:
         return edit_case(folder, case, update)
     except CaseFileError as exc:

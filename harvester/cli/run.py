@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import click
 
 from .. import seam
 from .._files import check_output, write_file
-from ..case import CaseFolder, Source
+from ..case import CaseFolder
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
-from ..replay import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, load_agent
+from ..replay import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, load_agent, plan_folder
 from ..replay import replay as run_replay
 from ..report import (
     ALPHA,
@@ -35,8 +36,8 @@ from ..report import (
     render_html,
 )
 from ..report import merge as merge_reports
-from ..suite import SuiteContent, suite_info
-from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, main, with_config
+from ..suite import suite_info
+from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, judging, main, with_config
 from ._emit import emit_after, emit_options
 from ._replay_options import model_option, sandbox_of, sandbox_option, seal_options, shard_option
 from .cases import cases_options
@@ -201,6 +202,7 @@ def _finish(
 @model_option
 @sandbox_option
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
+@click.option("--no-judges", is_flag=True, help="Skip the cases' judges (every-commit jobs): their checks do not run.")
 @baseline_option
 @alpha_option
 @inconclusive_option
@@ -222,6 +224,7 @@ def replay(
     model: ModelMode | None,
     sandbox: bool,
     progress: bool | None,
+    no_judges: bool,
     baseline: str | None,
     alpha: float,
     inconclusive: str | None,
@@ -249,15 +252,13 @@ def replay(
     out = Outputs(json_path, junit_path, markdown_path, html_path)
     out.check()
     build = load_agent(agent_spec)
-    content = SuiteContent()  # the suite hash, from the same read that validates each accepted case
-    sources: dict[str, Source] = {}  # the cases' production runs, which exported verdicts link to
-    cases = content.read(folder.each_accepted(), sources if otlp_endpoint or emit_otel else None)
+    read = plan_folder(folder.each_accepted(), inject, shard, sources=bool(otlp_endpoint or emit_otel), every=sandbox)
     seam.harness()  # this process replays until it exits: work the agent left queued is refused, not run
     show = sys.stderr.isatty() if progress is None else progress
     try:
         with ProgressBar("replaying", show=show) as bar:
             report = run_replay(
-                cases,
+                read.planned,
                 build,
                 trials=trials,
                 confirm=confirm,
@@ -266,23 +267,19 @@ def replay(
                 timeout=timeout,
                 shard=shard,
                 progress=bar,
-                suite=lambda: suite_info(folder.root, content.result()),
+                suite=suite_info(folder.root, read.content.result()),
                 prices=config if config.prices else None,
                 ignore_args=config.ignore_args,
                 seal=not no_seal,
                 allow_hosts=(*config.replay.allow_hosts, *allow_hosts),
                 allow_commands=config.replay.allow_commands,
                 model=model or config.replay.model,
-                sandbox=sandbox_of(config, cases, sandbox),  # its warnings printed before any case runs
+                sandbox=sandbox_of(config, read.held, sandbox),  # its warnings printed before any case runs
+                judges=judging.judges_for(read.held, config, folder, skip=no_judges),
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
-    emit = None
-    if otlp_endpoint or emit_otel:
-
-        def emit(done: Report) -> str | None:
-            return emit_after(done, otlp_endpoint, emit_otel, cases=sources)
-
+    emit = partial(emit_after, otlp_endpoint=otlp_endpoint, emit_otel=emit_otel, cases=read.sources)  # None: not asked
     _finish(report, gate_list, base, out, (alpha, inconclusive), config, emit)
 
 

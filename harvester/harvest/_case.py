@@ -144,6 +144,7 @@ def build_case(
         prompt=run.prompt or "",
         history=run.history or [],
         expected=expected,
+        judges=[config.default_judge] if expected and config.default_judge else [],
         required_elements=list(dict.fromkeys(required_elements)),
         min_steps=len(distinct_ok),
         appropriate_tools=appropriate,

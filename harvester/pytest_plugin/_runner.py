@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from ..case import AgentCase, CaseFolder
+from ..checks import Panel
 from ..config import MODEL_MODES, Config, ModelMode, load_config
 from ..errors import HarvesterError, InputError
 from ..fixtures import MODES, recovery_variants
@@ -134,6 +135,8 @@ class CaseRunner:
             allow_hosts=s.config.replay.allow_hosts,
             allow_commands=s.config.replay.allow_commands,
             model=s.model,
+            # its judges, with the project's verdict cache; a recovery variant is not judged
+            judges=Panel.from_config(s.config, spec.judges) if spec.judges and variant_of is None else None,
         )
         [result] = report.results
         if variant_of is not None:  # what replay(inject=True) records of a variant it planned itself

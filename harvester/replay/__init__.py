@@ -16,15 +16,17 @@ evaluated, one report.
 from ._agent import load_agent
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
-from ._plan import in_shard
+from ._plan import FolderPlan, Planned, in_shard, plan, plan_folder
 from ._sandbox import Sandbox, sandbox_for
 from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, replay
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "FolderPlan",
     "INJECT_NEEDS_A_MODEL",
     "Judge",
     "LiveCall",
+    "Planned",
     "Progress",
     "Sandbox",
     "Suite",
@@ -33,6 +35,8 @@ __all__ = [
     "in_shard",
     "live_calls",
     "load_agent",
+    "plan",
+    "plan_folder",
     "recovered",
     "replay",
     "sandbox_for",

@@ -18,6 +18,7 @@ __all__ = [
     "Judge",
     "divergence",
     "evaluate",
+    "judged",
     "no_fixture_calls",
     "recorded_calls_only",
     "recovered",
@@ -40,6 +41,25 @@ def evaluate(case: Case, run: Run, judge: Judge | None = None) -> list[CheckResu
     if judge is not None and all(c.passed is not False for c in out):
         passed, detail = checklib.run_check(lambda r: judge(case, r), run)
         out.append(CheckResult(name="judge", passed=passed, detail=detail))
+    return out
+
+
+def judged(case: Case, run: Run, panel: checklib.Panel | None, checks: Sequence[CheckResult]) -> list[CheckResult]:
+    """The case's named judges, ``judge:NAME`` each, run last: only when the run has an answer (not an
+    error, not a deferred run waiting on approval) and every other check passed (a judge is the
+    expensive check, and judging a wrong path's answer tells nothing). A recovery variant is not judged:
+    its tool is broken on purpose, so the expected answer may be out of reach. Without a panel
+    (``--no-judges``, a library replay without judges) none runs."""
+    spec = case.spec
+    if panel is None or panel.skipped or spec is None or not spec.judges or spec.inject_failures:
+        return []
+    if run.answer is None or any(c.passed is False for c in checks):
+        return []
+    subject = checklib.Subject.of(spec, run)
+    out = []
+    for name in spec.judges:
+        passed, reason = panel.verdict(name, subject)
+        out.append(CheckResult(name=f"judge:{name}", passed=passed, detail=reason))
     return out
 
 

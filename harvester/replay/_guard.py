@@ -97,7 +97,9 @@ class Guard:
         def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
             found = lookup(host, port, *args, **kwargs)
             if isinstance(host, (str, bytes)) and found:
-                name = host.decode("idna", "replace") if isinstance(host, bytes) else host
+                # bytes are an IDNA-encoded name (anyio's lookups pass them), ASCII by definition; the idna
+                # codec has no "replace" error handler and raised inside every such lookup
+                name = host.decode("ascii", "replace") if isinstance(host, bytes) else host
                 if len(_resolved) > _MAX_RESOLVED:
                     _resolved.clear()  # a lookup is remembered until then: a connection follows it at once
                 for entry in found:  # (family, type, proto, canonname, (address, port, ...))

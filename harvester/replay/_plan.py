@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..case import AgentCase, Case, CaseFile, load_case
+from ..case import AgentCase, Case, CaseFile, Source, load_case
 from ..fixtures import recovery_variants
+from ..suite import SuiteContent
 from ._evaluate import variant_case
 
-__all__ = ["Planned", "in_shard", "plan"]
+__all__ = ["FolderPlan", "Planned", "in_shard", "plan", "plan_folder"]
 
 
 def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
@@ -34,6 +35,7 @@ class Planned:
     variant_of: str | None  # the id of the case this is a recovery variant of
     model_hosts: tuple[str, ...]
     instrumentation: tuple[str, ...]
+    judges: tuple[str, ...]  # the judges its case names
     held: Case | None = None  # the runnable case, once made (at once for a case handed in memory)
     file: tuple[Path, int] | None = None  # (path, size limit) of a case read from a folder
     variant: int = 0  # which of ``recovery_variants`` of the case, for a variant read from a file
@@ -47,14 +49,20 @@ class Planned:
         return self.held
 
 
-def plan(cases: Iterable[AgentCase | Case | CaseFile], inject: bool, shard: tuple[int, int] | None) -> list[Planned]:
-    """The runnable cases in run order, each recovery variant after its case."""
+def plan(
+    cases: Iterable[AgentCase | Case | CaseFile | Planned], inject: bool, shard: tuple[int, int] | None
+) -> list[Planned]:
+    """The runnable cases in run order, each recovery variant after its case; an entry planned already
+    (a command that planned while it read the folder) is taken as it is."""
     if shard is not None and not (
         len(shard) == 2 and all(isinstance(x, int) for x in shard) and 1 <= shard[0] <= shard[1]
     ):
         raise ValueError(f"shard must be (i, n) with 1 <= i <= n, got {shard!r}")
     out: list[Planned] = []
     for item in cases:
+        if isinstance(item, Planned):
+            out.append(item)
+            continue
         file = (item.path, item.max_bytes) if isinstance(item, CaseFile) else None
         runnable = item.to_case() if isinstance(item, AgentCase) else item if isinstance(item, Case) else None
         spec = item.case if isinstance(item, CaseFile) else runnable.spec if runnable is not None else None
@@ -63,11 +71,45 @@ def plan(cases: Iterable[AgentCase | Case | CaseFile], inject: bool, shard: tupl
             continue
         hosts = tuple(spec.recorded.model_hosts) if spec is not None else ()
         instrumentation = tuple(spec.recorded.instrumentation) if spec is not None else ()
-        out.append(Planned(case_id, None, hosts, instrumentation, runnable, file))
+        judges = tuple(spec.judges) if spec is not None else ()
+        out.append(Planned(case_id, None, hosts, instrumentation, judges, runnable, file))
         if inject and spec is not None:
             variants = recovery_variants(spec)
             out.extend(
-                Planned(v.id, case_id, hosts, instrumentation, variant_case(v) if file is None else None, file, k)
+                Planned(
+                    v.id, case_id, hosts, instrumentation, judges, variant_case(v) if file is None else None, file, k
+                )
                 for k, v in enumerate(variants)
             )
+    return out
+
+
+@dataclass
+class FolderPlan:
+    """A folder's accepted cases read once: the plan, the suite's content (hash, count), and what else
+    a command asked to keep of them."""
+
+    planned: list[Planned] = field(default_factory=list)
+    content: SuiteContent = field(default_factory=SuiteContent)
+    sources: dict[str, Source] = field(default_factory=dict)  # case id -> its production run's source
+    held: list[AgentCase] = field(default_factory=list)  # the cases naming judges (``every``: all of them)
+
+
+def plan_folder(
+    files: Iterable[CaseFile], inject: bool, shard: tuple[int, int] | None, *, sources: bool = False, every: bool = False
+) -> FolderPlan:
+    """``plan`` of ``files`` (``CaseFolder.each_accepted``), the suite hash taken from the same read.
+
+    ``sources``: keep each case's ``source`` (the production run exported verdicts link to). The cases
+    naming judges are kept whole (their panel is built before anything runs); ``every``: every case is
+    (``--sandbox`` checks its tools against all of them).
+    """
+    out = FolderPlan()
+    for file in files:
+        out.content.add(file.case)
+        out.planned += plan([file], inject, shard)
+        if sources:
+            out.sources[file.case.id] = file.case.source
+        if every or file.case.judges:
+            out.held.append(file.case)
     return out

@@ -20,10 +20,11 @@ from typing import Any
 from .. import seam
 from .._progress import Progress
 from ..case import AgentCase, Case, CaseFile
+from ..checks import Panel
 from ..config import MODEL_MODES, Config, ModelMode
 from ..errors import AgentBuildError
 from ..fixtures import FixtureTools
-from ..report import MAX_NO_FIXTURE_CALLS, Report
+from ..report import MAX_NO_FIXTURE_CALLS, Judging, Report
 from ._agent import factory_name
 from ._evaluate import Judge
 from ._live import LiveCall
@@ -46,7 +47,7 @@ INJECT_NEEDS_A_MODEL = (
 
 
 def replay(
-    cases: Iterable[AgentCase | Case | CaseFile],
+    cases: Iterable[AgentCase | Case | CaseFile | Planned],
     build_agent: Callable[..., Any],
     *,
     trials: int = 1,
@@ -65,12 +66,13 @@ def replay(
     allow_commands: Iterable[str] = (),
     model: ModelMode = "live",
     sandbox: Sandbox | None = None,
+    judges: Panel | None = None,
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
     ``cases``: in memory, or read from a folder (``CaseFolder.each_accepted``: each is planned from that
-    read and read again when it runs). ``suite``: a name, or anything with ``.name``/``.version`` (the
-    suite manifest), or a callable returning one, asked once the cases were read. ``prices``: a
+    read and read again when it runs), or planned already (``plan``: taken as they are). ``suite``: a
+    name, or anything with ``.name``/``.version`` (the suite manifest). ``prices``: a
     ``Config`` or its ``prices`` mapping (USD per 1k tokens), used when a run has tokens and no cost.
     ``ignore_args``: the project's ``{tool: [arg paths]}`` (the config's), left out of fixture matching
     along with each case's own. ``progress``: called as ``progress(done, total)`` each time a
@@ -83,6 +85,8 @@ def replay(
     ``model_input_changed``; ``recorded-then-live`` continues a drifted case on the live model.
     ``sandbox``: tools that run for real (``replay --sandbox``), with its environment set and its hosts
     allowed by the seal while the replay runs; every other tool is served from fixtures.
+    ``judges``: the panel that answers the ``judge:NAME`` checks of cases that name judges (None: they
+    are not judged).
     """
     if model not in MODEL_MODES:
         raise ValueError(f"model must be one of {', '.join(MODEL_MODES)}, got {model!r}")
@@ -99,7 +103,7 @@ def replay(
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
     hosts = (*allow_hosts, *(sandbox.hosts if sandbox is not None else ()))
     policy = Policy(hosts, allow_commands) if seal else None
-    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, sandbox)
+    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, sandbox, judges)
     refused_before, sealed_before = seam.STATE.seq, last_seq()
     # A process the agent starts seals itself with what any case of the plan may reach.
     sealed = (
@@ -119,7 +123,6 @@ def replay(
     builds = [o for outs in outcomes for o in outs]
     if builds and all(o.build_failed for o in builds):  # not one agent was built: the harness is wrong, not the cases
         raise AgentBuildError(factory_name(build_agent), builds[0].error or "no agent built")
-    suite = suite() if callable(suite) else suite
     name = suite if isinstance(suite, str) else getattr(suite, "name", None) or "suite"
     version = None if isinstance(suite, str) else getattr(suite, "version", None)
     refused = [  # each once, whichever cases were in flight
@@ -140,7 +143,18 @@ def replay(
         sealed=policy is not None,
         model=model,
         sandbox=list(sandbox.tools) if sandbox is not None else None,
+        judging=_judging(judges, planned),
     )
+
+
+def _judging(panel: Panel | None, plan: list[Planned]) -> Judging | None:
+    """The bill of the judges the plan's cases name (None when none names one, or no panel was given)."""
+    named = {n for entry in plan for n in entry.judges}
+    if panel is None or not named:
+        return None
+    if panel.skipped:
+        return Judging(skipped=True)
+    return Judging(judges=[t for t in panel.tallies() if t.name in named])
 
 
 def _confirm(
@@ -197,14 +211,17 @@ def _drive(
                 break
             trace_id, tools = runner.start(job, done)
             inflight[id(job)] = (job, time.monotonic() + timeout + grace, trace_id, tools)
-        wait = min(entry[1] for entry in inflight.values()) - time.monotonic()
+        # The deadline is the agent's: once it answered, its checks and judges take what they take (a
+        # judge is bounded by its own timeout), and a slow judge never reads as an agent that hung.
+        running = [entry[1] for entry in inflight.values() if id(entry[0]) not in runner.answered]
+        wait = min(running) - time.monotonic() if running else None
         try:
-            finished = [done.get(timeout=max(wait, 0.0))]
+            finished = [done.get(timeout=None if wait is None else max(wait, 0.0))]
         except queue.Empty:
             now = time.monotonic()
             finished = []
             for job, deadline, trace_id, tools in list(inflight.values()):
-                if deadline <= now:  # a hung agent: abandon its thread, fail its case
+                if deadline <= now and id(job) not in runner.answered:  # a hung agent: abandon it, fail its case
                     runner.release(trace_id)
                     finished.append(
                         (
@@ -220,6 +237,7 @@ def _drive(
                         )
                     )
         for job, outcome in finished:
+            runner.answered.discard(id(job))
             if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped
                 continue
             outcomes[job.index].append(outcome)

@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import adapters, seam
 from ..case import AgentCase, Case
+from ..checks import Panel
 from ..config import Config, ModelMode
 from ..conventions import EVERY_PROVIDER_HOST
 from ..errors import ReplayTimeout, ToolFailure
@@ -31,7 +32,7 @@ from ..fixtures import FixtureTools
 from ..model import ErrorInfo, Run
 from ..report import CheckResult, ModelServed
 from ._agent import wants
-from ._evaluate import Judge, evaluate, recorded_calls_only, recordings_consumed
+from ._evaluate import Judge, evaluate, judged, recorded_calls_only, recordings_consumed
 from ._live import LiveCall, live_calls, models_traced, no_live_calls
 from ._models import RecordedModel, recorded_model
 from ._observe import observed_run, observer
@@ -126,9 +127,11 @@ class Runner:
         policy: Policy | None = None,
         model: ModelMode = "live",
         sandbox: Sandbox | None = None,
+        panel: Panel | None = None,
     ) -> None:
         self.build_agent = build_agent
         self.sandbox = sandbox  # None: every tool is served from fixtures
+        self.panel = panel
         self.model = model
         self.policy = policy  # None: the replay is not sealed
         self.suite_seal: Seal | None = None  # set by the suite while its seal is on
@@ -140,6 +143,7 @@ class Runner:
         self.prices = prices
         self.tracer, self.collector = observer()
         self.adapters = adapters.Session()
+        self.answered: set[int] = set()  # id() of the jobs whose agent returned or raised: now being judged
 
     def start(self, job: Job, done: Done) -> tuple[int, FixtureTools]:
         """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
@@ -208,6 +212,7 @@ class Runner:
             otel_context.detach(token)
             root.end()
             tools.close()  # a thread of this case that goes on cannot reach the next case's fixtures
+            self.answered.add(id(job))
         attempt.spans = self.release(trace_id)
         try:
             outcome = self._judge(attempt)
@@ -268,6 +273,7 @@ class Runner:
             )
             if c is not None
         )
+        checks.extend(judged(job.case, run, self.panel, checks) if error is None else ())
         passed = error is None and all(c.passed is not False for c in checks)
         message = f"{_type_name(error)}: {_message(error)}" if error is not None else None
         return Outcome(

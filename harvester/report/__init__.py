@@ -6,8 +6,9 @@ release, so a drop only counts when a one-sided Fisher exact test says it is unl
 smaller drops are listed as "changed, not significant" so nobody loses sight of them.
 
 One module per concept: ``_results`` (one case), ``_metrics`` (figures and the statistics),
-``_compare`` (against a baseline), ``_report`` (the report and its file), ``_render`` (terminal, JUnit,
-Markdown), ``_html`` (the HTML page), ``_merge`` (shards), ``_gates`` (release gates).
+``_compare`` (against a baseline), ``_judging`` (what the judges did and cost), ``_report`` (the report
+and its file), ``_render`` (terminal, JUnit, Markdown), ``_html`` (the HTML page), ``_merge`` (shards),
+``_gates`` (release gates).
 """
 
 from .._files import check_output, write_file
@@ -25,6 +26,7 @@ from ._gates import (
 )
 from ._html import case_verdict
 from ._html import html as render_html
+from ._judging import Judging, calibration_html
 from ._merge import merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
 from ._otel import EmitResult, ExporterMissing, emit_verdicts, exporter_available, resolve_endpoint
@@ -67,6 +69,7 @@ __all__ = [
     "GateOutcome",
     "GateResult",
     "Injected",
+    "Judging",
     "MAX_NO_FIXTURE_CALLS",
     "MIN_TASK_COMPLETION",
     "METRICS",
@@ -79,6 +82,7 @@ __all__ = [
     "SCHEMA",
     "args_text",
     "by_tag",
+    "calibration_html",
     "case_verdict",
     "check_output",
     "compare",

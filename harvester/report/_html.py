@@ -144,10 +144,33 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
     for line in (report.model_line(), report.sandbox_line()):
         if line:
             out.append(f"<p>{e(line)}</p>")
+    if report.judging is not None:
+        out.append(_judges(report))
     if outcome.comparison is not None:
         out.append(_comparison(outcome))
     out.append("</section>")
     return "".join(out)
+
+
+def _judges(report: Report) -> str:
+    """The judges section: each judge's calls, cache hits, tokens, cost and calibration."""
+    assert report.judging is not None
+    rows = [
+        [
+            f"<code>{e(j.name)}</code>",
+            str(j.calls),
+            str(j.cache_hits),
+            str(j.failures),
+            f"{j.input_tokens + j.output_tokens:,}",
+            e(f"{j.cost:.6f}" if j.cost is not None else "n/a"),
+            "<b class=ok>calibrated</b>" if j.uncalibrated is None else f"<b class=bad>{e(j.uncalibrated)}</b>",
+        ]
+        for j in report.judging.judges
+    ]
+    head = ["judge", "calls", "cache hits", "no verdict", "tokens", "cost", "calibration"]
+    lines = [f"<p>{e(report.judging.line())}</p>"]
+    lines += [f"<p class=warn>{e(w)}</p>" for w in report.judging.warnings()]
+    return "<section id=judges>" + "".join(lines) + _table("judges", head, rows) + "</section>"
 
 
 def _comparison(outcome: GateOutcome) -> str:

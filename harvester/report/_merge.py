@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..errors import ReportFormatError
+from ._judging import Judging
 from ._report import Report
 from ._results import CaseResult
 
@@ -45,6 +46,7 @@ def merge(reports: Iterable[Report]) -> Report:
         refused_calls=[c for r in reports for c in r.refused_calls],
         model=first.model,
         sandbox=first.sandbox,
+        judging=Judging.merged(r.judging for r in reports),
     )
 
 

@@ -27,6 +27,7 @@ def summary(report: Report) -> str:
     for line in (report.model_line(), report.sandbox_line()):
         if line:
             lines.append(line)
+    lines += report.judging_lines()
     tags = by_tag(report.cases)  # the variants' recovery tags have their own line below
     if tags:
         lines.append("by tag: " + "  ".join(f"{t}={rate:.0%}" for t, rate in tags.items()))
@@ -131,6 +132,7 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
     for line in (report.model_line(), report.sandbox_line()):
         if line:
             lines += [inert(line), ""]
+    lines += [f"{inert(line)}\n" for line in report.judging_lines()]
     if report.trials > 1:
         lines += [f"{_pass_hat_k(report.pass_hat_k())}", ""]
         lines += ["| tag | " + " | ".join(f"pass^{k}" for k in range(1, report.trials + 1)) + " |"]

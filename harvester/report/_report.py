@@ -13,6 +13,7 @@ from .._files import write_file
 from ..errors import ReportFormatError, pydantic_field
 from . import _render as render
 from ._compare import ALPHA, Comparison, compare
+from ._judging import Judging
 from ._metrics import by_tag, metrics_of, pass_hat_k
 from ._results import CaseResult
 
@@ -49,6 +50,8 @@ class Report(_Strict):
     model: str | None = None
     # The sandbox tools (names or globs) a ``--sandbox`` replay let run for real; None without --sandbox.
     sandbox: list[str] | None = None
+    # What the judges did (calls, cache hits, their own token cost, calibration); None: no judge ran.
+    judging: Judging | None = None
     # The release gate as the command that wrote this file judged it (``GateOutcome.to_dict()``, the
     # object ``harvester compare --json`` prints): for whoever reads the file; never read back as a verdict.
     release_gate: dict[str, Any] | None = None
@@ -89,6 +92,10 @@ class Report(_Strict):
             parts.append(f"{tool} ({n} call{'s' * (n != 1)}{said})")
         tools = ", ".join(parts)
         return f"sandbox: ran for real {tools}; every other tool served from fixtures"
+
+    def judging_lines(self) -> list[str]:
+        """The judges' bill, then a warning per judge that gated cases uncalibrated ([] without judges)."""
+        return [] if self.judging is None else [self.judging.line(), *self.judging.warnings()]
 
     def model_line(self) -> str | None:
         """With a recorded model, one line: cases served entirely from the recording, cases that drifted

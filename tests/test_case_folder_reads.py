@@ -16,7 +16,7 @@ from harvester import checks
 from harvester.canonical import ListDigest, digest
 from harvester.case import CaseFolder, load_case, save_case
 from harvester.cli import main
-from harvester.replay import replay
+from harvester.replay import plan_folder, replay
 from harvester.suite import SuiteContent, suite_content, suite_info
 from tests.builders.agents import GOOD, case
 
@@ -81,13 +81,13 @@ def test_a_duplicate_id_across_statuses_is_still_refused(folder):
 
 
 def test_the_suite_hash_from_the_replay_read_is_the_folder_hash(folder):
-    content = SuiteContent()
-    for file in content.read(folder.each_accepted()):
-        assert file.case.status == "accepted"
+    read = plan_folder(folder.each_accepted(), False, None, sources=True)
+    assert [e.id for e in read.planned] == IDS and all(e.held is None for e in read.planned)
+    assert set(read.sources) == set(IDS) and read.held == []  # no case names a judge
     accepted = sorted((load_case(folder.root / f"{cid}.json") for cid in IDS), key=lambda c: c.id)
     formula = digest([c.model_dump(mode="json", by_alias=True, exclude_defaults=True) for c in accepted], length=64)
-    assert content.result() == (formula, len(IDS)) == suite_content(folder.root)
-    assert suite_info(folder.root, content.result()) == suite_info(folder.root)
+    assert read.content.result() == (formula, len(IDS)) == suite_content(folder.root)
+    assert suite_info(folder.root, read.content.result()) == suite_info(folder.root)
 
 
 def test_suite_content_refuses_cases_out_of_id_order(folder):

@@ -96,7 +96,12 @@ class FolderPlan:
 
 
 def plan_folder(
-    files: Iterable[CaseFile], inject: bool, shard: tuple[int, int] | None, *, sources: bool = False, every: bool = False
+    files: Iterable[CaseFile],
+    inject: bool,
+    shard: tuple[int, int] | None,
+    *,
+    sources: bool = False,
+    every: bool = False,
 ) -> FolderPlan:
     """``plan`` of ``files`` (``CaseFolder.each_accepted``), the suite hash taken from the same read.
 

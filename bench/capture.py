@@ -218,12 +218,13 @@ def _import_ms(statement: str, env: dict[str, str]) -> float:
     return float(out.stdout) * 1000
 
 
-def installed() -> dict[str, str]:
+def installed(root: Path | None = None) -> dict[str, str]:
     """The environment of a fresh process that runs harvester as ``pip install`` leaves it: this checkout
-    first on the path, its bytecode compiled (written now if missing). ``PYTHONDONTWRITEBYTECODE`` is
-    dropped: set (as in some containers), every process, and each of ingest's workers, would compile
-    every module it imports again, inside the time measured."""
-    root = Path(__file__).resolve().parent.parent
+    (or ``root``, a folder holding a ``harvester`` package) first on the path, its bytecode compiled
+    (written now if missing). ``PYTHONDONTWRITEBYTECODE`` is dropped: set (as in some containers), every
+    process, and each of ingest's workers, would compile every module it imports again, inside the time
+    measured."""
+    root = root or Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "harvester")], check=True, env=env)

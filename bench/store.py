@@ -126,6 +126,15 @@ def release(rev: str, into: Path) -> Path | None:
     return into
 
 
+def release_env(rev: str, tmp: Path) -> dict[str, str]:
+    """The environment of a fresh process that runs ``rev``'s package (unpacked under ``tmp``) as ``pip
+    install`` leaves it (``bench/capture.py``'s ``installed``); exits when this clone lacks ``rev``."""
+    root = release(rev, tmp / "against")
+    if root is None:
+        raise SystemExit(f"{rev} is not in this clone's history (a shallow clone?), or git is missing")
+    return _capture_bench().installed(root)  # type: ignore[attr-defined,no-any-return]
+
+
 def against(rev: str, src: Path, tmp: Path) -> dict[str, list[float]] | None:
     """Rounds of (c): this release's reads and ``rev``'s, each on a store it wrote, alternating."""
     then_root = release(rev, tmp / "then")

@@ -339,6 +339,62 @@ def test_the_replay_step_leaves_optional_options_out(tmp_path, stub, monkeypatch
         assert option not in argv
 
 
+def test_the_shadow_command_runs_harvester_shadow_with_its_reports(tmp_path, stub, monkeypatch):
+    monkeypatch.setenv("STUB_ARGV", str(tmp_path / "argv.json"))
+    monkeypatch.setenv("STUB_CODE", "1")
+    given = {"command": "shadow", "agent": "a:b", "since": "24h", "gates": "new_mutating<=0", "model": "recorded"}
+    done, written = _run_step(_step("replay"), tmp_path, given, path=str(stub))
+    assert done.returncode == 0, done.stderr
+    reports = tmp_path / "reports"
+    assert written == {
+        "report": str(reports / "shadow.json"),
+        "html": str(reports / "shadow.html"),
+        "markdown": str(reports / "shadow.md"),
+        "exit-code": "1",
+    }
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv == [
+        "shadow", "--agent", "a:b", "--report", str(reports / "shadow.json"), "--markdown",
+        str(reports / "shadow.md"), "--html", str(reports / "shadow.html"), "--since", "24h",
+        "--model", "recorded", "--gate", "new_mutating<=0",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"command": "shadow", "agent": "a:b", "baseline": "main.json"},
+        {"command": "shadow", "agent": "a:b", "inject": "true"},
+        {"command": "replay", "agent": "a:b", "since": "24h"},
+        {"command": "rm -rf", "agent": "a:b"},
+    ],
+)
+def test_an_input_of_the_other_command_is_bad_input(tmp_path, stub, monkeypatch, given):
+    monkeypatch.setenv("STUB_ARGV", str(tmp_path / "argv.json"))
+    monkeypatch.setenv("STUB_CODE", "0")
+    done, written = _run_step(_step("replay"), tmp_path, given, path=str(stub))
+    assert done.returncode == 0, done.stderr
+    assert written["exit-code"] == "2" and "::error" in done.stdout
+    assert not (tmp_path / "argv.json").exists()  # harvester never ran
+
+
+def test_the_shadow_steps_with_the_real_harvester_on_a_store(tmp_path):
+    from tests.builders import shadow as traffic
+
+    (tmp_path / "harvester.toml").write_text('store = "traces.db"\nmutating_tools = ["issue_refund"]\n')
+    traffic.capture(tmp_path / "traces.db", traffic.serve_demo, traffic.demo_traffic(12))
+    given = {"command": "shadow", "agent": "harvester.demo.agent:build_widened", "gates": "new_mutating<=0"}
+    here = str(Path(sys.executable).parent)
+    done, written = _run_step(_step("replay"), tmp_path, given, path=here)
+    assert done.returncode == 0, done.stderr
+    assert written["exit-code"] == "1", done.stdout + done.stderr
+    assert json.loads(Path(written["report"]).read_text())["total"]["counts"]["new_mutating"] == 2
+    assert "**FAIL**" in Path(written["markdown"]).read_text()
+    assert "<html" in Path(written["html"]).read_text().lower()
+    done, _ = _run_step(_steps()[-1], tmp_path, {}, outputs=written)
+    assert done.returncode == 1
+
+
 def test_the_summary_step_appends_the_markdown_or_says_why_not(tmp_path):
     step = next(s for s in _steps() if s.get("name") == "Job summary")
     md = tmp_path / "replay.md"

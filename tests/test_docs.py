@@ -98,6 +98,7 @@ _PACKAGES = (
     "redact",
     "replay",
     "report",
+    "shadow",
     "spans",
     "store",
 )

@@ -23,7 +23,7 @@ FLOORS = {
     3: ["store"],
     4: ["intake", "case", "suite", "report"],
     5: ["harvest", "fixtures", "adapters"],
-    6: ["replay"],
+    6: ["replay", "shadow"],
     7: ["cli", "pytest_plugin", "demo", "__main__"],
 }
 FLOOR = {name: floor for floor, names in FLOORS.items() for name in names}

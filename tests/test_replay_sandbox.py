@@ -247,3 +247,25 @@ def test_merged_shards_keep_what_ran_in_the_sandbox():
         "sandbox: ran for real get_order (2 calls, 1 differs from production); every other tool served from fixtures"
     )
     assert Report.from_data(orjson.loads(merged.to_json())).results[0].sandboxed[0].differs == [".status"]
+
+
+def test_shadow_sandbox_runs_the_named_tool_for_real_on_production_runs(tmp_path, monkeypatch, services):
+    """``shadow --sandbox`` takes replay's sandbox: a stored production run (no case) replays with
+    ``get_order`` against the sandbox, ``check_stock`` from the run's recording, and the summary names
+    what ran for real."""
+    root = user.enter_project(tmp_path, monkeypatch, config=config(services["sandbox"]))
+    monkeypatch.setenv(sandbox_app.ORDERS_ENV, services["orders"].origin)
+    monkeypatch.setenv(sandbox_app.INVENTORY_ENV, services["inventory"].origin)
+    user.capture_production(sandbox_app, root / "traces.db")
+    for service in services.values():
+        service.seen.clear()
+    out = cli("shadow", "--agent", TARGET, "--sandbox", "--report", "s.json")
+    assert out.exit_code == 0, out.output
+    assert [s.path for s in services["sandbox"].seen] == ["/orders/A1001"]
+    assert services["orders"].seen == [] and services["inventory"].seen == []
+    assert "sandbox ran for real: get_order (1)" in out.output
+    assert orjson.loads((root / "s.json").read_bytes())["sandbox"] == {"get_order": 1}
+    # without --sandbox the same shadow serves every tool from the recording
+    out = cli("shadow", "--agent", TARGET)
+    assert out.exit_code == 0 and "sandbox ran for real" not in out.output
+    assert [s.path for s in services["sandbox"].seen] == ["/orders/A1001"]

@@ -2,7 +2,8 @@
 
 Each command parses its options, calls one library function and renders the result. Expected
 failures (``HarvesterError``) become one line on stderr and exit 2; gates and checks that fail exit 1.
-Command groups live in sibling modules and register themselves on ``main``.
+Command groups live in sibling modules and register themselves on ``main`` when imported; ``COMMANDS``
+says which module holds each, so a command's module (and the library it needs) loads only when it runs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from typing import Any, TypeVar
 
 import click
 
+import harvester
+
 from ..errors import HarvesterError
+from ._lazy_group import LazyGroup
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -179,15 +183,60 @@ def open_store(store_path: str | None, config: Any, *, readonly: bool = False, c
 SETTLE_BAR_MIN = 2_000  # captured traces; fewer are normalized in well under a second
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="harvester")
+# Every command: the module under harvester/cli/ that defines it (imported when it runs) and the line
+# ``harvester --help`` lists it with (tests/test_cli_start.py checks it is the command's own first
+# sentence). A new command is its module plus one line here.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "accept": ("review", "Accept cases without prompts: they move to cases/ and the nightly replay runs them."),
+    "cases": (
+        "cases",
+        "List and show case files (accepted in cases/, pending in cases/pending/, rejected in cases/rejected/).",
+    ),
+    "compare": (
+        "run",
+        "Compare a report with a baseline: regressions, inconclusive drops, improvements, flips, deltas.",
+    ),
+    "demo": ("demo", "Run the whole loop offline on the example support agent."),
+    "harvest": ("harvesting", "Turn stored runs into pending cases (cases/pending/), one case per distinct situation."),
+    "import": (
+        "importing",
+        "Pull traces from an observability backend into the trace store, for harvest and incident.",
+    ),
+    "incident": ("harvesting", "Freeze one reported run (TRACE_ID) into a regression case in cases/pending/."),
+    "ingest": ("traces", "Import OTLP/JSON trace files into the trace store (FILE - reads stdin)."),
+    "judge": ("judging", "Judges: the checks that need judgement, and how far they agree with your reviewers."),
+    "label": ("judging", "Label answers good or bad in bulk, from a JSON-lines FILE (docs/judges.md)."),
+    "merge": ("run", "Merge shard reports into one, then gate it like a replay would (--gate and the config's gates)."),
+    "reject": ("review", "Reject cases: they move to cases/rejected/ so a re-harvest will not propose them again."),
+    "replay": ("run", "Replay the accepted cases against the current agent and gate on the result."),
+    "report": ("run", "Render a saved report as one self-contained HTML page (no network: it opens from disk)."),
+    "rerecord": (
+        "harvesting",
+        "Refresh a stale case from a newer run: new fixtures and recording, the reviewer's fields kept.",
+    ),
+    "review": ("review", "Walk through pending cases: accept, edit a field, label the answer, reject or skip each one."),
+    "serve": ("serve", "Receive traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON) into the trace store."),
+    "shadow": ("shadow", "Replay stored production runs that are not cases against a candidate, and compare run by run."),
+    "suite": ("cases", "The suite manifest (cases/suite.json): which version of the accepted cases a report ran."),
+    "traces": ("traces", "Look at the runs in the trace store: list, show, export, prune."),
+    "triage": (
+        "triage",
+        "Group the window's failing (and flagged) runs into clusters of one failure each, new and growing first.",
+    ),
+}
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(
+    harvester.__version__
+)  # not the installed metadata: reading it costs more than the rest of --version
 def main() -> None:
     """Turn production AI-agent traces into deterministic regression tests.
 
     Capture runs (ingest, traces), freeze them into cases (harvest, incident, review), and replay
     them nightly against the current agent (replay, compare, merge).
     """
-
-
-# Each command module adds its commands to ``main`` when imported.
-from . import cases, demo, harvesting, importing, judging, review, run, serve, traces, triage  # noqa: E402,F401  (after ``main`` exists)

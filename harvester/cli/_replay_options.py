@@ -1,5 +1,6 @@
-"""Options the commands that replay take (``replay``, ``shadow``): the shard, the seal (hosts it may
-reach besides its recordings' model hosts, or no seal at all), how the agent's model is served
+"""Options the commands that replay take (``replay``, and ``shadow`` with it: it runs the same
+runner): the agent, how many run at once and for how long, the shard, the seal (hosts it may reach
+besides its recordings' model hosts, or no seal at all), how the agent's model is served
 (``--model``), and the sandbox (``--sandbox``: the config's sandbox tools run for real)."""
 
 from __future__ import annotations
@@ -11,10 +12,20 @@ import click
 
 from ..case import AgentCase
 from ..config import MODEL_MODES, Config, host_problem
-from ..replay import Sandbox, sandbox_for
+from ..replay import DEFAULT_CONCURRENCY, Sandbox, sandbox_for
 from . import HarvesterCliError
 
-__all__ = ["model_option", "sandbox_of", "sandbox_option", "seal_options", "shard_option"]
+__all__ = [
+    "agent_option",
+    "concurrency_option",
+    "model_option",
+    "progress_option",
+    "sandbox_of",
+    "sandbox_option",
+    "seal_options",
+    "shard_option",
+    "timeout_option",
+]
 
 
 def _hosts(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -88,3 +99,39 @@ def sandbox_of(config: Config, cases: Sequence[AgentCase], on: bool) -> Sandbox 
     for line in warnings:
         click.echo(line, err=True)
     return sandbox
+
+
+def agent_option(what: str) -> Callable[..., Any]:
+    """``--agent MODULE:ATTR``, the factory called for every ``what`` (a case, a run)."""
+    return click.option(
+        "--agent",
+        "agent_spec",
+        required=True,
+        metavar="MODULE:ATTR",
+        help=f"Factory that builds a fresh agent per {what}; may take a 'tools' parameter (the executor).",
+    )
+
+
+def concurrency_option(what: str) -> Callable[..., Any]:
+    return click.option(
+        "--concurrency",
+        type=click.IntRange(min=1),
+        default=DEFAULT_CONCURRENCY,
+        show_default=True,
+        help=f"{what.capitalize()}s in flight at once (one thread each).",
+    )
+
+
+def timeout_option(what: str) -> Callable[..., Any]:
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=60.0,
+        show_default=True,
+        help=f"Seconds per {what}; a hung agent fails its {what}.",
+    )
+
+
+progress_option = click.option(
+    "--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY)."
+)

@@ -23,7 +23,7 @@ from .._files import check_output, write_file
 from ..case import CaseFolder
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
-from ..replay import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, load_agent, plan_folder
+from ..replay import INJECT_NEEDS_A_MODEL, load_agent, plan_folder
 from ..replay import replay as run_replay
 from ..report import (
     ALPHA,
@@ -39,7 +39,17 @@ from ..report import merge as merge_reports
 from ..suite import suite_info
 from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, judging, main, with_config
 from ._emit import emit_after, emit_options
-from ._replay_options import model_option, sandbox_of, sandbox_option, seal_options, shard_option
+from ._replay_options import (
+    agent_option,
+    concurrency_option,
+    model_option,
+    progress_option,
+    sandbox_of,
+    sandbox_option,
+    seal_options,
+    shard_option,
+    timeout_option,
+)
 from .cases import cases_options
 from .outputs import (
     Outputs,
@@ -52,6 +62,7 @@ from .outputs import (
     report_path_of,
     write_outputs,
 )
+from .shadow import merged_shadow
 
 __all__ = [
     "ALL_PASS",
@@ -160,13 +171,7 @@ def _finish(
 
 @main.command("replay")
 @cases_options
-@click.option(
-    "--agent",
-    "agent_spec",
-    required=True,
-    metavar="MODULE:ATTR",
-    help="Factory that builds a fresh agent per case; may take a 'tools' parameter (the executor).",
-)
+@agent_option("case")
 @click.option(
     "--trials",
     type=click.IntRange(min=1),
@@ -182,26 +187,14 @@ def _finish(
     metavar="K",
     help="Rerun a failing case up to K times before calling it failed: a rerun that passes makes it flaky.",
 )
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=DEFAULT_CONCURRENCY,
-    show_default=True,
-    help="Cases in flight at once (one thread each).",
-)
+@concurrency_option("case")
 @click.option("--inject", is_flag=True, help="Add a recovery variant per failure mode on each case's first tool.")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    help="Seconds per case; a hung agent fails its case.",
-)
+@timeout_option("case")
 @shard_option
 @seal_options
 @model_option
 @sandbox_option
-@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when a TTY).")
+@progress_option
 @click.option("--no-judges", is_flag=True, help="Skip the cases' judges (every-commit jobs): their checks do not run.")
 @baseline_option
 @alpha_option
@@ -345,8 +338,10 @@ def merge(
 ) -> None:
     """Merge shard reports into one, then gate it like a replay would (--gate and the config's gates).
 
-    Exit 0 when every gate passes and nothing regressed, 1 otherwise, 3 for an inconclusive drop.
+    Exit 0 when every gate passes and nothing regressed, 1 otherwise, 3 for an inconclusive drop. Shadow shards too.
     """
+    if merged_shadow(reports, output, gates, (html_path, markdown_path), replay_only=(baseline, junit_path)):
+        return
     base = Report.load(baseline) if baseline else None
     gate_list = _gates(config, gates, base)
     out = Outputs(output, junit_path, markdown_path, html_path)

@@ -13,10 +13,8 @@ import orjson
 from .._files import write_file
 from ..config import Config
 from ..errors import NotFoundError
-from ..intake import ingest_files
 from ..model import Run
-from ..redact import redaction_for
-from ..store import TraceStore, copy_store, export_otlp, export_otlp_lines, failure_summary
+from ..store import TraceStore, failure_summary
 from . import ENCODABLE, ProgressBar, echo_json, json_option, main, open_store, plural, store_option, with_config
 
 __all__ = ["ingest", "traces", "traces_copy", "traces_export", "traces_list", "traces_prune", "traces_show"]
@@ -46,6 +44,9 @@ def ingest(
     counted. A file that is not OTLP/JSON stops the import (earlier files stay imported). Files of
     8 MB or more are parsed and normalized on --jobs worker processes; the stored runs are the same.
     """
+    from ..intake import ingest_files  # the capture pipeline and the redaction rules: loaded when ingest runs
+    from ..redact import redaction_for
+
     redact = False if no_redact else redaction_for(config)
     # A bar over the files when there are several and someone is watching (stderr is a terminal).
     show = len(files) > 1 and sys.stderr.isatty() and not as_json
@@ -209,6 +210,8 @@ def traces_export(
     config: Config,
 ) -> None:
     """Export stored raw spans as one OTLP/JSON document, or JSON lines (all traces when no id is given)."""
+    from ..store import export_otlp, export_otlp_lines
+
     with open_store(store_path, config, readonly=True) as store:
         ids, only_failed = list(trace_ids) or None, True if failed else None
         data: Iterable[bytes]
@@ -276,6 +279,8 @@ def traces_copy(src: str, dst: str, as_json: bool, config: Config) -> None:
     Runs DST already holds are left as they are, so a copy that was stopped resumes when run again.
     DST is created when it does not exist.
     """
+    from ..store import copy_store
+
     with (
         open_store(src, config, readonly=True) as source,
         open_store(dst, config, create=True) as target,

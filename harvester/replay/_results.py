@@ -45,6 +45,7 @@ def case_result(
         requested=run.requested_tools() if run is not None else [],
         steps=run.steps if run is not None else 0,
         cost=sum(costs) / len(costs) if costs else None,
+        tokens=run.usage.total if run is not None else None,
         duration_ms=sum(o.duration_ms for o in outcomes) / len(outcomes),
         trials=len(outcomes),
         passes=sum(o.passed for o in outcomes),

@@ -146,7 +146,8 @@ def sandbox_env(env: Mapping[str, str]) -> Iterator[None]:
 def sandbox_for(config: Config, cases: Sequence[AgentCase]) -> tuple[Sandbox, list[str]]:
     """The config's sandbox checked against the tools ``cases`` know: ``ConfigError`` for a glob that
     would match a mutating tool (name it in full instead); a warning, with the closest names, for an
-    entry that matches no tool."""
+    entry that matches no tool. Without cases only the config's mutating tools are known (and the
+    sandbox still refuses, call by call, to let a glob run a mutating tool)."""
     policy = config.sandbox
     field_name = "tool.harvester.sandbox.tools"
     if not (config.source and Path(config.source).name == "pyproject.toml"):
@@ -173,7 +174,7 @@ def sandbox_for(config: Config, cases: Sequence[AgentCase]) -> tuple[Sandbox, li
                 file=config.source,
                 field=field_name,
             )
-        if not matched:
+        if not matched and cases:  # without cases (shadow streams its runs) nothing is known to miss
             close = difflib.get_close_matches(entry, sorted(known), n=3, cutoff=0.5)
             hint = f" (closest: {', '.join(close)})" if close else ""
             warnings.append(f"warning: {field_name}: {entry!r} matches no tool the cases know{hint}")

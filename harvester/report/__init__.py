@@ -25,9 +25,12 @@ from ._gates import (
     parse_gate,
 )
 from ._html import case_verdict
+from ._html import e as html_text
 from ._html import html as render_html
+from ._html import page as html_page
+from ._html import table as html_table
 from ._judging import Judging, calibration_html
-from ._merge import merge
+from ._merge import check_shards, merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
 from ._otel import EmitResult, ExporterMissing, emit_verdicts, exporter_available, resolve_endpoint
 from ._report import SCHEMA, Report, redacted
@@ -84,7 +87,11 @@ __all__ = [
     "by_tag",
     "calibration_html",
     "case_verdict",
+    "html_page",
+    "html_table",
+    "html_text",
     "check_output",
+    "check_shards",
     "compare",
     "evaluate_gates",
     "failed_too_text",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,9 @@ class Gate:
             return report.by_tag().get(self.metric[4:])
         return report.metrics()[self.metric]
 
+    def holds(self, value: float) -> bool:
+        return _OPS[self.op](value, self.value)
+
     def holds_floor(self, floor: float) -> bool:
         """True when this gate passes only at a task_completion of ``floor`` or more."""
         return (
@@ -76,19 +79,28 @@ class Gate:
         )
 
 
-def parse_gate(expr: str) -> Gate:
-    """``[delta:]metric OP number``; a typo must stop the job, not silently pass it."""
+def parse_gate(
+    expr: str, *, known: Sequence[str] = METRICS, rates: Callable[[str], bool] = is_rate, tags: bool = True
+) -> Gate:
+    """``[delta:]metric OP number``; a typo must stop the job, not silently pass it. ``known``, ``rates``
+    and ``tags``: another report's metrics (``harvester shadow``'s), which of them are rates, and whether
+    ``tag:<name>`` and ``delta:`` gates exist there."""
     m = _GATE.match(expr)
     if m is None:
         raise GateError(
             f"malformed gate {expr!r} (expected e.g. 'task_completion>=0.85', 'tag:security>=1.0', "
             "'delta:task_completion>=-0.03')"
+            if tags
+            else f"malformed gate {expr!r} (expected e.g. '{known[0]}<=0')"
         )
     metric = m["metric"]
-    if not metric.startswith("tag:") and metric not in METRICS:
-        raise GateError(f"unknown metric {metric!r} in gate {expr!r} (known: {', '.join(METRICS)}, tag:<name>)")
+    if metric not in known and not (tags and metric.startswith("tag:")):
+        extra = ", tag:<name>" if tags else ""
+        raise GateError(f"unknown metric {metric!r} in gate {expr!r} (known: {', '.join(known)}{extra})")
+    if m["delta"] and not tags:
+        raise GateError(f"gate {expr!r}: delta: compares with a baseline, and there is none here")
     value, delta = float(m["value"]), bool(m["delta"])
-    if is_rate(metric):  # 85 for 85% would never pass (or always would): a typo must stop the job
+    if rates(metric):  # 85 for 85% would never pass (or always would): a typo must stop the job
         if delta and abs(value) > 1:
             raise GateError(
                 f"gate {expr.strip()!r}: a change in {metric}, a rate, lies between -1 and 1 "
@@ -271,6 +283,6 @@ def evaluate_gates(
             detail = f"no data in shard {report.shard}" if in_shard else "no data"
             results.append(GateResult(gate.expr, in_shard, None, detail + left_out, gate.floor))
             continue
-        passed = _OPS[gate.op](value, gate.value)
+        passed = gate.holds(value)
         results.append(GateResult(gate.expr, passed, value, f"{value:.4g}{left_out}", gate.floor))
     return GateOutcome(results, comparison.regressed if comparison else [], comparison, inconclusive)

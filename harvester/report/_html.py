@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._gates import GateOutcome
     from ._report import Report
 
-__all__ = ["case_verdict", "html", "script_json"]
+__all__ = ["case_verdict", "e", "html", "page", "script_json", "table"]
 
 
 def e(value: object) -> str:
@@ -67,19 +67,25 @@ def html(report: Report, baseline: Report | None = None, outcome: GateOutcome | 
         from ._gates import evaluate_gates
 
         outcome = evaluate_gates(report, (), baseline)
-    tags = sorted({t for r in report.results for t in r.tags})
     version = f" {report.suite_version}" if report.suite_version else ""
+    return page(f"harvester replay: {report.suite}{version}", _suite(report, baseline, outcome), report.results)
+
+
+def page(title: str, top: str, results: list[CaseResult]) -> str:
+    """A whole page: ``title``, ``top`` (markup the caller escaped), then every result as a case the
+    filters (failed only, tag, text) can show or hide. ``harvester shadow --html`` lays its runs out so too."""
+    tags = sorted({t for r in results for t in r.tags})
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width,initial-scale=1">',
-        f"<title>harvester replay: {e(report.suite)}{e(version)}</title><style>{CSS}</style></head><body>",
-        _suite(report, baseline, outcome),
+        f"<title>{e(title)}</title><style>{CSS}</style></head><body>",
+        top,
         "<nav id=filters><label><input type=checkbox id=f-failed> failed only</label>",
         '<label>tag <select id=f-tag><option value="">all</option></select></label>',
         '<input type=search id=f-text placeholder="search ids, checks, tools, answers" aria-label=search>',
         "<span id=f-count class=mute></span></nav><main id=cases>",
     ]
-    parts += [_case(r) for r in report.results]
+    parts += [_case(r) for r in results]
     parts.append("</main>")
     parts.append(f"<script type=application/json id=harvester-data>{script_json({'tags': tags})}</script>")
     parts.append(f"<script>{JS}</script></body></html>\n")
@@ -102,7 +108,7 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
     warnings = [*outcome.warnings(report), *(outcome.comparison.warnings if outcome.comparison else [])]
     out += [f"<p class=warn>{e(w)}</p>" for w in warnings]
     out.append("</header><section id=suite><div class=grid>")
-    out.append(_table("gates", ["gate", "result", "value"], [
+    out.append(table("gates", ["gate", "result", "value"], [
         [f"<code>{e(g.label)}</code>", '<b class=ok>pass</b>' if g.passed else '<b class=bad>FAIL</b>', e(g.detail)]
         for g in outcome.gates
     ]))  # fmt: skip
@@ -111,17 +117,17 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
         ks = range(1, report.trials + 1)
         by_k = report.pass_hat_k_by_tag()
         rows = [[e(t), f"{v:.0%}", *(_pct(by_k.get(t, {}).get(k)) for k in ks)] for t, v in tags.items()]
-        out.append(_table("pass rate by tag", ["tag", "pass", *(f"pass^{k}" for k in ks)], rows))
+        out.append(table("pass rate by tag", ["tag", "pass", *(f"pass^{k}" for k in ks)], rows))
     else:
-        out.append(_table("pass rate by tag", ["tag", "pass"], [[e(t), f"{v:.0%}"] for t, v in tags.items()]))
+        out.append(table("pass rate by tag", ["tag", "pass"], [[e(t), f"{v:.0%}"] for t, v in tags.items()]))
     out.append(_metrics(report, outcome.comparison))
     rec = report.recovery()
     if rec["by_mode"]:
         out.append(
-            _table("recovery by mode", ["mode", "recovered"], [[e(m), _pct(v)] for m, v in rec["by_mode"].items()])
+            table("recovery by mode", ["mode", "recovered"], [[e(m), _pct(v)] for m, v in rec["by_mode"].items()])
         )
         out.append(
-            _table("recovery by tool", ["tool", "recovered"], [[e(t), _pct(v)] for t, v in rec["by_tool"].items()])
+            table("recovery by tool", ["tool", "recovered"], [[e(t), _pct(v)] for t, v in rec["by_tool"].items()])
         )
     out.append("</div>")
     if report.trials > 1:
@@ -170,7 +176,7 @@ def _judges(report: Report) -> str:
     head = ["judge", "calls", "cache hits", "no verdict", "tokens", "cost", "calibration"]
     lines = [f"<p>{e(report.judging.line())}</p>"]
     lines += [f"<p class=warn>{e(w)}</p>" for w in report.judging.warnings()]
-    return "<section id=judges>" + "".join(lines) + _table("judges", head, rows) + "</section>"
+    return "<section id=judges>" + "".join(lines) + table("judges", head, rows) + "</section>"
 
 
 def _comparison(outcome: GateOutcome) -> str:
@@ -198,17 +204,17 @@ def _metrics(report: Report, c: Comparison | None) -> str:
     """The report's metrics; with a baseline, its value and the change (both over the cases both ran,
     as the comparison and the ``delta:`` gates count them)."""
     if c is None:
-        return _table("metrics", ["metric", "value"], [[e(m), e(fmt(v))] for m, v in report.metrics().items()])
+        return table("metrics", ["metric", "value"], [[e(m), e(fmt(v))] for m, v in report.metrics().items()])
     rows = []
     for m, v in report.metrics().items():
         b, n = c.deltas.get(m, (None, None))
         d = delta(b, n)
         rows.append([e(m), e(fmt(v)), e(fmt(b)), e(f"{d:+.4g}") if d else "0" if d is not None else "n/a"])
-    table = _table("metrics", ["metric", "value", "baseline*", "change*"], rows)
-    return table.removesuffix("</div>") + "<p class=mute>* over the cases both reports ran</p></div>"
+    shown = table("metrics", ["metric", "value", "baseline*", "change*"], rows)
+    return shown.removesuffix("</div>") + "<p class=mute>* over the cases both reports ran</p></div>"
 
 
-def _table(title: str, head: list[str], rows: list[list[str]]) -> str:
+def table(title: str, head: list[str], rows: list[list[str]]) -> str:
     """A titled table; cells are markup the caller escaped."""
     if not rows:
         return f"<div><h2>{e(title)}</h2><p class=mute>none</p></div>"

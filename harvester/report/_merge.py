@@ -9,7 +9,7 @@ from ._judging import Judging
 from ._report import Report
 from ._results import CaseResult
 
-__all__ = ["merge"]
+__all__ = ["check_shards", "merge"]
 
 
 def merge(reports: Iterable[Report]) -> Report:
@@ -23,7 +23,7 @@ def merge(reports: Iterable[Report]) -> Report:
     reports = list(reports)
     if not reports:
         raise ReportFormatError("nothing to merge")
-    _check_shards([r.shard for r in reports])
+    check_shards([r.shard for r in reports])
     first = reports[0]
     seen: set[str] = set()
     results: list[CaseResult] = []
@@ -50,7 +50,8 @@ def merge(reports: Iterable[Report]) -> Report:
     )
 
 
-def _check_shards(shards: list[str | None]) -> None:
+def check_shards(shards: list[str | None]) -> None:
+    """Shard labels (``i/n``) that cover 1..n exactly once, all of one split; or none at all."""
     if all(s is None for s in shards):
         return
     if any(s is None for s in shards):

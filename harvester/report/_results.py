@@ -177,6 +177,7 @@ class CaseResult(_Strict):
     requested: list[str] = Field(default_factory=list)
     steps: int = 0
     cost: float | None = None  # mean over the trials whose cost is known
+    tokens: int | None = None  # the representative trial's input + output tokens, when its spans said
     duration_ms: float = 0.0
     trials: int = 1
     passes: int | None = None

@@ -19,8 +19,9 @@ def _not_a_harness() -> Iterator[None]:
     os.environ.pop(seam.ENV, None)
 
 
-# The throwaway PostgreSQL server (``postgres_server``) and a database per test (``postgres_url``).
-pytest_plugins = ["tests.builders.postgres"]
+# The throwaway PostgreSQL server (``postgres_server``) and a database per test (``postgres_url``); the
+# machine's Chromium (``browser``).
+pytest_plugins = ["tests.builders.postgres", "tests.builders.browser"]
 
 # What a test needs beyond Python, by the fixture that brings it: the test carries that marker, so that
 # the fast loop can leave it out (``-m "not slow and not browser and not postgres and not servers"``).

@@ -1,49 +1,17 @@
 """The HTML report in a real headless Chromium (Debian's, never a downloaded one): the demo's candidate
 page loads without a console error, shows the security case diverging at ``issue_refund``, filters, and
 hostile case data stays text in the live DOM. A screenshot goes to the test's ``reports/`` folder and,
-when ``HARVESTER_ARTIFACTS`` is set, into that folder for the CI artifact."""
+when ``HARVESTER_ARTIFACTS`` is set, into that folder for the CI artifact (``browser``: tests/builders/browser.py)."""
 
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from harvester.demo.scenario import run_demo
 from harvester.report import render_html
+from tests.builders.browser import open_page
 from tests.builders.report import HOSTILE, hostile_report
-
-CHROMIUM = "/usr/bin/chromium"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    path = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
-    if path is None:
-        reason = "chromium not installed (apt-get install chromium)"
-        if os.environ.get("HARVESTER_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"{reason}; HARVESTER_REQUIRE_BROWSER=1 requires it")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
-def _open(browser, file: Path):  # type: ignore[no-untyped-def]
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
-    page.goto(file.resolve().as_uri())
-    page.wait_for_load_state("load")
-    return page, errors
 
 
 def _visible(page) -> list[str]:  # type: ignore[no-untyped-def]
@@ -54,7 +22,7 @@ def _visible(page) -> list[str]:  # type: ignore[no-untyped-def]
 
 def test_the_demo_report_in_chromium(browser, tmp_path):
     demo = run_demo(tmp_path / "demo", echo=lambda _: None)
-    page, errors = _open(browser, demo.workdir / "reports" / "candidate.html")
+    page, errors = open_page(browser, (demo.workdir / "reports" / "candidate.html").resolve().as_uri())
     every = page.eval_on_selector_all("[data-case-id]", "els => els.map(e => e.dataset.caseId)")
     verdicts = dict(
         page.eval_on_selector_all("[data-case-id]", "els => els.map(e => [e.dataset.caseId, e.dataset.verdict])")
@@ -95,7 +63,7 @@ def test_the_demo_report_in_chromium(browser, tmp_path):
 def test_hostile_strings_stay_text_in_the_dom(browser, tmp_path):
     file = tmp_path / "hostile.html"
     file.write_text(render_html(hostile_report()))
-    page, errors = _open(browser, file)
+    page, errors = open_page(browser, file.resolve().as_uri())
     assert page.evaluate("window.pwned") is None
     assert page.evaluate("document.querySelectorAll('img').length") == 0
     assert page.evaluate("[...document.querySelectorAll('b')].filter(b => b.textContent === 'bold').length") == 0

@@ -40,7 +40,17 @@ from ._format import (
     case_json_schema,
     write_case_schema,
 )
-from ._review import Decisions, accept_cases, edit_case, labelled, pending_ids, reject_cases
+from ._review import (
+    EDITABLE,
+    Decisions,
+    accept_cases,
+    edit_case,
+    field_update,
+    label_answer,
+    labelled,
+    pending_ids,
+    reject_cases,
+)
 from ._stats import SuiteStats, daily_tools, kind_of, suite_stats
 
 __all__ = [
@@ -54,6 +64,7 @@ __all__ = [
     "Case",
     "CaseFile",
     "Decisions",
+    "EDITABLE",
     "CaseFolder",
     "CaseIds",
     "CaseSignature",
@@ -75,6 +86,8 @@ __all__ = [
     "daily_tools",
     "default_cases_dir",
     "edit_case",
+    "field_update",
+    "label_answer",
     "labelled",
     "kind_of",
     "load_case",

@@ -15,12 +15,39 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..checks import HARVESTED, Ask, placed
 from ..errors import CaseFileError, InputError, NotFoundError, pydantic_field
 from ._file import check_order, load_case
 from ._folder import CaseFolder, case_files
 from ._format import AgentCase, Label
 
-__all__ = ["Decisions", "accept_cases", "edit_case", "labelled", "pending_ids", "reject_cases"]
+__all__ = [
+    "EDITABLE",
+    "Decisions",
+    "accept_cases",
+    "edit_case",
+    "field_update",
+    "label_answer",
+    "labelled",
+    "pending_ids",
+    "reject_cases",
+]
+
+# The fields a reviewer edits, in the order they are offered.
+EDITABLE = (
+    "why",
+    "expected",
+    "judges",
+    "required_elements",
+    "forbidden_tools",
+    "appropriate_tools",
+    "min_steps",
+    "max_cost",
+    "tags",
+    "prompt",
+    "review_notes",  # '-' clears them, once the case is fixed
+    *(check.field for check in HARVESTED),  # each asks its own questions (trajectory: its mode; order: its rules)
+)
 
 
 @dataclass
@@ -118,10 +145,44 @@ def pending_ids(folder: CaseFolder, *, tag: str | None = None, cluster: str | No
     return selected
 
 
+def field_update(case: AgentCase, name: str, ask: Ask, *, default_judge: str | None = None) -> dict[str, Any]:
+    """The update of field ``name`` (one of ``EDITABLE``) a reviewer's answers to ``ask`` make: a list
+    comma-separated, ``-`` clearing; a harvested check asks its own questions; what a case expects is a
+    judge's question, so setting it gives a case naming no judge ``default_judge``. ``ValueError`` (a
+    reason) when the check refuses; ``edit_case`` then validates and saves the update."""
+    if name not in EDITABLE:
+        raise InputError(f"{name!r} is not a field review edits (one of: {', '.join(EDITABLE)})")
+    harvested = next((check for check in HARVESTED if check.field == name), None)
+    if harvested is not None:
+        return placed(
+            harvested, case.model_dump(by_alias=True), harvested.edit(case.held(harvested), case.recording(), ask)
+        )
+    raw = ask(f"{name} (lists comma-separated, '-' to clear)", "-")
+    if isinstance(getattr(case, name), list):
+        return {name: [] if raw.strip() == "-" else [v.strip() for v in raw.split(",") if v.strip()]}
+    update: dict[str, Any] = {name: None if raw.strip() == "-" else raw}
+    if name == "expected" and update["expected"] is not None and not case.judges and default_judge:
+        update["judges"] = [default_judge]
+    return update
+
+
 def labelled(case: AgentCase, label: Label) -> AgentCase:
     """``case`` with ``label``, replacing a label of the same answer (a reviewer who changes their mind)."""
     kept = [lb for lb in case.labels if lb.answer != label.answer]
     return case.model_copy(update={"labels": [*kept, label]})
+
+
+def label_answer(folder: CaseFolder, case: AgentCase, verdict: str, reason: str, *, at: str | None) -> AgentCase:
+    """``case`` with a reviewer's ``verdict`` (good or bad) on its recorded answer, ``labelled`` and saved;
+    an ``InputError``, nothing saved, when it has no answer or the verdict is neither."""
+    if not case.recorded.answer:
+        raise InputError(f"case {case.id!r} has no recorded answer to label", field="recorded.answer")
+    if verdict not in ("good", "bad"):
+        raise InputError(f"an answer is labelled good or bad, not {verdict!r}", field="verdict")
+    entry = Label(answer=case.recorded.answer, verdict=verdict, reason=reason, at=at)
+    case = labelled(case, entry)
+    folder.save(case)
+    return case
 
 
 def edit_case(folder: CaseFolder, case: AgentCase, update: dict[str, Any]) -> AgentCase:

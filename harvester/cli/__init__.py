@@ -214,9 +214,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "harvesting",
         "Refresh a stale case from a newer run: new fixtures and recording, the reviewer's fields kept.",
     ),
-    "review": ("review", "Walk through pending cases: accept, edit a field, label the answer, reject or skip each one."),
+    "review": (
+        "review",
+        "Walk through pending cases: accept, edit a field, label the answer, reject or skip each one.",
+    ),
     "serve": ("serve", "Receive traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON) into the trace store."),
-    "shadow": ("shadow", "Replay stored production runs that are not cases against a candidate, and compare run by run."),
+    "shadow": (
+        "shadow",
+        "Replay stored production runs that are not cases against a candidate, and compare run by run.",
+    ),
     "suite": ("cases", "The suite manifest (cases/suite.json): which version of the accepted cases a report ran."),
     "traces": ("traces", "Look at the runs in the trace store: list, show, export, prune."),
     "triage": (

@@ -5,44 +5,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
 from ..case import (
+    EDITABLE,
     AgentCase,
     CaseFolder,
     Decisions,
-    Label,
     accept_cases,
     edit_case,
-    labelled,
+    field_update,
+    label_answer,
     pending_ids,
     reject_cases,
 )
-from ..checks import HARVESTED, placed
 from ..config import Config
 from ..errors import CaseFileError
-from . import HarvesterCliError, echo_json, handle_errors, json_option, main
+from . import HarvesterCliError, echo_json, handle_errors, json_option, main, plural
 from .cases import cases_options, render_case
 from .judging import now
 
 __all__ = ["EDITABLE", "accept", "reject", "review"]
-
-EDITABLE = (
-    "why",
-    "expected",
-    "judges",
-    "required_elements",
-    "forbidden_tools",
-    "appropriate_tools",
-    "min_steps",
-    "max_cost",
-    "tags",
-    "prompt",
-    "review_notes",  # '-' clears them, once the case is fixed
-    *(check.field for check in HARVESTED),  # each asks its own questions (trajectory: its mode; order: its rules)
-)
 
 
 # -- review, accept, reject -----------------------------------------------------------------------
@@ -138,9 +122,15 @@ def _done(case: AgentCase, path: Path, as_json: bool) -> None:
 @main.command("review")
 @click.argument("case_id", metavar="[ID]", required=False)
 @click.option("--force", is_flag=True, help="Let [a]ccept take a case a redaction rule still matches.")
+@click.option(
+    "--web", is_flag=True, help="Review on a local page instead (127.0.0.1, its URL printed once); Ctrl-C stops it."
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, help="With --web: the port to listen on [default: a free one]."
+)
 @cases_options
 @handle_errors
-def review(case_id: str | None, force: bool, config: Config, folder: CaseFolder) -> None:
+def review(case_id: str | None, force: bool, web: bool, port: int, config: Config, folder: CaseFolder) -> None:
     """Walk through pending cases: accept, edit a field, label the answer, reject or skip each one.
 
     Labelling the recorded answer good or bad (with a reason) is what a judge is calibrated against
@@ -148,7 +138,22 @@ def review(case_id: str | None, force: bool, config: Config, folder: CaseFolder)
 
     A case a redaction rule still matches is not accepted (its fields are named; edit, reject or
     skip it) unless --force, and the review then exits 2.
+
+    --web shows every pending case on one page, grouped by cluster, and makes the same decisions
+    (same checks, same files). It listens on 127.0.0.1 only; its URL holds a random token, printed
+    once, and a request without it gets 403.
     """
+    if web:
+        if case_id:
+            raise HarvesterCliError("review --web shows every pending case: leave out ID")
+        from ._review_web import serve_review
+
+        counts = serve_review(folder, port=port, force=force, default_judge=config.default_judge, echo=click.echo)
+        click.echo(
+            f"reviewed: {counts['accepted']} accepted, {counts['rejected']} rejected, "
+            f"{plural(counts['edited'], 'edit')}, {plural(counts['labelled'], 'label')}"
+        )
+        return
     if case_id:
         ids = [case_id]
     else:
@@ -233,37 +238,18 @@ def _label(folder: CaseFolder, case: AgentCase) -> AgentCase:
     if verdict == "s":
         return case
     reason = click.prompt("why", default="", show_default=False)
-    entry = Label(answer=case.recorded.answer, verdict="good" if verdict == "g" else "bad", reason=reason, at=now())
-    case = labelled(case, entry)
-    folder.save(case)
-    click.echo(f"  labelled {entry.verdict} ({len(case.labels)} label(s) on this case)")
+    case = label_answer(folder, case, "good" if verdict == "g" else "bad", reason, at=now())
+    click.echo(f"  labelled {case.labels[-1].verdict} ({len(case.labels)} label(s) on this case)")
     return case
 
 
 def _edit(folder: CaseFolder, case: AgentCase, config: Config) -> AgentCase:
-    """Change one field (lists comma-separated, '-' clears; a harvested check asks its own questions); the
-    model validates before anything is saved."""
+    """Change one field through the review actions (``field_update``, then ``edit_case``: the model
+    validates before anything is saved)."""
     name = click.prompt("field", type=click.Choice(EDITABLE))
-    data = case.model_dump(by_alias=True)
-    harvested = next((check for check in HARVESTED if check.field == name), None)
-    update: dict[str, Any]
-    if harvested is not None:
-        try:
-            update = placed(harvested, data, harvested.edit(case.held(harvested), case.recording(), _ask))
-        except ValueError as exc:
-            click.echo(f"not changed: {exc}", err=True)
-            return case
-    else:
-        raw = click.prompt(f"{name} (lists comma-separated, '-' to clear)", default="-", show_default=False)
-        if isinstance(getattr(case, name), list):
-            update = {name: [] if raw.strip() == "-" else [v.strip() for v in raw.split(",") if v.strip()]}
-        else:
-            update = {name: None if raw.strip() == "-" else raw}
-    if name == "expected" and update["expected"] is not None and not case.judges and config.default_judge:
-        update["judges"] = [config.default_judge]  # what it expects is a judge's question
     try:
-        return edit_case(folder, case, update)
-    except CaseFileError as exc:
+        return edit_case(folder, case, field_update(case, name, _ask, default_judge=config.default_judge))
+    except (ValueError, CaseFileError) as exc:
         click.echo(f"not changed: {exc}", err=True)
         return case
 

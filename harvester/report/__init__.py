@@ -24,11 +24,14 @@ from ._gates import (
     evaluate_gates,
     parse_gate,
 )
+from ._html import attr as html_attr
 from ._html import case_verdict
 from ._html import e as html_text
 from ._html import html as render_html
 from ._html import page as html_page
 from ._html import table as html_table
+from ._html_assets import CSS as HTML_CSS
+from ._inert import visible
 from ._judging import Judging, calibration_html
 from ._merge import check_shards, merge
 from ._metrics import METRICS, RATES, by_tag, fisher_drop_p, is_rate, metrics_of
@@ -51,6 +54,10 @@ from ._results import (
 )
 
 __all__ = [
+    "HTML_CSS",
+    "html_attr",
+    "html_text",
+    "visible",
     "redacted",
     "ANSWER_CHARS",
     "EmitResult",
@@ -89,7 +96,6 @@ __all__ = [
     "case_verdict",
     "html_page",
     "html_table",
-    "html_text",
     "check_output",
     "check_shards",
     "compare",

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._gates import GateOutcome
     from ._report import Report
 
-__all__ = ["case_verdict", "e", "html", "page", "script_json", "table"]
+__all__ = ["attr", "case_verdict", "e", "html", "page", "script_json", "table"]
 
 
 def e(value: object) -> str:

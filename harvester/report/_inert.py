@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["JOINER", "inert"]
+__all__ = ["JOINER", "inert", "visible"]
 
 JOINER = "\u200d"  # zero-width joiner: invisible, and no name, scheme or host character
 _NEWLINES = re.compile(r"\r\n|[\r\n\t]")
@@ -31,12 +31,18 @@ def inert(text: str) -> str:
     are trimmed, or ``**id **`` would not close its bold), every
     control and format character as its ``\\uXXXX`` escape, HTML's ``& < >`` as entities, Markdown's
     punctuation escaped, and ``://``, ``www.`` and ``@`` broken by an invisible joiner."""
-    text = "".join(_shown(c) for c in _NEWLINES.sub(" ", text).strip())
+    text = visible(_NEWLINES.sub(" ", text).strip())
     text = _PUNCTUATION.sub(lambda m: "\\" + m.group(), text)
     text = _UNDERSCORES.sub(lambda m: m.group() if _within_word(text, m) else "\\_" * len(m.group()), text)
     text = "".join(_ENTITIES.get(c, c) for c in text)
     text = _LINE_START.sub(_line_start, text)
     return _AUTOLINKS.sub(JOINER, text)
+
+
+def visible(text: str) -> str:
+    """``text`` with every control and format character (a bidi override, a zero-width one) but a line
+    break or a tab as its ``\\uXXXX`` escape: what it shows is what it holds, in Markdown or in HTML."""
+    return "".join(c if c in "\n\t" else _shown(c) for c in text)
 
 
 def _shown(char: str) -> str:

@@ -1,4 +1,4 @@
-"""Batch harvest throughput and memory: stored runs -> case files, at 10k and 100k runs.
+"""Batch harvest throughput and memory: stored runs -> case files, at 10k and 100k runs; and cases sharing a slug.
 
 Realistic traffic: a few hundred prompt templates with varying order ids, 3 tool calls per run
 with ~1 KB results, ~10% failures (tool errors, loops, denied refunds). Runs are written with the
@@ -6,14 +6,20 @@ store API, then ``harvest()`` streams them into ``cases/pending/``. Throughput i
 tracing; peak memory is measured in a second harvest into a fresh folder under ``tracemalloc``.
 Memory must stay flat from 10k to 100k runs (streaming), and throughput must reach 2,000 runs/s.
 
-    python bench/harvest.py            # 10k and 100k
-    python bench/harvest.py --quick    # 10k only
+Beside it, 2,000 and 8,000 runs of distinct situations whose prompts share their first words (a
+templated prompt: every case gets the same slug, so its id needs a suffix): harvest time at 8,000 over
+2,000 (linear is 4x; target <= 4.5x).
+
+    python bench/harvest.py            # 10k and 100k, then 2,000 and 8,000 sharing a slug
+    python bench/harvest.py --quick    # 10k only, then 500 and 2,000 sharing a slug
+    python bench/harvest.py --slugs    # the shared slug only
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -31,6 +37,7 @@ from harvester.store import TraceStore
 TARGET_RUNS_PER_S = 2000.0
 FLAT_FACTOR = 1.5  # peak at 100k may be at most this times the peak at 10k (plus a little slack)
 FLAT_SLACK_MB = 4.0
+SLUG_RATIO = 4.5  # harvest time of 4x the runs, each its own case under one slug (linear: 4x)
 
 TOPICS = [
     "refund",
@@ -150,6 +157,64 @@ def _runs(n: int, seed: int = 7) -> Iterator[Run]:
         )
 
 
+def _word(i: int) -> str:
+    """A letters-only token per ``i`` (digits would collapse into one signature)."""
+    out = ""
+    while True:
+        out += "abcdefghijklmnopqrstuvwxyz"[i % 26]
+        i //= 26
+        if not i:
+            return out
+
+
+def _same_slug(n: int) -> Iterator[Run]:
+    """``n`` distinct situations (a prompt differing past its sixth meaningful word) sharing one slug."""
+    for i in range(n):
+        yield Run(
+            trace_id=f"{i:032x}",
+            run_id=f"{i:016x}",
+            agent="support_agent",
+            prompt=f"Need help with refund of my damaged order, ref {_word(i)}",
+            answer="Refund requested.",
+            stop="answered",
+            calls=[ToolCall(name="kb_search", call_id="c1", args={"query": "refund"}, result=PARAGRAPH)],
+            started_at="2026-11-01T01:02:03Z",
+        )
+
+
+def measure_slugs(store: TraceStore, n: int, folder: Path) -> float:
+    """CPU seconds (the machine is shared: wall time moves with the neighbours) to harvest ``n`` runs
+    that each make their own case, all with one slug."""
+    t0 = time.process_time()
+    result = harvest(store, folder, config=CONFIG)
+    elapsed = time.process_time() - t0
+    assert result.new == n, (result.new, n)
+    return elapsed
+
+
+def slugs(small: int, big: int, work: Path, rounds: int = 3) -> bool:
+    """The shared-slug harvest at both sizes, ``rounds`` interleaved rounds into fresh folders, medians."""
+    stores = {}
+    for n in (small, big):
+        stores[n] = TraceStore(work / f"slugs-{n}.db")
+        stores[n].add_many(_same_slug(n))
+    got: dict[int, list[float]] = {small: [], big: []}
+    harvest(stores[small], work / "slug-warm-up", config=CONFIG, limit=50)  # imports and caches, not timed
+    for r in range(rounds):
+        for n in (small, big):
+            got[n].append(measure_slugs(stores[n], n, work / f"slug-cases-{n}-{r}"))
+    for store in stores.values():
+        store.close()
+    times = {n: statistics.median(v) for n, v in got.items()}
+    for n, secs in times.items():
+        print(f"{n:>7} runs -> {n:>5} cases sharing a slug: {secs:6.2f} s CPU, {n / secs:7.0f} runs/s", flush=True)
+    ratio = times[big] / times[small]
+    ok = ratio <= SLUG_RATIO
+    verdict = "PASS" if ok else "FAIL"
+    print(f"shared slug {small} -> {big} runs: {ratio:.2f}x the time (target <= {SLUG_RATIO}x): {verdict}")
+    return ok
+
+
 CONFIG = Config(
     mutating_tools=["issue_refund"],
     ignore_args={"kb_search": ["request_id"]},
@@ -185,11 +250,13 @@ def measure(n: int, work: Path) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10k runs only (no flatness check)")
+    parser.add_argument("--quick", action="store_true", help="10k runs only (no flatness check); 500/2,000 slugs")
+    parser.add_argument("--slugs", action="store_true", help="only the cases sharing a slug")
     opts = parser.parse_args()
-    sizes = [10_000] if opts.quick else [10_000, 100_000]
+    sizes = [] if opts.slugs else [10_000] if opts.quick else [10_000, 100_000]
     rows = []
     with tempfile.TemporaryDirectory(prefix="harvester-bench-") as tmp:
+        ok_slugs = slugs(*((500, 2000) if opts.quick else (2000, 8000)), Path(tmp))
         for n in sizes:
             rows.append(measure(n, Path(tmp)))
             r = rows[-1]
@@ -198,6 +265,8 @@ def main() -> int:
                 f"peak {r['peak_mb']:6.1f} MB traced (store built in {r['build_s']:.1f} s)",
                 flush=True,
             )
+    if not rows:
+        return 0 if ok_slugs else 1
     ok_speed = rows[0]["runs_per_s"] >= TARGET_RUNS_PER_S
     print(
         f"throughput at 10k: {rows[0]['runs_per_s']:.0f} runs/s (target >= {TARGET_RUNS_PER_S:.0f}): "
@@ -211,8 +280,9 @@ def main() -> int:
             f"memory 10k -> 100k: {rows[0]['peak_mb']:.1f} -> {rows[1]['peak_mb']:.1f} MB "
             f"(flat: <= {limit:.1f} MB): {'PASS' if ok_flat else 'FAIL'}"
         )
-    print("PASS" if ok_speed and ok_flat else "FAIL")
-    return 0 if ok_speed and ok_flat else 1
+    ok = ok_speed and ok_flat and ok_slugs
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

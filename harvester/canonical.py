@@ -15,6 +15,7 @@ import orjson
 
 __all__ = [
     "MAX_DEPTH",
+    "ListDigest",
     "args_hash",
     "canonical_bytes",
     "canonical_json",
@@ -122,6 +123,36 @@ def _sha256() -> Any:
 def digest(value: Any, length: int = 16) -> str:
     """First ``length`` hex digits of sha256 over the canonical encoding."""
     return _sha256()(canonical_bytes(value)).hexdigest()[:length]
+
+
+class ListDigest:
+    """``digest`` of a list fed one item at a time (a suite's cases as they are read), without holding it.
+
+    ``hexdigest()`` is None when an item takes the slower encoding (orjson refuses it, or it nests too
+    deep to sit in a list): the caller digests the whole list then, which encodes it that way.
+    """
+
+    def __init__(self) -> None:
+        self._sha = _sha256()()
+        self._sha.update(b"[")
+        self._first = True
+        self._exact = True
+
+    def add(self, value: Any) -> None:
+        try:  # the item as it encodes inside a list, one level deeper
+            item = orjson.dumps([_normalize(value)], option=_OPTS, default=str)[1:-1]
+        except (TypeError, ValueError, RecursionError):
+            self._exact = False
+            return
+        self._sha.update(item if self._first else b"," + item)
+        self._first = False
+
+    def hexdigest(self, length: int = 16) -> str | None:
+        if not self._exact:
+            return None
+        sha = self._sha.copy()
+        sha.update(b"]")
+        return str(sha.hexdigest()[:length])
 
 
 def leaves(value: Any, root: str = "", prefix: str = "") -> dict[str, str]:

@@ -15,11 +15,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._files import MAX_READ_BYTES, read_file, write_file
-from .canonical import digest
-from .case import SUITE_FILE, default_cases_dir, load_cases
+from .canonical import ListDigest, digest
+from .case import SUITE_FILE, AgentCase, CaseFolder, default_cases_dir, load_cases
 from .errors import CaseFileError, pydantic_field
 
-__all__ = ["SuiteManifest", "bump_suite", "read_suite", "suite_content", "suite_info"]
+__all__ = ["SuiteContent", "SuiteManifest", "bump_suite", "read_suite", "suite_content", "suite_info"]
 
 
 _SEMVER = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:\+[0-9a-f]+)?")
@@ -44,15 +44,44 @@ class SuiteManifest(BaseModel):
         return value
 
 
-def suite_content(folder: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> tuple[str, int]:
-    """(sha256 over the accepted cases' canonical content, how many): formatting and pending cases never count.
+def _body(case: AgentCase) -> dict[str, object]:
+    """What of a case the suite hash covers: fields at their defaults are left out, so a field a later
+    harvester adds does not change the hash of a suite that never set it."""
+    return case.model_dump(mode="json", by_alias=True, exclude_defaults=True)
 
-    Fields at their defaults are left out, so a field a later harvester adds does not change the hash
-    of a suite that never set it.
-    """
+
+class SuiteContent:
+    """``suite_content`` fed the accepted cases one at a time, in id order, as a replay reads them: the
+    hash of what was loaded, without holding the cases or reading them again."""
+
+    def __init__(self) -> None:
+        self._digest = ListDigest()
+        self.count = 0
+        self._last: str | None = None
+
+    def add(self, case: AgentCase) -> AgentCase:
+        if self._last is not None and case.id <= self._last:
+            raise ValueError(f"suite content is fed in id order: {case.id!r} came after {self._last!r}")
+        self._digest.add(_body(case))
+        self._last, self.count = case.id, self.count + 1
+        return case
+
+    def result(self) -> tuple[str, int] | None:
+        """(content hash, how many), or None for a case only the whole list encodes (``ListDigest``)."""
+        hexdigest = self._digest.hexdigest(length=64)
+        return None if hexdigest is None else (hexdigest, self.count)
+
+
+def suite_content(folder: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> tuple[str, int]:
+    """(sha256 over the accepted cases' canonical content, how many): formatting and pending cases never count."""
+    content = SuiteContent()
+    for file in CaseFolder(folder, max_bytes=max_bytes).each_accepted(required=False):
+        content.add(file.case)
+    got = content.result()
+    if got is not None:
+        return got
     accepted = sorted(load_cases(folder, status="accepted", max_bytes=max_bytes), key=lambda c: c.id)
-    body = [c.model_dump(mode="json", by_alias=True, exclude_defaults=True) for c in accepted]
-    return digest(body, length=64), len(accepted)
+    return digest([_body(c) for c in accepted], length=64), len(accepted)
 
 
 def read_suite(folder: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> SuiteManifest | None:
@@ -98,15 +127,16 @@ def bump_suite(
     return manifest
 
 
-def suite_info(folder: str | Path | None = None) -> SuiteManifest:
+def suite_info(folder: str | Path | None = None, content: tuple[str, int] | None = None) -> SuiteManifest:
     """What a report should record as the suite it ran.
 
     Accepted cases edited since the last bump show as ``1.3.0+<hash8>`` (semver build metadata), so
-    a report never claims a version whose content it did not run.
+    a report never claims a version whose content it did not run. ``content``: the accepted cases'
+    (hash, count) as the replay read them (``SuiteContent``); without it they are read here.
     """
     root = Path(folder) if folder is not None else default_cases_dir()
     current = read_suite(root)
-    content_hash, count = suite_content(root)
+    content_hash, count = content if content is not None else suite_content(root)
     if current is not None and current.content_hash == content_hash:
         return current
     base = current.version if current else "0.0.0"

@@ -12,6 +12,7 @@ from harvester.case import (
     SCHEMA_FILE,
     AgentCase,
     CaseFolder,
+    CaseIds,
     Fixture,
     case_json_schema,
     load_case,
@@ -268,3 +269,24 @@ def test_negative_bounds_are_one_line_errors_not_tracebacks(tmp_path):
             assert str(path) in str(exc) and field in str(exc)
         else:
             raise AssertionError(f"{field}={value} loaded")
+
+
+def test_case_ids_name_many_cases_after_one_slug_as_probing_would():
+    ids = CaseIds({"x", "x-2", "x-4", "y"})
+    got = [ids.claim("x") for _ in range(4)] + [ids.claim("x-5"), ids.claim("x"), ids.claim("z"), ids.claim("z")]
+    assert got == ["x-3", "x-5", "x-6", "x-7", "x-5-2", "x-8", "z", "z-2"]
+
+
+def test_case_ids_probe_each_suffix_once_per_base():
+    probed: list[str] = []
+
+    class Watched(set):
+        def __contains__(self, item: object) -> bool:
+            probed.append(str(item))
+            return super().__contains__(item)
+
+    ids = CaseIds(["slug"])
+    ids._taken = Watched(ids._taken)
+    for _ in range(200):
+        ids.claim("slug")
+    assert len(probed) < 3 * 200  # probing from -2 every time asks ~200*200/2

@@ -16,7 +16,17 @@ from ..canonical import fixture_key
 from ..errors import CaseFileError, CheckSpecError, pydantic_field
 from ._format import AgentCase, check_id
 
-__all__ = ["CaseSignature", "case_bytes", "check_order", "load_case", "read_signature", "save_case"]
+__all__ = [
+    "CaseSignature",
+    "case_bytes",
+    "case_of",
+    "check_order",
+    "load_case",
+    "read_json",
+    "read_signature",
+    "save_case",
+    "signature_of",
+]
 
 
 def case_bytes(case: AgentCase) -> bytes:
@@ -53,7 +63,7 @@ def save_case(case: AgentCase, folder: str | Path) -> Path:
     return write_file(Path(folder) / f"{case.id}.json", case_bytes(case), atomic=True)
 
 
-def _read_json(path: Path, max_bytes: int) -> Any:
+def read_json(path: Path, max_bytes: int) -> Any:
     """A case file's JSON: a regular file of at most ``max_bytes`` (the config's ``max_file_bytes``)."""
     try:
         return orjson.loads(read_file(path, limit=max_bytes, error=CaseFileError))
@@ -64,8 +74,13 @@ def _read_json(path: Path, max_bytes: int) -> Any:
 def load_case(path: str | Path, *, max_bytes: int = MAX_READ_BYTES) -> AgentCase:
     """Parse and fully validate one case file: schema, id = file name, order, declared checks, fixture keys."""
     path = Path(path)
+    return case_of(read_json(path, max_bytes), path)
+
+
+def case_of(data: Any, path: Path) -> AgentCase:
+    """``load_case`` of a file already parsed (a folder's walk parses each file once, then validates the
+    cases it runs)."""
     file = str(path)
-    data = _read_json(path, max_bytes)
     try:
         case = AgentCase.model_validate(data)
     except ValidationError as exc:
@@ -140,7 +155,11 @@ def _list(value: Any) -> list[Any]:
 def read_signature(path: Path, *, max_bytes: int = MAX_READ_BYTES) -> CaseSignature:
     """The light read: JSON parsed, nothing validated (a harvest reads every case of a folder; the full
     check is ``load_case``'s, when a case is run or reviewed)."""
-    data = _read_json(path, max_bytes)
+    return signature_of(read_json(path, max_bytes), path)
+
+
+def signature_of(data: Any, path: Path) -> CaseSignature:
+    """``read_signature`` of a file already parsed."""
     data = data if isinstance(data, dict) else {}
     source = data["source"] if isinstance(data.get("source"), dict) else {}
 

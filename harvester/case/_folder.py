@@ -19,11 +19,11 @@ import difflib
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .._files import MAX_READ_BYTES, shown_path
 from ..errors import CaseFileError, InputError, NotFoundError
-from ._file import CaseSignature, load_case, read_signature, save_case
+from ._file import CaseSignature, case_of, load_case, read_json, read_signature, save_case
 from ._format import AgentCase, check_id
 from ._secrets import secret_fields
 
@@ -35,7 +35,9 @@ __all__ = [
     "CASES_ENV",
     "STATUS_FOLDERS",
     "SUITE_FILE",
+    "CaseFile",
     "CaseFolder",
+    "CaseIds",
     "case_files",
     "case_signatures",
     "default_cases_dir",
@@ -71,9 +73,9 @@ def load_cases(
 ) -> list[AgentCase]:
     """Every case of ``folder`` (default ``cases/`` or ``$HARVESTER_CASES``), optionally one status only.
 
-    The replay job asks for ``status="accepted"``. Every file is validated, the filtered-out ones
-    too: a broken pending case should be reported now, not on the day someone accepts it. A file
-    over ``max_bytes`` (the config's ``max_file_bytes``) or not a regular file is refused.
+    Every file is validated, the filtered-out ones too (a command that needs only some of them walks
+    ``CaseFolder.each``, which validates only those). A file over ``max_bytes`` (the config's
+    ``max_file_bytes``) or not a regular file is refused.
     """
     if status is not None and status not in STATUS_FOLDERS:
         raise CaseFileError(f"unknown status {status!r} (one of {', '.join(STATUS_FOLDERS)})", field="status")
@@ -90,6 +92,14 @@ def load_cases(
         if status is None or case.status == status:
             out.append(case)
     return out
+
+
+class CaseFile(NamedTuple):
+    """An accepted case as a walk of its folder read it: the validated case, and its file to read it again."""
+
+    path: Path
+    case: AgentCase
+    max_bytes: int  # the limit it was read under, to read it again
 
 
 class CaseFolder:
@@ -121,14 +131,44 @@ class CaseFolder:
         )
 
     def accepted(self) -> list[AgentCase]:
-        """The accepted cases (every file validated, pending ones too); none is an error saying what to do."""
-        every = self.cases()
-        cases = [c for c in every if c.status == "accepted"]
-        if not cases:
-            pending = sum(c.status == "pending" for c in every)
+        """The accepted cases, in id order; none is an error saying what to do (``each_accepted``)."""
+        return [file.case for file in self.each_accepted()]
+
+    def each_accepted(self, *, required: bool = True) -> Iterator[CaseFile]:
+        """``each("accepted")``; ``required``: none is an ``InputError`` saying what to do, once every file was read."""
+        found = False
+        for file in self.each("accepted"):
+            found = True
+            yield file
+        if required and not found:
+            pending = sum(c.status == "pending" for c in case_signatures(self.root, max_bytes=self.max_bytes))
             hint = f"{pending} pending: run harvester review" if pending else "harvest some with: harvester harvest"
             raise InputError(f"no accepted cases in {shown_path(self.root)}/ ({hint})")
-        return cases
+
+    def each(self, status: str | None = None) -> Iterator[CaseFile]:
+        """Every case of ``status`` (None: all) in id order, each file parsed once: those validated in full,
+        the others read for their status and id only (a case is validated when it is run, shown or changed).
+
+        Ids are unique across statuses. The caller holds what it keeps: a replay, a small record per case.
+        """
+        self._exists()
+        where: dict[str, Path] = {}
+        for path in sorted(case_files(self.root), key=lambda p: p.stem):  # stable: the top folder first
+            data = read_json(path, self.max_bytes)
+            if not isinstance(data, dict):
+                raise CaseFileError(f"a case file is a JSON object, not {type(data).__name__}", file=str(path))
+            case = case_of(data, path) if status is None or data.get("status", "pending") == status else None
+            named = data.get("id")
+            case_id = case.id if case is not None else named if isinstance(named, str) else path.stem
+            if case_id in where:
+                raise CaseFileError(f"duplicate id {case_id!r} (also in {where[case_id]})", file=str(path), field="id")
+            where[case_id] = path
+            if case is not None:
+                yield CaseFile(path, case, self.max_bytes)
+
+    def _exists(self) -> None:
+        if not self.root.is_dir():
+            raise NotFoundError(f"{self.root}: no such cases folder (harvest some with: harvester harvest)")
 
     def folder_for(self, status: str) -> Path:
         sub = STATUS_FOLDERS[status]
@@ -136,6 +176,12 @@ class CaseFolder:
 
     def ids(self) -> set[str]:
         return {p.stem for p in case_files(self.root)}
+
+    def ids_with(self, status: str) -> list[str]:
+        """The ids of the cases of ``status`` in id order, each file read lightly (``read_signature``)."""
+        self._exists()
+        light = case_signatures(self.root, max_bytes=self.max_bytes)
+        return sorted(c.id or c.path.stem for c in light if c.status == status)
 
     def cases(self, status: str | None = None) -> list[AgentCase]:
         """``load_cases`` of this folder, with its size limit."""
@@ -222,12 +268,30 @@ class CaseFolder:
         case.rejected_why = why
         return self.save(case)
 
-    def unique_id(self, base: str, taken: set[str] | None = None) -> str:
-        """``base``, or ``base-2``, ``base-3``... whichever no file (and nothing in ``taken``) uses yet."""
-        used = self.ids() if taken is None else taken
-        if base not in used:
-            return base
-        n = 2
-        while f"{base}-{n}" in used:
-            n += 1
-        return f"{base}-{n}"
+    def unique_id(self, base: str) -> str:
+        """``base``, or ``base-2``, ``base-3``... whichever no file uses yet (one case: ``CaseIds`` names many)."""
+        return CaseIds(self.ids()).claim(base)
+
+
+class CaseIds:
+    """The ids a folder holds, and the next free one for a base: ``base``, else ``base-2``, ``base-3``...
+
+    Each base remembers the suffix it reached, so naming N cases after one slug (a templated prompt's
+    first words) costs about N probes, not N*N/2; the id a case gets is the one a probe from ``-2``
+    would give, so ids stay readable and a re-harvest of the same runs names them the same way.
+    """
+
+    def __init__(self, taken: Iterable[str]) -> None:
+        self._taken = set(taken)
+        self._next: dict[str, int] = {}  # base -> the suffix to try first
+
+    def claim(self, base: str) -> str:
+        """The next free id for ``base``, now taken."""
+        if base in self._taken:
+            n = self._next.get(base, 2)
+            while f"{base}-{n}" in self._taken:
+                n += 1
+            self._next[base] = n + 1
+            base = f"{base}-{n}"
+        self._taken.add(base)
+        return base

@@ -7,6 +7,7 @@ builds a check from its declarative form (``{"check": "max_steps", "n": 4}``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -96,6 +97,12 @@ def register(name: str | None = None) -> Callable[[Callable[..., Any]], Callable
 _VARIADIC_KEYS = ("tools", "needles", "markers", "names")
 
 
+@functools.lru_cache(maxsize=256)
+def _signature(factory: Callable[..., Any]) -> inspect.Signature:
+    """A factory's signature, worked out once: every case's checks are built through it at every load."""
+    return inspect.signature(factory)
+
+
 def from_spec(spec: Any, where: str = "check") -> Check:
     """Build a check from ``{"check": name, **args}``; errors name the spec and the bad field."""
     if not isinstance(spec, dict) or not isinstance(spec.get("check"), str):
@@ -107,15 +114,15 @@ def from_spec(spec: Any, where: str = "check") -> Check:
         raise CheckSpecError(f"unknown check {name!r} (known: {known})", field=where)
     kwargs = {k: v for k, v in spec.items() if k != "check"}
     args: list[Any] = []
-    params = inspect.signature(factory).parameters.values()
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
+    signature = _signature(factory)
+    if any(p.kind is p.VAR_POSITIONAL for p in signature.parameters.values()):
         for key in _VARIADIC_KEYS:
             if key in kwargs:
                 value = kwargs.pop(key)
                 args = list(value) if isinstance(value, (list, tuple)) else [value]
                 break
     try:
-        inspect.signature(factory).bind(*args, **kwargs)
+        signature.bind(*args, **kwargs)
         built = factory(*args, **kwargs)
     except (TypeError, ValueError) as exc:
         raise CheckSpecError(f"bad arguments for check {name!r}: {exc}", field=where) from None

@@ -8,7 +8,7 @@ every failure into the one line the command prints and never raises.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -16,7 +16,7 @@ import click
 from ..errors import HarvesterError, InputError
 
 if TYPE_CHECKING:
-    from ..case import AgentCase
+    from ..case import AgentCase, Source
     from ..report import Report
 
 __all__ = ["emit_after", "emit_options"]
@@ -80,12 +80,12 @@ def emit_after(
     otlp_endpoint: str | None,
     emit_otel: bool,
     *,
-    cases: Iterable[AgentCase] | None = None,
+    cases: Iterable[AgentCase] | Mapping[str, Source] | None = None,
     timeout: float = 10.0,
 ) -> str | None:
     """Export the verdicts when asked; the line to print (None when not asked). Never raises: the
-    replay's outputs are written whatever happens here. ``cases``: the replayed cases, whose source
-    production runs the spans link to."""
+    replay's outputs are written whatever happens here. ``cases``: the replayed cases (or ``{case id:
+    case.source}``), whose source production runs the spans link to."""
     if otlp_endpoint is None and not emit_otel:
         return None
     from ..report import emit_verdicts, resolve_endpoint

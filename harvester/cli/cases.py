@@ -148,26 +148,26 @@ def cases() -> None:
 @handle_errors
 def cases_list(status: str | None, tag: str | None, config: Config, folder: CaseFolder, as_json: bool) -> None:
     """One line per case: id, status, tags, seen, why."""
-    cases = [c for c in folder.cases(status) if tag is None or tag in c.tags]
+    shown = (f.case for f in folder.each(status))  # only the files of that status read in full, one at a time
+    cases: list[dict[str, Any]] = [
+        {
+            "id": c.id,
+            "status": c.status,
+            "tags": c.tags,
+            "seen": c.source.seen,
+            "why": c.why,
+            "failure_kind": c.source.failure_kind,
+        }
+        for c in shown
+        if tag is None or tag in c.tags
+    ]
     if as_json:
-        echo_json(
-            [
-                {
-                    "id": c.id,
-                    "status": c.status,
-                    "tags": c.tags,
-                    "seen": c.source.seen,
-                    "why": c.why,
-                    "failure_kind": c.source.failure_kind,
-                }
-                for c in cases
-            ]
-        )
+        echo_json(cases)
         return
     if not cases:
         click.echo("no cases")
         return
-    rows = [(c.id, c.status, ",".join(c.tags), str(c.source.seen), c.why) for c in cases]
+    rows = [(c["id"], c["status"], ",".join(c["tags"]), str(c["seen"]), c["why"]) for c in cases]
     widths = [max(len(r[i]) for r in [("ID", "STATUS", "TAGS", "SEEN", "WHY"), *rows]) for i in range(4)]
     for row in [("ID", "STATUS", "TAGS", "SEEN", "WHY"), *rows]:
         head = "  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths))

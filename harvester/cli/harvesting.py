@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..case import CaseFolder
+from ..case import CaseFolder, case_signatures
 from ..config import Config
 from ..errors import InputError, NotFoundError, OtlpFormatError
 from ..intake.backends import labels, url_forms
@@ -194,7 +194,8 @@ def incident(
 
     runs, origin = _trace_runs(trace_id, otlp_file, backend_url, store_path, config)
     run = _pick_run(runs, trace_id, run_id)
-    twins = [c.id for c in (folder.cases() if folder.root.is_dir() else ()) if c.source.trace_id == run.trace_id]
+    known = case_signatures(folder.root, max_bytes=folder.max_bytes)  # each file read lightly: ids and runs
+    twins = [c.id or c.path.stem for c in known if c.trace_id == run.trace_id]
     if twins:  # allowed (another angle on the same run), but never silent
         click.echo(f"note: this run is already case {', '.join(twins)}", err=True)
     if not config.mutating_tools and not forbid:

@@ -157,7 +157,7 @@ def review(case_id: str | None, force: bool, web: bool, port: int, config: Confi
     if case_id:
         ids = [case_id]
     else:
-        ids = [c.id for c in folder.cases("pending")]
+        ids = folder.ids_with("pending")  # each case is read in full when it is shown
     if not ids:
         click.echo("no pending cases (harvest some with: harvester harvest, or harvester incident TRACE_ID)")
         return

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import click
@@ -22,7 +23,7 @@ from .._files import check_output, write_file
 from ..case import CaseFolder
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
-from ..replay import INJECT_NEEDS_A_MODEL, load_agent
+from ..replay import INJECT_NEEDS_A_MODEL, load_agent, plan_folder
 from ..replay import replay as run_replay
 from ..report import (
     ALPHA,
@@ -244,13 +245,13 @@ def replay(
     out = Outputs(json_path, junit_path, markdown_path, html_path)
     out.check()
     build = load_agent(agent_spec)
-    cases = folder.accepted()  # validates every file, pending ones too (each within max_file_bytes)
+    read = plan_folder(folder.each_accepted(), inject, shard, sources=bool(otlp_endpoint or emit_otel), every=sandbox)
     seam.harness()  # this process replays until it exits: work the agent left queued is refused, not run
     show = sys.stderr.isatty() if progress is None else progress
     try:
         with ProgressBar("replaying", show=show) as bar:
             report = run_replay(
-                cases,
+                read.planned,
                 build,
                 trials=trials,
                 confirm=confirm,
@@ -259,24 +260,19 @@ def replay(
                 timeout=timeout,
                 shard=shard,
                 progress=bar,
-                suite=suite_info(folder.root),
+                suite=suite_info(folder.root, read.content.result()),
                 prices=config if config.prices else None,
                 ignore_args=config.ignore_args,
                 seal=not no_seal,
                 allow_hosts=(*config.replay.allow_hosts, *allow_hosts),
                 allow_commands=config.replay.allow_commands,
                 model=model or config.replay.model,
-                sandbox=sandbox_of(config, cases, sandbox),  # its warnings printed before any case runs
-                judges=judging.judges_for(cases, config, folder, skip=no_judges),
+                sandbox=sandbox_of(config, read.held, sandbox),  # its warnings printed before any case runs
+                judges=judging.judges_for(read.held, config, folder, skip=no_judges),
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
-    emit = None
-    if otlp_endpoint or emit_otel:
-
-        def emit(done: Report) -> str | None:
-            return emit_after(done, otlp_endpoint, emit_otel, cases=cases)
-
+    emit = partial(emit_after, otlp_endpoint=otlp_endpoint, emit_otel=emit_otel, cases=read.sources)  # None: not asked
     _finish(report, gate_list, base, out, (alpha, inconclusive), config, emit)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..case import NOTE_PREFIX, CaseFolder, save_case
+from ..case import NOTE_PREFIX, CaseFolder, CaseIds, save_case
 from ..config import Config
 from ._case import build_case
 from ._kinds import read_run
@@ -74,7 +74,7 @@ def harvest_clusters(
     folder = CaseFolder(cases_dir)
     found = triage(store, cases_dir, since=since, until=until, agent=agent, config=config)
     result = ClusterHarvest(clusters=len(found.clusters))
-    taken = folder.ids()
+    ids = CaseIds(folder.ids())
     for cluster in found.clusters:
         accepted = [cid for cid, status in cluster.covered.items() if status == "accepted"]
         if accepted:
@@ -92,8 +92,7 @@ def harvest_clusters(
         trace_id, run_id = cluster.example
         run = next(r for r in store.get(trace_id) if r.run_id == run_id)
         case = build_case(run, read_run(run, config, incident=False, forbid=()), config)
-        case.id = folder.unique_id(case.id, taken)
-        taken.add(case.id)
+        case.id = ids.claim(case.id)
         case.source.cluster = cluster.id
         case.source.seen = cluster.size
         case.review_notes.append(cluster_note(cluster))

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from .. import checks as checklib
 from ..canonical import canonical_json
-from ..case import AgentCase, CaseFolder, load_cases
+from ..case import AgentCase, CaseFolder
 from ..config import Config
 from ..errors import InputError
 from ..model import Run
@@ -197,7 +197,7 @@ def refresh(store: Any, cases_dir: Any, *, config: Config | None = None) -> list
     """Every accepted case with a newer run of its situation (``matching_runs``) in ``store``, rerecorded
     from that run and saved; a case the newest run left unchanged is not rewritten (nor returned)."""
     folder = CaseFolder(cases_dir)
-    accepted = load_cases(folder.root, status="accepted") if folder.root.is_dir() else []
+    accepted = [f.case for f in folder.each_accepted(required=False)] if folder.root.is_dir() else []
     done = []
     for case, run in matching_runs(store.runs(newest_first=True), accepted, config=config):
         refreshed = rerecord(case, run, config=config)

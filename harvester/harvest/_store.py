@@ -13,7 +13,7 @@ from typing import Any
 
 from .._progress import Progress
 from ..canonical import digest
-from ..case import NOTE_PREFIX, AgentCase, CaseFolder, case_signatures, load_case, save_case
+from ..case import NOTE_PREFIX, AgentCase, CaseFolder, CaseIds, case_signatures, load_case, save_case
 from ..config import Config
 from ..model import Run
 from ._case import build_case
@@ -148,7 +148,7 @@ def harvest(
     known = _Known(folder)
     index = known.index
     tools: set[str] = set()  # every tool name the runs called, for the mutating_tools check
-    taken = folder.ids()
+    ids = CaseIds(folder.ids())
     extra_seen: dict[Path, tuple[int, str | None]] = {}  # path -> (runs to add, newest start)
     created: set[Path] = set()
     result = HarvestResult()
@@ -177,8 +177,7 @@ def harvest(
         if twin is not None:
             _mark_twin(case, *twin)
             result.twins += 1
-        case.id = folder.unique_id(case.id, taken)
-        taken.add(case.id)
+        case.id = ids.claim(case.id)
         path = save_case(case, pending_dir)
         index[sig] = ("pending", path, run.started_at)
         created.add(path)

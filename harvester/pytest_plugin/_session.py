@@ -47,7 +47,7 @@ class CasesCollector(pytest.Collector):
 
     def collect(self) -> Iterator[pytest.Item]:
         folder = self.state.runner.settings.folder
-        try:  # validates every file, as harvester replay does: a broken one is an error now
+        try:  # validates every accepted file, as harvester replay does: a broken one is an error now
             accepted = folder.accepted()
         except InputError as exc:
             if not isinstance(exc, CaseFileError):
@@ -259,9 +259,9 @@ def _outputs(config: pytest.Config) -> dict[str, str]:
 def _why_empty(runner: CaseRunner) -> str | None:
     folder = runner.settings.folder
     try:
-        every = folder.cases()
+        accepted = folder.ids_with("accepted")  # each file read lightly
     except HarvesterError:
         return None  # the collection error says it
-    if any(c.status == "accepted" for c in every):
+    if accepted:
         return None
     return f"harvester: no accepted cases in {shown_path(folder.root)}/"

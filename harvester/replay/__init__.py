@@ -9,24 +9,28 @@ evaluated, one report.
   calls in order; ``_drift``: how a live request differs from the recorded one, named.
 - ``_sandbox``: the tools ``--sandbox`` runs for real, and their answers compared with the recording.
 - ``_evaluate``: the checks, the judge, the recording's checks, recovery variants.
-- ``_results``: trials folded into a ``CaseResult``, handed on as a ``Finished`` case; ``_suite``: the
-  plan, the scheduler, ``replay`` (results to disk as cases finish).
+- ``_plan``: which cases run, a small record each until its turn; ``_results``: trials folded into a
+  ``CaseResult``, handed on as a ``Finished`` case; ``_suite``: the scheduler, ``replay`` (results to
+  disk as cases finish).
 """
 
 from ._agent import load_agent
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
+from ._plan import FolderPlan, Planned, in_shard, plan, plan_folder
 from ._results import CaseSink, Finished
 from ._sandbox import Sandbox, sandbox_for
-from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, in_shard, replay
+from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, replay
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "FolderPlan",
     "INJECT_NEEDS_A_MODEL",
     "CaseSink",
     "Finished",
     "Judge",
     "LiveCall",
+    "Planned",
     "Progress",
     "Sandbox",
     "Suite",
@@ -35,6 +39,8 @@ __all__ = [
     "in_shard",
     "live_calls",
     "load_agent",
+    "plan",
+    "plan_folder",
     "recovered",
     "replay",
     "sandbox_for",

@@ -1,6 +1,6 @@
-"""The suite: which cases run (shards, recovery variants), at most ``concurrency`` trials at once under
-the calling thread's deadlines, each case's result on disk as soon as the case finishes (handed to an
-``on_case`` sink too), and one report over them at the end.
+"""The suite: the plan's cases (``_plan``), at most ``concurrency`` trials at once under the calling
+thread's deadlines, each case's result on disk as soon as the case finishes (handed to an ``on_case``
+sink too), and one report over them at the end.
 
 An agent that raises, hangs or returns garbage fails its case; a check that raises fails its case;
 neither stops the suite, and the report is always written. Building the agent is told apart from
@@ -12,7 +12,6 @@ of failed cases. The GIL is released while agents wait on I/O, so 16 trials in f
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import queue
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -21,49 +20,25 @@ from typing import Any
 
 from .. import seam
 from .._progress import Progress
-from ..case import AgentCase, Case
+from ..case import AgentCase, Case, CaseFile
 from ..checks import Panel
 from ..config import MODEL_MODES, Config, ModelMode
 from ..errors import AgentBuildError
-from ..fixtures import FixtureTools, recovery_variants
+from ..fixtures import FixtureTools
 from ..report import MAX_NO_FIXTURE_CALLS, Judging, Report, ResultSpool
 from ._agent import factory_name
-from ._evaluate import Judge, variant_case
+from ._evaluate import Judge
 from ._live import LiveCall
+from ._plan import Planned, plan
 from ._policy import Policy
 from ._results import CaseSink, Finished, case_result
 from ._sandbox import Sandbox, sandbox_env
 from ._seal import last_seq, sealing, suite_refusals_since
 from ._trial import Job, Outcome, Runner
 
-__all__ = ["DEFAULT_CONCURRENCY", "INJECT_NEEDS_A_MODEL", "Progress", "Suite", "in_shard", "replay"]
+__all__ = ["DEFAULT_CONCURRENCY", "INJECT_NEEDS_A_MODEL", "Progress", "Suite", "replay"]
 
 DEFAULT_CONCURRENCY = 8
-
-
-def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
-    """Stable split by case id: shard ``(i, n)``, ``1 <= i <= n``, holds the ids whose hash is i-1 mod n."""
-    i, n = shard
-    return int(hashlib.sha256(case_id.encode()).hexdigest()[:12], 16) % n == i - 1
-
-
-def _plan(
-    cases: Iterable[AgentCase | Case], inject: bool, shard: tuple[int, int] | None
-) -> list[tuple[Case, str | None]]:
-    """(runnable case, id of the case it is a variant of) in run order, each variant after its case."""
-    if shard is not None and not (
-        len(shard) == 2 and all(isinstance(x, int) for x in shard) and 1 <= shard[0] <= shard[1]
-    ):
-        raise ValueError(f"shard must be (i, n) with 1 <= i <= n, got {shard!r}")
-    out: list[tuple[Case, str | None]] = []
-    for item in cases:
-        case = item.to_case() if isinstance(item, AgentCase) else item
-        if shard is not None and not in_shard(case.id, shard):
-            continue
-        out.append((case, None))
-        if inject and case.spec is not None:
-            out.extend((variant_case(v), case.id) for v in recovery_variants(case.spec))
-    return out
 
 
 INJECT_NEEDS_A_MODEL = (
@@ -73,7 +48,7 @@ INJECT_NEEDS_A_MODEL = (
 
 
 def replay(
-    cases: Iterable[AgentCase | Case],
+    cases: Iterable[AgentCase | Case | CaseFile | Planned],
     build_agent: Callable[..., Any],
     *,
     trials: int = 1,
@@ -97,7 +72,9 @@ def replay(
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
-    ``suite``: a name, or anything with ``.name``/``.version`` (the suite manifest). ``prices``: a
+    ``cases``: in memory, or read from a folder (``CaseFolder.each_accepted``: each is planned from that
+    read and read again when it runs), or planned already (``plan``: taken as they are). ``suite``: a
+    name, or anything with ``.name``/``.version`` (the suite manifest). ``prices``: a
     ``Config`` or its ``prices`` mapping (USD per 1k tokens), used when a run has tokens and no cost.
     ``ignore_args``: the project's ``{tool: [arg paths]}`` (the config's), left out of fixture matching
     along with each case's own. ``progress``: called as ``progress(done, total)`` each time a
@@ -126,7 +103,7 @@ def replay(
         raise ValueError(f"confirm must be >= 0, got {confirm}")
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0, got {timeout}")
-    plan = _plan(cases, inject, shard)
+    planned = plan(cases, inject, shard)
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
     hosts = (*allow_hosts, *(sandbox.hosts if sandbox is not None else ()))
@@ -135,7 +112,7 @@ def replay(
     refused_before, sealed_before = seam.STATE.seq, last_seq()
     # A process the agent starts seals itself with what any case of the plan may reach.
     sealed = (
-        sealing(policy, policy.with_hosts(h for case, _ in plan for h in runner.hosts(case)))
+        sealing(policy, policy.with_hosts(h for entry in planned for h in runner.hosts(entry.model_hosts)))
         if policy is not None
         else contextlib.nullcontext()
     )
@@ -151,17 +128,26 @@ def replay(
         build_error = build_error or next((o.error for o in failed if o.error), None)
         result = case_result(case, outs, variant_of, verdict)
         spool.add(result, index)
+        planned[index].release()
         if on_case is not None:
             on_case(Finished(case, variant_of, outs, result))
 
     env = sandbox_env(sandbox.env) if sandbox is not None else contextlib.nullcontext()
     with seam.replaying_now(), sealed as suite_seal, env:
         runner.suite_seal = suite_seal
-        runner.adapters.open(s for case, _ in plan if case.spec is not None for s in case.spec.recorded.instrumentation)
+        runner.adapters.open(s for entry in planned for s in entry.instrumentation)
         try:
             held: dict[int, Ran] = {}  # failed cases a --confirm rerun may yet call flaky
-            total = len(plan) * trials
-            for ran in _drive(runner, _indexed(plan), trials, limit, timeout, progress, total):
+            total = len(planned) * trials
+            for ran in _drive(
+                runner,
+                ((i, entry.case(), entry.variant_of) for i, entry in enumerate(planned)),
+                trials,
+                limit,
+                timeout,
+                progress,
+                total,
+            ):
                 index, _, _, outs = ran
                 if confirm and not all(o.passed for o in outs) and not any(o.errored for o in outs):
                     held[index] = ran
@@ -189,7 +175,7 @@ def replay(
         sealed=policy is not None,
         model=model,
         sandbox=list(sandbox.tools) if sandbox is not None else None,
-        judging=_judging(judges, plan),
+        judging=_judging(judges, planned),
     )
     report.results = spool
     return report
@@ -199,13 +185,9 @@ ToRun = tuple[int, Case, "str | None"]  # a case's place in the plan, the case, 
 Ran = tuple[int, Case, "str | None", list[Outcome]]  # ... and every trial's outcome
 
 
-def _indexed(plan: Iterable[tuple[Case, str | None]]) -> Iterator[ToRun]:
-    return ((i, case, variant_of) for i, (case, variant_of) in enumerate(plan))
-
-
-def _judging(panel: Panel | None, plan: list[tuple[Case, str | None]]) -> Judging | None:
+def _judging(panel: Panel | None, plan: list[Planned]) -> Judging | None:
     """The bill of the judges the plan's cases name (None when none names one, or no panel was given)."""
-    named = {n for case, _ in plan if case.spec is not None for n in case.spec.judges}
+    named = {n for entry in plan for n in entry.judges}
     if panel is None or not named:
         return None
     if panel.skipped:

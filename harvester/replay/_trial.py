@@ -103,11 +103,10 @@ class Seen(NamedTuple):
     models: RecordedModel | None  # its model server (None: the live model answers)
 
 
-def model_hosts(case: Case) -> Sequence[str]:
-    """The model hosts a case's agent may reach: its recording's, or (a case recorded before
-    harvester kept them, or whose spans named no model) every provider's documented host."""
-    hosts = case.spec.recorded.model_hosts if case.spec is not None else []
-    return hosts or EVERY_PROVIDER_HOST
+def model_hosts(recorded: Sequence[str]) -> Sequence[str]:
+    """The model hosts a case's agent may reach: its recording's (``recorded.model_hosts``), or (a case
+    recorded before harvester kept them, or whose spans named no model) every provider's documented host."""
+    return recorded or EVERY_PROVIDER_HOST
 
 
 def blank_spec(case: Case) -> AgentCase:
@@ -182,13 +181,14 @@ class Runner:
         ).start()
         return trace_id, tools
 
-    def hosts(self, case: Case) -> Sequence[str]:
-        """The model hosts the case's agent may reach: none when the recording answers every model call."""
-        return () if self.model == "recorded" else model_hosts(case)
+    def hosts(self, recorded: Sequence[str]) -> Sequence[str]:
+        """The model hosts a case whose recording names ``recorded`` may reach: none when the recording
+        answers every model call."""
+        return () if self.model == "recorded" else model_hosts(recorded)
 
     def _policy_for(self, case: Case) -> Policy:
         """The suite's policy plus the case's model hosts, built once per distinct set of hosts."""
-        hosts = tuple(self.hosts(case))
+        hosts = tuple(self.hosts(case.spec.recorded.model_hosts if case.spec is not None else ()))
         policy = self._policies.get(hosts)
         if policy is None:
             assert self.policy is not None

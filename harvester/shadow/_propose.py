@@ -4,7 +4,7 @@ prompt, tagged ``shadow``, with a review note saying what the candidate did diff
 
 from __future__ import annotations
 
-from ..case import NOTE_PREFIX, AgentCase, CaseFolder, save_case
+from ..case import NOTE_PREFIX, AgentCase, CaseFolder, CaseIds, save_case
 from ..harvest import slug
 from ._change import RunChange
 
@@ -18,13 +18,12 @@ class Proposer:
 
     def __init__(self, folder: CaseFolder, candidate: str) -> None:
         self.folder, self.candidate = folder, candidate
-        self.taken = folder.ids()
+        self.ids = CaseIds(folder.ids())
 
     def propose(self, case: AgentCase, change: RunChange) -> str:
         """The id of the pending case written for ``change``'s run."""
         proposed = case.model_copy(deep=True)
-        proposed.id = self.folder.unique_id(slug(case.prompt, fallback=f"run-{change.trace_id[:8]}"), self.taken)
-        self.taken.add(proposed.id)
+        proposed.id = self.ids.claim(slug(case.prompt, fallback=f"run-{change.trace_id[:8]}"))
         proposed.status = "pending"
         proposed.why = f"shadow of {self.candidate or 'the candidate'}: {change.why()}"
         proposed.tags = list(dict.fromkeys([*proposed.tags, "shadow", *(f for f in change.flags() if f in WORSE)]))

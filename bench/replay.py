@@ -35,12 +35,14 @@
     requests captured, harvested once, repeated under new ids), replayed with every model call served from
     the case's recording (``model="recorded"``), harness and serving included, the agent's model raising
     if called (target < 60 s on 2 cores); beside it the same suite with the live (scripted) model. Peak
-    traced memory replaying 250 and 1,000 cases, live and recorded (target: recorded within 1.25x live
-    at 1,000), and what each case adds to it from 250 to 1,000 (results stream to disk: what is left is
-    the plan's cases). Needs a ``replay`` with ``model=``; without one, (g) times the live side only.
+    resident memory replaying 250 and 1,000 of them from a case folder as ``harvester replay`` does,
+    each in a fresh process, live and recorded (target: flat in cases, 1,000 within 1.3x of 250, and
+    recorded within 1.25x of live). Needs a ``replay`` with ``model=``; without one, (g) times the live
+    side only.
 
 (h) Memory flat in cases: a replay of 200 and of 5,000 cases of (a)'s zero-latency agent, each in a fresh
-    process, the cases made as they are read and the report saved as the CLI saves it (JSON, summary);
+    process, the cases read from a case folder as `harvester replay` reads them and the report saved as the
+    CLI saves it (JSON, summary);
     peak resident memory (``ru_maxrss``) of each (target: 5,000 within 1.3x of 200).
 
     python bench/replay.py [--cases 200] [--quick] [--only d|e|f|g|h]
@@ -56,12 +58,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
 from harvester.canonical import fixture_key
-from harvester.case import AgentCase
+from harvester.case import AgentCase, CaseFolder, save_case
 from harvester.replay import replay
 
 ARGS = {"query": "refund policy"}
@@ -648,16 +649,6 @@ def _demo_agent():
     return support.SupportAgent()
 
 
-def _replay_peak_mb(suite: list[AgentCase], build, **kwargs) -> float:
-    """Peak traced memory of one replay, above what was allocated before it (the suite itself)."""
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    replay(suite, build, **kwargs)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return (peak - before) / 1e6
-
-
 def bench_recorded(opts) -> bool:
     n = 250 if opts.quick else 1000
     suite = demo_cases(n)
@@ -679,39 +670,54 @@ def bench_recorded(opts) -> bool:
         f"    the recorded model: {served_s:.1f} s ({served_s / n * 1000:.1f} ms/case), {served.passed}/{n} passed "
         f"as with the live model: {served.passed == live.passed} (target < 60 s) {'PASS' if ok else 'FAIL'}"
     )
-    peaks = [
-        [_replay_peak_mb(suite[:k], build, **kw) for k in (n // 4, n)]
-        for build, kw in ((_demo_agent, {}), (_offline_agent, kwargs))
-    ]
-    flat = peaks[1][1] <= 1.25 * peaks[0][1]
+    live_rss = _peak_rss((n // 4, n), model="live")
+    rss = _peak_rss((n // 4, n), model="recorded")
+    flat = rss[1] <= 1.3 * rss[0] and rss[1] <= 1.25 * live_rss[1]
     print(
-        f"    peak traced memory, {n // 4} / {n} cases: live {peaks[0][0]:.1f} / {peaks[0][1]:.1f} MB, recorded "
-        f"{peaks[1][0]:.1f} / {peaks[1][1]:.1f} MB (target: recorded within 1.25x live at {n}) "
-        f"{'PASS' if flat else 'FAIL'}"
+        f"    peak RSS replaying from a case folder, {n // 4} / {n} cases, each a fresh process: live "
+        f"{live_rss[0]:.1f} / {live_rss[1]:.1f} MB, recorded {rss[0]:.1f} / {rss[1]:.1f} MB, {rss[1] / rss[0]:.2f}x "
+        f"(target: flat, <= 1.3x, and within 1.25x of live) {'PASS' if flat else 'FAIL'}"
     )
-    per_case = [(big - small) / (n - n // 4) * 1000 for small, big in peaks]
-    print(f"    per case from {n // 4} to {n}: live {per_case[0]:.1f} KB, recorded {per_case[1]:.1f} KB")
     return ok and flat
 
 
-def _rss_mb(n: int) -> float:
-    """(h)'s worker: replay ``n`` cases made as they are read, save the report, render its summary; the
+def _rss_mb(n: int, model: str | None = None) -> float:
+    """(g)'s and (h)'s worker: replay ``n`` accepted cases from a case folder as ``harvester replay`` does
+    (written one at a time first: (h)'s zero-latency cases, or with ``model`` (g)'s harvested demo
+    cases on the live (scripted) or recorded model), save the report, render its summary; the
     process's peak resident memory in MB."""
     import resource
 
+    cases = demo_cases(n) if model else iter_cases(n)
+    build, kwargs = (
+        (zero_latency, {})
+        if not model
+        else (_demo_agent, {})
+        if model == "live"
+        else (_offline_agent, {"model": "recorded"})
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        report = replay(iter_cases(n), zero_latency)
+        for case in cases:
+            save_case(case.model_copy(update={"status": "accepted"}), Path(tmp) / "cases")
+        del cases
+        report = replay(CaseFolder(Path(tmp) / "cases").each_accepted(), build, **kwargs)
         report.save(Path(tmp) / "report.json")
         report.summary()
         assert report.passed == n, report.headline()
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _peak_rss(sizes: tuple[int, int], model: str | None = None) -> list[float]:
+    """Peak RSS of a replay of each size, each in a fresh process."""
+    flag = ["--model", model] if model else []
+    return [
+        float(subprocess.check_output([sys.executable, __file__, "--rss", str(n), *flag], text=True)) for n in sizes
+    ]
+
+
 def bench_memory(opts) -> bool:
     small, big = (200, 2000) if opts.quick else (200, 5000)
-    peaks = [
-        float(subprocess.check_output([sys.executable, __file__, "--rss", str(n)], text=True)) for n in (small, big)
-    ]
+    peaks = _peak_rss((small, big))
     ratio = peaks[1] / peaks[0]
     ok = ratio <= 1.3
     print(
@@ -736,7 +742,8 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="fewer cases for (a), (c), (e) to (g), for CI smoke runs")
     parser.add_argument("--only", choices=("d", "e", "f", "g", "h"), help="run one benchmark")
-    parser.add_argument("--rss", type=int, help=argparse.SUPPRESS)  # be (h)'s worker, replaying this many cases
+    parser.add_argument("--rss", type=int, help=argparse.SUPPRESS)  # be (g)'s or (h)'s worker, for this many cases
+    parser.add_argument("--model", choices=("live", "recorded"), help=argparse.SUPPRESS)  # ... (g)'s, this model
     parser.add_argument("--side", choices=("adapted", "decorated"), help=argparse.SUPPRESS)  # one side of (c)
     parser.add_argument("--worker", choices=tuple(WORKERS), help=argparse.SUPPRESS)  # a side of (e) or (f)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)  # (f)'s server
@@ -754,7 +761,7 @@ def main() -> int:
         serve(opts.serve)
         return 0
     if opts.rss:
-        print(f"{_rss_mb(opts.rss):.1f}")
+        print(f"{_rss_mb(opts.rss, opts.model):.1f}")
         return 0
     ok = True
     for letter, section in SECTIONS:

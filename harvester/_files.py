@@ -120,7 +120,10 @@ def read_file(path: str | Path, *, limit: int = MAX_READ_BYTES, error: type[Inpu
                 raise error("not a regular file (a device, pipe or socket is never read)", file=file)
             if info.st_size > limit:
                 raise error(f"{info.st_size} bytes, over the limit of {limit} bytes", file=file)
-            data = fh.read(limit + 1)  # a file growing while it is read stops at the limit too
+            # Asked for its size (+1), not the limit: a read of ``limit`` bytes allocates that much first.
+            data = fh.read(info.st_size + 1)
+            if len(data) > info.st_size:  # a file growing while it is read stops at the limit too
+                data += fh.read(limit + 1 - len(data))
         except OSError as exc:
             raise error(f"cannot read ({exc.strerror or exc})", file=file) from None
     if len(data) > limit:

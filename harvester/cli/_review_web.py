@@ -29,6 +29,7 @@ __all__ = ["HOST", "ReviewServer", "answering", "serve_review"]
 
 HOST = "127.0.0.1"
 MAX_FORM_BYTES = 1 << 20
+DRAIN_BYTES = 16 << 20  # a bigger form than the limit is read past (and dropped) up to this, then cut off
 # The page loads nothing and runs no script: even a string that escaped its escaping could not act.
 _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'",
@@ -147,6 +148,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, "bad Content-Length\n", "plain", close=True)
             return
         if int(length) > MAX_FORM_BYTES:
+            self._drain(int(length))
             self._send(413, "form too large\n", "plain", close=True)
             return
         form = parse_qs(self.rfile.read(int(length)).decode("utf-8", "replace"), keep_blank_values=True)
@@ -164,6 +166,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Location", f"/{self.server.token}/#case-{quote(case_id, safe='')}")
         self.send_header("Content-Length", "0")
         self.end_headers()
+
+    def _drain(self, length: int) -> None:
+        """Read and drop a too-large body (up to a bound, a chunk at a time, never kept), so the client,
+        still sending, reads the 413 rather than a reset connection."""
+        left = min(length, DRAIN_BYTES)
+        while left > 0:
+            chunk = self.rfile.read(min(left, 1 << 16))
+            if not chunk:
+                return
+            left -= len(chunk)
 
     def _send(self, code: int, body: str, kind: str = "html", *, close: bool = False) -> None:
         data = body.encode()

@@ -28,6 +28,7 @@ import orjson
 
 from ._assembly import LocalRootAssembler
 from ._lost import QUEUE_FULL, LostTraces, Refused
+from ._opened import UnusableStore, open_store
 from ._pipeline import RunWriter
 from ._span_records import read_frames, span_from_record
 
@@ -53,9 +54,13 @@ def main() -> None:
 
     buffer = bytearray()
     config = _config(buffer)
+    opened = open_store(config["store"])  # a PostgreSQL store connects at its first write, as in the app
+    if isinstance(opened, UnusableStore):
+        send({"failed": opened.error})
+        return
     try:
         writer = RunWriter(
-            config["store"],
+            opened,
             sample_rate=config["sample_rate"],
             redact=config["redact"],
             batch_size=config["batch_size"],
@@ -69,6 +74,7 @@ def main() -> None:
     assembler = LocalRootAssembler(writer, *config["bounds"], lost=lost)
     send({"ready": True})
     Child(writer, assembler, lost, send, parent).run(buffer)
+    opened.close()
 
 
 def _config(buffer: bytearray) -> dict[str, Any]:

@@ -35,7 +35,10 @@ __all__ = ["CaptureProcess", "can_start", "sender"]
 log = logging.getLogger("harvester.intake")
 _BATCH = 256  # frames per writev (IOV_MAX is 1,024)
 _ROOT = str(Path(__file__).resolve().parent.parent.parent)  # where ``harvester`` is imported from
-_CODE = f"import sys; sys.path.insert(0, {_ROOT!r}); from harvester.intake._capture_child import main; main()"
+_CODE = (  # Ctrl-C and SIGTERM are the app's to act on, from the first instant (see ``_capture_child``)
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    f"import sys; sys.path.insert(0, {_ROOT!r}); from harvester.intake._capture_child import main; main()"
+)
 
 
 def can_start() -> bool:
@@ -217,9 +220,9 @@ class CaptureProcess:
         True if it ended in time. A child still writing (the store locked) is left to finish: it
         leaves once its last write is done, its pipe ended."""
         self._closing = True
+        self.send(wait=timeout)  # a forked app's child starts here if it has spans and never sent them
         if not self._running:
             return True
-        self.send(wait=timeout)
         with self._lock:
             if self._unsent or self.queue:  # the pipe stayed full: what was not sent is lost
                 self._drop_unsent()

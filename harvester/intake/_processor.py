@@ -161,7 +161,8 @@ class HarvestingSpanProcessor(SpanProcessor):
         if capture_process and self._store_error is None and keep is None and not isinstance(store, TraceStore):
             bounds = (max_open_traces, max_trace_age_s, max_spans_per_trace, max_open_bytes, max_bytes_per_trace)
             options = (sample_rate, redact, batch_size, flush_interval_s, defer_normalize, max_lost_traces)
-            self._process = _started(dict(zip(_OPTIONS, (self.writer.store.path, *options, bounds))), self._lost)
+            path = os.fspath(store) if store is not None else None  # a URL with its password: the child connects
+            self._process = _started(dict(zip(_OPTIONS, (path, *options, bounds))), self._lost)
         self._close_timeout = 30.0
         self._start_worker()
         weak_reinit = weakref.WeakMethod(self._at_fork_reinit)

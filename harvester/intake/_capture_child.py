@@ -35,6 +35,7 @@ from ._span_records import read_frames, span_from_record
 __all__ = ["main"]
 
 log = logging.getLogger("harvester.intake")
+_READ = 1 << 20
 
 
 def main() -> None:
@@ -105,7 +106,7 @@ class Child:
         while not ended:
             wait = half if due is None else max(due - time.monotonic(), 0.0)
             if select.select([0], [], [], min(wait, 1.0))[0]:
-                data = os.read(0, 1 << 20)
+                data = os.read(0, _READ)
                 ended = not data
                 buffer += data
             elif os.getppid() != self.parent:  # the app is gone (a kill -9): write what is held, leave

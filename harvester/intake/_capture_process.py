@@ -107,6 +107,7 @@ class CaptureProcess:
 
     def _send(self, wait: float | None) -> bool:
         unsent, queue = self._unsent, self.queue
+        sent = False
         if not self._running:  # a forked app's: started by its sender thread once there is something to send
             if wait is None or not queue:
                 return not queue
@@ -117,6 +118,8 @@ class CaptureProcess:
                 self.dead = self._running = True
         while True:
             if not unsent:
+                if wait is None and sent:  # an app's thread sends one batch at most: its run waits
+                    return not queue
                 if self.lost.has_notes():
                     unsent.append(frame(b"l", orjson.dumps(self.lost.pop_notes())))
                 while queue and len(unsent) < _BATCH:
@@ -145,6 +148,7 @@ class CaptureProcess:
             del unsent[:done]
             if n:
                 unsent[0] = unsent[0][n:]
+            sent = True
 
     def _drop_unsent(self) -> None:
         self.dropped_spans(sum(1 for f in self._unsent if f[4:5] == b"s"))
@@ -260,8 +264,9 @@ def sender(processor: Any, process: CaptureProcess) -> None:
     """The processor's worker in this mode: send what the app's threads did not, ask for counters; at
     shutdown, send the rest and wait for the child's last write (``close``)."""
     asked = process.taken_bytes
+    half = processor.flush_interval_s / 2  # what the app's threads leave waits at most this long
     while True:
-        processor._wake.wait(0.1)
+        processor._wake.wait(half)  # rarely: each wake takes the GIL from the app's threads
         processor._wake.clear()
         if processor._shutdown:
             process.close(processor._close_timeout)

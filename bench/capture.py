@@ -159,17 +159,23 @@ def _cpu_of(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(make: Callable[[], Any], n: int, llm_s: float) -> tuple[float, float]:
-    """(wall seconds of the loop, CPU seconds of loop + flush + shutdown: this process's and its capture
-    process's, less what that one spent before the loop, its start-up)."""
-    processor = make()
+def warmed_up(processor: Any) -> Any:
+    """A tracer of a provider with ``processor`` (None: the bare SDK), after 20 runs written."""
     provider = TracerProvider(shutdown_on_exit=False)
     if processor is not None:
         provider.add_span_processor(processor)
     tracer = provider.get_tracer("bench")
-    agent_loop(tracer, 20, 0)  # warm up
+    agent_loop(tracer, 20, 0)
     if processor is not None:
-        processor.force_flush()
+        processor.force_flush(60_000)
+    return tracer
+
+
+def measure(make: Callable[[], Any], n: int, llm_s: float) -> tuple[float, float]:
+    """(wall seconds of the loop, CPU seconds of loop + flush + shutdown: this process's and its capture
+    process's, less what that one spent before the loop, its start-up)."""
+    processor = make()
+    tracer = warmed_up(processor)
     child = getattr(processor, "capture_pid", None)
     child0, children0 = _cpu_of(child), _children_cpu()
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -322,13 +328,7 @@ def load_child(setup: str, threads: int, seconds: float, tmp: str, port: int) ->
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces"))
-    provider = TracerProvider(shutdown_on_exit=False)
-    if processor is not None:
-        provider.add_span_processor(processor)
-    tracer = provider.get_tracer("bench")
-    agent_loop(tracer, 20, 0)  # warm up
-    if processor is not None:
-        processor.force_flush(60_000)
+    tracer = warmed_up(processor)
     before = _sink_count(port) if setup == "stock" else 0
     stop = threading.Event()
     start = threading.Barrier(threads + 1)

@@ -20,6 +20,8 @@ from harvester.model import Run
 from tests.builders.capture import agent_run, setup, stored
 
 DEADLINE_MS = 20_000  # only so that a broken guarantee fails instead of hanging
+
+
 def test_a_trace_whose_tool_span_the_full_queue_dropped_is_dropped_whole(tmp_path: Path) -> None:
     proc, tracer, path = setup(tmp_path, max_queue=1, capture_process=False)
     with proc._flush_lock:  # the worker waits here before its next drain: the queue stays full

@@ -72,7 +72,8 @@ def main() -> None:
         send({"failed": str(exc) or type(exc).__name__})
         return
     lost = LostTraces(config["max_lost_traces"])
-    assembler = LocalRootAssembler(writer, *config["bounds"], lost=lost)
+    assembler = LocalRootAssembler(writer, *config["bounds"])
+    assembler.lost = lost
     send({"ready": True})
     Child(writer, assembler, lost, send, parent).run(buffer)
     opened.close()

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from ..spans import SpanData, from_readable
-from ..store import spans_blob
+from ..store import span_row, spans_blob
 
 __all__ = ["LEN", "Resources", "frame", "read_frames", "span_from_record", "span_record"]
 
@@ -60,22 +60,7 @@ def span_record(span: Any, resources: Resources, out: Any) -> bytes:
     span it cannot read or encode: the caller drops and counts it."""
     s = from_readable(span)
     parent = span.parent
-    row = (
-        s.trace_id,
-        s.span_id,
-        s.parent_id,
-        s.name,
-        s.start_ns,
-        s.end_ns,
-        s.kind,
-        s.status,
-        s.status_message,
-        s.attributes,
-        s.events,
-        s.scope,
-        resources.key(s.resource, out),
-        parent is None or parent.is_remote,
-    )
+    row = (*span_row(s, resources.key(s.resource, out)), parent is None or parent.is_remote)
     try:
         body = orjson.dumps(row)
     except orjson.JSONEncodeError:  # a value orjson refuses (bytes, a lone surrogate): the store's best-effort form
@@ -87,7 +72,7 @@ def span_record(span: Any, resources: Resources, out: Any) -> bytes:
 def span_from_record(body: bytes, resources: dict[int, dict[str, Any]]) -> tuple[SpanData, bool]:
     """A span record's body (after its kind) as ``SpanData``, and whether it is a local root."""
     row = orjson.loads(body)
-    return SpanData(*row[:12], resource=resources.get(row[12], {})), row[13]
+    return SpanData(*row[:12], resource=resources.get(row[12], {})), row[13]  # type: ignore[misc]
 
 
 def read_frames(buffer: bytearray) -> Iterator[tuple[bytes, bytes]]:

@@ -36,6 +36,7 @@ __all__ = ["main"]
 
 log = logging.getLogger("harvester.intake")
 _READ = 1 << 20
+_GATHER_S = 0.02
 
 
 def main() -> None:
@@ -110,6 +111,8 @@ class Child:
                 data = os.read(0, _READ)
                 ended = not data
                 buffer += data
+                if 0 < len(data) < _READ // 2:  # keeping up: let records gather (a read per write would wake
+                    time.sleep(_GATHER_S)  # us at each one, taking a core from the app's threads each time)
             elif os.getppid() != self.parent:  # the app is gone (a kill -9): write what is held, leave
                 ended = True
             barrier: int | None = None

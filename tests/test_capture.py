@@ -238,7 +238,7 @@ class _Blocker:
 
 
 def test_queue_full_drops_and_counts(tmp_path: Path) -> None:
-    proc, tracer, path = setup(tmp_path, max_queue=5, batch_size=1)
+    proc, tracer, path = setup(tmp_path, max_queue=5, batch_size=1, capture_process=False)
     blocker = _Blocker(proc)
     with tracer.start_as_current_span("first"):
         pass
@@ -254,7 +254,7 @@ def test_queue_full_drops_and_counts(tmp_path: Path) -> None:
 
 
 def test_shutdown_is_idempotent_and_honours_its_timeout(tmp_path: Path) -> None:
-    proc, tracer, path = setup(tmp_path, batch_size=1)
+    proc, tracer, path = setup(tmp_path, batch_size=1, capture_process=False)
     blocker = _Blocker(proc)
     with tracer.start_as_current_span("first"):
         pass

@@ -173,7 +173,7 @@ def test_timeouts_of_any_shape(tmp_path: Path) -> None:
 
 
 def test_a_span_ended_after_the_last_drain_is_counted(tmp_path: Path) -> None:
-    proc, tracer, path = setup(tmp_path)
+    proc, tracer, path = setup(tmp_path, capture_process=False)  # the worker thread's own
     proc._shutdown = True  # the worker's last iteration runs and ends ...
     proc._wake.set()
     proc._worker.join(DEADLINE)
@@ -192,7 +192,7 @@ def _lock_store(path: str) -> sqlite3.Connection:
 
 
 def test_flush_and_shutdown_honour_timeouts_while_the_store_is_locked(tmp_path: Path) -> None:
-    proc, tracer, path = setup(tmp_path)
+    proc, tracer, path = setup(tmp_path, capture_process=False)  # the worker thread's own
     agent_run(tracer, prompt="stored first")
     assert proc.force_flush(10_000)
     lock = _lock_store(path)
@@ -278,7 +278,7 @@ def test_trace_without_agent_spans_memory_plateaus(tmp_path: Path) -> None:
 
 
 def test_open_traces_are_bounded_by_count_and_age(tmp_path: Path) -> None:
-    proc, tracer, path = setup(tmp_path, max_open_traces=50, max_trace_age_s=3600)
+    proc, tracer, path = setup(tmp_path, max_open_traces=50, max_trace_age_s=3600, capture_process=False)
     parents = [tracer.start_span(f"never ends {i}") for i in range(500)]
     for p in parents:
         with tracer.start_as_current_span("child", context=otel.set_span_in_context(p)):
@@ -360,7 +360,7 @@ def test_redactor_that_raises_loses_only_its_run_and_never_writes_it_unredacted(
 
 def test_force_flush_covers_every_span_ended_before_it(tmp_path: Path) -> None:
     """A flush that the worker was already doing must not answer a later force_flush."""
-    proc, tracer, path = setup(tmp_path)
+    proc, tracer, path = setup(tmp_path, capture_process=False)  # the worker thread's own
     inside, release = threading.Event(), threading.Event()
     original = proc.writer.flush
     calls = [0]

@@ -33,7 +33,10 @@ from tests.builders.capture import agent_run, in_memory
 ROOT = Path(__file__).resolve().parent.parent
 SPANS_PER_RUN = 4  # tests.builders.capture.agent_run
 MAX_QUEUE, BATCH = 2_048, 256  # the processor's defaults
-BOUND = MAX_QUEUE // SPANS_PER_RUN + BATCH  # the runs queued + the batch being buffered or written
+THREADS = 4
+# The capture process writes all that reached its pipe before it leaves: what a kill -9 of the app loses is
+# the runs with a span still queued in the app or in the batch being sent (a run straddles per thread).
+BOUND = (MAX_QUEUE + BATCH) // SPANS_PER_RUN + THREADS
 
 _APP = """
 import os, sys, threading
@@ -46,6 +49,8 @@ provider = TracerProvider()
 provider.add_span_processor(proc)
 tracer = provider.get_tracer("crash")
 accepted = os.open({accepted!r}, os.O_WRONLY | os.O_APPEND)
+with open({capture!r}, "w") as f:
+    f.write(str(proc.capture_pid))
 
 def dropped():
     return proc.stats()["dropped"].get("queue_full", 0)
@@ -63,11 +68,12 @@ threading.Event().wait()
 """
 
 
-def crash_loss(folder: Path, seconds: float = 2.0, threads: int = 4) -> tuple[int, int]:
-    """Run the app for ``seconds``, kill -9 it; (runs whose spans were all queued, those of them not stored)."""
-    accepted, store = folder / "accepted", folder / "t.db"
+def crash_loss(folder: Path, seconds: float = 2.0, threads: int = THREADS) -> tuple[int, int]:
+    """Run the app for ``seconds``, kill -9 it; (runs whose spans were all queued, those of them not stored),
+    counted once its capture process has written what it holds and left."""
+    accepted, store, capture = folder / "accepted", folder / "t.db", folder / "capture.pid"
     accepted.write_bytes(b"")
-    code = _APP.format(root=str(ROOT), accepted=str(accepted), store=str(store), threads=threads)
+    code = _APP.format(root=str(ROOT), accepted=str(accepted), store=str(store), threads=threads, capture=str(capture))
     app = subprocess.Popen([sys.executable, "-c", code])
     try:
         deadline = time.monotonic() + 60
@@ -76,6 +82,9 @@ def crash_loss(folder: Path, seconds: float = 2.0, threads: int = 4) -> tuple[in
         time.sleep(seconds)
         os.kill(app.pid, signal.SIGKILL)
         app.wait(30)
+        deadline = time.monotonic() + 60
+        while not _gone(int(capture.read_text())) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         if app.poll() is None:
             app.kill()
@@ -83,6 +92,14 @@ def crash_loss(folder: Path, seconds: float = 2.0, threads: int = 4) -> tuple[in
     with TraceStore(store) as s:
         kept = {r.trace_id for r in s.runs()}
     return len(ids), len(ids - kept)
+
+
+def _gone(pid: int) -> bool:
+    """The process has left (a zombie has: only its exit code waits for its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
 
 
 @pytest.mark.slow

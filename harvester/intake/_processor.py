@@ -1,68 +1,69 @@
 """The production hook: ``HarvestingSpanProcessor``, an OpenTelemetry span processor.
 
-Modelled on the SDK's ``BatchSpanProcessor``: the app's thread only appends the finished span to a
-bounded deque (O(1), never raises, never blocks; a full queue drops and counts), and one daemon
-thread does the rest: converts spans, groups them per trace, recognizes finished traces, samples,
-redacts and writes them in batches. Everything is bounded, in bytes as well as in counts (queue,
-open traces, spans and bytes per trace, trace age; a span's bytes are estimated on the app's thread
-by ``readable_size``, from the lengths of its attribute values), and every loss is counted in
-``stats()``; a trace that lost a span is remembered (``LostTraces``), its runs stored marked incomplete.
-A store that cannot be opened (``open_store``) never stops the app: nothing is written, ``stats()`` says why.
+Modelled on the SDK's ``BatchSpanProcessor``: the app's thread only hands the finished span to a bounded
+queue (never raises, never blocks; a full queue refuses the span's whole trace and counts it), and the
+rest happens elsewhere: spans are grouped per trace, finished traces recognized, sampled, redacted and
+written in batches. Where that happens is the processor's one choice:
 
-Normalizing a trace into runs costs more CPU than all the rest, so the worker does it only where it
-must judge the runs: a trace that sampling keeps whatever it holds is stored whole (redacted) in the
-store's inbox, and the store's first read normalizes it (``TraceStore.settle``), exactly as ingest
-would have. See ``RunWriter.process_trace``.
+- in the **capture process** (``_capture_child``, the default where it can run): the app's thread
+  encodes the span into a record (``_span_records``, a few µs, in proportion to the spans the app
+  makes) and the records go down a pipe to a process of ours, so a busy app no longer starves the
+  writing of the interpreter, nor waits for the GIL behind it (``CaptureProcess``);
+- on a **worker thread** of the app's (``capture_process=False``, a ``keep`` predicate, a
+  ``TraceStore`` object, no POSIX): the queue holds the SDK spans themselves, weighed by
+  ``readable_size``, and the thread does what the capture process does.
 
-When is a run finished? Children end before their parents, and agent spans nest (OpenLLMetry's
-``invoke_agent`` > ``workflow``, openai-agents' AGENT > CHAIN > AGENT are ONE run), so an agent span
-ending says nothing about whether an outer agent span is still open. The worker therefore waits for
-the LOCAL ROOT of the spans it holds to end: a span with no parent, or whose parent is remote (in
-another process). That root's subtree is complete; the outermost agent spans in it are the runs
-(sibling runs under one request come out together). Spans whose root never arrives (a parent
-dropped, a long-lived root) are finished by age or at shutdown: kept if they contain an agent span
-(a half-seen failure is still worth keeping), dropped and counted otherwise.
+Everything is bounded, in bytes as well as in counts (queue, open traces, spans and bytes per trace,
+trace age), and every loss is counted in ``stats()``; a trace that lost a span is remembered
+(``LostTraces``), its runs stored marked incomplete, unless the queue dropped it whole. A store that
+cannot be opened (``open_store``) never stops the app: nothing is written, ``stats()`` says why.
 
-After grouping (``LocalRootAssembler``), the same ``RunWriter`` (runs -> sample -> redact -> store)
-serves this processor, ``harvester ingest`` and the OTLP receiver: the processor is a thin facade over
-that shared engine, as the SDK's ``BatchSpanProcessor`` is over its batch processor.
+When is a run finished? Children end before their parents, and agent spans nest, so the assembler waits
+for the LOCAL ROOT of the spans it holds to end (a span with no parent, or a remote one): that root's
+subtree is complete (``LocalRootAssembler``). A trace that sampling keeps whatever it holds is stored
+whole in the store's inbox and normalized at the store's first read (``RunWriter.process_trace``). The
+same ``RunWriter`` serves this processor, ``harvester ingest`` and the OTLP receiver.
 
-Imports stay light: no click, no case/harvest/fixtures/replay/report, no pydantic model built.
+Imports stay light: no click, no case/harvest/fixtures/replay/report, no pydantic model built, no
+subprocess until a capture process is started.
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+import functools
 import logging
 import os
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from .. import seam
 from ..redact import Redactor
-from ..spans import from_readable, held_size, readable_size
+from ..spans import readable_size
 from ..store import TraceStore
 from ._assembly import LocalRootAssembler
-from ._lost import LostTraces
+from ._capture_thread import worker
+from ._lost import QUEUE_FULL, LostTraces, Refused
 from ._opened import UnusableStore, open_store
 from ._pipeline import RunWriter
+from ._span_records import Resources, span_record
 from ._tally import Tally
 
 if TYPE_CHECKING:
     from ..model import Run
+    from ._capture_process import CaptureProcess
 
 __all__ = ["HarvestingSpanProcessor"]
 
 log = logging.getLogger("harvester.intake")
 _REPLAY = seam.STATE  # read on every span: a replay running in this process stores nothing
+_OPTIONS = ("store", "sample_rate", "redact", "batch_size", "flush_interval_s", "defer", "max_lost_traces", "bounds")
 
 
 _EXIT_TIMEOUT_MS = 5_000  # the longest a shutdown waits once the interpreter is exiting (``_exiting``)
@@ -105,7 +106,9 @@ class HarvestingSpanProcessor(SpanProcessor):
     the bounds: ``max_queue`` spans and ``max_queue_bytes`` waiting for the worker, ``max_open_traces``
     and ``max_open_bytes`` held for traces whose runs are not complete, ``max_spans_per_trace`` and
     ``max_bytes_per_trace``, ``max_trace_age_s``, ``max_lost_traces`` ids of traces that lost a span
-    remembered to mark their runs incomplete, ``batch_size`` runs per transaction, ``flush_interval_s``.
+    remembered to mark their runs incomplete, ``batch_size`` runs per transaction, ``flush_interval_s``,
+    and ``capture_process``: assemble, redact and write in a process beside the app (the default where
+    it can: a POSIX system, a store path, no ``keep`` predicate; ``False``: on a thread of the app's).
     """
 
     def __init__(
@@ -126,6 +129,7 @@ class HarvestingSpanProcessor(SpanProcessor):
         flush_interval_s: float = 1.0,
         defer_normalize: bool = True,
         max_lost_traces: int = 4_096,
+        capture_process: bool = True,
     ) -> None:
         opened = open_store(store)
         self._owns_store = opened is not store  # opened here from a path: closed at shutdown
@@ -147,9 +151,19 @@ class HarvestingSpanProcessor(SpanProcessor):
             self.writer, max_open_traces, max_trace_age_s, max_spans_per_trace, max_open_bytes, max_bytes_per_trace
         )
         self._assembler.lost = self._lost = LostTraces(max_lost_traces)
-        self._queue_dropped = Tally()
+        self._queue_dropped = Tally()  # traces refused whole at the queue
+        self._unreadable = Tally()  # spans the capture process could not be handed (their traces refused)
+        self._refused_here = Refused(max_lost_traces)  # the worker's side
         self._replay_dropped = Tally()
+        self._refused: dict[int, None] = {}  # the app's side of ``Refused``: ids whose later spans are dropped
         self._shutdown = False
+        self._process: CaptureProcess | None = None
+        if capture_process and self._store_error is None and keep is None and not isinstance(store, TraceStore):
+            bounds = (max_open_traces, max_trace_age_s, max_spans_per_trace, max_open_bytes, max_bytes_per_trace)
+            options = (sample_rate, redact, batch_size, flush_interval_s, defer_normalize, max_lost_traces)
+            path = os.fspath(store) if store is not None else None  # a URL with its password: the child connects
+            self._process = _started(dict(zip(_OPTIONS, (path, *options, bounds))), self._lost)
+        self._close_timeout = 30.0
         self._start_worker()
         weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
         weak_shutdown = weakref.WeakMethod(self.shutdown)
@@ -174,8 +188,15 @@ class HarvestingSpanProcessor(SpanProcessor):
         if "multiprocessing" in sys.modules:  # perhaps a spawned multiprocessing child: its exit skips atexit
             _finalize_at_process_exit(self)
 
+    @property
+    def capture_pid(self) -> int | None:
+        """The capture process's pid, or None when capture runs on a thread of the app's."""
+        return self._process.pid if self._process is not None else None
+
     def _start_worker(self) -> None:
-        self._queue: collections.deque[tuple[ReadableSpan, int]] = collections.deque()  # (span, its bytes)
+        # (span, its bytes) for the worker thread; span records (bytes) for the capture process
+        self._queue: collections.deque[Any] = collections.deque()
+        self._resources = Resources()
         # The queue's bytes are what app threads added minus what the worker took: two counters, each
         # written by one side only, so the worker's never races the app's. App threads may race each
         # other on theirs (a lost update under-counts; the span count still bounds the queue).
@@ -185,7 +206,14 @@ class HarvestingSpanProcessor(SpanProcessor):
         self._flush_lock = threading.Lock()
         self._flush_waiters: list[threading.Event] = []
         self._captured = 0
-        self._worker = threading.Thread(target=self._run, name="harvester-capture", daemon=True)
+        if self._process is not None:
+            self._process.queue = self._queue
+        run: Any = functools.partial(worker, self)
+        if self._process is not None:
+            from ._capture_process import sender
+
+            run = functools.partial(sender, self, self._process)
+        self._worker = threading.Thread(target=run, name="harvester-capture", daemon=True)
         self._worker.start()
 
     def _at_fork_reinit(self) -> None:
@@ -194,7 +222,10 @@ class HarvestingSpanProcessor(SpanProcessor):
         self._lost.clear()
         self.writer.reset()
         self._queue_dropped = Tally()
+        self._refused = {}
         self._replay_dropped.after_fork()
+        if self._process is not None:
+            self._process.after_fork()
         if not self._shutdown:
             self._start_worker()
 
@@ -208,112 +239,65 @@ class HarvestingSpanProcessor(SpanProcessor):
                 if seam.replay_span_ended(span):
                     self._replay_dropped.add()
                     return
-            q = self._queue
+            refused = self._refused
+            if refused and (tid := span.context.trace_id) in refused:  # the rest of a trace the queue refused
+                if (parent := span.parent) is None or parent.is_remote:  # its local root: the trace is over
+                    refused.pop(tid, None)
+                return
+            q, process = self._queue, self._process
             full = len(q) >= self.max_queue or self._shutdown
             if not full:
-                size = readable_size(span)
-                full = bool(q) and self._queued_in - self._queued_out + size > self.max_queue_bytes  # one always fits
+                if process is None:
+                    item: Any = (span, readable_size(span))
+                    size, taken = item[1], self._queued_out
+                else:
+                    try:
+                        item = span_record(span, self._resources, q)
+                    except Exception:  # a span that cannot be read or encoded: its trace is lost whole
+                        self._unreadable.add()
+                        self._refuse(span)
+                        return
+                    size, taken = len(item), process.taken_bytes
+                full = bool(q) and self._queued_in - taken + size > self.max_queue_bytes  # one always fits
             if full:
                 self._queue_dropped.add()
-                self._lost.note(span, "queue_full")
+                self._refuse(span)
                 return
             self._queued_in += size
-            q.append((span, size))
-            if len(q) >= self.batch_size and not self._wake.is_set():
+            q.append(item)
+            if process is not None:
+                if len(q) >= 256:  # a batch: send it now if no one is (see ``CaptureProcess``)
+                    process.send()
+            elif len(q) >= self.batch_size and not self._wake.is_set():
                 self._wake.set()
         except Exception:
             pass
 
-    # -- the worker ----------------------------------------------------------------------------
-    def _run(self) -> None:
-        """The worker loop.
-
-        A run is committed within ``flush_interval_s`` of its end (plus the time a write takes), which
-        is all a process killed by SIGTERM loses (``Pool.terminate``; see docs/capture.md): the worker
-        wakes every half interval, and writes what it drained at most half an interval after.
-        The flush waiters are taken BEFORE the queue is drained: a waiter that arrives while an
-        iteration is already past its drain is answered by the next iteration (its ``force_flush``
-        set the wake event), never by this one, which has not seen the spans ended before it.
-        ``BaseException`` is caught too: user code runs here (``keep``, a custom ``Redactor``), and a
-        ``SystemExit`` from it would end the thread, and with it all capture, silently.
-        """
-        attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))  # our own SQLite writes are not traced
-        half = self.flush_interval_s / 2
-        due: float | None = None  # when the runs buffered now must be written
-        while True:
-            self._wake.wait(half if due is None else max(due - time.monotonic(), 0.0))
-            self._wake.clear()
-            stopping = self._shutdown
-            with self._flush_lock:
-                waiters, self._flush_waiters = self._flush_waiters, []
-            drained = time.monotonic()
-            try:
-                self._drain()
-                self._assembler.expire(time.monotonic())
-                if stopping:
-                    self._assembler.finish_all()
-                self._lost.take()  # counted even when their traces are never written
-            except BaseException:
-                log.debug("harvester capture worker error", exc_info=True)
-                self.writer.drop("internal_error")
-            if due is None and self.writer.buffered:
-                due = drained + half  # they ended before this drain, and at most half an interval before
-            try:
-                if (
-                    stopping
-                    or waiters
-                    or self.writer.buffered >= self.batch_size
-                    or (due is not None and time.monotonic() >= due)
-                ):
-                    self.writer.flush()
-                    due = None
-            except BaseException:
-                log.debug("harvester capture worker error", exc_info=True)
-                self.writer.drop("internal_error")
-            if not self.writer.buffered:
-                due = None  # written meanwhile (a full batch is written as it fills)
-            for w in waiters:
-                w.set()
-            if stopping:
-                return
-
-    def _drain(self) -> None:
-        q = self._queue
-        add = self._assembler.add
-        now = time.monotonic()
-        while q:
-            rs, size = q.popleft()
-            self._captured += 1
-            self._queued_out += size
-            if self._store_error is not None:  # nothing can be written: spend nothing on it
-                self.writer.drop("store_unusable")
-                self._lost.note(rs, "store_unusable")
-                continue
-            try:
-                parent = rs.parent
-                span = from_readable(rs)
-            except Exception:
-                self.writer.drop("convert_error")
-                self._lost.note(rs, "convert_error")
-                continue
-            try:
-                add(span, parent is None or parent.is_remote, now, held_size(size))
-            except Exception:
-                log.debug("harvester could not process a span", exc_info=True)
-                self.writer.drop("internal_error")
-                self._lost.note(rs, "internal_error")
+    def _refuse(self, span: ReadableSpan) -> None:
+        """Drop the trace of ``span`` whole: its later spans here, its earlier ones on the worker."""
+        self._lost.note(span, QUEUE_FULL)
+        if (parent := span.parent) is not None and not parent.is_remote:  # not its local root: more will come
+            refused = self._refused
+            refused[span.context.trace_id] = None
+            if len(refused) > self._lost.capacity:
+                refused.pop(next(iter(refused)), None)
 
     # -- control -------------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int | None = 30_000) -> bool:
         """Write every run that has finished so far; False if that did not happen within the timeout."""
         if self._shutdown or not self._worker.is_alive():
             return False
-        millis = _millis(timeout_millis)
+        ms = _millis(timeout_millis)
+        if self._process is not None:  # a barrier behind every span ended so far, answered once they are stored
+            if (mine := self._process.barrier()) is None:
+                return False
+            self._wake.set()
+            return self._process.wait_flushed(mine, ms / 1000)
         done = threading.Event()
         with self._flush_lock:
             self._flush_waiters.append(done)
         self._wake.set()
-        if done.wait(millis / 1000):
+        if done.wait(ms / 1000):
             return True
         # Timed out (the store is locked, say): withdraw, or an app that flushes after every
         # request would pile up one Event per request for as long as the worker is stuck.
@@ -333,6 +317,8 @@ class HarvestingSpanProcessor(SpanProcessor):
         timeout = _millis(timeout_millis)
         if _exiting():  # the SDK's own exit hook passes its 30 s default: the process must not hang that long
             timeout = min(timeout, _EXIT_TIMEOUT_MS)
+        self._close_timeout = timeout / 1000
+        self._wake.set()
         self._worker.join(timeout / 1000)
         if not self._worker.is_alive():
             # An on_end that saw _shutdown still False may have appended after the worker's last
@@ -348,24 +334,42 @@ class HarvestingSpanProcessor(SpanProcessor):
                 self.writer.store.close()
 
     def stats(self) -> dict[str, Any]:
-        s = self.writer.stats()
-        dropped = s.pop("dropped")
+        process = self._process
+        s = self.writer.stats() if process is None else process.stats()
+        dropped = s.pop("dropped", {})
+        if process is not None:
+            for reason, tally in (("convert_error", self._unreadable), ("capture_process", process.dropped)):
+                if n := tally.value():
+                    dropped[reason] = dropped.get(reason, 0) + n
         if queue_full := self._queue_dropped.value():
             dropped["queue_full"] = queue_full
         if replayed := self._replay_dropped.value():
             dropped["replay"] = replayed
         out = {
             "lost_traces": self._lost.count + s.pop("lost_traces", 0),
-            "captured": self._captured,
+            "captured": s.pop("captured", self._captured),
             "queued": len(self._queue),
-            "queued_bytes": self._queued_in - self._queued_out,
-            "open_traces": len(self._assembler.open),
-            "open_bytes": self._assembler.open_bytes,
+            "queued_bytes": self._queued_in - (self._queued_out if process is None else process.taken_bytes),
+            "open_traces": s.pop("open_traces", len(self._assembler.open)),
+            "open_bytes": s.pop("open_bytes", self._assembler.open_bytes),
             **s,
             "dropped": dropped,
         }
-        if forgotten := self._lost.forgotten:
+        if forgotten := self._lost.forgotten + out.pop("lost_unmarked", 0):
             out["lost_unmarked"] = forgotten
+        if process is not None and (process.ended or process.error):
+            out["capture_process"] = process.error or "ended"
         if self._store_error is not None:
             out["store_unusable"] = self._store_error
         return out
+
+
+def _started(config: dict[str, Any], lost: LostTraces) -> CaptureProcess | None:
+    """The capture process, or None where it cannot run (then a worker thread does its work)."""
+    from ._capture_process import CaptureProcess, can_start  # not at import: the hook's import stays light
+
+    try:
+        return CaptureProcess(config, collections.deque(), lost) if can_start() else None
+    except Exception:  # options that do not pickle (a custom Redactor), no process to be had
+        log.debug("harvester: no capture process; capturing on a thread", exc_info=True)
+        return None

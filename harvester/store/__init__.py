@@ -9,7 +9,7 @@ store (capture, ingest, the receiver) and settling its inbox are the intake pipe
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy
-from ._codec import Row, epoch, failure_summary, inbox_row, run_row, spans_blob, spans_from_blob
+from ._codec import Row, epoch, failure_summary, inbox_row, run_row, span_row, spans_blob, spans_from_blob
 from ._connection import DEFAULT_PATH, ENV_PATH, default_path, store_file
 from ._postgres import is_postgres_url, shown_store
 from ._queries import time_arg
@@ -40,6 +40,7 @@ __all__ = [
     "is_postgres_url",
     "run_row",
     "shown_store",
+    "span_row",
     "spans_blob",
     "spans_from_blob",
     "store_file",

@@ -39,6 +39,7 @@ __all__ = [
     "packed",
     "run_data_of",
     "run_row",
+    "span_row",
     "spans_blob",
     "spans_from_blob",
     "spans_of",
@@ -168,24 +169,27 @@ def spans_blob(spans: Sequence[SpanData]) -> bytes:
         if i is None:
             i = index[id(s.resource)] = len(resources)
             resources.append(s.resource)
-        rows.append(
-            (
-                s.trace_id,
-                s.span_id,
-                s.parent_id,
-                s.name,
-                s.start_ns,
-                s.end_ns,
-                s.kind,
-                s.status,
-                s.status_message,
-                s.attributes,
-                s.events,
-                s.scope,
-                i,
-            )
-        )
+        rows.append(span_row(s, i))
     return _dumps([resources, rows])
+
+
+def span_row(s: SpanData, resource: int) -> tuple[Any, ...]:
+    """A span in the compact form: its fields in order, its resource an index (``spans_blob``) or key."""
+    return (
+        s.trace_id,
+        s.span_id,
+        s.parent_id,
+        s.name,
+        s.start_ns,
+        s.end_ns,
+        s.kind,
+        s.status,
+        s.status_message,
+        s.attributes,
+        s.events,
+        s.scope,
+        resource,
+    )
 
 
 def packed(blob: bytes) -> bytes:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from harvester import HarvestingSpanProcessor, seam
 from harvester.model import Run
 from harvester.store import TraceStore
 from tests.builders.capture import agent_run, fork_child_capturing, setup, stored
@@ -168,3 +169,16 @@ def test_flush_and_shutdown_honour_timeouts_while_the_store_is_locked_and_nothin
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sorted(r.prompt for r in stored(path)) == ["stored first", "waits for the lock"]
+
+
+def test_a_replay_process_starts_no_capture_process(tmp_path):
+    """A process that replays stores nothing, and a sealed replay refuses process starts: a processor
+    built there (an app's tracing set up in its agent factory) keeps to the thread, starting no child."""
+    before = seam.STATE.harness
+    seam.STATE.harness = True
+    try:
+        processor = HarvestingSpanProcessor(str(tmp_path / "t.db"))
+        assert processor.capture_pid is None
+        processor.shutdown()
+    finally:
+        seam.STATE.harness = before

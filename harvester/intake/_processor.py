@@ -161,8 +161,8 @@ class HarvestingSpanProcessor(SpanProcessor):
         # A replay's process stores nothing (its spans are never production runs): no child to start, and
         # none to start inside a sealed replay, where a process spawn is refused.
         replaying = _REPLAY.harness or _REPLAY.active
-        own_store = self._store_error is None and keep is None and not isinstance(store, TraceStore)
-        if capture_process and own_store and not replaying:
+        usable = self._store_error is None and keep is None and not replaying
+        if capture_process and usable and not isinstance(store, TraceStore):
             bounds = (max_open_traces, max_trace_age_s, max_spans_per_trace, max_open_bytes, max_bytes_per_trace)
             options = (sample_rate, redact, batch_size, flush_interval_s, defer_normalize, max_lost_traces)
             path = os.fspath(store) if store is not None else None  # a URL with its password: the child connects

@@ -182,3 +182,14 @@ def test_a_replay_process_starts_no_capture_process(tmp_path):
         processor.shutdown()
     finally:
         seam.STATE.harness = before
+
+
+def test_an_app_embedded_in_a_server_binary_captures_on_a_thread(tmp_path: Path, monkeypatch) -> None:
+    """Under uWSGI or mod_wsgi ``sys.executable`` can be the server's binary: run with ``-c`` it would
+    start another server, so the processor keeps its thread, and still stores the run."""
+    monkeypatch.setattr(sys, "executable", "/bin/sh")  # exists, and is no Python
+    proc, tracer, path = setup(tmp_path)
+    assert proc.capture_pid is None
+    agent_run(tracer)
+    proc.shutdown()
+    assert len(stored(path)) == 1

@@ -42,8 +42,11 @@ _CODE = (  # Ctrl-C and SIGTERM are the app's to act on, from the first instant 
 
 
 def can_start() -> bool:
-    """A POSIX system and a Python to run: elsewhere the processor keeps its worker thread."""
-    return os.name == "posix" and bool(sys.executable) and os.path.exists(sys.executable)
+    """A POSIX system and a Python to run: elsewhere the processor keeps its worker thread. An app
+    embedded in a server (uWSGI, mod_wsgi) may have the server's binary as ``sys.executable``: run with
+    ``-c`` it would start another server, so only an interpreter named like one is run."""
+    name = os.path.basename(sys.executable or "").lower()
+    return os.name == "posix" and name.startswith(("python", "pypy")) and os.path.exists(sys.executable)
 
 
 class CaptureProcess:

@@ -61,7 +61,10 @@ model_option = click.option(
 )
 
 shard_option = click.option(
-    "--shard", callback=_shard, metavar="I/N", help="Run shard I of N (stable split by case id)."
+    "--shard",
+    callback=_shard,
+    metavar="I/N",
+    help="Run shard I of N (a stable split by case id; for shadow, by run id).",
 )
 
 

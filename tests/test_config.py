@@ -116,3 +116,15 @@ def test_mutating_globs_and_cost():
 def test_no_config_anywhere_gives_defaults(tmp_path):
     cfg = load_config(start=tmp_path)
     assert cfg == Config(cases_dir=cfg.cases_dir) and cfg.mutating_tools == []
+
+
+def test_a_field_is_named_as_the_file_it_came_from_spells_it(tmp_path):
+    """A bad value found after loading (a gate, a sandbox entry, calibration.require) is named as the
+    user wrote it: under [tool.harvester] in a pyproject.toml, top-level in a harvester.toml."""
+    (tmp_path / "py").mkdir()
+    (tmp_path / "py" / "pyproject.toml").write_text('[tool.harvester]\ngates = ["task_completion>=0.5"]\n')
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "harvester.toml").write_text('gates = ["task_completion>=0.5"]\n')
+    assert load_config(start=tmp_path / "py").field("calibration.require") == "tool.harvester.calibration.require"
+    assert load_config(start=tmp_path / "own").field("calibration.require") == "calibration.require"
+    assert Config().field("gates") == "gates"

@@ -62,7 +62,9 @@ def judges_for(cases: list[AgentCase], config: Config, folder: CaseFolder, *, sk
             problem = panel.uncalibrated(name)
             if problem is not None:
                 raise ConfigError(
-                    f"judge {name} is not calibrated: {problem}", file=config.source, field="calibration.require"
+                    f"judge {name} is not calibrated: {problem}",
+                    file=config.source,
+                    field=config.field("calibration.require"),
                 )
     return panel
 

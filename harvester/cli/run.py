@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 import click
 
@@ -118,7 +117,7 @@ def _gates(config: Config, given: tuple[str, ...], baseline: Report | None) -> l
 
     A bad gate from the config file names the file and its field: nobody looks for it on the command line.
     """
-    field = "tool.harvester.gates" if config.source and Path(config.source).name == "pyproject.toml" else "gates"
+    field = config.field("gates")
     sourced = [(expr, config.source) for expr in config.gates] + [(expr, None) for expr in given]
     for expr, source in sourced:
         try:

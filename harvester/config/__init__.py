@@ -106,6 +106,11 @@ class Config(Strict):
     def source(self) -> str | None:
         return self._source
 
+    def field(self, key: str) -> str:
+        """``key`` as a bad-input line names it in the file it came from: ``tool.harvester.KEY`` in a
+        ``pyproject.toml``, ``KEY`` in a ``harvester.toml``."""
+        return _field(Path(self._source) if self._source else None, key)
+
     def import_plugins(self) -> None:
         """Import ``plugins`` (cwd first on the path, as for ``--agent``); a failure names the module."""
         import importlib
@@ -182,13 +187,12 @@ def load_config(path: str | Path | None = None, start: str | Path | None = None)
 
 
 def _validate(table: dict[str, Any], file: Path) -> Config:
-    prefix = "tool.harvester" if file.name == "pyproject.toml" else ""
     try:
         config = Config.model_validate(table)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err.get("loc", ()))
-        field = ".".join(p for p in (prefix, loc) if p) or "(root)"
+        field = _field(file, loc) if loc else _field(file, "").rstrip(".") or "(root)"
         if err.get("type") == "extra_forbidden":
             raise ConfigError(f"unknown key {loc.rsplit('.', 1)[-1]!r}", file=str(file), field=field) from None
         raise ConfigError(pydantic_field(exc)[1], file=str(file), field=field) from None
@@ -198,12 +202,16 @@ def _validate(table: dict[str, Any], file: Path) -> Config:
         judge.rubric_file = str(base / judge.rubric_file) if judge.rubric_file else None
     config.calibration.file = str(base / config.calibration.file)
     if config.default_judge is not None and config.default_judge not in config.judges:
-        field = ".".join(p for p in (prefix, "default_judge") if p)
+        field = _field(file, "default_judge")
         raise ConfigError(f"{config.default_judge!r} is not a judge defined under judges", file=str(file), field=field)
     config.cases_dir = str(base / config.cases_dir)
     if config.store:
         config.store = _store_beside(config.store, base)
     return config
+
+
+def _field(file: Path | None, key: str) -> str:
+    return f"tool.harvester.{key}" if file is not None and file.name == "pyproject.toml" else key
 
 
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)

@@ -21,7 +21,6 @@ import fnmatch
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..canonical import json_value, leaves
@@ -149,9 +148,7 @@ def sandbox_for(config: Config, cases: Sequence[AgentCase]) -> tuple[Sandbox, li
     entry that matches no tool. Without cases only the config's mutating tools are known (and the
     sandbox still refuses, call by call, to let a glob run a mutating tool)."""
     policy = config.sandbox
-    field_name = "tool.harvester.sandbox.tools"
-    if not (config.source and Path(config.source).name == "pyproject.toml"):
-        field_name = "sandbox.tools"
+    field_name = config.field("sandbox.tools")
     if not policy.tools:
         raise ConfigError("--sandbox needs tools to run for real; name them here", file=config.source, field=field_name)
     known: dict[str, bool] = {}  # tool -> mutating

@@ -192,7 +192,7 @@ def _validate(table: dict[str, Any], file: Path) -> Config:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err.get("loc", ()))
-        field = _field(file, loc) if loc else _field(file, "").rstrip(".") or "(root)"
+        field = _field(file, loc).rstrip(".") or "(root)"
         if err.get("type") == "extra_forbidden":
             raise ConfigError(f"unknown key {loc.rsplit('.', 1)[-1]!r}", file=str(file), field=field) from None
         raise ConfigError(pydantic_field(exc)[1], file=str(file), field=field) from None

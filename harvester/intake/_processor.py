@@ -317,11 +317,10 @@ class HarvestingSpanProcessor(SpanProcessor):
         if self._shutdown:
             return
         self._shutdown = True
-        self._wake.set()
         timeout = _millis(timeout_millis)
         if _exiting():  # the SDK's own exit hook passes its 30 s default: the process must not hang that long
             timeout = min(timeout, _EXIT_TIMEOUT_MS)
-        self._close_timeout = timeout / 1000
+        self._close_timeout = timeout / 1000  # set before the worker wakes: it bounds the worker's last writes
         self._wake.set()
         self._worker.join(timeout / 1000)
         if not self._worker.is_alive():

@@ -61,8 +61,8 @@ def shadow(
     proposer = Proposer(propose, candidate) if propose is not None else None
     shard = f"{selection.shard[0]}/{selection.shard[1]}" if selection.shard else None
     since = selection.since if selection.since is None or isinstance(selection.since, str) else str(selection.since)
-    report = ShadowReport(candidate=candidate, since=since, shard=shard, sealed=seal, model=model)
-    report.sandbox = {} if sandbox is not None else None
+    ran: dict[str, int] | None = {} if sandbox is not None else None  # the sandbox tools' real calls
+    report = ShadowReport(candidate=candidate, since=since, shard=shard, sealed=seal, model=model, sandbox=ran)
     done = 0
     for batch in _batches(production_runs(store, selection), report):
         cases = [shadow_case(run, config) for run in batch]

@@ -285,3 +285,69 @@ def test_a_forbidden_tool_stopped_by_the_seal_is_one_unauthorised_action(payment
     (result,) = report.results
     assert result.unauthorised == 1  # its tool span ran; the refused connection is the same action
     assert {c.name for c in result.checks if c.passed is False} >= {"sealed", "live_tool_call"}
+
+
+_BOTH_HOOKS = """
+import json, os, sys
+from harvester.case import AgentCase
+from harvester.replay import _seal, replay
+from tests.apps import leaky_app
+from tests.builders.backends import loopback, routes
+
+def case(**recorded):
+    return AgentCase.model_validate({"id": "refund", "status": "accepted", "prompt": "Refund order A1001",
+        "why": "refunds go through the payments service",
+        "recorded": {"trajectory": ["issue_refund"], "stop": "answered", **recorded}})
+
+out = {}
+with loopback(routes({"/refund": {"refunded": "A1001"}})) as server:
+    by_name = f"http://localhost:{server.port}/refund"
+    runs = {  # name: (client, url, model hosts, allow_hosts)
+        "refused": ("httpx", server.origin + "/refund", [], []),
+        "refused by name": ("requests", by_name, [f"localhost:{server.port + 1}"], []),
+        "model host by name": ("httpx", by_name, ["localhost"], []),
+        "model host by address": ("urllib", server.origin + "/refund", [f"127.0.0.1:{server.port}"], []),
+        "allowed by pattern": ("requests", by_name, [], ["*host"]),
+        "asyncio": ("asyncio", by_name, [f"localhost:{server.port}"], []),
+    }
+    for label, (client, url, hosts, allow) in runs.items():
+        os.environ[leaky_app.CLIENT_ENV], os.environ[leaky_app.URL_ENV] = client, url
+        before = len(server.seen)
+        for _ in range(2):  # the second time, what the first allowed is decided without Python
+            report = replay([case(model_hosts=hosts)], leaky_app.build, timeout=30, allow_hosts=allow)
+        sealed = [c.detail.replace(str(server.port), "PORT") for c in report.results[0].checks if c.name == "sealed"]
+        out[label] = {"reached": len(server.seen) - before, "sealed": sealed}
+out["hook"] = _seal.installed()
+print(json.dumps(out))
+"""
+
+
+def test_the_c_hook_and_the_python_hook_decide_alike():
+    """The C hook decides what the policy allows as it stands and leaves the rest to the Python checks;
+    ``HARVESTER_SEAL_HOOK=python`` makes the Python hook the whole seal. Both, each in a process of its
+    own (a hook cannot be removed), refuse and allow the same connections, twice over."""
+    import json
+    import os
+    import subprocess
+
+    from harvester.replay import _seal
+
+    seen = {}
+    for hook in ("C", "Python"):
+        env = {**os.environ, _seal.HOOK_ENV: hook.lower()}
+        done = subprocess.run([sys.executable, "-c", _BOTH_HOOKS], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        seen[hook] = json.loads(done.stdout.strip().splitlines()[-1])
+    if _seal._hook is None:  # a machine that could not build it: both are the Python hook
+        assert os.environ.get("HARVESTER_REQUIRE_NATIVE") != "1", "the C hook was not built (.ci/run requires it)"
+        assert seen["C"].pop("hook") == seen["Python"].pop("hook") == "Python"
+    else:
+        assert (seen["C"].pop("hook"), seen["Python"].pop("hook")) == ("C", "Python")
+    assert seen["C"] == seen["Python"]
+    runs = seen["C"]
+    assert runs["refused"] == {"reached": 0, "sealed": [runs["refused"]["sealed"][0]]}
+    assert "connect to 127.0.0.1:PORT during issue_refund: not a model host" in runs["refused"]["sealed"][0]
+    assert runs["refused by name"]["reached"] == 0
+    assert "connect to localhost:PORT during issue_refund" in runs["refused by name"]["sealed"][0]
+    for allowed in ("model host by name", "model host by address", "allowed by pattern", "asyncio"):
+        assert runs[allowed] == {"reached": 2, "sealed": []}, allowed

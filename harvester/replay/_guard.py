@@ -24,25 +24,35 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Guard", "Refuse"]
+__all__ = ["KINDS", "MAX_RESOLVED", "Guard", "Refuse", "resolved"]
 
 Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
 # The policy in force here and its refusal, or None; asked with True for a connection, which code that
 # exports telemetry makes unsealed.
 Current = Callable[[bool], "tuple[Any, Refuse] | None"]
 
-_MAX_RESOLVED = 4096  # addresses remembered with the name they were looked up by
+MAX_RESOLVED = 4096  # addresses remembered with the name they were looked up by
 _NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
 _PROBES = frozenset(
     os.path.join(os.path.dirname(os.__file__), name) for name in ("ctypes/util.py", "platform.py", "uuid.py")
 )
 # Address -> the name it was looked up by; a plain dict (a write is atomic), emptied when full.
-_resolved: dict[tuple[str, int], str] = {}
+resolved: dict[tuple[str, int], str] = {}
 _INET = frozenset({int(socket.AF_INET), int(socket.AF_INET6)})
 try:  # a socket's family as the int it is (``socket.family`` makes an enum on every read)
     _family: Callable[[Any], Any] = _socket.socket.family.__get__
 except AttributeError:  # pragma: no cover - an interpreter whose socket type has no such member
     _family = operator.attrgetter("family")
+
+
+# What each watched event is, as the C hook (``_hook.c``) tells them apart: 1 a name lookup, 2 a connection
+# (or datagram), 3 a process start.
+KINDS = {
+    "socket.getaddrinfo": 1,
+    **dict.fromkeys(("socket.connect", "socket.sendto", "socket.sendmsg"), 2),
+    **dict.fromkeys(("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.fork"), 3),
+}
+_START = 3
 
 
 class Guard:
@@ -54,19 +64,20 @@ class Guard:
     def __init__(self, current: Current) -> None:
         self._current = current
         self.started = False  # a process started (or forked) while sealed: its refusals come back by a log
-        # event -> (its check, whether it reaches out over a socket rather than starts a process)
-        self._checks: dict[str, tuple[Callable[[Any, Refuse, tuple[Any, ...]], None], bool]] = {
-            "socket.getaddrinfo": (_lookup, True),
-            "socket.connect": (_reach, True),
-            "socket.sendto": (_reach, True),
-            "socket.sendmsg": (_reach, True),
-            "subprocess.Popen": (lambda p, r, a: _spawn(p, r, a[0], a[1]), False),
-            "os.exec": (lambda p, r, a: _spawn(p, r, a[0], a[1]), False),
-            "os.posix_spawn": (lambda p, r, a: _spawn(p, r, a[0], a[1]), False),
-            "os.spawn": (lambda p, r, a: _spawn(p, r, a[1], a[2]), False),
-            "os.system": (lambda p, r, a: _shell(p, r, a[0]), False),
-            "os.fork": (lambda p, r, a: None, False),
+        by_event: dict[str, Callable[[Any, Refuse, tuple[Any, ...]], None]] = {
+            "socket.getaddrinfo": _lookup,
+            "socket.connect": _reach,
+            "socket.sendto": _reach,
+            "socket.sendmsg": _reach,
+            "subprocess.Popen": lambda p, r, a: _spawn(p, r, a[0], a[1]),
+            "os.exec": lambda p, r, a: _spawn(p, r, a[0], a[1]),
+            "os.posix_spawn": lambda p, r, a: _spawn(p, r, a[0], a[1]),
+            "os.spawn": lambda p, r, a: _spawn(p, r, a[1], a[2]),
+            "os.system": lambda p, r, a: _shell(p, r, a[0]),
+            "os.fork": lambda p, r, a: None,
         }
+        # event -> (its check, whether it reaches out over a socket rather than starts a process)
+        self._checks = {event: (by_event[event], kind != _START) for event, kind in KINDS.items()}
 
         self.audit = self._hook()
 
@@ -100,10 +111,10 @@ class Guard:
                 # bytes are an IDNA-encoded name (anyio's lookups pass them), ASCII by definition; the idna
                 # codec has no "replace" error handler and raised inside every such lookup
                 name = host.decode("ascii", "replace") if isinstance(host, bytes) else host
-                if len(_resolved) > _MAX_RESOLVED:
-                    _resolved.clear()  # a lookup is remembered until then: a connection follows it at once
+                if len(resolved) > MAX_RESOLVED:
+                    resolved.clear()  # a lookup is remembered until then: a connection follows it at once
                 for entry in found:  # (family, type, proto, canonname, (address, port, ...))
-                    _resolved[entry[4][:2]] = name
+                    resolved[entry[4][:2]] = name
             return found
 
         getaddrinfo.__wrapped__ = lookup  # type: ignore[attr-defined]
@@ -155,7 +166,7 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
         family = getattr(sock, "family", None)
     if family in _INET and isinstance(address, tuple) and len(address) >= 2:
         try:
-            name = _resolved.get(address[:2])  # the name this address was looked up by, if it was
+            name = resolved.get(address[:2])  # the name this address was looked up by, if it was
             key: Any = (address, name)  # all the answer depends on: a connection allowed before is one lookup
             allowed = policy.allowed.get(key)
         except TypeError:  # a host given as a bytearray

@@ -85,7 +85,7 @@ def shell_words(line: str) -> list[str] | None:
 class Policy:
     """Hosts and commands a replay may reach; immutable, so a case's is the suite's plus its model hosts."""
 
-    __slots__ = ("_addresses", "_commands", "_names", "_patterns", "_unix", "allowed", "commands", "hosts")
+    __slots__ = ("_addresses", "_commands", "_names", "_patterns", "_unix", "allowed", "commands", "fast", "hosts")
 
     def __init__(self, hosts: Iterable[str] = (), commands: Iterable[str] = ()) -> None:
         self.hosts = tuple(dict.fromkeys(hosts))
@@ -109,6 +109,11 @@ class Policy:
         # What the audit checks found allowed, by the event's own arguments: a connection the case may
         # make is then one dict lookup (the policy never changes; cleared when full, like a cache).
         self.allowed: dict[Any, bool] = {}
+        # What the C hook (``_hook.c``) decides without Python: an exact name or address text -> the
+        # ports it may be reached at (None: any); a name a pattern allowed joins it when first allowed.
+        self.fast: dict[str, int | frozenset[int] | None] = {
+            host: _ports(ports) for table in (self._names, self._addresses) for host, ports in table.items()
+        }
 
     command_line = staticmethod(command_line)
     shell_words = staticmethod(shell_words)
@@ -122,7 +127,17 @@ class Policy:
         if found is None:
             found = self._allows_host(host, port)
             self.remember((host, port), found)
+            if found and port is not None:
+                self._learn(host, port)
         return found
+
+    def _learn(self, host: str, port: int) -> None:
+        """``host`` (as the code wrote it) is allowed at ``port``: the C hook decides it from now on."""
+        if host not in self.fast and len(self.fast) >= _MAX_REMEMBERED:
+            return
+        known = self.fast.get(host, frozenset())
+        if known is not None:
+            self.fast[host] = _ports({known, port} if isinstance(known, int) else {*known, port})
 
     def remember(self, key: Any, allowed: bool) -> None:
         if len(self.allowed) >= _MAX_REMEMBERED:
@@ -148,6 +163,13 @@ class Policy:
         if not words:
             return False
         return any(_begins(entry, words) for entry in self._commands)
+
+
+def _ports(ports: set[int | None]) -> int | frozenset[int] | None:
+    """The ports a host may be reached at, as the C hook reads them: None any, an int the one port."""
+    if None in ports:
+        return None
+    return next(iter(ports)) if len(ports) == 1 else frozenset(p for p in ports if p is not None)
 
 
 def _port_ok(ports: set[int | None] | None, port: int | None) -> bool:

@@ -21,8 +21,12 @@ an allowed name: ``socket.getaddrinfo`` is wrapped to remember which name each a
 which is also how a refusal names the host rather than its address. An address found some other way
 (a resolver outside Python) is refused, and named by its address: the seal fails closed.
 
-The hook is installed once, by the first sealed replay (an audit hook cannot be removed); outside a
-replay it costs one dict lookup per audited event and decides nothing.
+The hook is installed once, by the first sealed replay (an audit hook cannot be removed). It is the C
+hook of ``_hook.c`` where it was built: every audited event of the process pays a hook, and in Python
+that was ~10 us on a loopback request; in C an event it does not watch costs a few string compares,
+and a lookup or connection the policy allows by its exact name or address is decided there (the
+policy's ``fast``), with the name memory in C too. Anything else calls the same Python checks, which
+are also the whole hook where the C one could not be built.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import NamedTuple
 
 from opentelemetry import context as otel_context
@@ -43,16 +48,23 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from ..errors import Sealed
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
-from ._guard import Guard
+from ._guard import KINDS, MAX_RESOLVED, Guard, resolved
 from ._policy import Policy
+
+try:  # the hook in C (``_hook.c``), built where a compiler is; without it the same checks run in Python
+    from . import _hook
+except ImportError:  # pragma: no cover - a machine that could not build it
+    _hook = None  # type: ignore[assignment]
 
 __all__ = [
     "CHILD_ENV",
+    "HOOK_ENV",
     "MAX_REFUSALS",
     "SEAL",
     "Refusal",
     "Seal",
     "install",
+    "installed",
     "last_seq",
     "sealed_check",
     "sealing",
@@ -61,6 +73,7 @@ __all__ = [
 ]
 
 SEAL = otel_context.create_key("harvester.seal")
+HOOK_ENV = "HARVESTER_SEAL_HOOK"  # "python": the Python hook even where the C one was built
 CHILD_ENV = "HARVESTER_SEAL"  # the policy a Python child of a sealed replay seals itself with (``_child``)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _CHILD_DIR = os.path.join(_HERE, "_child")
@@ -84,7 +97,7 @@ class Refusal(NamedTuple):
 class Seal:
     """One case-trial's seal (or the suite's): what it allows, and what it refused."""
 
-    __slots__ = ("_read", "here", "lock", "log", "pid", "policy", "refused", "refusals")
+    __slots__ = ("_read", "fast", "here", "lock", "log", "pid", "policy", "refused", "refusals")
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
@@ -95,6 +108,7 @@ class Seal:
         self.log: str | None = None  # the suite's: where child processes write their refusals
         self._read = 0  # how far the log has been read
         self.here = (policy, self.refuse)  # what the audit hook asks for, made once
+        self.fast = policy.fast  # what the C hook reads: what the policy allows as it stands
 
     def refuse(self, what: str, target: str, why: str) -> None:
         """Remember the refusal (a forked child writes it to the log), then raise it into the code that tried."""
@@ -144,7 +158,7 @@ class Seal:
 _seq = 0  # refusals ever made in this process: a case owns the suite seal's refusals after its start
 _seq_lock = threading.Lock()
 _suites: list[Seal] = []  # the seals of the sealed replays running now (the last one is current)
-_installed = False
+_installed: str | None = None
 _install_lock = threading.Lock()
 
 
@@ -190,15 +204,36 @@ def _log_refusal(what: str, target: str, why: str, during: str) -> None:
 _GUARD = Guard(_policy_here)
 
 
+def _context_variable() -> ContextVar[otel_context.Context] | None:
+    """The variable OpenTelemetry keeps its context in, when it is the default runtime context (one the
+    C hook can read); None otherwise."""
+    variable = getattr(getattr(otel_context, "_RUNTIME_CONTEXT", None), "_current_context", None)
+    return variable if isinstance(variable, ContextVar) else None
+
+
 def install() -> None:
-    """Install the audit hook and the name memory, once per process."""
+    """Install the audit hook and the name memory, once per process: the C hook when it was built and
+    OpenTelemetry keeps its context in a context variable, else (or with ``HARVESTER_SEAL_HOOK=python``)
+    the Python hook."""
     global _installed
     with _install_lock:
-        if _installed:
+        if _installed is not None:
             return
-        socket.getaddrinfo = _GUARD.remembering(socket.getaddrinfo)
-        sys.addaudithook(_GUARD.audit)
-        _installed = True
+        native = os.environ.get(HOOK_ENV, "").lower() != "python"
+        variable = _context_variable() if native and _hook is not None else None
+        if variable is not None:
+            _hook.install(_GUARD.audit, dict(KINDS), variable, SEAL, _suites, resolved, Seal)
+            socket.getaddrinfo = _hook.remembering(socket.getaddrinfo, resolved, MAX_RESOLVED)
+            _installed = "C"
+        else:
+            socket.getaddrinfo = _GUARD.remembering(socket.getaddrinfo)
+            sys.addaudithook(_GUARD.audit)
+            _installed = "Python"
+
+
+def installed() -> str | None:
+    """Which hook seals this process: ``"C"``, ``"Python"``, or None before the first sealed replay."""
+    return _installed
 
 
 @contextlib.contextmanager

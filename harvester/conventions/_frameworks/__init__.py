@@ -40,12 +40,14 @@ __all__ = [
     "Client",
     "Framework",
     "Loadable",
+    "agent_answer",
     "agent_calls",
     "agent_prompt",
     "agent_span_name",
     "client_scopes",
     "error_message",
     "forced_answer",
+    "not_a_call",
     "read_tool",
     "tool_input",
     "tool_span",
@@ -130,3 +132,17 @@ def agent_prompt(payload: dict[str, Any]) -> Any:
         if prompt is not MISSING:
             return prompt
     return MISSING
+
+
+def agent_answer(payload: dict[str, Any]) -> Any:
+    """An agent span's answer from its output payload in some framework's own form; ``MISSING``: none's."""
+    for f in _quirks():
+        answer = f.agent_answer(payload)
+        if answer is not MISSING:
+            return answer
+    return MISSING
+
+
+def not_a_call(span: SpanData) -> bool:
+    """A tool span some framework records beside its calls without being one (a summary of them)."""
+    return any(f.not_a_call(span) for f in _quirks())

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...spans import SpanData
 from .._values import MISSING
-from . import langchain, openai_agents, pydantic_ai, smolagents
+from . import google_adk, langchain, openai_agents, pydantic_ai, smolagents
 from ._clients import CLIENTS, Client, client_scopes, untraced
 from ._framework import Framework
 from ._history import with_history
@@ -55,7 +55,7 @@ __all__ = [
     "with_history",
 ]
 
-FRAMEWORKS: tuple[Adapter, ...] = (pydantic_ai, langchain, openai_agents, smolagents)
+FRAMEWORKS: tuple[Adapter, ...] = (pydantic_ai, langchain, openai_agents, smolagents, google_adk)
 _QUIRKS = tuple(f.FRAMEWORK for f in FRAMEWORKS)
 _read: tuple[tuple[Adapter, ...], tuple[Framework, ...]] = (FRAMEWORKS, _QUIRKS)
 

@@ -14,7 +14,7 @@ Nothing here imports a framework the app did not import itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ...spans import SpanData
@@ -125,22 +125,23 @@ def tool_input(payload: dict[str, Any], call_id: str | None) -> tuple[Any, str |
     return None
 
 
+def _said(ask: Callable[[Framework], Any]) -> Any:
+    """The first framework's reading of a payload in its own form; ``MISSING``: none's."""
+    for f in _quirks():
+        said = ask(f)
+        if said is not MISSING:
+            return said
+    return MISSING
+
+
 def agent_prompt(payload: dict[str, Any]) -> Any:
     """An agent span's prompt from its input payload in some framework's own form; ``MISSING``: none's."""
-    for f in _quirks():
-        prompt = f.agent_prompt(payload)
-        if prompt is not MISSING:
-            return prompt
-    return MISSING
+    return _said(lambda f: f.agent_prompt(payload))
 
 
 def agent_answer(payload: dict[str, Any]) -> Any:
     """An agent span's answer from its output payload in some framework's own form; ``MISSING``: none's."""
-    for f in _quirks():
-        answer = f.agent_answer(payload)
-        if answer is not MISSING:
-            return answer
-    return MISSING
+    return _said(lambda f: f.agent_answer(payload))
 
 
 def not_a_call(span: SpanData) -> bool:

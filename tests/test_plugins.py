@@ -87,6 +87,8 @@ def test_every_registered_framework_keeps_the_contract(framework):
     assert all(isinstance(c, str) for c in framework.agent_calls("support"))
     assert framework.tool_input({"order_id": "A1"}, None) is None
     assert framework.agent_prompt({"messages": []}) is MISSING
+    assert framework.agent_answer({"messages": []}) is MISSING
+    assert framework.not_a_call(plain) is False
 
 
 def test_a_registered_framework_is_asked_by_the_readers_and_the_assembly(monkeypatch):
@@ -112,6 +114,63 @@ def test_a_registered_framework_is_asked_by_the_readers_and_the_assembly(monkeyp
     assert [r.agent for r in runs_from_spans([agent, llm])] == ["support.invoke"]
     monkeypatch.setattr(frameworks, "FRAMEWORKS", (*frameworks.FRAMEWORKS, invoke))
     assert [(r.agent, r.answer) for r in runs_from_spans([agent, llm])] == [("support", "on its way")]
+
+
+def test_a_registered_framework_says_which_tool_span_is_no_call_and_where_its_agent_answered(monkeypatch):
+    # a framework recording one turn's parallel calls under a summary span of its own, and its agent's
+    # answer as an event: {"content": {"parts": [{"text": ...}]}}
+    def event_text(payload: dict[str, Any]) -> Any:
+        parts = payload.get("content", {}).get("parts") if isinstance(payload.get("content"), dict) else None
+        return "".join(p["text"] for p in parts if "text" in p) if isinstance(parts, list) else MISSING
+
+    summing = types.ModuleType("summing")
+    summing.FRAMEWORK = Framework(
+        "summing", not_a_call=lambda span: span.name == "tools (merged)", agent_answer=event_text
+    )
+    event = '{"content": {"parts": [{"text": "Yes: within 30 days."}], "role": "model"}, "author": "support"}'
+    oi = "openinference.span.kind"
+    spans = [
+        SpanData("b" * 32, "1" * 16, None, "support", 1, 9, attributes={oi: "AGENT", "output.value": event}),
+        SpanData(
+            "b" * 32,
+            "2" * 16,
+            "1" * 16,
+            "chat",
+            2,
+            3,
+            attributes={
+                oi: "LLM",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": "can I return A1?",
+                "llm.output_messages.0.message.role": "model",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.id": "c1",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_order",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"order_id": "A1"}',
+            },
+        ),
+        SpanData(
+            "b" * 32,
+            "3" * 16,
+            "1" * 16,
+            "get_order",
+            4,
+            5,
+            attributes={
+                oi: "TOOL",
+                "tool.name": "get_order",
+                "input.value": '{"order_id": "A1"}',
+                "output.value": "ok",
+            },
+        ),
+        SpanData("b" * 32, "4" * 16, "1" * 16, "tools (merged)", 4, 6, attributes={oi: "TOOL"}),
+    ]
+    (before,) = runs_from_spans(spans)
+    assert [c.name for c in before.calls] == ["get_order", "tools (merged)"]
+    assert before.answer == "ok"  # read from the last tool: the event is no form the readers know
+    monkeypatch.setattr(frameworks, "FRAMEWORKS", (*frameworks.FRAMEWORKS, summing))
+    (run,) = runs_from_spans(spans)
+    assert [c.name for c in run.calls] == ["get_order"] and run.content_captured
+    assert run.answer == "Yes: within 30 days." and run.stop == "answered"
 
 
 def test_frameworks_have_names_of_their_own():

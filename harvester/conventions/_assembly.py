@@ -19,7 +19,7 @@ from ..model import STOPS, McpToolData, MessageData, RunData
 from ..spans import SpanData
 from ._classify import Roles, ancestors
 from ._errors import LIMIT_ANSWERS, LIMIT_STOPS, RUN_STOPPERS, deferral, error_of
-from ._frameworks import HIDDEN_ANSWERS, forced_answer
+from ._frameworks import HIDDEN_ANSWERS, forced_answer, not_a_call
 from ._genai import mcp_tools
 from ._history import genai_messages, split_history
 from ._nested import one_per_call
@@ -106,7 +106,7 @@ def _members(members: list[SpanData], by_id: Mapping[str, SpanData], roles: Role
             out.agents.append((sp, src))
         elif role == "llm":
             out.llms.append(READERS[src].read_llm(sp))
-        elif role == "tool":
+        elif role == "tool" and not not_a_call(sp):  # a framework's summary of its calls is none of them
             out.tools.append(READERS[src].read_tool(sp))
         if sp.events and role != "tool" and deferral(sp):
             out.interrupted = True

@@ -7,7 +7,7 @@ answers, mark an approval-pending call blocked), never the span.
 Also here, the readers every convention shares because they go by a payload's shape, not by who
 wrote it: a tool call's arguments and result (``tool_reading``: serialized tool messages, and a
 framework's own forms, ``_frameworks``) and an agent's input and
-output (``payload_reading``: a LangChain state, a framework's own form).
+output (``payload_reading``: a LangChain state, a framework's own form, either way).
 """
 
 from __future__ import annotations
@@ -168,6 +168,8 @@ def payload_reading(raw_in: Any, raw_out: Any) -> AgentReading:
         value, _ = structured(raw_out)
         if isinstance(value, str):
             out.answer = value
+        elif isinstance(value, dict) and (own := _frameworks.agent_answer(value)) is not MISSING:
+            out.answer = own  # a framework's own form (an event)
         else:
             messages = messages_of(value)
             if messages is not None:

@@ -14,12 +14,12 @@ Nothing here imports a framework the app did not import itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ...spans import SpanData
 from .._values import MISSING
-from . import langchain, openai_agents, pydantic_ai, smolagents
+from . import google_adk, langchain, openai_agents, pydantic_ai, smolagents
 from ._clients import CLIENTS, Client, client_scopes, untraced
 from ._framework import Framework
 from ._history import with_history
@@ -40,12 +40,14 @@ __all__ = [
     "Client",
     "Framework",
     "Loadable",
+    "agent_answer",
     "agent_calls",
     "agent_prompt",
     "agent_span_name",
     "client_scopes",
     "error_message",
     "forced_answer",
+    "not_a_call",
     "read_tool",
     "tool_input",
     "tool_span",
@@ -53,7 +55,7 @@ __all__ = [
     "with_history",
 ]
 
-FRAMEWORKS: tuple[Adapter, ...] = (pydantic_ai, langchain, openai_agents, smolagents)
+FRAMEWORKS: tuple[Adapter, ...] = (pydantic_ai, langchain, openai_agents, smolagents, google_adk)
 _QUIRKS = tuple(f.FRAMEWORK for f in FRAMEWORKS)
 _read: tuple[tuple[Adapter, ...], tuple[Framework, ...]] = (FRAMEWORKS, _QUIRKS)
 
@@ -123,10 +125,25 @@ def tool_input(payload: dict[str, Any], call_id: str | None) -> tuple[Any, str |
     return None
 
 
+def _said(ask: Callable[[Framework], Any]) -> Any:
+    """The first framework's reading of a payload in its own form; ``MISSING``: none's."""
+    for f in _quirks():
+        said = ask(f)
+        if said is not MISSING:
+            return said
+    return MISSING
+
+
 def agent_prompt(payload: dict[str, Any]) -> Any:
     """An agent span's prompt from its input payload in some framework's own form; ``MISSING``: none's."""
-    for f in _quirks():
-        prompt = f.agent_prompt(payload)
-        if prompt is not MISSING:
-            return prompt
-    return MISSING
+    return _said(lambda f: f.agent_prompt(payload))
+
+
+def agent_answer(payload: dict[str, Any]) -> Any:
+    """An agent span's answer from its output payload in some framework's own form; ``MISSING``: none's."""
+    return _said(lambda f: f.agent_answer(payload))
+
+
+def not_a_call(span: SpanData) -> bool:
+    """A tool span some framework records beside its calls without being one (a summary of them)."""
+    return any(f.not_a_call(span) for f in _quirks())

@@ -50,6 +50,10 @@ def _not_its_payload(payload: dict[str, Any]) -> Any:
     return MISSING
 
 
+def _a_call(span: SpanData) -> bool:
+    return False
+
+
 def _never(agents: list[tuple[SpanData, str]], llms: list[LlmReading], tools: list[ToolReading]) -> bool:
     return False
 
@@ -75,6 +79,10 @@ class Framework:
     ``tool_input(payload, call_id)``: a tool span's input payload (a JSON object) in its own form, as
     (args, call id) (args ``MISSING``: it holds none; None: not its form). ``agent_prompt(payload)``:
     an agent span's prompt from an input payload in its own form (``MISSING``: not its form).
+    ``agent_answer(payload)``: an agent span's answer from an output payload in its own form (an event,
+    a result object; ``MISSING``: not its form; None: it answered nothing). ``not_a_call(span)``: a tool
+    span that records no call of its own (a span summing up one turn's parallel calls, whose calls have
+    spans of their own): left out of the run.
     """
 
     name: str
@@ -91,3 +99,5 @@ class Framework:
     forced_answer: Callable[[list[tuple[SpanData, str]], list[LlmReading], list[ToolReading]], bool] = _never
     tool_input: Callable[[dict[str, Any], str | None], tuple[Any, str | None] | None] = _not_its_input
     agent_prompt: Callable[[dict[str, Any]], Any] = _not_its_payload
+    agent_answer: Callable[[dict[str, Any]], Any] = _not_its_payload
+    not_a_call: Callable[[SpanData], bool] = _a_call

@@ -7,13 +7,15 @@ output as its function response (``{"id", "name", "response"}``) and an agent sp
 fails ADK's run (no retry: ADK hands no exception back to the model), and ADK has no approval step here.
 """
 
+# ruff: noqa: E402 - the framework is imported once it is known to be installed (``require``)
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
+from harvester.conventions._frameworks import google_adk
+from tests.builders.installed import require
 
-pytest.importorskip("google.adk", reason="google-adk is not installed (the test extra has it)")
+require(google_adk)
 
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types

@@ -22,6 +22,7 @@ from harvester.conventions._readings import AgentReading, LlmReading, ToolReadin
 from harvester.conventions._values import MISSING
 from harvester.model import STOPS
 from harvester.spans import SpanData
+from tests.builders.installed import require
 
 
 def members(protocol: type) -> dict[str, Any]:
@@ -181,6 +182,7 @@ def test_frameworks_have_names_of_their_own():
 
 @pytest.mark.parametrize("adapter", ADAPTERS, ids=lambda a: a.__name__.rpartition(".")[2])
 def test_every_registered_adapter_is_an_adapter(adapter):
+    require(adapter)
     assert broken(adapter, Adapter) == []
     assert isinstance(adapter.NAME, str) and adapter.NAME
     assert isinstance(adapter.ROOTS, tuple) and adapter.ROOTS and all(isinstance(r, str) for r in adapter.ROOTS)

@@ -15,9 +15,10 @@ import pytest
 from harvester.adapters import ADAPTERS
 from tests.apps import own_loop_app, shop
 from tests.builders import project as user
+from tests.builders.installed import require
 
 # every registered adapter's app (tests/apps/<adapter>_app.py, written as that framework's docs write it)
-APPS = tuple(f"{adapter.NAME.replace('-', '_')}_app" for adapter in ADAPTERS)
+APPS = {f"{adapter.NAME.replace('-', '_')}_app": adapter for adapter in ADAPTERS}
 cli, replay = user.cli, user.replay
 
 
@@ -43,8 +44,9 @@ def make_case(trace_id: str) -> str:
     return case_id
 
 
-@pytest.mark.parametrize("app_name", APPS)
+@pytest.mark.parametrize("app_name", list(APPS))
 def test_a_framework_agent_replays_hermetically(app_name: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require(APPS[app_name])
     app = importlib.import_module(f"tests.apps.{app_name}")
     make_case(capture_production(app, project / "traces.db"))
     target = f"tests.apps.{app_name}:build"

@@ -12,13 +12,11 @@ from typing import Any
 import orjson
 import pytest
 
-from harvester.adapters import ADAPTERS
 from tests.apps import own_loop_app, shop
 from tests.builders import project as user
-from tests.builders.installed import require
+from tests.builders.installed import APPS, require_app
 
 # every registered adapter's app (tests/apps/<adapter>_app.py, written as that framework's docs write it)
-APPS = {f"{adapter.NAME.replace('-', '_')}_app": adapter for adapter in ADAPTERS}
 cli, replay = user.cli, user.replay
 
 
@@ -46,7 +44,7 @@ def make_case(trace_id: str) -> str:
 
 @pytest.mark.parametrize("app_name", list(APPS))
 def test_a_framework_agent_replays_hermetically(app_name: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    require(APPS[app_name])
+    require_app(app_name)
     app = importlib.import_module(f"tests.apps.{app_name}")
     make_case(capture_production(app, project / "traces.db"))
     target = f"tests.apps.{app_name}:build"

@@ -14,19 +14,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from harvester.adapters import ADAPTERS
 from harvester.report import CaseResult
 from tests.apps import shop
 from tests.builders import project as user
-from tests.builders.installed import require
-
-APPS = {f"{adapter.NAME.replace('-', '_')}_app": adapter for adapter in ADAPTERS}
+from tests.builders.installed import APPS, require_app
 
 
 @pytest.fixture(params=list(APPS))
 def accepted(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A project holding the accepted case of one production request to the app; yields the agent target."""
-    require(APPS[request.param])
+    require_app(request.param)
     user.enter_project(tmp_path, monkeypatch, "baseline")
     app = importlib.import_module(f"tests.apps.{request.param}")
     run = user.capture_production(app, tmp_path / "traces.db")

@@ -13,7 +13,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from harvester.adapters import ADAPTERS
 from harvester.case import AgentCase
 from harvester.config import Config
 from harvester.fixtures import FixtureTools
@@ -25,6 +24,8 @@ from tests.builders import project as user
 from tests.builders.backends import Loopback, loopback, routes
 from tests.builders.capture import capturing_globally
 from tests.builders.cli import one_line_error
+from tests.builders.installed import APPS as FRAMEWORK_APPS
+from tests.builders.installed import require_app
 
 cli = user.cli
 TARGET = "tests.apps.sandbox_app:build"
@@ -195,7 +196,7 @@ def test_sandbox_for_reads_the_cases_forbidden_tools_as_mutating():
 
 # every registered adapter's app (tests/apps/<adapter>_app.py) and an own loop of ``@harvester.tool``s,
 # over the shop whose tools count their real runs
-APPS = (*(f"{adapter.NAME.replace('-', '_')}_app" for adapter in ADAPTERS), "own_loop_app")
+APPS = (*FRAMEWORK_APPS, "own_loop_app")
 
 
 @pytest.mark.parametrize("app_name", APPS)
@@ -203,6 +204,7 @@ def test_every_framework_runs_a_sandbox_tool_for_real_and_serves_the_rest(app_na
     """Each framework's tool dispatch lets the sandbox tool's own body run (the shop counts it) and
     serves the others; the call pairs with its tool span, so it is no live call, and it answers as
     production did."""
+    require_app(app_name)
     app = importlib.import_module(f"tests.apps.{app_name}")
     root = user.enter_project(tmp_path, monkeypatch, config=user.CONFIG + '[sandbox]\ntools = ["kb_search"]\n')
     run = user.capture_production(app, root / "traces.db")

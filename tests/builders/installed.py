@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 
-__all__ = ["require"]
+from harvester.adapters import ADAPTERS
+
+# every registered framework's conformance app (tests/apps/<name>_app.py), with its adapter
+APPS = {f"{adapter.NAME.replace('-', '_')}_app": adapter for adapter in ADAPTERS}
+
+__all__ = ["APPS", "require", "require_app"]
 
 
 def require(adapter: Any) -> None:
@@ -25,3 +30,9 @@ def require(adapter: Any) -> None:
     if os.environ.get("HARVESTER_REQUIRE_FRAMEWORKS") == "1":
         pytest.fail(f"{reason}; HARVESTER_REQUIRE_FRAMEWORKS=1 requires it")
     pytest.skip(reason, allow_module_level=True)  # a test module of the framework's own skips whole
+
+
+def require_app(app_name: str) -> None:
+    """``require`` for the framework of a conformance app (an app of no framework's needs nothing)."""
+    if app_name in APPS:
+        require(APPS[app_name])

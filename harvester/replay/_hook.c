@@ -34,6 +34,7 @@ static PyObject *context_var = NULL;  /* OpenTelemetry's context variable, or No
 static PyObject *seal_key = NULL;     /* the context key of a case's seal */
 static PyObject *suites = NULL;       /* the list of the sealed replays running now */
 static PyObject *resolved = NULL;     /* address -> the name it was looked up by */
+static PyInterpreterState *sealed_interpreter = NULL; /* a C hook is the runtime's: other interpreters' events pass */
 static PyTypeObject *seal_type = NULL; /* ``Seal``: its ``fast`` slot is what its policy allows as it stands */
 static Py_ssize_t fast_offset = 0;
 
@@ -78,8 +79,8 @@ static int seal_here(PyObject **seal) {
 /* 1: ``fast`` (a name or address text -> None, any port; a port; or a frozenset of ports) allows ``host`` at
  * ``port``; 0: it does not say; -1: an error. */
 static int fast_allows(PyObject *fast, PyObject *host, PyObject *port) {
-    if (!PyUnicode_Check(host) || !PyLong_CheckExact(port)) {
-        return 0;
+    if (!PyUnicode_CheckExact(host) || !PyLong_CheckExact(port)) {
+        return 0; /* exact types: no lookup below can run Python code */
     }
     PyObject *ports = PyDict_GetItemWithError(fast, host);
     if (ports == NULL) {
@@ -121,13 +122,16 @@ static int allowed_here(int kind, PyObject *seal, PyObject *args) {
     } else {
         /* a connection to (address, port, ...): its address allowed, or the name it was looked up by */
         PyObject *address = PyTuple_GET_ITEM(args, 1);
-        if (PyTuple_CheckExact(address) && PyTuple_GET_SIZE(address) >= 2) {
+        if (PyTuple_CheckExact(address) && PyTuple_GET_SIZE(address) >= 2 &&
+            PyUnicode_CheckExact(PyTuple_GET_ITEM(address, 0)) && PyLong_CheckExact(PyTuple_GET_ITEM(address, 1))) {
             PyObject *port = PyTuple_GET_ITEM(address, 1);
             PyObject *pair = PyTuple_GetSlice(address, 0, 2); /* an IPv4 address is itself */
             PyObject *name = pair == NULL ? NULL : PyDict_GetItemWithError(resolved, pair);
             Py_XDECREF(pair);
             if (name != NULL) {
+                Py_INCREF(name);
                 found = fast_allows(fast, name, port);
+                Py_DECREF(name);
             } else if (PyErr_Occurred()) {
                 found = -1;
             }
@@ -147,7 +151,7 @@ static int allowed_here(int kind, PyObject *seal, PyObject *args) {
 static int hook(const char *event, PyObject *args, void *data) {
     (void)data;
     int kind = kind_of(event);
-    if (kind == NONE || check == NULL) {
+    if (kind == NONE || check == NULL || PyInterpreterState_Get() != sealed_interpreter) {
         return 0;
     }
     PyObject *seal;
@@ -226,6 +230,7 @@ static PyObject *install(PyObject *module, PyObject *args) {
     seal_key = Py_NewRef(seal);
     suites = Py_NewRef(running);
     resolved = Py_NewRef(names);
+    sealed_interpreter = PyInterpreterState_Get();
     check = Py_NewRef(callable);
     if (PySys_AddAuditHook(hook, NULL) < 0) {
         return NULL;

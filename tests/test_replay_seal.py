@@ -351,3 +351,34 @@ def test_the_c_hook_and_the_python_hook_decide_alike():
     assert "connect to localhost:PORT during issue_refund" in runs["refused by name"]["sealed"][0]
     for allowed in ("model host by name", "model host by address", "allowed by pattern", "asyncio"):
         assert runs[allowed] == {"reached": 2, "sealed": []}, allowed
+
+
+_VETOED = """
+import sys
+from harvester.replay import _seal
+from harvester.replay._policy import Policy
+
+def veto(event, args):
+    if event == "sys.addaudithook":
+        raise RuntimeError("no more hooks")  # CPython then reports the hook added, and it is not
+
+sys.addaudithook(veto)
+try:
+    with _seal.sealing(Policy()):
+        print("sealed with", _seal.installed())
+except RuntimeError as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.parametrize("hook", ["C", "Python"])
+def test_a_hook_another_audit_hook_vetoed_fails_the_replay_rather_than_seal_nothing(hook):
+    import os
+    import subprocess
+
+    from harvester.replay import _seal
+
+    env = {**os.environ, _seal.HOOK_ENV: hook.lower()}
+    done = subprocess.run([sys.executable, "-c", _VETOED], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "refused: the seal's audit hook is not called: another audit hook refused it"

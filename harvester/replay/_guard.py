@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["KINDS", "MAX_RESOLVED", "Guard", "Refuse", "resolved"]
+__all__ = ["KINDS", "MAX_RESOLVED", "PROBE", "Guard", "Refuse", "resolved"]
 
 Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
 # The policy in force here and its refusal, or None; asked with True for a connection, which code that
@@ -45,12 +45,14 @@ except AttributeError:  # pragma: no cover - an interpreter whose socket type ha
     _family = operator.attrgetter("family")
 
 
+PROBE = "harvester.seal.probe"  # raised once a hook is added: it says it is called
 # What each watched event is, as the C hook (``_hook.c``) tells them apart: 1 a name lookup, 2 a connection
-# (or datagram), 3 a process start.
+# (or datagram), 3 a process start, 4 the probe.
 KINDS = {
     "socket.getaddrinfo": 1,
     **dict.fromkeys(("socket.connect", "socket.sendto", "socket.sendmsg"), 2),
     **dict.fromkeys(("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.fork"), 3),
+    PROBE: 4,
 }
 _START = 3
 
@@ -59,11 +61,12 @@ class Guard:
     """An audit hook's checks against the policy ``current(reaching)`` gives in the calling code (None:
     unsealed there)."""
 
-    __slots__ = ("_checks", "_current", "audit", "started")
+    __slots__ = ("_checks", "_current", "audit", "live", "started")
 
     def __init__(self, current: Current) -> None:
         self._current = current
         self.started = False  # a process started (or forked) while sealed: its refusals come back by a log
+        self.live = False  # the hook saw the probe
         by_event: dict[str, Callable[[Any, Refuse, tuple[Any, ...]], None]] = {
             "socket.getaddrinfo": _lookup,
             "socket.connect": _reach,
@@ -75,6 +78,7 @@ class Guard:
             "os.spawn": lambda p, r, a: _spawn(p, r, a[1], a[2]),
             "os.system": lambda p, r, a: _shell(p, r, a[0]),
             "os.fork": lambda p, r, a: None,
+            PROBE: _probe,
         }
         # event -> (its check, whether it reaches out over a socket rather than starts a process)
         self._checks = {event: (by_event[event], kind != _START) for event, kind in KINDS.items()}
@@ -92,6 +96,9 @@ class Guard:
             if found is None:
                 return
             check, reaching = found
+            if check is _probe:
+                self.live = True
+                return
             here = current(reaching)
             if here is None:
                 return
@@ -100,6 +107,14 @@ class Guard:
                 self.started = True  # not refused: a child runs, sealed, and may write to the log
 
         return audit
+
+    def add(self) -> None:
+        """Add the hook to the process's and check that it is called: a hook already added may veto a
+        new one (``sys.addaudithook`` then returns as if it had added it), which would seal nothing."""
+        sys.addaudithook(self.audit)
+        sys.audit(PROBE)
+        if not self.live:
+            raise RuntimeError("the seal's audit hook is not called: another audit hook refused it")
 
     def remembering(self, lookup: Callable[..., Any]) -> Callable[..., Any]:
         """``socket.getaddrinfo`` that remembers which name each address came from (installed by the first
@@ -122,9 +137,13 @@ class Guard:
         return getaddrinfo
 
 
+def _probe(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
+    """The probe's check: never called (the hook marks itself live instead)."""
+
+
 def _port(value: Any) -> int | None:
     if isinstance(value, int):
-        return value
+        return int(value)  # an int, not a subclass of one: what the C hook compares
     if isinstance(value, (str, bytes)) and value.isdigit():
         return int(value)
     return None

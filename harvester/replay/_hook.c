@@ -23,7 +23,13 @@
 #include <structmember.h>
 #include <string.h>
 
-enum { NONE = 0, LOOKUP = 1, REACH = 2, START = 3 };
+enum { NONE = 0, LOOKUP = 1, REACH = 2, START = 3, PROBE = 4 };
+#define PROBE_EVENT "harvester.seal.probe" /* raised by install: the hook says it is called */
+#ifdef Py_T_OBJECT_EX
+#define OBJECT_SLOT Py_T_OBJECT_EX
+#else
+#define OBJECT_SLOT T_OBJECT_EX
+#endif
 #define MAX_EVENTS 32
 
 static char *watched[MAX_EVENTS];
@@ -34,6 +40,8 @@ static PyObject *context_var = NULL;  /* OpenTelemetry's context variable, or No
 static PyObject *seal_key = NULL;     /* the context key of a case's seal */
 static PyObject *suites = NULL;       /* the list of the sealed replays running now */
 static PyObject *resolved = NULL;     /* address -> the name it was looked up by */
+static int hooked = 0; /* added to the runtime's hooks (it cannot be removed) */
+static int probed = 0; /* the hook saw the probe */
 static PyInterpreterState *sealed_interpreter = NULL; /* a C hook is the runtime's: other interpreters' events pass */
 static PyTypeObject *seal_type = NULL; /* ``Seal``: its ``fast`` slot is what its policy allows as it stands */
 static Py_ssize_t fast_offset = 0;
@@ -89,17 +97,16 @@ static int fast_allows(PyObject *fast, PyObject *host, PyObject *port) {
     if (ports == Py_None) {
         return 1;
     }
+    int found = 0;
+    Py_INCREF(ports);
     if (PyLong_CheckExact(ports)) { /* the one port it may be reached at */
         long at = PyLong_AsLong(ports), asked = PyLong_AsLong(port);
-        if ((at == -1 || asked == -1) && PyErr_Occurred()) {
-            return -1;
-        }
-        return at == asked;
+        found = ((at == -1 || asked == -1) && PyErr_Occurred()) ? -1 : at == asked;
+    } else if (PyFrozenSet_CheckExact(ports)) {
+        found = PySet_Contains(ports, port);
     }
-    if (!PyFrozenSet_Check(ports)) {
-        return 0;
-    }
-    return PySet_Contains(ports, port);
+    Py_DECREF(ports);
+    return found;
 }
 
 /* 1: the seal's policy allows this lookup or connection as it stands (``fast``); 0: ask the Python
@@ -151,6 +158,10 @@ static int allowed_here(int kind, PyObject *seal, PyObject *args) {
 static int hook(const char *event, PyObject *args, void *data) {
     (void)data;
     int kind = kind_of(event);
+    if (kind == PROBE) {
+        probed = 1;
+        return 0;
+    }
     if (kind == NONE || check == NULL || PyInterpreterState_Get() != sealed_interpreter) {
         return 0;
     }
@@ -179,12 +190,71 @@ static int hook(const char *event, PyObject *args, void *data) {
     return 0;
 }
 
+static void forget_events(void) {
+    for (Py_ssize_t i = 0; i < n_watched; i++) {
+        free(watched[i]);
+    }
+    n_watched = 0;
+}
+
+/* The events to watch, from {event: kind}; 0 with an exception set when one is not a known kind. */
+static int watch(PyObject *events) {
+    if (PyDict_GET_SIZE(events) > MAX_EVENTS) {
+        PyErr_SetString(PyExc_ValueError, "too many events");
+        return 0;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *event, *kind;
+    while (PyDict_Next(events, &pos, &event, &kind)) {
+        const char *text = PyUnicode_AsUTF8(event);
+        long value = PyLong_AsLong(kind);
+        if (text == NULL || (value == -1 && PyErr_Occurred())) {
+            forget_events();
+            return 0;
+        }
+        if (value < LOOKUP || value > PROBE) {
+            forget_events();
+            PyErr_Format(PyExc_ValueError, "an event's kind must be 1 to 4, not %ld", value);
+            return 0;
+        }
+        watched[n_watched] = strdup(text);
+        if (watched[n_watched] == NULL) {
+            forget_events();
+            PyErr_NoMemory();
+            return 0;
+        }
+        kinds[n_watched++] = (int)value;
+    }
+    return 1;
+}
+
+/* The offset of ``fast`` in a seal (a slot), or -1 with an exception set. */
+static Py_ssize_t fast_slot(PyObject *type) {
+    PyObject *slot = PyObject_GetAttrString(type, "fast");
+    if (slot == NULL) {
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(slot, &PyMemberDescr_Type) && ((PyMemberDescrObject *)slot)->d_member->type == OBJECT_SLOT) {
+        offset = ((PyMemberDescrObject *)slot)->d_member->offset;
+    } else {
+        PyErr_SetString(PyExc_TypeError, "the seal's type must hold ``fast`` in a slot");
+    }
+    Py_DECREF(slot);
+    return offset;
+}
+
 static PyObject *install(PyObject *module, PyObject *args) {
     (void)module;
     PyObject *events, *var, *seal, *running, *names, *kind_type;
     PyObject *callable;
     if (!PyArg_ParseTuple(args, "OO!OOO!O!O!", &callable, &PyDict_Type, &events, &var, &seal, &PyList_Type, &running,
                           &PyDict_Type, &names, &PyType_Type, &kind_type)) {
+        return NULL;
+    }
+    if (PyInterpreterState_Get() != PyInterpreterState_Main()) {
+        /* a C hook is the runtime's: a subinterpreter seals itself with the Python hook, its own */
+        PyErr_SetString(PyExc_RuntimeError, "the seal's C hook is for the main interpreter");
         return NULL;
     }
     if (check != NULL) {
@@ -195,46 +265,33 @@ static PyObject *install(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "the context variable must be a ContextVar or None");
         return NULL;
     }
-    if (PyDict_GET_SIZE(events) > MAX_EVENTS) {
-        PyErr_SetString(PyExc_ValueError, "too many events");
+    Py_ssize_t offset = fast_slot(kind_type);
+    if (offset < 0 || !watch(events)) {
         return NULL;
     }
-    Py_ssize_t pos = 0, i = 0;
-    PyObject *event, *kind;
-    while (PyDict_Next(events, &pos, &event, &kind)) {
-        const char *text = PyUnicode_AsUTF8(event);
-        long value = PyLong_AsLong(kind);
-        if (text == NULL || (value == -1 && PyErr_Occurred())) {
-            return NULL;
+    /* Added once; it decides nothing until ``check`` is set, and says it is live through the probe (a
+     * hook already installed may veto a new one: then nothing would be sealed, silently). */
+    if (!hooked && PySys_AddAuditHook(hook, NULL) < 0) {
+        forget_events();
+        return NULL;
+    }
+    hooked = 1;
+    probed = 0;
+    if (PySys_Audit(PROBE_EVENT, NULL) < 0 || !probed) {
+        forget_events();
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "the seal's audit hook is not called: another audit hook refused it");
         }
-        watched[i] = strdup(text);
-        if (watched[i] == NULL) {
-            return PyErr_NoMemory();
-        }
-        kinds[i++] = (int)value;
-    }
-    PyObject *slot = PyObject_GetAttrString(kind_type, "fast");
-    if (slot == NULL) {
         return NULL;
     }
-    if (!Py_IS_TYPE(slot, &PyMemberDescr_Type) || ((PyMemberDescrObject *)slot)->d_member->type != T_OBJECT_EX) {
-        Py_DECREF(slot);
-        PyErr_SetString(PyExc_TypeError, "the seal's type must hold ``fast`` in a slot");
-        return NULL;
-    }
-    fast_offset = ((PyMemberDescrObject *)slot)->d_member->offset;
-    Py_DECREF(slot);
+    fast_offset = offset;
     seal_type = (PyTypeObject *)Py_NewRef(kind_type);
-    n_watched = i;
     context_var = Py_NewRef(var);
     seal_key = Py_NewRef(seal);
     suites = Py_NewRef(running);
     resolved = Py_NewRef(names);
     sealed_interpreter = PyInterpreterState_Get();
-    check = Py_NewRef(callable);
-    if (PySys_AddAuditHook(hook, NULL) < 0) {
-        return NULL;
-    }
+    check = Py_NewRef(callable); /* last: the hook decides from here on */
     Py_RETURN_NONE;
 }
 
@@ -268,7 +325,7 @@ static PyObject *remember(PyObject *self, PyObject *const *args, Py_ssize_t narg
     } else {
         return found;
     }
-    if (PyDict_GET_SIZE(names) > PyLong_AsSsize_t(PyTuple_GET_ITEM(self, 2))) {
+    if (PyDict_GET_SIZE(names) > PyLong_AsSsize_t(PyTuple_GET_ITEM(self, 2))) { /* checked by remembering */
         PyDict_Clear(names); /* a lookup is remembered until then: a connection follows it at once */
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(found); i++) {
@@ -294,12 +351,19 @@ static PyObject *remember(PyObject *self, PyObject *const *args, Py_ssize_t narg
 }
 
 static PyMethodDef remember_def = {"getaddrinfo", (PyCFunction)(void (*)(void))remember, METH_FASTCALL | METH_KEYWORDS,
+                                   "getaddrinfo(host, port, family=0, type=0, proto=0, flags=0)\n--\n\n"
                                    "socket.getaddrinfo, remembering which name each address came from (the seal)."};
 
 static PyObject *remembering(PyObject *module, PyObject *args) {
     PyObject *lookup, *names, *limit;
     (void)module;
     if (!PyArg_ParseTuple(args, "OO!O!", &lookup, &PyDict_Type, &names, &PyLong_Type, &limit)) {
+        return NULL;
+    }
+    if (PyLong_AsSsize_t(limit) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "the limit must be a size");
+        }
         return NULL;
     }
     PyObject *held = PyTuple_Pack(3, lookup, names, limit);

@@ -127,7 +127,7 @@ class Policy:
         if found is None:
             found = self._allows_host(host, port)
             self.remember((host, port), found)
-            if found and port is not None:
+            if found and type(host) is str and type(port) is int:  # exact types: what the C hook looks up
                 self._learn(host, port)
         return found
 

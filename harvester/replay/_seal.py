@@ -35,7 +35,6 @@ import contextlib
 import json
 import os
 import socket
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -159,6 +158,7 @@ _seq = 0  # refusals ever made in this process: a case owns the suite seal's ref
 _seq_lock = threading.Lock()
 _suites: list[Seal] = []  # the seals of the sealed replays running now (the last one is current)
 _installed: str | None = None
+_native_context: ContextVar[otel_context.Context] | None = None  # the variable the C hook reads
 _install_lock = threading.Lock()
 
 
@@ -212,22 +212,27 @@ def _context_variable() -> ContextVar[otel_context.Context] | None:
 
 
 def install() -> None:
-    """Install the audit hook and the name memory, once per process: the C hook when it was built and
-    OpenTelemetry keeps its context in a context variable, else (or with ``HARVESTER_SEAL_HOOK=python``)
-    the Python hook."""
-    global _installed
+    """Install the audit hook and the name memory, once per process: the C hook when it was built, this
+    is the main interpreter and OpenTelemetry keeps its context in a context variable; else (or with
+    ``HARVESTER_SEAL_HOOK=python``) the Python hook. Raises ``RuntimeError`` when another audit hook
+    refused it: a replay then fails rather than run unsealed."""
+    global _installed, _native_context
     with _install_lock:
         if _installed is not None:
             return
-        native = os.environ.get(HOOK_ENV, "").lower() != "python"
-        variable = _context_variable() if native and _hook is not None else None
+        native = _hook is not None and os.environ.get(HOOK_ENV, "").lower() != "python"
+        variable = _context_variable() if native else None
         if variable is not None:
-            _hook.install(_GUARD.audit, dict(KINDS), variable, SEAL, _suites, resolved, Seal)
+            try:
+                _hook.install(_GUARD.audit, dict(KINDS), variable, SEAL, _suites, resolved, Seal)
+            except RuntimeError:  # a subinterpreter, or vetoed: the Python hook says which
+                variable = None
+        if variable is not None:
             socket.getaddrinfo = _hook.remembering(socket.getaddrinfo, resolved, MAX_RESOLVED)
-            _installed = "C"
+            _installed, _native_context = "C", variable
         else:
+            _GUARD.add()
             socket.getaddrinfo = _GUARD.remembering(socket.getaddrinfo)
-            sys.addaudithook(_GUARD.audit)
             _installed = "Python"
 
 
@@ -244,6 +249,8 @@ def sealing(policy: Policy, children: Policy | None = None) -> Iterator[Seal]:
     default the suite's; their refusals come back through a log the suite seal reads.
     """
     install()
+    if _installed == "C" and _context_variable() is not _native_context:
+        raise RuntimeError("OpenTelemetry's runtime context was replaced after the seal's C hook was installed")
     seal = Seal(policy)
     fd, seal.log = tempfile.mkstemp(prefix="harvester-seal-", suffix=".jsonl")
     os.close(fd)

@@ -53,7 +53,7 @@ def _seal(setting: dict[str, Any]) -> None:
     here = (policy, refuse)
     guard = guard_mod.Guard(lambda reaching: here)
     socket.getaddrinfo = guard.remembering(socket.getaddrinfo)  # type: ignore[assignment,unused-ignore]
-    sys.addaudithook(guard.audit)
+    guard.add()
 
 
 def _then_the_projects_own() -> None:

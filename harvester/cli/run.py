@@ -243,8 +243,15 @@ def replay(
     gate_list = _gates(config, gates, base)
     out = Outputs(json_path, junit_path, markdown_path, html_path)
     out.check()
-    build = load_agent(agent_spec)
     read = plan_folder(folder.each_accepted(), inject, shard, sources=bool(otlp_endpoint or emit_otel), every=sandbox)
+    sandboxed = sandbox_of(config, read.held, sandbox)  # its warnings printed before any case runs
+    hosts = (*config.replay.allow_hosts, *allow_hosts)
+    build = load_agent(
+        agent_spec,
+        seal=not no_seal,
+        allow_hosts=(*hosts, *(sandboxed.hosts if sandboxed is not None else ())),
+        allow_commands=config.replay.allow_commands,
+    )
     seam.harness()  # this process replays until it exits: work the agent left queued is refused, not run
     show = sys.stderr.isatty() if progress is None else progress
     try:
@@ -263,10 +270,10 @@ def replay(
                 prices=config if config.prices else None,
                 ignore_args=config.ignore_args,
                 seal=not no_seal,
-                allow_hosts=(*config.replay.allow_hosts, *allow_hosts),
+                allow_hosts=hosts,
                 allow_commands=config.replay.allow_commands,
                 model=model or config.replay.model,
-                sandbox=sandbox_of(config, read.held, sandbox),  # its warnings printed before any case runs
+                sandbox=sandboxed,
                 judges=judging.judges_for(read.held, config, folder, skip=no_judges),
             )
     except AgentBuildError as exc:  # name the factory as the user spelled it

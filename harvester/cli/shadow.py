@@ -195,7 +195,13 @@ def shadow(
     gate_list = _gates(gates)
     sandboxed = sandbox_of(config, (), sandbox)  # a glob over a mutating tool stops here, before any run
     check_outputs(json_path, html_path, markdown_path)
-    build = load_agent(agent_spec)
+    hosts = (*config.replay.allow_hosts, *allow_hosts)
+    build = load_agent(
+        agent_spec,
+        seal=not no_seal,
+        allow_hosts=(*hosts, *(sandboxed.hosts if sandboxed is not None else ())),
+        allow_commands=config.replay.allow_commands,
+    )
     store = open_store(store_path, config, readonly=True)
     selection = Selection(
         since=since, agent=agent_filter, failed=failed, shard=shard, sample=sample, exclude=_case_runs(folder)
@@ -214,7 +220,7 @@ def shadow(
                 timeout=timeout,
                 model=model or config.replay.model,
                 seal=not no_seal,
-                allow_hosts=(*config.replay.allow_hosts, *allow_hosts),
+                allow_hosts=hosts,
                 allow_commands=config.replay.allow_commands,
                 propose=folder if propose else None,
                 progress=bar,

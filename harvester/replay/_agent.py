@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import AgentLoadError
+from ._policy import Policy
+from ._seal import sealing
 
 __all__ = ["factory_name", "load_agent", "wants"]
 
 
-def load_agent(spec: str) -> Callable[..., Any]:
-    """``"pkg.module:attr"`` -> the agent factory, or an ``AgentLoadError`` that says what is wrong."""
+def load_agent(
+    spec: str, *, seal: bool = False, allow_hosts: Iterable[str] = (), allow_commands: Iterable[str] = ()
+) -> Callable[..., Any]:
+    """``"pkg.module:attr"`` -> the agent factory, or an ``AgentLoadError`` that says what is wrong.
+
+    ``seal``: import it sealed, allowing only ``allow_hosts`` and ``allow_commands`` (what every case
+    of the replay may reach): a client the module connects at import (a database, a cache, a metrics
+    socket) would otherwise be open before the replay's seal, and what it later sends never checked."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise AgentLoadError(f"--agent {spec!r}: expected module:attr (e.g. myapp.agent:build)")
@@ -24,10 +33,16 @@ def load_agent(spec: str) -> Callable[..., Any]:
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
+    sealed = sealing(Policy(allow_hosts, allow_commands)) if seal else contextlib.nullcontext()
     try:
-        module = importlib.import_module(module_name)
+        with sealed as suite:
+            module = importlib.import_module(module_name)
     except Exception as exc:
         raise AgentLoadError(f"--agent {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
+    if suite is not None:
+        suite.collect()
+        if suite.refusals:  # refused, and the module carried on (a client that retries later)
+            raise AgentLoadError(f"--agent {spec!r}: importing {module_name}, the seal {suite.refusals[0].summary()}")
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):

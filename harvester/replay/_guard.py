@@ -3,20 +3,30 @@
 Standard library only, importing nothing of harvester: a Python process that a sealed replay starts
 loads this file by its path (``_child/sitecustomize.py``) and seals itself with the same checks.
 
-- ``socket.getaddrinfo``: a name the policy does not allow is refused at its lookup (a host that does
-  not resolve offline was still one the agent tried to reach); an address is left to the connection.
+- ``socket.getaddrinfo``, ``gethostbyname(_ex)``, ``gethostbyaddr``, ``getnameinfo``: a name the policy
+  does not allow is refused at its lookup (a host that does not resolve offline was still one the agent
+  tried to reach; the query itself leaves the process); an address is left to the connection, and the
+  machine's own name (``socket.getfqdn()``) is not the outside world.
 - ``socket.connect`` (and ``connect_ex``), ``sendto``, ``sendmsg``: an address is allowed when the policy
   allows it, or the name it was looked up by. ``getaddrinfo`` is wrapped to remember which name each
-  address came from; one found another way (a resolver outside Python) is refused by its address.
-- ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``: the command line
-  must begin with an allowed command; the standard library's own probes of the machine
-  (``ctypes.util.find_library`` runs ldconfig and gcc, trio does at import) are not actions.
+  address came from; one found another way (a resolver outside Python) is refused by its address. A
+  local socket is allowed by its path, or when it is multiprocessing's own (its forkserver, a manager);
+  a socket of any other family but netlink (the kernel) is refused.
+- ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``, and
+  ``_posixsubprocess.fork_exec`` called by anything but ``subprocess`` (``FORK_EXEC``, raised by the
+  wrapper ``Guard.forking`` puts around it): the command line must begin with an allowed command; the
+  standard library's own probes of the machine (``ctypes.util.find_library`` runs ldconfig and gcc,
+  trio does at import) and harvester's capture process are not actions, and multiprocessing's workers
+  of this very interpreter are the process itself. A process that starts gets the seal in its
+  environment even when the caller gave it an environment of its own (an MCP client passes only
+  ``PATH``, ``HOME`` and a few more): a Python child seals itself with it (``_child``).
 """
 
 from __future__ import annotations
 
 import _socket
 import functools
+import json
 import operator
 import os
 import socket
@@ -24,7 +34,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["KINDS", "MAX_RESOLVED", "PROBE", "Guard", "Refuse", "resolved"]
+__all__ = ["CHILD_ENV", "FORK_EXEC", "KINDS", "MAX_RESOLVED", "PROBE", "Guard", "Refuse", "resolved"]
 
 Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
 # The policy in force here and its refusal, or None; asked with True for a connection, which code that
@@ -33,8 +43,13 @@ Current = Callable[[bool], "tuple[Any, Refuse] | None"]
 
 MAX_RESOLVED = 4096  # addresses remembered with the name they were looked up by
 _NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
+# Starts that are not the agent's actions: the standard library's probes of the machine, and harvester's own
+# capture process (an app that installs capture at import starts it; it writes to the trace store only).
 _PROBES = frozenset(
-    os.path.join(os.path.dirname(os.__file__), name) for name in ("ctypes/util.py", "platform.py", "uuid.py")
+    (
+        *(os.path.join(os.path.dirname(os.__file__), name) for name in ("ctypes/util.py", "platform.py", "uuid.py")),
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "intake", "_capture_process.py"),
+    )
 )
 # Address -> the name it was looked up by; a plain dict (a write is atomic), emptied when full.
 resolved: dict[tuple[str, int], str] = {}
@@ -46,15 +61,20 @@ except AttributeError:  # pragma: no cover - an interpreter whose socket type ha
 
 
 PROBE = "harvester.seal.probe"  # raised once a hook is added: it says it is called
+FORK_EXEC = "harvester.seal.fork_exec"  # a process start no standard event tells (``Guard.forking``)
+CHILD_ENV = "HARVESTER_SEAL"  # the policy a Python child of a sealed replay seals itself with (``_child``)
+_LOOKUPS = ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo")
+_STARTS = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.fork", FORK_EXEC)
 # What each watched event is, as the C hook (``_hook.c``) tells them apart: 1 a name lookup, 2 a connection
 # (or datagram), 3 a process start, 4 the probe.
 KINDS = {
-    "socket.getaddrinfo": 1,
+    **dict.fromkeys(_LOOKUPS, 1),
     **dict.fromkeys(("socket.connect", "socket.sendto", "socket.sendmsg"), 2),
-    **dict.fromkeys(("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.fork"), 3),
+    **dict.fromkeys(_STARTS, 3),
     PROBE: 4,
 }
 _START = 3
+_LOCAL_FAMILIES = frozenset(int(f) for f in (getattr(socket, "AF_NETLINK", None),) if f is not None)
 
 
 class Guard:
@@ -69,15 +89,19 @@ class Guard:
         self.live = False  # the hook saw the probe
         by_event: dict[str, Callable[[Any, Refuse, tuple[Any, ...]], None]] = {
             "socket.getaddrinfo": _lookup,
+            "socket.gethostbyname": _lookup_by_name,
+            "socket.gethostbyaddr": _lookup_by_name,
+            "socket.getnameinfo": lambda p, r, a: _lookup(p, r, a[0]) if isinstance(a[0], tuple) else None,
             "socket.connect": _reach,
             "socket.sendto": _reach,
             "socket.sendmsg": _reach,
-            "subprocess.Popen": lambda p, r, a: _spawn(p, r, a[0], a[1]),
-            "os.exec": lambda p, r, a: _spawn(p, r, a[0], a[1]),
-            "os.posix_spawn": lambda p, r, a: _spawn(p, r, a[0], a[1]),
-            "os.spawn": lambda p, r, a: _spawn(p, r, a[1], a[2]),
+            "subprocess.Popen": lambda p, r, a: _spawn(p, r, a[0], a[1], a[3]),
+            "os.exec": lambda p, r, a: _spawn(p, r, a[0], a[1], a[2]),
+            "os.posix_spawn": lambda p, r, a: _spawn(p, r, a[0], a[1], a[2]),
+            "os.spawn": lambda p, r, a: _spawn(p, r, a[1], a[2], a[3]),
             "os.system": lambda p, r, a: _shell(p, r, a[0]),
             "os.fork": lambda p, r, a: None,
+            FORK_EXEC: _fork_exec,
             PROBE: _probe,
         }
         # event -> (its check, whether it reaches out over a socket rather than starts a process)
@@ -116,6 +140,23 @@ class Guard:
         if not self.live:
             raise RuntimeError("the seal's audit hook is not called: another audit hook refused it")
 
+    @staticmethod
+    def forking(fork_exec: Callable[..., Any]) -> Callable[..., Any]:
+        """``_posixsubprocess.fork_exec`` raising ``FORK_EXEC`` first: no standard audited event tells a
+        process it starts (multiprocessing's spawn and forkserver start theirs with it; ``subprocess``
+        raises ``subprocess.Popen`` itself and binds the original at import)."""
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            caller = sys._getframe(1).f_code.co_filename
+            if caller != _SUBPROCESS and len(args) >= 6:
+                own = caller == _MP_UTIL and _same_program(args[1])
+                sys.audit(FORK_EXEC, args[1], args[0], args[4], args[5], own)
+            return fork_exec(*args, **kwargs)
+
+        checked.__wrapped__ = fork_exec  # type: ignore[attr-defined]
+        checked.__doc__ = fork_exec.__doc__
+        return checked
+
     def remembering(self, lookup: Callable[..., Any]) -> Callable[..., Any]:
         """``socket.getaddrinfo`` that remembers which name each address came from (installed by the first
         sealed replay; a bounded dict write per address, so it asks nothing of the context)."""
@@ -135,6 +176,18 @@ class Guard:
         getaddrinfo.__wrapped__ = lookup  # type: ignore[attr-defined]
         getaddrinfo.__doc__ = lookup.__doc__
         return getaddrinfo
+
+
+_SUBPROCESS = os.path.join(os.path.dirname(os.__file__), "subprocess.py")
+_MP_UTIL = os.path.join(os.path.dirname(os.__file__), "multiprocessing", "util.py")
+
+
+def _same_program(executables: Any) -> bool:
+    """``fork_exec``'s program is this interpreter (multiprocessing's default executable)."""
+    try:
+        return os.path.realpath(os.fsdecode(executables[0])) == os.path.realpath(sys.executable)
+    except (TypeError, IndexError, ValueError):
+        return False
 
 
 def _probe(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
@@ -176,6 +229,24 @@ def _lookup(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
         refuse("connect to", _host_text(host, port), _NOT_ALLOWED_HOST)
 
 
+def _lookup_by_name(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
+    """``gethostbyname(_ex)``/``gethostbyaddr``: one name or address, no port; the machine's own name
+    (what ``socket.getfqdn()`` asks) answers from the machine."""
+    host = args[0]
+    if isinstance(host, (bytes, bytearray)):
+        host = bytes(host).decode("idna", "replace")
+    if isinstance(host, str) and host.lower() not in ("localhost", socket.gethostname().lower()):
+        if _is_address(host):
+            if not _loopback(host) and not policy.allows_host(host, None):  # a reverse lookup is a query
+                refuse("look up", host, _NOT_ALLOWED_HOST)
+        else:
+            _lookup(policy, refuse, (host, None))
+
+
+def _loopback(address: str) -> bool:
+    return address.startswith("127.") or address in ("::1", "0.0.0.0", "::")
+
+
 def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
     """A connection (or a datagram) from ``args[0]`` to ``args[1]``: allowed, or refused by name."""
     sock, address = args[0], args[1]
@@ -197,14 +268,29 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
                 policy.remember(key, allowed)
         if not allowed:
             refuse("connect to", _host_text(name or str(address[0]), _port(address[1])), _NOT_ALLOWED_HOST)
-    elif family == getattr(socket, "AF_UNIX", None) and isinstance(address, (str, bytes)):
-        path = address.decode("utf-8", "replace") if isinstance(address, bytes) else address
-        if not policy.allows_unix(path):
+    elif address is None:
+        return  # ``sendmsg`` on a connected socket: its connection was checked
+    elif family == getattr(socket, "AF_UNIX", None):
+        try:  # str, or any bytes-like path (a bytearray, a memoryview)
+            path = address if isinstance(address, str) else os.fsdecode(bytes(address))
+        except (TypeError, ValueError):
+            refuse("connect to", f"unix:{address!r}", "a local socket address the seal cannot read")
+        if not policy.allows_unix(path) and not _multiprocessing_own(path):
             refuse("connect to", f"unix:{path}", "a local socket; allow it with replay.allow_hosts unix:PATH")
+    elif family not in _INET and family not in _LOCAL_FAMILIES:
+        refuse("connect to", f"{address!r} (socket family {family})", "not a network the seal allows")
+
+
+def _multiprocessing_own(path: str) -> bool:
+    """A socket in this process's multiprocessing folder: its forkserver's or a manager's, not the world."""
+    process = sys.modules.get("multiprocessing.process")
+    folder = process.current_process()._config.get("tempdir") if process is not None else None
+    return bool(folder) and os.path.dirname(path) == folder
 
 
 def _probing() -> bool:
-    """Called from the standard library's own probes of the machine (within 40 frames)."""
+    """Called from the standard library's own probes of the machine, or harvester's capture process
+    (within 40 frames)."""
     frame: Any = sys._getframe(3)
     for _ in range(40):
         if frame is None:
@@ -215,15 +301,67 @@ def _probing() -> bool:
     return False
 
 
-def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str) -> None:
+def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env: Any = None) -> None:
+    shown = shown if len(shown) <= 120 else shown[:117] + "..."
     if not policy.allows_command(words) and not _probing():
         why = "not in replay.allow_commands" if words is not None else "a shell line of more than one plain command"
-        refuse("start", shown if len(shown) <= 120 else shown[:117] + "...", why)
+        refuse("start", shown, why)
+    if not _pass_seal(env):
+        refuse("start", shown, "its environment is not one the seal can pass itself into (give a dict)")
 
 
-def _spawn(policy: Any, refuse: Refuse, program: Any, argv: Any) -> None:
+def _spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any) -> None:
     words = policy.command_line(program, argv)
-    _start(policy, refuse, words, " ".join(words) if words else str(argv))
+    _start(policy, refuse, words, " ".join(words) if words else str(argv), env)
+
+
+def _fork_exec(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
+    """``FORK_EXEC``'s (executables, argv, cwd, env, own): a multiprocessing worker of this interpreter
+    (``own``) is the process itself, sealed with it; anything else is a command like the rest."""
+    executables, argv, _, env, own = args
+    if own:
+        if not _pass_seal(env):
+            refuse("start", str(argv)[:120], "its environment is not one the seal can pass itself into")
+        return
+    _spawn(policy, refuse, executables[0] if executables else None, argv, env)
+
+
+def _pass_seal(env: Any) -> bool:
+    """Give a process the seal even when its caller gave it an environment of its own (a dict, or
+    ``fork_exec``'s list of ``b"NAME=value"``): a Python child seals itself with it. False when it
+    cannot (a mapping that is not a dict); None inherits this process's environment, seal included."""
+    setting = os.environ.get(CHILD_ENV)
+    if env is None or setting is None:
+        return True
+    try:
+        child_dir = os.path.join(json.loads(setting)["dir"], "_child")
+    except (ValueError, KeyError, TypeError):
+        return True  # not a replay's setting: nothing of ours to pass
+    if isinstance(env, list):
+        named = {bytes(e).split(b"=", 1)[0]: i for i, e in enumerate(env) if isinstance(e, (bytes, bytearray))}
+        path = env[named[b"PYTHONPATH"]].split(b"=", 1)[1] if b"PYTHONPATH" in named else b""
+        for name, value in ((CHILD_ENV.encode(), setting.encode()), (b"PYTHONPATH", _first(child_dir, path))):
+            entry = name + b"=" + os.fsencode(value)
+            if name in named:
+                env[named[name]] = entry
+            else:
+                env.append(entry)
+        return True
+    if not isinstance(env, dict):
+        return False
+    if any(isinstance(k, bytes) for k in env):
+        env[CHILD_ENV.encode()] = setting.encode()
+        env[b"PYTHONPATH"] = os.fsencode(_first(child_dir, env.get(b"PYTHONPATH", b"")))
+    else:
+        env[CHILD_ENV] = setting
+        env["PYTHONPATH"] = _first(child_dir, env.get("PYTHONPATH", ""))
+    return True
+
+
+def _first(folder: str, path: str | bytes) -> str:
+    """``folder`` first on the search path ``path`` (once)."""
+    rest = [p for p in os.fsdecode(path).split(os.pathsep) if p and p != folder]
+    return os.pathsep.join([folder, *rest])
 
 
 def _shell(policy: Any, refuse: Refuse, line: Any) -> None:

@@ -31,12 +31,14 @@ are also the whole hook where the C one could not be built.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import socket
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import NamedTuple
@@ -47,9 +49,13 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from ..errors import Sealed
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
-from ._guard import KINDS, MAX_RESOLVED, Guard, resolved
+from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, Guard, resolved
 from ._policy import Policy
 
+try:  # how multiprocessing starts a process, with no audited event of its own (POSIX only)
+    import _posixsubprocess
+except ImportError:  # pragma: no cover - Windows
+    _posixsubprocess = None  # type: ignore[assignment]
 try:  # the hook in C (``_hook.c``), built where a compiler is; without it the same checks run in Python
     from . import _hook
 except ImportError:  # pragma: no cover - a machine that could not build it
@@ -73,7 +79,6 @@ __all__ = [
 
 SEAL = otel_context.create_key("harvester.seal")
 HOOK_ENV = "HARVESTER_SEAL_HOOK"  # "python": the Python hook even where the C one was built
-CHILD_ENV = "HARVESTER_SEAL"  # the policy a Python child of a sealed replay seals itself with (``_child``)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _CHILD_DIR = os.path.join(_HERE, "_child")
 MAX_REFUSALS = 100  # kept per seal (all are counted)
@@ -234,6 +239,8 @@ def install() -> None:
             _GUARD.add()
             socket.getaddrinfo = _GUARD.remembering(socket.getaddrinfo)
             _installed = "Python"
+        if _posixsubprocess is not None:
+            _posixsubprocess.fork_exec = Guard.forking(_posixsubprocess.fork_exec)
 
 
 def installed() -> str | None:
@@ -260,10 +267,13 @@ def sealing(policy: Policy, children: Policy | None = None) -> Iterator[Seal]:
     path = os.pathsep.join(p for p in (_CHILD_DIR, outer["PYTHONPATH"]) if p)
     os.environ.update({CHILD_ENV: json.dumps(setting), "PYTHONPATH": path})
     _suites.append(seal)
+    loops = _stdlib_loops()
     try:
         yield seal
     finally:
         _suites.remove(seal)
+        if loops is not None:
+            _set_loop_policy(loops)
         for name, value in outer.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -271,6 +281,24 @@ def sealing(policy: Policy, children: Policy | None = None) -> Iterator[Seal]:
                 os.environ[name] = value
         with contextlib.suppress(OSError):
             os.unlink(seal.log)
+
+
+def _stdlib_loops() -> asyncio.AbstractEventLoopPolicy | None:
+    """Make the event loops made while sealed the standard library's: uvloop's (``uvloop.install()``)
+    connects in C, past every audit hook. Returns the policy it replaced, to put back (None: none)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # policies are deprecated from Python 3.14
+        current = asyncio.get_event_loop_policy()
+    if type(current).__module__.startswith("asyncio"):
+        return None
+    _set_loop_policy(None)
+    return current
+
+
+def _set_loop_policy(policy: asyncio.AbstractEventLoopPolicy | None) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        asyncio.set_event_loop_policy(policy)
 
 
 def within(ctx: otel_context.Context, seal: Seal | None) -> otel_context.Context:

@@ -5,7 +5,11 @@ route: its own loop, a plain dict of functions, the tool span written by hand as
 ``LEAKY_URL`` is the payments service; ``LEAKY_CLIENT`` says how the tool reaches it (``httpx``,
 ``requests``, ``urllib``, ``socket``, ``asyncio``, ``subprocess``, ``name`` for a host name that
 does not resolve, ``thread`` for a worker thread started before any replay, ``fork`` for a forked
-child, ``telemetry`` for a span exported to the service by the OpenTelemetry SDK instead).
+child, ``telemetry`` for a span exported to the service by the OpenTelemetry SDK instead). Less
+common ways: ``own-env`` (a Python child given an environment of its own, as an MCP client gives its
+server), ``gethostbyname`` (a lookup of the service's name, the query itself leaving), ``unix`` (a
+local socket at ``LEAKY_UNIX``, its path a bytearray), ``mp-spawn`` / ``mp-forkserver`` (a
+multiprocessing worker), ``mp-program`` (multiprocessing starting another program, ``env``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import queue
+import shutil
 import socket
 import subprocess
 import sys
@@ -65,6 +70,35 @@ def _post(url: str, how: str) -> str:
         return _done.get(timeout=10)
     if how == "fork":
         return _in_child(url)
+    return _less_common(url, how)
+
+
+def _less_common(url: str, how: str) -> str:
+    code = f"import urllib.request; urllib.request.urlopen({url!r}, data=b'{{}}', timeout=5)"
+    if how == "own-env":  # the environment the MCP client gives a stdio server it starts
+        from mcp.client.stdio import get_default_environment
+
+        env = get_default_environment()
+        return str(subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30).returncode)
+    if how == "gethostbyname":
+        return socket.gethostbyname("payments.internal.example")
+    if how == "unix":
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(bytearray(os.environ["LEAKY_UNIX"].encode()))
+            sock.sendall(b"refund A1001")
+            return "sent"
+    if how.startswith("mp-"):
+        import multiprocessing
+        import multiprocessing.util
+
+        if how == "mp-program":  # another program, started the way multiprocessing starts its own
+            env = shutil.which("env") or "/usr/bin/env"
+            pid = multiprocessing.util.spawnv_passfds(env, [env, sys.executable, "-c", code], ())
+            return str(os.waitpid(pid, 0)[1])
+        worker = multiprocessing.get_context(how[3:]).Process(target=_post, args=(url, "urllib"))
+        worker.start()
+        worker.join(30)
+        return f"worker exited {worker.exitcode}"
     raise ValueError(how)
 
 

@@ -20,6 +20,11 @@ import socket
 import sys
 from typing import Any
 
+try:
+    import _posixsubprocess
+except ImportError:  # pragma: no cover - Windows
+    _posixsubprocess = None  # type: ignore[assignment]
+
 __all__ = ["ENV"]
 
 ENV = "HARVESTER_SEAL"
@@ -53,6 +58,8 @@ def _seal(setting: dict[str, Any]) -> None:
     here = (policy, refuse)
     guard = guard_mod.Guard(lambda reaching: here)
     socket.getaddrinfo = guard.remembering(socket.getaddrinfo)  # type: ignore[assignment,unused-ignore]
+    if _posixsubprocess is not None:
+        _posixsubprocess.fork_exec = guard.forking(_posixsubprocess.fork_exec)
     guard.add()
 
 
@@ -60,12 +67,16 @@ def _then_the_projects_own() -> None:
     """Import the ``sitecustomize`` this one stands in front of, if there is one."""
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    del sys.modules[__name__]
+    this = sys.modules.pop(__name__)
     try:
         importlib.import_module("sitecustomize")
     except ModuleNotFoundError as exc:
         if exc.name != "sitecustomize":
             raise
+    finally:
+        # this one stands in when the project has none: the import that is running this module ends by
+        # taking it from sys.modules, and printed "Error in sitecustomize" (a KeyError) in every child
+        sys.modules.setdefault(__name__, this)
 
 
 _setting = os.environ.get(ENV)

@@ -1,0 +1,143 @@
+"""The seal on the less common ways out of a replay: a Python child given an environment of its own (as an
+MCP client starts its server), multiprocessing's workers and the programs it starts, name lookups other
+than ``getaddrinfo``, a local socket named by a bytearray, and a connection the agent's module opens when
+``harvester replay`` imports it. Each is refused, named in the case, and the service receives nothing."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harvester.case import AgentCase, save_case
+from harvester.cli import main
+from harvester.replay import replay
+from harvester.report import Report
+from tests.apps import leaky_app
+from tests.builders.backends import Loopback, loopback, routes
+from tests.builders.cli import one_line_error
+
+
+@pytest.fixture
+def payments(monkeypatch: pytest.MonkeyPatch) -> Iterator[Loopback]:
+    """The payments service on 127.0.0.1: every request that reaches it is in ``seen``."""
+    with loopback(routes({"/refund": {"refunded": "A1001"}})) as server:
+        monkeypatch.setenv(leaky_app.URL_ENV, f"{server.origin}/refund")
+        yield server
+
+
+def refund_case() -> AgentCase:
+    return AgentCase.model_validate(
+        {
+            "id": "refund",
+            "status": "accepted",
+            "prompt": "Refund order A1001",
+            "recorded": {"trajectory": ["issue_refund"], "stop": "answered"},
+        }
+    )
+
+
+def refused(report: Report) -> str:
+    (result,) = report.results
+    check = next((c for c in result.checks if c.name == "sealed" and c.passed is False), None)
+    assert check is not None, f"nothing refused: {[(c.name, c.detail) for c in result.checks]}"
+    return check.detail
+
+
+def test_a_python_child_given_its_own_environment_still_seals_itself(payments, monkeypatch, capfd):
+    """The MCP client starts a stdio server with only HOME, PATH, SHELL and TERM: the seal passes itself
+    into that environment, so the allowed command runs and what it tries is refused."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "own-env")
+    report = replay([refund_case()], leaky_app.build, timeout=60, allow_commands=[f"{sys.executable} -c"])
+    assert payments.seen == []
+    assert f"connect to 127.0.0.1:{payments.port} during process {sys.executable} -c" in refused(report)
+    assert "Error in sitecustomize" not in capfd.readouterr().err  # the stand-in leaves the child quietly
+
+
+@pytest.mark.parametrize("start", ["mp-spawn", "mp-forkserver"])
+def test_a_multiprocessing_worker_is_the_process_itself_and_sealed(payments, monkeypatch, start):
+    """Its workers start with no command listed (they are this interpreter) and seal themselves; the
+    forkserver's own local socket is not the outside world."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, start)
+    report = replay([refund_case()], leaky_app.build, timeout=90)
+    assert payments.seen == []
+    detail = refused(report)
+    assert f"connect to 127.0.0.1:{payments.port} during process {sys.executable}" in detail
+    assert "unix:" not in detail and "start" not in detail
+
+
+def test_a_program_multiprocessing_starts_is_a_command_like_any(payments, monkeypatch):
+    """``_posixsubprocess.fork_exec`` raises no audited event: the seal wraps it."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "mp-program")
+    report = replay([refund_case()], leaky_app.build, timeout=60)
+    assert payments.seen == []
+    assert f"start {shutil.which('env')} {sys.executable} -c" in refused(report)
+
+
+def test_a_lookup_by_gethostbyname_is_refused_by_name_and_the_machines_own_is_not(payments, monkeypatch):
+    """The query itself leaves the process; ``socket.getfqdn()`` (what logging and mail libraries ask)
+    looks up the machine's own name, which is not the outside world."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "gethostbyname")
+    report = replay([refund_case()], leaky_app.build, timeout=30)
+    assert "connect to payments.internal.example during issue_refund: not a model host" in refused(report)
+
+    def build():
+        def agent(prompt: str) -> str:
+            return f"{socket.getfqdn()} {socket.gethostbyname('localhost')} {socket.gethostbyaddr('127.0.0.1')[0]}"
+
+        return agent
+
+    case = AgentCase.model_validate({"id": "fqdn", "status": "accepted", "prompt": "who am I"})
+    report = replay([case], build, timeout=30)
+    assert not [c for c in report.results[0].checks if c.name == "sealed"], report.summary()
+
+
+def test_a_local_socket_named_by_a_bytearray_is_refused(payments, monkeypatch, tmp_path):
+    path = str(tmp_path / "pay.sock")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen()
+        server.settimeout(0.5)
+        monkeypatch.setenv(leaky_app.CLIENT_ENV, "unix")
+        monkeypatch.setenv("LEAKY_UNIX", path)
+        report = replay([refund_case()], leaky_app.build, timeout=30)
+        assert f"connect to unix:{path} during issue_refund" in refused(report)
+        with pytest.raises(TimeoutError):
+            server.accept()
+
+
+def test_a_connection_the_agent_module_opens_at_import_is_refused(payments, monkeypatch, tmp_path: Path):
+    """``harvester replay`` imports the agent sealed (allowing what every case may): a client connected at
+    import would be open before the replay's seal, and what the tool later sends never checked."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
+    save_case(refund_case(), tmp_path / "cases")
+    agent = ["replay", "--agent", "tests.apps.connects_at_import:build"]
+    result = CliRunner().invoke(main, agent)
+    line = one_line_error(result, "tests.apps.connects_at_import", f"sealed connect to 127.0.0.1:{payments.port}")
+    assert "allow it with replay.allow_hosts" in line
+    assert payments.seen == []
+    allowed = CliRunner().invoke(main, [*agent, "--allow-host", f"127.0.0.1:{payments.port}"])
+    assert "error:" not in allowed.output and len(payments.seen) == 1, allowed.output
+
+
+def test_an_app_on_uvloop_is_replayed_on_loops_the_seal_sees(payments, monkeypatch, tmp_path: Path):
+    """uvloop connects in C, past every audit hook: an app that installs its policy at import has its
+    cases run on the standard library's event loops while sealed, so its connection is refused."""
+    import os
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
+    save_case(refund_case(), tmp_path / "cases")
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    command = [sys.executable, "-m", "harvester", "replay", "--agent", "tests.apps.uvloop_app:build", "--json"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert payments.seen == [], done.stdout + done.stderr
+    assert f"sealed connect to 127.0.0.1:{payments.port}" in done.stdout, done.stdout + done.stderr

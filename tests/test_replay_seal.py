@@ -4,6 +4,7 @@ call in flight, and the server on the other side receives nothing."""
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -211,6 +212,8 @@ def test_the_cli_refuses_then_allows_with_allow_host_and_config(payments, monkey
         ('allow_hosts = ["https://api.example.com"]', "tool.harvester.replay.allow_hosts"),
         ('allow_hosts = ["api.example.com:99999"]', "tool.harvester.replay.allow_hosts"),
         ('allow_commands = ["  "]', "tool.harvester.replay.allow_commands"),
+        ('allow_commands = ["python -c \'x"]', "tool.harvester.replay.allow_commands"),
+        ("allow_commands = [\"''\"]", "tool.harvester.replay.allow_commands"),
     ],
 )
 def test_a_bad_policy_entry_is_one_line_naming_file_and_field(monkeypatch, tmp_path, config, field):
@@ -226,6 +229,42 @@ def test_a_bad_allow_host_option_is_a_usage_error(monkeypatch, tmp_path):
     result = CliRunner().invoke(main, ["replay", "--agent", "tests.apps.leaky_app:build", "--allow-host", "a b"])
     assert result.exit_code == 2
     assert "'a b' is not a host or host:port" in result.output
+
+
+def test_a_bare_ipv6_address_is_a_host_in_the_config_and_the_option(monkeypatch, tmp_path):
+    """docs/seal.md: an IP address is a host entry; IPv6 needs brackets only to carry a port."""
+    agent = ["replay", "--agent", "tests.apps.leaky_app:build", "--timeout", "30"]
+    for config, option in (('allow_hosts = ["::1"]', []), ("", ["--allow-host", "::1"])):
+        _project(tmp_path, monkeypatch, f"[tool.harvester.replay]\n{config}\n")
+        result = CliRunner().invoke(main, [*agent, *option])
+        assert result.exit_code != 2 and "is not a host" not in result.output, result.output
+    bad = CliRunner().invoke(main, [*agent, "--allow-host", "::1::2"])
+    assert bad.exit_code == 2 and "'::1::2' is not a host or host:port" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"allow_hosts": ["api.example.com", "http://x"]}, "allow_hosts entry 1 'http://x' is not a host"),
+        ({"allow_hosts": "api.x.com"}, "allow_hosts must be a list of entries, not the string 'api.x.com'"),
+        ({"allow_hosts": [None]}, "allow_hosts entry 0 None is not a string"),
+        ({"allow_commands": [""]}, "allow_commands entry 0 '' names no command"),
+        ({"allow_commands": ["python -c 'x"]}, 'allow_commands entry 0 "python -c \'x" does not split into words'),
+    ],
+)
+def test_replay_refuses_a_bad_policy_argument_up_front(payments, arguments, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        replay([refund_case()], leaky_app.build, **arguments)
+    assert payments.seen == []
+
+
+def test_replay_checks_an_iterable_of_hosts_and_still_allows_them(payments, monkeypatch):
+    """The check reads a generator once and the seal still gets every entry of it."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "httpx")
+    hosts = (h for h in ["::1", f"127.0.0.1:{payments.port}"])
+    report = replay([refund_case()], leaky_app.build, timeout=30, allow_hosts=hosts)
+    assert len(payments.seen) == 1
+    assert not [c for c in report.results[0].checks if c.name == "sealed"]
 
 
 COMPLETION = {
@@ -307,7 +346,7 @@ with loopback(routes({"/refund": {"refunded": "A1001"}})) as server:
         "refused by name": ("requests", by_name, [f"localhost:{server.port + 1}"], []),
         "model host by name": ("httpx", by_name, ["localhost"], []),
         "model host by address": ("urllib", server.origin + "/refund", [f"127.0.0.1:{server.port}"], []),
-        "allowed by pattern": ("requests", by_name, [], ["*host"]),
+        "allowed by pattern": ("requests", by_name, ["*host"], []),
         "asyncio": ("asyncio", by_name, [f"localhost:{server.port}"], []),
     }
     for label, (client, url, hosts, allow) in runs.items():

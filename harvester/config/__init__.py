@@ -39,6 +39,8 @@ from ._tables import (
     SandboxPolicy,
     Strict,
     SuiteMix,
+    command_problem,
+    entries_problem,
     host_problem,
 )
 
@@ -54,6 +56,8 @@ __all__ = [
     "ReplayPolicy",
     "SandboxPolicy",
     "SuiteMix",
+    "command_problem",
+    "entries_problem",
     "find_config",
     "host_problem",
     "load_config",

@@ -7,7 +7,11 @@ a new table is a class here and one field on ``Config``.
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import re
+import shlex
+from collections.abc import Callable, Sequence
 from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -24,6 +28,8 @@ __all__ = [
     "SandboxPolicy",
     "Strict",
     "SuiteMix",
+    "command_problem",
+    "entries_problem",
     "host_problem",
 ]
 
@@ -69,7 +75,8 @@ class RedactRules(Strict):
 
 
 # A host name (labels of letters, digits and hyphens; a leading "*." matches any subdomain), an IPv4
-# address, or an IPv6 address in brackets; then an optional ":port".
+# address, or an IPv6 address in brackets; then an optional ":port". A bare IPv6 address (no port) is
+# told by ``ipaddress``.
 _HOST = re.compile(
     r"(?:(?:\*\.)?[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
     r"|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?"
@@ -80,9 +87,35 @@ def host_problem(host: str) -> str | None:
     """Why ``host`` is not an ``allow_hosts`` entry, or None when it is one."""
     if host.startswith("unix:/") and len(host) > 6 and "\x00" not in host:
         return None
+    if host.count(":") > 1 and not host.startswith("["):
+        with contextlib.suppress(ValueError):
+            ipaddress.IPv6Address(host)  # ::1 (its port, if any, goes in brackets: [::1]:443)
+            return None
     match = _HOST.fullmatch(host)
     if match is None or (match.group(1) is not None and not 0 < int(match.group(1)) < 65536):
-        return f"{host!r} is not a host or host:port (api.example.com, 10.0.0.5:8080, unix:/path)"
+        return f"{host!r} is not a host or host:port (api.example.com, 10.0.0.5:8080, ::1, [::1]:443, unix:/path)"
+    return None
+
+
+def command_problem(command: str) -> str | None:
+    """Why ``command`` is not an ``allow_commands`` entry, or None when it is one: the seal splits it
+    into words the way a shell would (``shlex``), and the first must name a program."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:  # an unbalanced quote
+        return f"{command!r} does not split into words ({exc})"
+    if not words or not words[0]:
+        return f"{command!r} names no command (npx, uvx, python -m my_server, ...)"
+    return None
+
+
+def entries_problem(entries: Sequence[object], problem: Callable[[str], str | None]) -> str | None:
+    """Why ``entries`` is not a list of what ``problem`` accepts (``entry I ...``, the first bad one), or
+    None: the config's fields and the library's arguments (``replay(allow_hosts=...)``) say it alike."""
+    for i, entry in enumerate(entries):
+        why = problem(entry) if isinstance(entry, str) else f"{entry!r} is not a string"
+        if why is not None:
+            return f"entry {i} {why}"
     return None
 
 
@@ -93,12 +126,11 @@ def _filled(entries: list[str], what: str) -> list[str]:
     return entries
 
 
-def _valid_hosts(hosts: list[str]) -> list[str]:
-    for i, host in enumerate(hosts):
-        problem = host_problem(host)
-        if problem is not None:
-            raise ValueError(f"entry {i} {problem}")
-    return hosts
+def _valid(entries: list[str], problem: Callable[[str], str | None]) -> list[str]:
+    why = entries_problem(entries, problem)
+    if why is not None:
+        raise ValueError(why)
+    return entries
 
 
 # How a replay serves the agent's model calls (docs/replay.md, "The recorded model"): ``live`` calls the
@@ -124,12 +156,12 @@ class ReplayPolicy(Strict):
     @field_validator("allow_hosts")
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
-        return _valid_hosts(hosts)
+        return _valid(hosts, host_problem)
 
     @field_validator("allow_commands")
     @classmethod
     def _commands(cls, commands: list[str]) -> list[str]:
-        return _filled(commands, "name the command a replay may start (npx, uvx, ...)")
+        return _valid(commands, command_problem)
 
 
 class SandboxPolicy(Strict):
@@ -160,7 +192,7 @@ class SandboxPolicy(Strict):
     @field_validator("hosts")
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
-        return _valid_hosts(hosts)
+        return _valid(hosts, host_problem)
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

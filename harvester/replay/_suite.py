@@ -22,7 +22,7 @@ from .. import seam
 from .._progress import Progress
 from ..case import AgentCase, Case, CaseFile
 from ..checks import Panel
-from ..config import MODEL_MODES, Config, ModelMode
+from ..config import MODEL_MODES, Config, ModelMode, command_problem, entries_problem, host_problem
 from ..errors import AgentBuildError
 from ..fixtures import FixtureTools
 from ..report import MAX_NO_FIXTURE_CALLS, Judging, Report, ResultSpool
@@ -45,6 +45,18 @@ INJECT_NEEDS_A_MODEL = (
     "inject needs a live model: an injected failure changes what the model reads next, which no recording "
     "answers (use model live or recorded-then-live)"
 )
+
+
+def _entries(name: str, entries: Iterable[str], problem: Callable[[str], str | None]) -> tuple[str, ...]:
+    """``entries`` read once, checked as the config checks its field of that name: a ValueError names the
+    argument and its first bad entry, before any case runs (a lone string is not a list of entries)."""
+    if isinstance(entries, (str, bytes)):
+        raise ValueError(f"{name} must be a list of entries, not the string {entries!r}")
+    listed = tuple(entries)
+    why = entries_problem(listed, problem)
+    if why is not None:
+        raise ValueError(f"{name} {why}")
+    return listed
 
 
 def replay(
@@ -81,7 +93,8 @@ def replay(
     case-trial finishes. ``confirm``: a case that fails is rerun up to that many times; a rerun that
     passes makes it ``flaky`` (passed, its reruns counted as trials), all failing ``confirmed``.
     ``seal``: refuse every connection and process start a case did not expect (its recording's model
-    hosts, ``allow_hosts``, ``allow_commands``: docs/seal.md); ``False`` replays unsealed and says so.
+    hosts, ``allow_hosts``, ``allow_commands``: docs/seal.md, checked as the config's fields are, a bad
+    entry a ValueError before any case runs); ``False`` replays unsealed and says so.
     ``model``: ``live`` calls the agent's model; ``recorded`` answers every model call from the case's
     model fixtures (no model host is reachable) and fails a case whose request drifted with
     ``model_input_changed``; ``recorded-then-live`` continues a drifted case on the live model.
@@ -103,6 +116,8 @@ def replay(
         raise ValueError(f"confirm must be >= 0, got {confirm}")
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0, got {timeout}")
+    allow_hosts = _entries("allow_hosts", allow_hosts, host_problem)
+    allow_commands = _entries("allow_commands", allow_commands, command_problem)
     planned = plan(cases, inject, shard)
     limit = max(1, concurrency if concurrency is not None else DEFAULT_CONCURRENCY)
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))

@@ -4,8 +4,11 @@ call in flight, and the server on the other side receives nothing."""
 
 from __future__ import annotations
 
+import contextvars
 import re
+import socket
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +18,7 @@ from click.testing import CliRunner
 
 from harvester.case import AgentCase, save_case
 from harvester.cli import main
-from harvester.replay import replay
+from harvester.replay import Finished, replay
 from harvester.report import Report, evaluate_gates, render_html
 from tests.apps import leaky_app
 from tests.builders.backends import Loopback, loopback, routes
@@ -42,6 +45,14 @@ def refund_case(**recorded: object) -> AgentCase:
             "recorded": {"trajectory": ["issue_refund"], "stop": "answered", **recorded},
         }
     )
+
+
+def counted_once(report: Report, finished: list[Finished]) -> None:
+    """One refusal, counted once: in the case's ``live_tool_calls``, not again as made outside any case."""
+    sealed = [c for f in finished for o in f.outcomes for c in o.live or () if c.how == "sealed"]
+    assert len(sealed) == 1, [c.summary() for c in sealed]
+    assert report.refused == 0 and "outside any case" not in report.summary(), report.refused_calls
+    assert report.metrics()["live_tool_calls"] == sum(r.live_calls for r in report.results)
 
 
 def failed(report: Report, name: str) -> str:
@@ -118,28 +129,77 @@ def test_a_python_child_of_an_allowed_command_inherits_the_seal(payments, monkey
     detail = failed(report, "sealed")
     assert f"connect to 127.0.0.1:{payments.port} during process {sys.executable} -c" in detail
     assert "returned non-zero exit status" in (report.results[0].answer or "")
+    finished: list[Finished] = []
+    again = replay(
+        [refund_case()], leaky_app.build, timeout=60, allow_commands=[f"{sys.executable} -c"], on_case=finished.append
+    )
+    counted_once(again, finished)  # the child the case started is the case's
 
 
 def test_a_forked_child_inherits_the_seal(payments, monkeypatch):
     monkeypatch.setenv(leaky_app.CLIENT_ENV, "fork")
+    finished: list[Finished] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # fork() in a threaded process: the child only posts
-        report = replay([refund_case()], leaky_app.build, timeout=30)
+        report = replay([refund_case()], leaky_app.build, timeout=30, on_case=finished.append)
     assert payments.seen == []
     answer = report.results[0].answer or ""
     assert f"harvester replay sealed connect to 127.0.0.1:{payments.port}" in answer
     assert f"connect to 127.0.0.1:{payments.port} during issue_refund" in failed(report, "sealed")
+    counted_once(report, finished)
 
 
 def test_a_thread_without_the_case_context_meets_the_suite_seal(payments, monkeypatch):
     """The app's worker thread started at import has no case: it is held to what every case may reach,
-    and its refusal fails the cases in flight and is counted once in the report."""
+    and its refusal fails the case in flight and is counted once, there. One made while no case is in
+    flight (here: from the replay's own thread, handed a finished case) is the report's, once."""
     monkeypatch.setenv(leaky_app.CLIENT_ENV, "thread")
-    report = replay([refund_case(model_hosts=[f"127.0.0.1:{payments.port + 1}"])], leaky_app.build, timeout=30)
+    finished: list[Finished] = []
+    report = replay(
+        [refund_case(model_hosts=[f"127.0.0.1:{payments.port + 1}"])],
+        leaky_app.build,
+        timeout=30,
+        on_case=finished.append,
+    )
     assert payments.seen == []
     assert f"connect to 127.0.0.1:{payments.port}" in failed(report, "sealed")
-    assert report.refused == 1 and report.refused_calls[0].startswith("sealed connect to 127.0.0.1")
-    assert "made outside any case: sealed connect" in report.summary()
+    counted_once(report, finished)
+
+    def after_its_case(done: Finished) -> None:
+        with pytest.raises(PermissionError, match="harvester replay sealed connect"):
+            socket.create_connection(("127.0.0.1", payments.port), timeout=5)
+
+    outside = replay([refund_case()], leaky_app.build, timeout=30, on_case=after_its_case)
+    assert payments.seen == []
+    assert outside.refused == 1 and outside.refused_calls[0].startswith("sealed connect to 127.0.0.1")
+    assert "made outside any case: sealed connect" in outside.summary()
+    assert outside.metrics()["live_tool_calls"] == outside.results[0].live_calls + 1
+
+
+def test_a_refusal_no_case_context_made_fails_every_case_in_flight_and_counts_once(payments):
+    """Two cases in flight when code without either's context is refused: both fail naming it, and it is
+    counted once, not once per case plus once more in the report."""
+    both = threading.Barrier(2)
+
+    def build():
+        def agent(prompt: str) -> str:
+            both.wait(timeout=20)  # both cases started
+            if prompt == "first":
+                with pytest.raises(PermissionError, match="harvester replay sealed connect"):
+                    contextvars.Context().run(socket.create_connection, ("127.0.0.1", payments.port), 5)
+            both.wait(timeout=20)  # both still in flight
+            return "done"
+
+        return agent
+
+    cases = [AgentCase.model_validate({"id": p, "status": "accepted", "prompt": p}) for p in ("first", "second")]
+    report = replay(cases, build, timeout=30, concurrency=2)
+    assert payments.seen == []
+    for result in report.results:
+        sealed = next(c for c in result.checks if c.name == "sealed" and c.passed is False)
+        assert f"connect to 127.0.0.1:{payments.port}" in sealed.detail, result.id
+    assert report.refused == 0
+    assert report.metrics()["live_tool_calls"] == 1
 
 
 def test_telemetry_the_sdk_exports_passes_the_seal(payments, monkeypatch):

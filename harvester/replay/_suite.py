@@ -176,9 +176,10 @@ def replay(
         raise AgentBuildError(factory_name(build_agent), build_error or "no agent built")
     name = suite if isinstance(suite, str) else getattr(suite, "name", None) or "suite"
     version = None if isinstance(suite, str) else getattr(suite, "version", None)
-    refused = [  # each once, whichever cases were in flight
+    outside = [r for r in suite_refusals_since(suite_seal, sealed_before) if r.seq not in runner.counted]
+    refused = [  # each once, whichever cases were in flight; a seal refusal a case counted is that case's
         *(LiveCall(o.name, o.args, "refused") for o in seam.orphans_since(refused_before)),
-        *(LiveCall(r.target, None, "sealed", r.summary()) for r in suite_refusals_since(suite_seal, sealed_before)),
+        *(LiveCall(r.target, None, "sealed", r.summary()) for r in outside),
     ]
     report = Report(
         suite=name,

@@ -38,7 +38,7 @@ from ._models import RecordedModel, recorded_model
 from ._observe import observed_run, observer
 from ._policy import Policy
 from ._sandbox import Sandbox, SandboxTools
-from ._seal import Seal, last_seq, sealed_check, suite_refusals_since, within
+from ._seal import Refusal, Seal, last_seq, sealed_check, suite_refusals_since, within
 
 __all__ = ["Attempt", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec", "model_hosts"]
 
@@ -135,6 +135,8 @@ class Runner:
         self.model = model
         self.policy = policy  # None: the replay is not sealed
         self.suite_seal: Seal | None = None  # set by the suite while its seal is on
+        self.counted: set[int] = set()  # the suite seal's refusals (by seq) a case counts as its own
+        self._counting = threading.Lock()
         self._policies: dict[tuple[str, ...], Policy] = {}
         self.ignore_args = ignore_args
         self.wants = wants(build_agent)
@@ -253,9 +255,10 @@ class Runner:
             if same is not None:
                 live.remove(same)
         live += refused
+        own = seen.seal.refusals if seen.seal is not None else []
         outside = suite_refusals_since(self.suite_seal, seen.refusals)
-        sealed = [*(seen.seal.refusals if seen.seal is not None else ()), *outside]
-        live += [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in sealed]
+        sealed = [*own, *outside]
+        live += [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in [*own, *self._count(outside)]]
         checks = evaluate(job.case, run, judge=self.judge)
         checks.extend(
             c
@@ -287,6 +290,16 @@ class Runner:
             live=live,
             model=seen.models.result() if seen.models is not None else None,
         )
+
+    def _count(self, outside: list[Refusal]) -> list[Refusal]:
+        """The suite seal's refusals made while this case ran (a process the agent started, code without
+        the case's context) that no other case counted yet: they fail every case then in flight, and
+        count once in ``live_tool_calls``, in the first of those cases to be judged. The suite counts
+        those no case was there to count (``counted``)."""
+        with self._counting:
+            mine = [r for r in outside if r.seq not in self.counted]
+            self.counted.update(r.seq for r in mine)
+        return mine
 
     def _guarded(self) -> CheckResult | None:
         """A failed check when a framework in use could not be guarded: nothing stopped its tools."""

@@ -141,3 +141,19 @@ def test_an_app_on_uvloop_is_replayed_on_loops_the_seal_sees(payments, monkeypat
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert payments.seen == [], done.stdout + done.stderr
     assert f"sealed connect to 127.0.0.1:{payments.port}" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_case_whose_model_hosts_are_not_hosts_is_one_line_naming_file_and_field(monkeypatch, tmp_path: Path):
+    """A provider's documented patterns load (``*`` anywhere); a URL is one line, exit 2, not a crash
+    deep in the seal."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
+    patterns = ["bedrock-runtime.*.amazonaws.com", "*-aiplatform.googleapis.com", "ollama_server:11434", "::1"]
+    case = refund_case().model_copy(
+        update={"recorded": refund_case().recorded.model_copy(update={"model_hosts": patterns})}
+    )
+    written = save_case(AgentCase.model_validate(case.model_dump()), tmp_path / "cases")
+    assert AgentCase.model_validate_json(written.read_text()).recorded.model_hosts == patterns
+    written.write_text(written.read_text().replace('"ollama_server:11434"', '"http://models.internal"'))
+    result = CliRunner().invoke(main, ["replay", "--agent", "tests.apps.leaky_app:build"])
+    one_line_error(result, written.name, "recorded.model_hosts", "'http://models.internal' is not a host")

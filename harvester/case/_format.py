@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import checks as checklib
 from .._files import write_file
+from ..config import entries_problem, host_problem
 from ..model import ErrorInfo, McpTool, Message, ModelAnswer, ModelRequest
 from ._case import Case
 
@@ -96,6 +97,20 @@ class Recorded(_Strict):
     # The SDK client instrumentation that traced the recording's model calls, by scope (OpenInference's or
     # OpenLLMetry's OpenAI / Anthropic instrumentor): replay turns it on when nothing traces the client.
     instrumentation: list[str] = Field(default_factory=list)
+
+    @field_validator("model_hosts")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        why = entries_problem(hosts, _recorded_host_problem)
+        if why is not None:
+            raise ValueError(why)
+        return hosts
+
+
+def _recorded_host_problem(host: str) -> str | None:
+    """An entry as ``allow_hosts`` says one (the seal reads both alike), where a provider's documented
+    host may hold ``*`` anywhere (``bedrock-runtime.*.amazonaws.com``, ``*-aiplatform.googleapis.com``)."""
+    return host_problem(host.replace("*", "w"))
 
 
 class Source(_Strict):

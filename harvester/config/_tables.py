@@ -74,11 +74,11 @@ class RedactRules(Strict):
         return fields
 
 
-# A host name (labels of letters, digits and hyphens; a leading "*." matches any subdomain), an IPv4
-# address, or an IPv6 address in brackets; then an optional ":port". A bare IPv6 address (no port) is
-# told by ``ipaddress``.
+# A host name (labels of letters, digits, hyphens and underscores, which container service names use; a
+# leading "*." matches any subdomain), an IPv4 address, or an IPv6 address in brackets; then an optional
+# ":port". A bare IPv6 address (no port) is told by ``ipaddress``.
 _HOST = re.compile(
-    r"(?:(?:\*\.)?[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+    r"(?:(?:\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*"
     r"|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?"
 )
 

@@ -28,7 +28,7 @@
     requests by name, each on a fresh connection (a lookup, a connect, a request), to a loopback server in
     a process of its own. In a process where the hook is installed, each step replays three such cases in
     turn: sealed, unsealed, and unsealed again (the noise band); beside it, a process with no hook at all
-    replays one unsealed case a step. Each asked for 3 steps of 200 requests in turn, in 5 sessions of
+    replays one unsealed case a step. Each asked for 8 steps of 200 requests in turn, in 5 sessions of
     fresh processes. Judged in the agent thread's CPU per connection, as the seal's work is CPU and a
     loopback request's wall time on a shared machine moves by more than it (target: the seal's checks,
     sealed less unsealed in the hooked process, within the noise); beside it the hook's own cost (the
@@ -57,6 +57,7 @@ from __future__ import annotations
 import argparse
 import copy
 import inspect
+import shutil
 import statistics
 import subprocess
 import sys
@@ -395,9 +396,11 @@ WARM_REQUESTS = 20
 CONNECT_WORKERS = {"connect-hooked": 3, "connect-bare": 1}  # each worker's cases a step
 
 
-def serve(limit: int) -> None:
+def serve(limit: int, cert: str | None) -> None:
     """(f)'s loopback HTTP server, in a process of its own: 127.0.0.1 only, one connection at a time
-    (HTTP/1.0: closed after each answer); it stops after ``limit`` requests, or after 30 s without one."""
+    (HTTP/1.0: closed after each answer), over TLS with ``cert`` (its key in the same file); it stops
+    after ``limit`` requests, or after 30 s without one."""
+    import ssl
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
     class Answer(BaseHTTPRequestHandler):
@@ -412,6 +415,10 @@ def serve(limit: int) -> None:
 
     idle: list[bool] = []
     with HTTPServer(("127.0.0.1", 0), Answer) as server:
+        if cert:
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            tls.load_cert_chain(cert)
+            server.socket = tls.wrap_socket(server.socket, server_side=True)
         server.timeout = 30
         server.handle_timeout = lambda: idle.append(True)
         print(server.server_address[1], flush=True)
@@ -421,7 +428,28 @@ def serve(limit: int) -> None:
                 break
 
 
-def _connect_us(hooked: bool, port: int, n: int):
+def tls_cert(folder: str) -> str | None:
+    """A self-signed certificate for ``localhost`` and its key, in one file (``openssl``); None without it."""
+    cert, key = Path(folder) / "cert.pem", Path(folder) / "key.pem"
+    made = (
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+            + ["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-days", "1"]
+            + ["-keyout", str(key), "-out", str(cert)],
+            capture_output=True,
+            check=False,
+        )
+        if shutil.which("openssl")
+        else None
+    )
+    if made is None or made.returncode != 0:
+        return None
+    both = Path(folder) / "both.pem"
+    both.write_bytes(cert.read_bytes() + key.read_bytes())
+    return str(both)
+
+
+def _connect_us(hooked: bool, port: int, n: int, cert: str | None = None):
     """A worker of (f): per step, cases whose agent makes ``n`` HTTP requests to ``localhost``, each on a
     fresh connection (the name looked up, connected to, a request answered): the agent thread's CPU us
     per request (the seal's work is CPU on that thread), then the median wall us per request.
@@ -429,9 +457,11 @@ def _connect_us(hooked: bool, port: int, n: int):
     which installs the hook for the process; then each step replays three cases in turn (the order
     rotated step by step): sealed (the case's recorded model host allows the requests), unsealed, and
     unsealed again (the noise band), so the seal's checks are told apart in one process, free of the
-    differences between processes. Not ``hooked``: one unsealed case a step, with no hook at all."""
+    differences between processes. Not ``hooked``: one unsealed case a step, with no hook at all.
+    ``cert``: over TLS, trusting that certificate (a model host is reached so)."""
     import http.client
     import socket
+    import ssl
 
     from harvester.errors import Sealed
 
@@ -455,7 +485,11 @@ def _connect_us(hooked: bool, port: int, n: int):
                 began = time.thread_time()
                 for _ in range(k):
                     start = time.perf_counter()
-                    connection = http.client.HTTPConnection("localhost", port, timeout=10)
+                    connection = (
+                        http.client.HTTPSConnection("localhost", port, timeout=10, context=tls)
+                        if tls is not None
+                        else http.client.HTTPConnection("localhost", port, timeout=10)
+                    )
                     connection.request("GET", "/")
                     assert connection.getresponse().read() == b"ok"
                     connection.close()
@@ -467,6 +501,7 @@ def _connect_us(hooked: bool, port: int, n: int):
 
         return factory
 
+    tls = ssl.create_default_context(cafile=cert) if cert else None
     hosts = (f"localhost:{port}",)
     if hooked:
         replay(cases(1, hosts=hosts), probe, seal=True)
@@ -505,14 +540,17 @@ class Connection(NamedTuple):
     hook: float
 
 
-def connection_cost(n: int, sessions: int, steps: int) -> list[Connection]:
-    """(f), in CPU time then in wall time."""
+def connection_cost(n: int, sessions: int, steps: int, cert: str | None = None) -> list[Connection]:
+    """(f), in CPU time then in wall time (over TLS with ``cert``)."""
     limit = sum(CONNECT_WORKERS.values()) * sessions * (WARM_REQUESTS + steps * n)
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(limit)], stdout=subprocess.PIPE, text=True)
+    tls = ["--cert", cert] if cert else []
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(limit), *tls], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert server.stdout is not None
         port = server.stdout.readline().strip()
-        got = _lockstep(tuple(CONNECT_WORKERS), sessions, steps, "--port", port, "--cases", str(n))
+        got = _lockstep(tuple(CONNECT_WORKERS), sessions, steps, "--port", port, "--cases", str(n), *tls)
         server.wait(timeout=30)
     finally:
         if server.poll() is None:
@@ -536,8 +574,8 @@ WORKERS = {
     "events-hooked": lambda o: _event_ns(True, o.cases),
     "events-bare": lambda o: _event_ns(False, o.cases),
     "events-count": lambda o: _events_per_case(o.cases),
-    "connect-hooked": lambda o: _connect_us(True, o.port, o.cases),
-    "connect-bare": lambda o: _connect_us(False, o.port, o.cases),
+    "connect-hooked": lambda o: _connect_us(True, o.port, o.cases, o.cert),
+    "connect-bare": lambda o: _connect_us(False, o.port, o.cases, o.cert),
 }
 
 
@@ -617,7 +655,7 @@ def bench_seal(opts) -> bool:
 
 
 def bench_connection(opts) -> bool:
-    n, sessions, steps = (100, 3, 2) if opts.quick else (200, 5, 3)
+    n, sessions, steps = (100, 3, 2) if opts.quick else (200, 5, 8)
     figures = connection_cost(n, sessions, steps)
     print(
         f"(f) an allowed connection (a lookup of localhost, a connect, an HTTP request), "
@@ -631,6 +669,18 @@ def bench_connection(opts) -> bool:
         )
     ok = figures[0].checks <= figures[0].noise
     print(f"    the seal's checks within the noise (target) {'PASS' if ok else 'FAIL'}")
+    with tempfile.TemporaryDirectory() as folder:
+        cert = tls_cert(folder)
+        if cert is None:
+            print("    over TLS: skipped (no openssl to make a certificate)")
+            return ok
+        f = connection_cost(n // 2, sessions, max(2, steps // 2), cert)[0]
+    print(
+        f"    over TLS, as a model host is reached (agent's CPU, {sessions} x {max(2, steps // 2)} steps of {n // 2}): "
+        f"sealed {f.sealed:.1f}, unsealed {f.unsealed:.1f}, no hook {f.bare:.1f}: the seal's checks "
+        f"{f.checks:+.1f}, the hook {f.hook:+.1f}, in all {f.checks + f.hook:+.1f} "
+        f"({f.sealed / f.bare:.3f}x), noise band {f.noise:.1f}"
+    )
     return ok
 
 
@@ -779,6 +829,7 @@ def main() -> int:
     parser.add_argument("--worker", choices=tuple(WORKERS), help=argparse.SUPPRESS)  # a side of (e) or (f)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)  # (f)'s server
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # be (f)'s server, for this many requests
+    parser.add_argument("--cert", help=argparse.SUPPRESS)  # (f) over TLS: the server's certificate and key
     opts = parser.parse_args()
     if opts.side:
         print(f"{_per_call_us(opts.side == 'decorated', opts.cases):.3f}")
@@ -789,7 +840,7 @@ def main() -> int:
             print(" ".join(f"{x:.3f}" for x in step()), flush=True)
         return 0
     if opts.serve:
-        serve(opts.serve)
+        serve(opts.serve, opts.cert)
         return 0
     if opts.rss:
         print(f"{_rss_mb(opts.rss, opts.model):.1f}")

@@ -61,6 +61,7 @@ __all__ = [
     "MAX_ORPHANS",
     "MAX_TRACES",
     "MODELS",
+    "OWN",
     "ROOT_PREFIX",
     "STATE",
     "Executor",
@@ -72,6 +73,7 @@ __all__ = [
     "marked",
     "model_server",
     "orphans_since",
+    "own_work",
     "propagate_into_threads",
     "remember",
     "replay_span",
@@ -86,6 +88,7 @@ __all__ = [
 
 EXECUTOR = otel_context.create_key("harvester.executor")
 MODELS = otel_context.create_key("harvester.models")  # the case's ModelServer, in a recorded-model replay
+OWN = otel_context.create_key("harvester.own")  # harvester's own work in a replay (a judge, a callback)
 MARK_KEY, MARK_VALUE = "harvester", "replay"
 MARK = f"{MARK_KEY}={MARK_VALUE}"  # as it reads in OTLP's traceState
 CASE_ATTRIBUTE = "harvester.case"  # on the replay root span of every case-trial
@@ -295,6 +298,17 @@ def serving(ex: Executor | None, models: ModelServer | None = None) -> Iterator[
     model call to ``models`` (None: the model is called)."""
     ctx = otel_context.set_value(MODELS, models, otel_context.set_value(EXECUTOR, ex))
     token = otel_context.attach(ctx)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+@contextlib.contextmanager
+def own_work() -> Iterator[None]:
+    """What runs here is harvester's or its caller's own work during a replay (a judge deciding a check,
+    a progress or case callback), not the agent's: the seal does not hold it to a case's hosts."""
+    token = otel_context.attach(otel_context.set_value(OWN, True))
     try:
         yield
     finally:

@@ -4,7 +4,9 @@ call in flight, and the server on the other side receives nothing."""
 
 from __future__ import annotations
 
+import _thread
 import contextvars
+import queue
 import re
 import socket
 import sys
@@ -152,7 +154,7 @@ def test_a_forked_child_inherits_the_seal(payments, monkeypatch):
 def test_a_thread_without_the_case_context_meets_the_suite_seal(payments, monkeypatch):
     """The app's worker thread started at import has no case: it is held to what every case may reach,
     and its refusal fails the case in flight and is counted once, there. One made while no case is in
-    flight (here: from the replay's own thread, handed a finished case) is the report's, once."""
+    flight (here: a bare thread started when a case has finished) is the report's, once."""
     monkeypatch.setenv(leaky_app.CLIENT_ENV, "thread")
     finished: list[Finished] = []
     report = replay(
@@ -166,8 +168,18 @@ def test_a_thread_without_the_case_context_meets_the_suite_seal(payments, monkey
     counted_once(report, finished)
 
     def after_its_case(done: Finished) -> None:
-        with pytest.raises(PermissionError, match="harvester replay sealed connect"):
-            socket.create_connection(("127.0.0.1", payments.port), timeout=5)
+        """The callback is the caller's own work (not sealed); a bare thread it starts has no context."""
+        said: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+        def connect() -> None:
+            try:
+                socket.create_connection(("127.0.0.1", payments.port), timeout=5).close()
+                said.put("connected")
+            except PermissionError as exc:
+                said.put(str(exc))
+
+        _thread.start_new_thread(connect, ())
+        assert said.get(timeout=10).startswith("harvester replay sealed connect")
 
     outside = replay([refund_case()], leaky_app.build, timeout=30, on_case=after_its_case)
     assert payments.seen == []

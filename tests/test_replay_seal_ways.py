@@ -157,3 +157,37 @@ def test_a_case_whose_model_hosts_are_not_hosts_is_one_line_naming_file_and_fiel
     written.write_text(written.read_text().replace('"ollama_server:11434"', '"http://models.internal"'))
     result = CliRunner().invoke(main, ["replay", "--agent", "tests.apps.leaky_app:build"])
     one_line_error(result, written.name, "recorded.model_hosts", "'http://models.internal' is not a host")
+
+
+@pytest.mark.parametrize(
+    ("client", "named"),
+    [
+        ("suppressed", "during issue_refund"),  # suppress_tracing() is the agent's code, not an exporter
+        ("isolated", "a Python run with -I, -E or -S skips the seal's environment"),
+        ("posix-spawn-env", "a Python given an environment without the seal's"),
+    ],
+)
+def test_what_would_run_unsealed_is_refused(payments, monkeypatch, client, named):
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, client)
+    report = replay([refund_case()], leaky_app.build, timeout=60, allow_commands=[sys.executable])
+    assert payments.seen == []
+    assert named in refused(report)
+
+
+def test_a_forkserver_from_before_a_replay_is_not_its_and_one_from_it_does_not_outlive_it(payments, monkeypatch):
+    """One started before forks unsealed workers; one started during would stay sealed after: the seal
+    stops it as it begins and as it ends."""
+    import multiprocessing
+
+    forkserver = multiprocessing.get_context("forkserver")
+    warm = forkserver.Process(target=print, args=("warm",))
+    warm.start()
+    warm.join(30)
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "mp-forkserver")
+    report = replay([refund_case()], leaky_app.build, timeout=90)
+    assert payments.seen == []
+    assert f"connect to 127.0.0.1:{payments.port}" in refused(report)
+    after = forkserver.Process(target=leaky_app.issue_refund, args=("A1001",))
+    after.start()
+    after.join(30)
+    assert after.exitcode == 0 and len(payments.seen) == 1

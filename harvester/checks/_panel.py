@@ -4,8 +4,8 @@ One ``Panel`` per replay or calibration. ``verdict`` asks a judge through the ca
 (verdicts a judge was asked for), cache hits (verdicts that cost nothing), its tokens, and the judges
 that failed to answer. A judge that raises or outlives its ``timeout`` fails its own check, with the
 reason, and nothing else: a broken judge must not kill the suite. A judge runs with OpenTelemetry
-instrumentation suppressed, so its model calls are neither traced into the replay's run nor refused by
-the seal: the judge is harvester's own call, not the agent's.
+instrumentation suppressed, so its model calls are not traced into the replay's run, and as harvester's
+own work (``seam.own_work``), so the seal does not refuse them: the judge's call is not the agent's.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from pydantic import BaseModel, ConfigDict
 
+from .. import seam
 from ..config import Config
 from ..errors import ConfigError
 from ._agreement import calibration_problem, read_calibrations
@@ -135,7 +136,8 @@ def _within(judge: BuiltJudge, subject: Subject, timeout: float) -> tuple[Verdic
     box: list[Verdict | BaseException] = []
 
     def ask() -> None:
-        token = otel_context.attach(otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+        quiet = otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True)  # its model calls traced nowhere
+        token = otel_context.attach(otel_context.set_value(seam.OWN, True, quiet))  # and never sealed
         try:
             box.append(judge.decide(subject))
         except BaseException as exc:  # reported as the judge's failure, on its check only

@@ -12,7 +12,7 @@ import click
 
 from ..case import AgentCase
 from ..config import MODEL_MODES, Config, host_problem
-from ..replay import DEFAULT_CONCURRENCY, Sandbox, sandbox_for
+from ..replay import DEFAULT_CONCURRENCY, Sandbox, load_agent, sandbox_for
 from . import HarvesterCliError
 
 __all__ = [
@@ -102,6 +102,20 @@ def sandbox_of(config: Config, cases: Sequence[AgentCase], on: bool) -> Sandbox 
     for line in warnings:
         click.echo(line, err=True)
     return sandbox
+
+
+def sealed_agent(
+    spec: str, config: Config, hosts: Sequence[str], sandbox: Sandbox | None, no_seal: bool
+) -> Callable[..., Any]:
+    """The ``--agent`` factory, its module imported sealed as the replay will run (unless ``--no-seal``):
+    ``hosts`` (the config's and ``--allow-host``'s), the sandbox's, and the config's commands."""
+    return load_agent(
+        spec,
+        seal=not no_seal,
+        allow_hosts=(*hosts, *(sandbox.hosts if sandbox is not None else ())),
+        allow_commands=config.replay.allow_commands,
+        warn=lambda line: click.echo(f"warning: {line}", err=True),
+    )
 
 
 def agent_option(what: str) -> Callable[..., Any]:

@@ -22,7 +22,7 @@ from .._files import check_output, write_file
 from ..case import CaseFolder
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
-from ..replay import INJECT_NEEDS_A_MODEL, load_agent, plan_folder
+from ..replay import INJECT_NEEDS_A_MODEL, plan_folder
 from ..replay import replay as run_replay
 from ..report import (
     ALPHA,
@@ -45,6 +45,7 @@ from ._replay_options import (
     sandbox_of,
     sandbox_option,
     seal_options,
+    sealed_agent,
     shard_option,
     timeout_option,
 )
@@ -246,12 +247,7 @@ def replay(
     read = plan_folder(folder.each_accepted(), inject, shard, sources=bool(otlp_endpoint or emit_otel), every=sandbox)
     sandboxed = sandbox_of(config, read.held, sandbox)  # its warnings printed before any case runs
     hosts = (*config.replay.allow_hosts, *allow_hosts)
-    build = load_agent(
-        agent_spec,
-        seal=not no_seal,
-        allow_hosts=(*hosts, *(sandboxed.hosts if sandboxed is not None else ())),
-        allow_commands=config.replay.allow_commands,
-    )
+    build = sealed_agent(agent_spec, config, hosts, sandboxed, no_seal)
     seam.harness()  # this process replays until it exits: work the agent left queued is refused, not run
     show = sys.stderr.isatty() if progress is None else progress
     try:

@@ -23,7 +23,6 @@ from .._files import write_file
 from ..case import CaseFolder, case_signatures
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError, InputError, OutputError, ReportFormatError
-from ..replay import load_agent
 from ..report import GateResult
 from ..shadow import Selection, ShadowReport, html, is_shadow_report, judge, parse_gates
 from ..shadow import merge as merge_reports
@@ -38,6 +37,7 @@ from ._replay_options import (
     sandbox_of,
     sandbox_option,
     seal_options,
+    sealed_agent,
     shard_option,
     timeout_option,
 )
@@ -196,12 +196,7 @@ def shadow(
     sandboxed = sandbox_of(config, (), sandbox)  # a glob over a mutating tool stops here, before any run
     check_outputs(json_path, html_path, markdown_path)
     hosts = (*config.replay.allow_hosts, *allow_hosts)
-    build = load_agent(
-        agent_spec,
-        seal=not no_seal,
-        allow_hosts=(*hosts, *(sandboxed.hosts if sandboxed is not None else ())),
-        allow_commands=config.replay.allow_commands,
-    )
+    build = sealed_agent(agent_spec, config, hosts, sandboxed, no_seal)
     store = open_store(store_path, config, readonly=True)
     selection = Selection(
         since=since, agent=agent_filter, failed=failed, shard=shard, sample=sample, exclude=_case_runs(folder)

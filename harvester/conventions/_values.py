@@ -6,11 +6,15 @@ type is ignored. At most one ``orjson.loads`` per payload: ingest runs this on e
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import SplitResult, urlsplit
 
 import orjson
+
+from ..config import host_problem
 
 __all__ = [
     "AI_ROLES",
@@ -98,14 +102,30 @@ def structured(v: Any) -> tuple[Any, bool]:
 
 
 def endpoint(address: Any, port: Any) -> str | None:
-    """``host`` or ``host:port`` from a span's ``server.address`` and ``server.port`` (IPv6 in brackets)."""
+    """``host`` or ``host:port`` from a span's ``server.address`` and ``server.port`` (IPv6 in brackets),
+    as ``allow_hosts`` says one: a URL gives its host (and port), a trailing dot and an international name
+    are made plain; None when what remains is not a host (the run's provider then says its hosts)."""
     host = text(address)
     if not host:
         return None
+    n = count(port)
+    if "://" in host:
+        url = urlsplit(host)
+        host, n = url.hostname or "", n or _port_of(url)
+    host = host.strip().rstrip(".")
+    with contextlib.suppress(UnicodeError):
+        host = host.encode("idna").decode("ascii") if not host.isascii() else host
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    n = count(port)
-    return f"{host}:{n}" if n else host
+    found = f"{host}:{n}" if n else host
+    return found if host and host_problem(found) is None else None
+
+
+def _port_of(url: SplitResult) -> int | None:
+    try:
+        return url.port
+    except ValueError:
+        return None
 
 
 def count(v: Any) -> int | None:

@@ -18,13 +18,20 @@ __all__ = ["factory_name", "load_agent", "wants"]
 
 
 def load_agent(
-    spec: str, *, seal: bool = False, allow_hosts: Iterable[str] = (), allow_commands: Iterable[str] = ()
+    spec: str,
+    *,
+    seal: bool = False,
+    allow_hosts: Iterable[str] = (),
+    allow_commands: Iterable[str] = (),
+    warn: Callable[[str], None] | None = None,
 ) -> Callable[..., Any]:
     """``"pkg.module:attr"`` -> the agent factory, or an ``AgentLoadError`` that says what is wrong.
 
     ``seal``: import it sealed, allowing only ``allow_hosts`` and ``allow_commands`` (what every case
     of the replay may reach): a client the module connects at import (a database, a cache, a metrics
-    socket) would otherwise be open before the replay's seal, and what it later sends never checked."""
+    socket) would otherwise be open before the replay's seal, and what it later sends never checked. An
+    import that fails on a refusal is an ``AgentLoadError``; one that caught it and carried on (a probe
+    with a fallback) is told to ``warn``: nothing left, and later tries meet the replay's seal."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise AgentLoadError(f"--agent {spec!r}: expected module:attr (e.g. myapp.agent:build)")
@@ -33,16 +40,18 @@ def load_agent(
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
-    sealed = sealing(Policy(allow_hosts, allow_commands)) if seal else contextlib.nullcontext()
+    refused: list[str] = []
     try:
-        with sealed as suite:
+        with sealing(Policy(allow_hosts, allow_commands)) if seal else contextlib.nullcontext() as suite:
             module = importlib.import_module(module_name)
+            if suite is not None:
+                suite.collect()  # what a process it started refused, while the log is there
+                refused = [r.summary() for r in suite.refusals]
     except Exception as exc:
         raise AgentLoadError(f"--agent {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
-    if suite is not None:
-        suite.collect()
-        if suite.refusals:  # refused, and the module carried on (a client that retries later)
-            raise AgentLoadError(f"--agent {spec!r}: importing {module_name}, the seal {suite.refusals[0].summary()}")
+    if refused and warn is not None:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        warn(f"importing {module_name}, the seal refused {refused[0]}{more}; the import carried on")
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):

@@ -3,10 +3,12 @@
 Standard library only, importing nothing of harvester: a Python process that a sealed replay starts
 loads this file by its path (``_child/sitecustomize.py``) and seals itself with the same checks.
 
-- ``socket.getaddrinfo``, ``gethostbyname(_ex)``, ``gethostbyaddr``, ``getnameinfo``: a name the policy
-  does not allow is refused at its lookup (a host that does not resolve offline was still one the agent
-  tried to reach; the query itself leaves the process); an address is left to the connection, and the
-  machine's own name (``socket.getfqdn()``) is not the outside world.
+- ``socket.getaddrinfo``, ``gethostbyname(_ex)``: a name the policy does not allow is refused at its
+  lookup (a host that does not resolve offline was still one the agent tried to reach; the query itself
+  leaves the process); an address is left to the connection, and ``localhost`` or the machine's own name
+  (``socket.getfqdn()``) is answered from the machine.
+- ``gethostbyaddr``, ``getnameinfo``: an address's name is a query too, unless the address is this
+  machine's, one the policy allows, or one an allowed name was looked up to.
 - ``socket.connect`` (and ``connect_ex``), ``sendto``, ``sendmsg``: an address is allowed when the policy
   allows it, or the name it was looked up by. ``getaddrinfo`` is wrapped to remember which name each
   address came from; one found another way (a resolver outside Python) is refused by its address. A
@@ -14,25 +16,26 @@ loads this file by its path (``_child/sitecustomize.py``) and seals itself with 
   a socket of any other family but netlink (the kernel) is refused.
 - ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``, and
   ``_posixsubprocess.fork_exec`` called by anything but ``subprocess`` (``FORK_EXEC``, raised by the
-  wrapper ``Guard.forking`` puts around it): the command line must begin with an allowed command; the
-  standard library's own probes of the machine (``ctypes.util.find_library`` runs ldconfig and gcc,
-  trio does at import) and harvester's capture process are not actions, and multiprocessing's workers
-  of this very interpreter are the process itself. A process that starts gets the seal in its
-  environment even when the caller gave it an environment of its own (an MCP client passes only
-  ``PATH``, ``HOME`` and a few more): a Python child seals itself with it (``_child``).
+  wrapper ``Guard.forking`` puts around it, which also gives an environment of the caller's own the
+  seal): checked by ``_starts``.
 """
 
 from __future__ import annotations
 
 import _socket
 import functools
-import json
+import importlib
 import operator
 import os
 import socket
 import sys
 from collections.abc import Callable
 from typing import Any
+
+try:  # in a sealed child (``_child``) this module and ``_starts`` are loaded by their paths
+    from . import _starts
+except ImportError:
+    _starts = importlib.import_module("_harvester_seal_starts")
 
 __all__ = ["CHILD_ENV", "FORK_EXEC", "KINDS", "MAX_RESOLVED", "PROBE", "Guard", "Refuse", "resolved"]
 
@@ -42,17 +45,10 @@ Refuse = Callable[[str, str, str], None]  # (what, target, why): records the ref
 Current = Callable[[bool], "tuple[Any, Refuse] | None"]
 
 MAX_RESOLVED = 4096  # addresses remembered with the name they were looked up by
-_NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
-# Starts that are not the agent's actions: the standard library's probes of the machine, and harvester's own
-# capture process (an app that installs capture at import starts it; it writes to the trace store only).
-_PROBES = frozenset(
-    (
-        *(os.path.join(os.path.dirname(os.__file__), name) for name in ("ctypes/util.py", "platform.py", "uuid.py")),
-        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "intake", "_capture_process.py"),
-    )
-)
+CHILD_ENV = _starts.CHILD_ENV
 # Address -> the name it was looked up by; a plain dict (a write is atomic), emptied when full.
 resolved: dict[tuple[str, int], str] = {}
+_NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
 _INET = frozenset({int(socket.AF_INET), int(socket.AF_INET6)})
 try:  # a socket's family as the int it is (``socket.family`` makes an enum on every read)
     _family: Callable[[Any], Any] = _socket.socket.family.__get__
@@ -62,7 +58,6 @@ except AttributeError:  # pragma: no cover - an interpreter whose socket type ha
 
 PROBE = "harvester.seal.probe"  # raised once a hook is added: it says it is called
 FORK_EXEC = "harvester.seal.fork_exec"  # a process start no standard event tells (``Guard.forking``)
-CHILD_ENV = "HARVESTER_SEAL"  # the policy a Python child of a sealed replay seals itself with (``_child``)
 _LOOKUPS = ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo")
 _STARTS = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.fork", FORK_EXEC)
 # What each watched event is, as the C hook (``_hook.c``) tells them apart: 1 a name lookup, 2 a connection
@@ -90,18 +85,18 @@ class Guard:
         by_event: dict[str, Callable[[Any, Refuse, tuple[Any, ...]], None]] = {
             "socket.getaddrinfo": _lookup,
             "socket.gethostbyname": _lookup_by_name,
-            "socket.gethostbyaddr": _lookup_by_name,
-            "socket.getnameinfo": lambda p, r, a: _lookup(p, r, a[0]) if isinstance(a[0], tuple) else None,
+            "socket.gethostbyaddr": lambda p, r, a: _lookup_by_address(p, r, a[0]),
+            "socket.getnameinfo": lambda p, r, a: _lookup_by_address(p, r, *a[0][:2]) if _pair(a[0]) else None,
             "socket.connect": _reach,
             "socket.sendto": _reach,
             "socket.sendmsg": _reach,
-            "subprocess.Popen": lambda p, r, a: _spawn(p, r, a[0], a[1], a[3]),
-            "os.exec": lambda p, r, a: _spawn(p, r, a[0], a[1], a[2]),
-            "os.posix_spawn": lambda p, r, a: _spawn(p, r, a[0], a[1], a[2]),
-            "os.spawn": lambda p, r, a: _spawn(p, r, a[1], a[2], a[3]),
-            "os.system": lambda p, r, a: _shell(p, r, a[0]),
+            "subprocess.Popen": lambda p, r, a: _starts.spawn(p, r, a[0], a[1]),  # its env: see ``forking``
+            "os.exec": lambda p, r, a: _starts.spawn(p, r, a[0], a[1], a[2]),
+            "os.posix_spawn": lambda p, r, a: _starts.spawn(p, r, a[0], a[1], a[2]),
+            "os.spawn": lambda p, r, a: _starts.spawn(p, r, a[1], a[2], a[3]),
+            "os.system": lambda p, r, a: _starts.shell(p, r, a[0]),
             "os.fork": lambda p, r, a: None,
-            FORK_EXEC: _fork_exec,
+            FORK_EXEC: _starts.fork_exec,
             PROBE: _probe,
         }
         # event -> (its check, whether it reaches out over a socket rather than starts a process)
@@ -142,15 +137,19 @@ class Guard:
 
     @staticmethod
     def forking(fork_exec: Callable[..., Any]) -> Callable[..., Any]:
-        """``_posixsubprocess.fork_exec`` raising ``FORK_EXEC`` first: no standard audited event tells a
-        process it starts (multiprocessing's spawn and forkserver start theirs with it; ``subprocess``
-        raises ``subprocess.Popen`` itself and binds the original at import)."""
+        """``_posixsubprocess.fork_exec`` that raises ``FORK_EXEC`` first (no standard audited event tells
+        a process multiprocessing starts; ``subprocess`` raised ``subprocess.Popen`` already) and gives an
+        environment of the caller's own the seal (``subprocess`` builds that list afresh from its ``env``:
+        the caller's mapping is never changed)."""
 
         def checked(*args: Any, **kwargs: Any) -> Any:
-            caller = sys._getframe(1).f_code.co_filename
-            if caller != _SUBPROCESS and len(args) >= 6:
-                own = caller == _MP_UTIL and _same_program(args[1])
-                sys.audit(FORK_EXEC, args[1], args[0], args[4], args[5], own)
+            if len(args) >= 6:
+                caller = sys._getframe(1).f_code.co_filename
+                if caller != _starts.SUBPROCESS:
+                    own = caller == _starts.MP_UTIL and _starts.own_worker(args[1], args[0])
+                    sys.audit(FORK_EXEC, args[1], args[0], args[4], args[5], own)
+                if isinstance(args[5], list):
+                    args = (*args[:5], _starts.with_seal(args[5]), *args[6:])
             return fork_exec(*args, **kwargs)
 
         checked.__wrapped__ = fork_exec  # type: ignore[attr-defined]
@@ -176,18 +175,6 @@ class Guard:
         getaddrinfo.__wrapped__ = lookup  # type: ignore[attr-defined]
         getaddrinfo.__doc__ = lookup.__doc__
         return getaddrinfo
-
-
-_SUBPROCESS = os.path.join(os.path.dirname(os.__file__), "subprocess.py")
-_MP_UTIL = os.path.join(os.path.dirname(os.__file__), "multiprocessing", "util.py")
-
-
-def _same_program(executables: Any) -> bool:
-    """``fork_exec``'s program is this interpreter (multiprocessing's default executable)."""
-    try:
-        return os.path.realpath(os.fsdecode(executables[0])) == os.path.realpath(sys.executable)
-    except (TypeError, IndexError, ValueError):
-        return False
 
 
 def _probe(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
@@ -220,31 +207,58 @@ def _lookup(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
     host, port = args[0], args[1]
     if type(host) is str and type(port) is int and policy.allowed.get((host, port)):
         return  # looked up and allowed before: one dict lookup
-    if isinstance(host, bytes):
-        host = host.decode("idna", "replace")
-    if not isinstance(host, str) or not host:
-        return  # no name: a server's wildcard
+    if isinstance(host, (bytes, bytearray)):
+        host = _ascii(host)
+    if not isinstance(host, str) or not host or _own_name(host):
+        return  # no name (a server's wildcard), or the machine's own: answered from the machine
     port = _port(port)
     if not policy.allows_host(host, port) and not _is_address(host):  # an address: the connection is checked
         refuse("connect to", _host_text(host, port), _NOT_ALLOWED_HOST)
 
 
+def _ascii(name: bytes | bytearray) -> str:
+    """A name given as bytes: IDNA-encoded (anyio's lookups pass them), so ASCII by definition (the idna
+    codec has no "replace" handler: decoding with it raised inside every such lookup)."""
+    return bytes(name).decode("ascii", "replace")
+
+
+def _own_name(host: str) -> bool:
+    """``localhost`` or the machine's own name (what ``socket.getfqdn()`` asks): answered from the machine,
+    and the connection that may follow is checked by its address."""
+    return host.lower() in ("localhost", socket.gethostname().lower())
+
+
 def _lookup_by_name(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
-    """``gethostbyname(_ex)``/``gethostbyaddr``: one name or address, no port; the machine's own name
-    (what ``socket.getfqdn()`` asks) answers from the machine."""
-    host = args[0]
-    if isinstance(host, (bytes, bytearray)):
-        host = bytes(host).decode("idna", "replace")
-    if isinstance(host, str) and host.lower() not in ("localhost", socket.gethostname().lower()):
-        if _is_address(host):
-            if not _loopback(host) and not policy.allows_host(host, None):  # a reverse lookup is a query
-                refuse("look up", host, _NOT_ALLOWED_HOST)
-        else:
-            _lookup(policy, refuse, (host, None))
+    """``gethostbyname(_ex)``: one name, no port (an address is answered without a query)."""
+    host = _ascii(args[0]) if isinstance(args[0], (bytes, bytearray)) else args[0]
+    if isinstance(host, str) and not _is_address(host):
+        _lookup(policy, refuse, (host, None))
+
+
+def _lookup_by_address(policy: Any, refuse: Refuse, address: Any, port: Any = None) -> None:
+    """``gethostbyaddr``, ``getnameinfo``: an address's name, a query leaving the process unless the
+    address is this machine's, one the policy allows, or one an allowed name was looked up to."""
+    if isinstance(address, (bytes, bytearray)):
+        address = _ascii(address)
+    if not isinstance(address, str) or not _is_address(address):
+        if isinstance(address, str) and address:
+            _lookup_by_name(policy, refuse, (address,))  # gethostbyaddr looks a name up first
+        return
+    if _loopback(address) or policy.allows_host(address, None):
+        return
+    name = resolved.get((address, port)) if type(port) is int else None
+    if name is None and port is None:
+        name = next((n for (a, _), n in list(resolved.items()) if a == address), None)
+    if name is None or not policy.allows_host(name, None):
+        refuse("look up", address, _NOT_ALLOWED_HOST)
 
 
 def _loopback(address: str) -> bool:
     return address.startswith("127.") or address in ("::1", "0.0.0.0", "::")
+
+
+def _pair(sockaddr: Any) -> bool:
+    return isinstance(sockaddr, tuple) and len(sockaddr) >= 2
 
 
 def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
@@ -286,83 +300,3 @@ def _multiprocessing_own(path: str) -> bool:
     process = sys.modules.get("multiprocessing.process")
     folder = process.current_process()._config.get("tempdir") if process is not None else None
     return bool(folder) and os.path.dirname(path) == folder
-
-
-def _probing() -> bool:
-    """Called from the standard library's own probes of the machine, or harvester's capture process
-    (within 40 frames)."""
-    frame: Any = sys._getframe(3)
-    for _ in range(40):
-        if frame is None:
-            return False
-        if frame.f_code.co_filename in _PROBES:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env: Any = None) -> None:
-    shown = shown if len(shown) <= 120 else shown[:117] + "..."
-    if not policy.allows_command(words) and not _probing():
-        why = "not in replay.allow_commands" if words is not None else "a shell line of more than one plain command"
-        refuse("start", shown, why)
-    if not _pass_seal(env):
-        refuse("start", shown, "its environment is not one the seal can pass itself into (give a dict)")
-
-
-def _spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any) -> None:
-    words = policy.command_line(program, argv)
-    _start(policy, refuse, words, " ".join(words) if words else str(argv), env)
-
-
-def _fork_exec(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
-    """``FORK_EXEC``'s (executables, argv, cwd, env, own): a multiprocessing worker of this interpreter
-    (``own``) is the process itself, sealed with it; anything else is a command like the rest."""
-    executables, argv, _, env, own = args
-    if own:
-        if not _pass_seal(env):
-            refuse("start", str(argv)[:120], "its environment is not one the seal can pass itself into")
-        return
-    _spawn(policy, refuse, executables[0] if executables else None, argv, env)
-
-
-def _pass_seal(env: Any) -> bool:
-    """Give a process the seal even when its caller gave it an environment of its own (a dict, or
-    ``fork_exec``'s list of ``b"NAME=value"``): a Python child seals itself with it. False when it
-    cannot (a mapping that is not a dict); None inherits this process's environment, seal included."""
-    setting = os.environ.get(CHILD_ENV)
-    if env is None or setting is None:
-        return True
-    try:
-        child_dir = os.path.join(json.loads(setting)["dir"], "_child")
-    except (ValueError, KeyError, TypeError):
-        return True  # not a replay's setting: nothing of ours to pass
-    if isinstance(env, list):
-        named = {bytes(e).split(b"=", 1)[0]: i for i, e in enumerate(env) if isinstance(e, (bytes, bytearray))}
-        path = env[named[b"PYTHONPATH"]].split(b"=", 1)[1] if b"PYTHONPATH" in named else b""
-        for name, value in ((CHILD_ENV.encode(), setting.encode()), (b"PYTHONPATH", _first(child_dir, path))):
-            entry = name + b"=" + os.fsencode(value)
-            if name in named:
-                env[named[name]] = entry
-            else:
-                env.append(entry)
-        return True
-    if not isinstance(env, dict):
-        return False
-    if any(isinstance(k, bytes) for k in env):
-        env[CHILD_ENV.encode()] = setting.encode()
-        env[b"PYTHONPATH"] = os.fsencode(_first(child_dir, env.get(b"PYTHONPATH", b"")))
-    else:
-        env[CHILD_ENV] = setting
-        env["PYTHONPATH"] = _first(child_dir, env.get("PYTHONPATH", ""))
-    return True
-
-
-def _first(folder: str, path: str | bytes) -> str:
-    """``folder`` first on the search path ``path`` (once)."""
-    rest = [p for p in os.fsdecode(path).split(os.pathsep) if p and p != folder]
-    return os.pathsep.join([folder, *rest])
-
-
-def _shell(policy: Any, refuse: Refuse, line: Any) -> None:
-    _start(policy, refuse, policy.shell_words(str(line)), str(line))

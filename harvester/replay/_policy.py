@@ -3,9 +3,10 @@
 A host entry is ``host``, ``host:port``, ``*.domain`` (any subdomain), an IP address (IPv6 in brackets
 with a port), or ``unix:/path`` for a local socket; a host is compared without case, an address by
 value (``::1`` and ``0:0::1`` are one). A command entry is words that must begin the command line; a
-first word without ``/`` matches the program's base name (``npx`` matches ``/usr/bin/npx``), one with
-``/`` the path itself. A shell line (``sh -c``, ``os.system``) matches only when it is a plain command:
-one holding ``;``, ``|``, ``&``, ``$``, backquotes or redirections could run anything after it.
+first word without ``/`` matches the program's base name (``npx`` matches ``/usr/bin/npx``; ``python``
+any ``python3.X``), one with ``/`` the path itself. A shell line (``sh -c``, ``os.system``) matches only
+when it is a plain command: one holding ``;``, ``|``, ``&``, ``$``, backquotes or redirections could run
+anything after it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = ["Host", "Policy", "command_line", "parse_host"]
 _MAX_REMEMBERED = 4096
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
 _SHELL_META = frozenset(";|&$`<>(){}\n*?")
+_PYTHON = re.compile(r"python(3(\.\d+)?)?")
 
 
 class Host(NamedTuple):
@@ -181,6 +183,12 @@ def _begins(entry: list[str], words: Sequence[str]) -> bool:
         return False
     program = entry[0]
     first = os.path.normpath(words[0]) if "/" in program else os.path.basename(words[0])
-    if first != (os.path.normpath(program) if "/" in program else program):
+    if first != (os.path.normpath(program) if "/" in program else program) and not _same_python(program, first):
         return False
     return list(words[1 : len(entry)]) == entry[1:]
+
+
+def _same_python(program: str, name: str) -> bool:
+    """``python`` names any CPython (``python3``, ``python3.12``: what ``sys.executable`` is called), and
+    ``python3`` any Python 3."""
+    return program in ("python", "python3") and _PYTHON.fullmatch(name) is not None and name.startswith(program)

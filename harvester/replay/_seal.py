@@ -31,24 +31,26 @@ are also the whole hook where the C one could not be built.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
+from .. import seam
 from ..errors import Sealed
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
+from ._aside import set_aside
 from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, Guard, resolved
 from ._policy import Policy
 
@@ -179,23 +181,36 @@ def _in_flight() -> str | None:
     return f"span {name!r}" if isinstance(name, str) and name else None
 
 
-def _current() -> Seal | None:
-    seal = otel_context.get_value(SEAL)
-    if seal is None and _suites:
-        return _suites[-1]
-    return seal if isinstance(seal, Seal) else None
-
-
 def _policy_here(reaching: bool) -> tuple[Policy, Callable[[str, str, str], None]] | None:
-    """The audit hook's question, in one read of the context: a connection made while the OpenTelemetry
-    SDK exports telemetry (its processors export with instrumentation suppressed) is not the agent's."""
+    """The audit hook's question, in one read of the context. Not the agent's: harvester's own work
+    (``seam.own_work``: a judge, a callback), and a connection the OpenTelemetry SDK makes to export
+    telemetry (its processors export with instrumentation suppressed; code that merely suppresses
+    instrumentation, ``suppress_tracing()``, is still the agent's)."""
     ctx = otel_context.get_current()
-    if reaching and ctx.get(_SUPPRESS_INSTRUMENTATION_KEY):
+    if ctx.get(seam.OWN) or (reaching and ctx.get(_SUPPRESS_INSTRUMENTATION_KEY) and _exporting()):
         return None
     seal = ctx.get(SEAL)
     if seal is None:
         return _suites[-1].here if _suites else None
     return seal.here if isinstance(seal, Seal) else None
+
+
+_EXPORTERS = (
+    os.sep + os.path.join("opentelemetry", "sdk") + os.sep,
+    os.sep + os.path.join("opentelemetry", "exporter"),
+)
+
+
+def _exporting() -> bool:
+    """Called from the OpenTelemetry SDK's span processors or its exporters (within 80 frames)."""
+    frame: Any = sys._getframe(2)
+    for _ in range(80):
+        if frame is None:
+            return False
+        if any(part in frame.f_code.co_filename for part in _EXPORTERS):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _log_refusal(what: str, target: str, why: str, during: str) -> None:
@@ -239,8 +254,12 @@ def install() -> None:
             _GUARD.add()
             socket.getaddrinfo = _GUARD.remembering(socket.getaddrinfo)
             _installed = "Python"
-        if _posixsubprocess is not None:
+        if _posixsubprocess is not None:  # and subprocess's own name for it, bound at its import
             _posixsubprocess.fork_exec = Guard.forking(_posixsubprocess.fork_exec)
+            if getattr(subprocess, "_fork_exec", None) is not None:
+                subprocess._fork_exec = Guard.forking(subprocess._fork_exec)  # type: ignore[attr-defined]
+            # posix_spawn reads a given environment before its audited event, past the seal: fork_exec
+            setattr(subprocess, "_USE_POSIX_SPAWN", False)  # noqa: B010 (a Final of the stubs)
 
 
 def installed() -> str | None:
@@ -249,31 +268,26 @@ def installed() -> str | None:
 
 
 @contextlib.contextmanager
-def sealing(policy: Policy, children: Policy | None = None) -> Iterator[Seal]:
-    """Seal the process for the duration of a replay; yields the suite's seal (for code without a case).
-
-    ``children``: the policy a Python process the agent starts seals itself with (``_child``), by
-    default the suite's; their refusals come back through a log the suite seal reads.
-    """
+def sealing(policy: Policy) -> Iterator[Seal]:
+    """Seal the process for the duration of a replay; yields the suite's seal, with ``policy``: what code
+    without a case's context may reach, and what a Python process the agent starts seals itself with
+    (``_child``; its refusals come back through a log the suite seal reads)."""
     install()
     if _installed == "C" and _context_variable() is not _native_context:
         raise RuntimeError("OpenTelemetry's runtime context was replaced after the seal's C hook was installed")
     seal = Seal(policy)
     fd, seal.log = tempfile.mkstemp(prefix="harvester-seal-", suffix=".jsonl")
     os.close(fd)
-    inherited = children or policy
-    setting = {"hosts": list(inherited.hosts), "commands": list(inherited.commands), "dir": _HERE, "log": seal.log}
+    setting = {"hosts": list(policy.hosts), "commands": list(policy.commands), "dir": _HERE, "log": seal.log}
     outer = {name: os.environ.get(name) for name in (CHILD_ENV, "PYTHONPATH")}
     path = os.pathsep.join(p for p in (_CHILD_DIR, outer["PYTHONPATH"]) if p)
     os.environ.update({CHILD_ENV: json.dumps(setting), "PYTHONPATH": path})
     _suites.append(seal)
-    loops = _stdlib_loops()
     try:
-        yield seal
+        with set_aside():
+            yield seal
     finally:
         _suites.remove(seal)
-        if loops is not None:
-            _set_loop_policy(loops)
         for name, value in outer.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -281,24 +295,6 @@ def sealing(policy: Policy, children: Policy | None = None) -> Iterator[Seal]:
                 os.environ[name] = value
         with contextlib.suppress(OSError):
             os.unlink(seal.log)
-
-
-def _stdlib_loops() -> asyncio.AbstractEventLoopPolicy | None:
-    """Make the event loops made while sealed the standard library's: uvloop's (``uvloop.install()``)
-    connects in C, past every audit hook. Returns the policy it replaced, to put back (None: none)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # policies are deprecated from Python 3.14
-        current = asyncio.get_event_loop_policy()
-    if type(current).__module__.startswith("asyncio"):
-        return None
-    _set_loop_policy(None)
-    return current
-
-
-def _set_loop_policy(policy: asyncio.AbstractEventLoopPolicy | None) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        asyncio.set_event_loop_policy(policy)
 
 
 def within(ctx: otel_context.Context, seal: Seal | None) -> otel_context.Context:

@@ -125,9 +125,10 @@ def replay(
     policy = Policy(hosts, allow_commands) if seal else None
     runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, sandbox, judges)
     refused_before, sealed_before = seam.STATE.seq, last_seq()
-    # A process the agent starts seals itself with what any case of the plan may reach.
+    # Code that lost its case's context, and a process the agent starts, are held to what any case of the
+    # plan may reach (its model hosts among them).
     sealed = (
-        sealing(policy, policy.with_hosts(h for entry in planned for h in runner.hosts(entry.model_hosts)))
+        sealing(policy.with_hosts(h for entry in planned for h in runner.hosts(entry.model_hosts)))
         if policy is not None
         else contextlib.nullcontext()
     )
@@ -145,7 +146,8 @@ def replay(
         spool.add(result, index)
         planned[index].release()
         if on_case is not None:
-            on_case(Finished(case, variant_of, outs, result))
+            with seam.own_work():  # the caller's own code, as progress below
+                on_case(Finished(case, variant_of, outs, result))
 
     env = sandbox_env(sandbox.env) if sandbox is not None else contextlib.nullcontext()
     with seam.replaying_now(), sealed as suite_seal, env:
@@ -293,7 +295,8 @@ def _drive(
             outs.append(outcome)
             finished_n += 1
             if progress is not None:
-                progress(finished_n, total)
+                with seam.own_work():
+                    progress(finished_n, total)
             if len(outs) == trials:
                 yield outcomes.pop(job.index)
 

@@ -259,7 +259,8 @@ class Runner:
         outside = suite_refusals_since(self.suite_seal, seen.refusals)
         sealed = [*own, *outside]
         live += [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in [*own, *self._count(outside)]]
-        checks = evaluate(job.case, run, judge=self.judge)
+        with seam.own_work():  # a judge function is the caller's, not the agent's: the seal lets it ask its model
+            checks = evaluate(job.case, run, judge=self.judge)
         checks.extend(
             c
             for c in (

@@ -9,7 +9,10 @@ child, ``telemetry`` for a span exported to the service by the OpenTelemetry SDK
 common ways: ``own-env`` (a Python child given an environment of its own, as an MCP client gives its
 server), ``gethostbyname`` (a lookup of the service's name, the query itself leaving), ``unix`` (a
 local socket at ``LEAKY_UNIX``, its path a bytearray), ``mp-spawn`` / ``mp-forkserver`` (a
-multiprocessing worker), ``mp-program`` (multiprocessing starting another program, ``env``).
+multiprocessing worker), ``mp-program`` (multiprocessing starting another program, ``env``),
+``httpx-async``, ``suppressed`` (inside ``suppress_instrumentation()``), ``isolated`` (``python -I``),
+``posix-spawn-env`` (a Python given its own environment by ``os.posix_spawn``), ``environ``
+(``env=os.environ``).
 """
 
 from __future__ import annotations
@@ -75,6 +78,20 @@ def _post(url: str, how: str) -> str:
 
 def _less_common(url: str, how: str) -> str:
     code = f"import urllib.request; urllib.request.urlopen({url!r}, data=b'{{}}', timeout=5)"
+    if how == "httpx-async":  # as AsyncOpenAI, pydantic-ai and anyio look a name up: in bytes
+        return asyncio.run(_post_async(url))
+    if how == "suppressed":  # instrumentation suppressed is still the agent's code
+        from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+        with suppress_instrumentation():
+            return _post(url, "urllib")
+    if how == "isolated":  # a Python that ignores PYTHONPATH and the environment
+        return str(subprocess.run([sys.executable, "-I", "-c", code], check=True, timeout=30).returncode)
+    if how == "posix-spawn-env":  # os.posix_spawn reads its environment before its audited event
+        env = {"PATH": os.environ.get("PATH", "")}
+        return str(os.waitpid(os.posix_spawn(sys.executable, [sys.executable, "-c", code], env), 0)[1])
+    if how == "environ":  # the process's own environment, given explicitly
+        return str(subprocess.run([sys.executable, "-c", code], env=os.environ, check=True, timeout=30).returncode)
     if how == "own-env":  # the environment the MCP client gives a stdio server it starts
         from mcp.client.stdio import get_default_environment
 
@@ -100,6 +117,11 @@ def _less_common(url: str, how: str) -> str:
         worker.join(30)
         return f"worker exited {worker.exitcode}"
     raise ValueError(how)
+
+
+async def _post_async(url: str) -> str:
+    async with httpx.AsyncClient(timeout=5) as client:
+        return (await client.post(url, json={"refund": "A1001"})).text
 
 
 def _in_child(url: str) -> str:

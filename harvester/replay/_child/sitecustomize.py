@@ -2,9 +2,9 @@
 
 A sealed replay puts this folder first on ``PYTHONPATH`` and its policy in ``HARVESTER_SEAL``, so every
 Python process the agent starts imports this module at startup (``site`` imports ``sitecustomize``).
-It loads the seal's policy and checks by their paths (``_policy.py``, ``_guard.py``: standard library
-only, since the child may be another interpreter, without harvester) and installs the same audit hook
-with the replay's policy. A refusal raises ``PermissionError`` in the child and is written as one JSON
+It loads the seal's policy and checks by their paths (``_policy.py``, ``_starts.py``, ``_guard.py``:
+standard library only, since the child may be another interpreter, without harvester) and installs the
+same audit hook with the replay's policy. A refusal raises ``PermissionError`` in the child and is written as one JSON
 line to the replay's log, which the replay reads into its report. The project's own
 ``sitecustomize``, if it has one, is imported after, as it would have been.
 """
@@ -42,6 +42,7 @@ def _load(name: str, path: str) -> Any:
 
 def _seal(setting: dict[str, Any]) -> None:
     policy_mod = _load("_harvester_seal_policy", os.path.join(setting["dir"], "_policy.py"))
+    _load("_harvester_seal_starts", os.path.join(setting["dir"], "_starts.py"))  # which _guard asks
     guard_mod = _load("_harvester_seal_guard", os.path.join(setting["dir"], "_guard.py"))
     policy = policy_mod.Policy(setting.get("hosts", ()), setting.get("commands", ()))
     during = "process " + " ".join(getattr(sys, "orig_argv", sys.argv)[:4])[:80]

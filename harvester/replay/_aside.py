@@ -1,0 +1,71 @@
+"""What a sealed replay sets aside in its process while it runs, and puts back after.
+
+- uvloop's event loop policy (``uvloop.install()``, at the app's import as uvloop's docs show): its loops
+  connect in C, past every audit hook, so while sealed new event loops are the standard library's.
+- multiprocessing's forkserver: one started before the replay forks its workers unsealed, and one started
+  during it would stay sealed, with that replay's policy, after it. It is stopped as the outermost seal
+  begins and as it ends; the next pool that needs one starts it again.
+
+Only the outermost of nested or concurrent seals (an import sealed inside a replay, two replays in
+threads) sets aside and puts back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
+
+__all__ = ["set_aside"]
+
+_LOOPS_IN_C = ("uvloop", "winloop")  # event loops whose sockets are made and connected in C
+_lock = threading.Lock()
+_depth = 0
+_policy: asyncio.AbstractEventLoopPolicy | None = None
+
+
+@contextlib.contextmanager
+def set_aside() -> Iterator[None]:
+    global _depth, _policy
+    with _lock:
+        _depth += 1
+        if _depth == 1:
+            _policy = _policy_in_c()
+            if _policy is not None:
+                _set_policy(None)
+            _stop_forkserver()
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                _stop_forkserver()
+                if _policy is not None:
+                    _set_policy(_policy)
+                    _policy = None
+
+
+def _policy_in_c() -> asyncio.AbstractEventLoopPolicy | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # policies are deprecated from Python 3.14
+        current = asyncio.get_event_loop_policy()
+    return current if type(current).__module__.split(".")[0] in _LOOPS_IN_C else None
+
+
+def _set_policy(policy: asyncio.AbstractEventLoopPolicy | None) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        asyncio.set_event_loop_policy(policy)
+
+
+def _stop_forkserver() -> None:
+    """Stop this process's forkserver, if multiprocessing started one (never importing it otherwise)."""
+    module = sys.modules.get("multiprocessing.forkserver")
+    stop = getattr(getattr(module, "_forkserver", None), "_stop", None)
+    if callable(stop):
+        with contextlib.suppress(Exception):  # a private method: gone or failing, the pool still works
+            stop()

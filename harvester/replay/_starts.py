@@ -1,0 +1,179 @@
+"""The seal's checks of the processes a replay's agent starts: which command it is, whether the process
+will seal itself, and the environment that lets it.
+
+Standard library only, importing nothing of harvester, like ``_guard`` (which asks it): a sealed Python
+child loads both by their paths (``_child/sitecustomize.py``).
+
+- A command line must begin with an allowed command; the standard library's own probes of the machine
+  (``ctypes.util.find_library`` runs ldconfig and gcc, trio does at import) and harvester's capture
+  process are not actions, and multiprocessing's workers of this very interpreter are the process itself.
+- A Python child seals itself from its environment (``HARVESTER_SEAL``, ``_child`` first on
+  ``PYTHONPATH``): one started with ``-I``, ``-E`` or ``-S`` would not read it, and one given an
+  environment without it by ``os.execve``/``os.posix_spawn`` (which read it before their audited event)
+  would not have it: both are refused. ``fork_exec`` (``subprocess``, multiprocessing) gets the seal
+  added to an environment of the caller's own (``with_seal``, a new list).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "CHILD_ENV",
+    "MP_UTIL",
+    "SUBPROCESS",
+    "fork_exec",
+    "probing",
+    "own_worker",
+    "shell",
+    "skips_site",
+    "spawn",
+    "with_seal",
+]
+
+Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
+CHILD_ENV = "HARVESTER_SEAL"  # the policy a Python child of a sealed replay seals itself with (``_child``)
+# Starts that are not the agent's actions: the standard library's probes of the machine, and harvester's own
+# capture process (an app that installs capture at import starts it; it writes to the trace store only).
+_PROBES = frozenset(
+    (
+        *(os.path.join(os.path.dirname(os.__file__), name) for name in ("ctypes/util.py", "platform.py", "uuid.py")),
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "intake", "_capture_process.py"),
+    )
+)
+SUBPROCESS = os.path.join(os.path.dirname(os.__file__), "subprocess.py")
+MP_UTIL = os.path.join(os.path.dirname(os.__file__), "multiprocessing", "util.py")
+
+
+def own_worker(executables: Any, argv: Any) -> bool:
+    """``fork_exec``'s program is this interpreter (multiprocessing's default executable), run so that it
+    reads the seal's environment."""
+    try:
+        same = os.path.realpath(os.fsdecode(executables[0])) == os.path.realpath(sys.executable)
+    except (TypeError, IndexError, ValueError):
+        return False
+    return same and not skips_site(argv)
+
+
+def probing() -> bool:
+    """Called from the standard library's own probes of the machine, or harvester's capture process
+    (within 40 frames)."""
+    frame: Any = sys._getframe(3)
+    for _ in range(40):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename in _PROBES:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env: Any = None) -> None:
+    shown = shown if len(shown) <= 120 else shown[:117] + "..."
+    if not policy.allows_command(words) and not probing():
+        why = "not in replay.allow_commands" if words is not None else "a shell line of more than one plain command"
+        refuse("start", shown, why)
+    if words and _is_python(words[0]):
+        if skips_site(words):
+            refuse("start", shown, "a Python run with -I, -E or -S skips the seal's environment: run it without")
+        if not _has_seal(env):
+            refuse("start", shown, "a Python given an environment without the seal's (HARVESTER_SEAL, PYTHONPATH)")
+
+
+def spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any = None) -> None:
+    words = policy.command_line(program, argv)
+    _start(policy, refuse, words, " ".join(words or _words(argv)), env)
+
+
+def _words(argv: Any) -> list[str]:
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        return [os.fsdecode(argv)]
+    return [os.fsdecode(w) if isinstance(w, (str, bytes, os.PathLike)) else str(w) for w in argv or ()]
+
+
+def fork_exec(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
+    """``FORK_EXEC``'s (executables, argv, cwd, env, own): a multiprocessing worker of this interpreter
+    (``own``) is the process itself, sealed with it; anything else is a command like the rest (its
+    environment is given the seal by the wrapper, after this check)."""
+    executables, argv, _, _, own = args
+    if not own:
+        spawn(policy, refuse, executables[0] if executables else None, argv)
+
+
+def _is_python(program: str) -> bool:
+    base = os.path.basename(program)
+    if base.startswith(("python", "pypy")) and base.rstrip("0123456789.") in ("python", "pypy"):
+        return True
+    try:
+        return os.path.realpath(program) == os.path.realpath(sys.executable)
+    except (TypeError, ValueError):
+        return False
+
+
+def skips_site(argv: Any) -> bool:
+    """A Python command line with ``-I``, ``-E`` or ``-S`` (alone or in a cluster) before its script: it
+    ignores ``PYTHONPATH`` or ``sitecustomize``, so the seal's environment would not seal it."""
+    words = iter(_words(argv)[1:])
+    for word in words:
+        if word.startswith("--"):
+            continue
+        if not word.startswith("-") or word == "-":
+            return False  # the script: the interpreter's own options have ended
+        for i, ch in enumerate(word[1:], 1):
+            if ch in "IES":
+                return True
+            if ch in "cm":
+                return False
+            if ch in "WX":  # the rest of the word, or the next word, is its argument
+                if i == len(word) - 1:
+                    next(words, None)
+                break
+    return False
+
+
+def _has_seal(env: Any) -> bool:
+    """``env`` (given to ``os.execve``/``os.posix_spawn``, read before the audited event) carries the seal:
+    None inherits this process's environment; a mapping must hold its ``HARVESTER_SEAL``."""
+    setting = os.environ.get(CHILD_ENV)
+    if env is None or setting is None:
+        return True
+    try:
+        return env.get(CHILD_ENV, env.get(CHILD_ENV.encode())) in (setting, setting.encode())
+    except (AttributeError, TypeError):
+        return False
+
+
+def with_seal(env: list[Any]) -> list[Any]:
+    """``fork_exec``'s environment (``b"NAME=value"`` entries) with the seal's setting and ``_child`` first
+    on ``PYTHONPATH``: a Python child seals itself with it. A new list; unchanged outside a replay."""
+    setting = os.environ.get(CHILD_ENV)
+    if setting is None:
+        return env
+    try:
+        child_dir = os.path.join(json.loads(setting)["dir"], "_child")
+    except (ValueError, KeyError, TypeError):
+        return env  # not a replay's setting: nothing of ours to pass
+    named = {bytes(e).split(b"=", 1)[0]: i for i, e in enumerate(env) if isinstance(e, (bytes, bytearray))}
+    path = bytes(env[named[b"PYTHONPATH"]]).split(b"=", 1)[1] if b"PYTHONPATH" in named else b""
+    out = list(env)
+    for name, value in ((CHILD_ENV.encode(), setting), (b"PYTHONPATH", _first(child_dir, path))):
+        entry = name + b"=" + os.fsencode(value)
+        if name in named:
+            out[named[name]] = entry
+        else:
+            out.append(entry)
+    return out
+
+
+def _first(folder: str, path: str | bytes) -> str:
+    """``folder`` first on the search path ``path`` (once)."""
+    rest = [p for p in os.fsdecode(path).split(os.pathsep) if p and p != folder]
+    return os.pathsep.join([folder, *rest])
+
+
+def shell(policy: Any, refuse: Refuse, line: Any) -> None:
+    _start(policy, refuse, policy.shell_words(str(line)), str(line))

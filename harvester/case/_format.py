@@ -110,9 +110,9 @@ class Recorded(_Strict):
 def _recorded_host_problem(host: str) -> str | None:
     """An entry as ``allow_hosts`` says one (the seal reads both alike), where a provider's documented
     host may hold ``*`` anywhere (``bedrock-runtime.*.amazonaws.com``, ``*-aiplatform.googleapis.com``),
-    but never so that it matches every host of a domain like ``com`` (``*``, ``*.com``)."""
+    but never a whole label so that it matches every host of a domain like ``com`` (``*``, ``*.com``)."""
     labels = host.split(":")[0].split(".") if not host.startswith("[") else []
-    starred = [i for i, label in enumerate(labels) if "*" in label]
+    starred = [i for i, label in enumerate(labels) if label == "*"]
     if starred and len(labels) - starred[-1] - 1 < 2:
         return f"{host!r} matches too much: a * must come before a domain (*.example.com)"
     return host_problem(host.replace("*", "w"))

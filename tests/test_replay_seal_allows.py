@@ -49,8 +49,9 @@ def test_an_async_client_reaches_the_model_host_it_names(payments, monkeypatch):
     assert len(payments.seen) == 1
 
 
-def test_a_child_given_the_process_environment_runs_and_is_sealed(payments, monkeypatch):
-    monkeypatch.setenv(leaky_app.CLIENT_ENV, "environ")
+@pytest.mark.parametrize("client", ["environ", "posix-spawn-environ"])
+def test_a_child_given_the_process_environment_runs_and_is_sealed(payments, monkeypatch, client):
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, client)
     report = replay([refund_case()], leaky_app.build, timeout=60, allow_commands=["python -c"])
     assert payments.seen == []
     (detail,) = sealed(report)

@@ -141,10 +141,13 @@ def _has_seal(env: Any) -> bool:
     setting = os.environ.get(CHILD_ENV)
     if env is None or setting is None:
         return True
-    try:
-        return env.get(CHILD_ENV, env.get(CHILD_ENV.encode())) in (setting, setting.encode())
-    except (AttributeError, TypeError):
-        return False
+    for key in (CHILD_ENV, CHILD_ENV.encode()):  # os.environ takes str keys only, os.environb bytes
+        try:
+            if env.get(key) in (setting, setting.encode()):
+                return True
+        except (AttributeError, TypeError):
+            continue
+    return False
 
 
 def with_seal(env: list[Any]) -> list[Any]:

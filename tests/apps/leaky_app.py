@@ -11,8 +11,8 @@ server), ``gethostbyname`` (a lookup of the service's name, the query itself lea
 local socket at ``LEAKY_UNIX``, its path a bytearray), ``mp-spawn`` / ``mp-forkserver`` (a
 multiprocessing worker), ``mp-program`` (multiprocessing starting another program, ``env``),
 ``httpx-async``, ``suppressed`` (inside ``suppress_instrumentation()``), ``isolated`` (``python -I``),
-``posix-spawn-env`` (a Python given its own environment by ``os.posix_spawn``), ``environ``
-(``env=os.environ``).
+``posix-spawn-env`` (a Python given its own environment by ``os.posix_spawn``), ``environ`` (``env=os.environ``),
+``posix-spawn-environ`` (``os.posix_spawn`` given ``os.environ``).
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ def _less_common(url: str, how: str) -> str:
     if how == "posix-spawn-env":  # os.posix_spawn reads its environment before its audited event
         env = {"PATH": os.environ.get("PATH", "")}
         return str(os.waitpid(os.posix_spawn(sys.executable, [sys.executable, "-c", code], env), 0)[1])
+    if how == "posix-spawn-environ":
+        return str(os.waitpid(os.posix_spawn(sys.executable, [sys.executable, "-c", code], os.environ), 0)[1])
     if how == "environ":  # the process's own environment, given explicitly
         return str(subprocess.run([sys.executable, "-c", code], env=os.environ, check=True, timeout=30).returncode)
     if how == "own-env":  # the environment the MCP client gives a stdio server it starts

@@ -74,6 +74,7 @@ __all__ = [
     "model_server",
     "orphans_since",
     "own_work",
+    "own_work_now",
     "propagate_into_threads",
     "remember",
     "replay_span",
@@ -304,15 +305,34 @@ def serving(ex: Executor | None, models: ModelServer | None = None) -> Iterator[
         otel_context.detach(token)
 
 
+class _Own:
+    """The mark of one stretch of harvester's own work, open while it runs: a thread started inside it
+    copies the mark with the context, and finds it closed once the work is done."""
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open = True
+
+
 @contextlib.contextmanager
 def own_work() -> Iterator[None]:
     """What runs here is harvester's or its caller's own work during a replay (a judge deciding a check,
-    a progress or case callback), not the agent's: the seal does not hold it to a case's hosts."""
-    token = otel_context.attach(otel_context.set_value(OWN, True))
+    a progress or case callback), not the agent's: the seal does not hold it to a case's hosts. Only
+    while it runs: a thread it leaves behind is held again after."""
+    mark = _Own()
+    token = otel_context.attach(otel_context.set_value(OWN, mark))
     try:
         yield
     finally:
+        mark.open = False
         otel_context.detach(token)
+
+
+def own_work_now(ctx: otel_context.Context) -> bool:
+    """``ctx`` is inside harvester's own work that is still running."""
+    mark = ctx.get(OWN)
+    return isinstance(mark, _Own) and mark.open
 
 
 _propagating = False

@@ -94,6 +94,44 @@ def test_a_judge_and_the_callers_callbacks_are_not_the_agent(payments, monkeypat
     assert len(payments.seen) == 3 and sealed(report) == [] and report.refused == 0
 
 
+def test_a_thread_a_callback_leaves_behind_is_held_again(payments, monkeypatch):
+    """``on_case`` is the caller's own work only while it runs: a worker thread it starts, used by a
+    later case's agent, meets the seal."""
+    import queue
+    import threading
+    import urllib.request
+
+    jobs: queue.SimpleQueue[str] = queue.SimpleQueue()
+    said: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+    def worker() -> None:
+        try:
+            urllib.request.urlopen(urllib.request.Request(jobs.get(), data=b"{}"), timeout=5).read()
+            said.put("sent")
+        except OSError as exc:
+            said.put(str(exc))
+
+    def on_case(done) -> None:
+        if done.case.id == "first":
+            threading.Thread(target=worker, daemon=True).start()
+
+    def build():
+        def agent(prompt: str) -> str:
+            if prompt == "second":
+                jobs.put(os.environ[leaky_app.URL_ENV])
+                return said.get(timeout=10)
+            return "first"
+
+        return agent
+
+    cases = [
+        AgentCase.model_validate({"id": name, "status": "accepted", "prompt": name}) for name in ("first", "second")
+    ]
+    report = replay(cases, build, timeout=30, concurrency=1, on_case=on_case)
+    assert payments.seen == []
+    assert "harvester replay sealed connect to localhost" in (report.results[1].answer or "")
+
+
 def test_code_without_a_case_reaches_a_model_host_a_case_records(payments, monkeypatch):
     """The app's worker thread (no case's context) is held to what any case may reach, model hosts too,
     as the processes the agent starts are."""

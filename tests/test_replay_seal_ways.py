@@ -165,6 +165,10 @@ def test_a_case_whose_model_hosts_are_not_hosts_is_one_line_naming_file_and_fiel
         ("suppressed", "during issue_refund"),  # suppress_tracing() is the agent's code, not an exporter
         ("isolated", "a Python run with -I, -E or -S skips the seal's environment"),
         ("posix-spawn-env", "a Python given an environment without the seal's"),
+        ("posix-spawn-pythonpath", "a Python given an environment without the seal's"),
+        ("cleared-env", "during process"),  # the seal was kept apart from os.environ: the child has it
+        ("pty", "during issue_refund"),  # a pty child's refusal is read back into its case
+        ("exporter", "during issue_refund"),  # only the SDK's own span processors export unsealed
     ],
 )
 def test_what_would_run_unsealed_is_refused(payments, monkeypatch, client, named):
@@ -175,19 +179,24 @@ def test_what_would_run_unsealed_is_refused(payments, monkeypatch, client, named
 
 
 def test_a_forkserver_from_before_a_replay_is_not_its_and_one_from_it_does_not_outlive_it(payments, monkeypatch):
-    """One started before forks unsealed workers; one started during would stay sealed after: the seal
-    stops it as it begins and as it ends."""
+    """One started before forks unsealed workers; one started during would stay sealed after: as a replay
+    begins and ends, the next process comes from a new one, and a pool kept open goes on."""
     import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
 
     forkserver = multiprocessing.get_context("forkserver")
-    warm = forkserver.Process(target=print, args=("warm",))
-    warm.start()
-    warm.join(30)
-    monkeypatch.setenv(leaky_app.CLIENT_ENV, "mp-forkserver")
-    report = replay([refund_case()], leaky_app.build, timeout=90)
-    assert payments.seen == []
-    assert f"connect to 127.0.0.1:{payments.port}" in refused(report)
-    after = forkserver.Process(target=leaky_app.issue_refund, args=("A1001",))
-    after.start()
-    after.join(30)
-    assert after.exitcode == 0 and len(payments.seen) == 1
+    with ProcessPoolExecutor(1, mp_context=forkserver) as pool:  # open across the replay, as an app's is
+        assert pool.submit(abs, -1).result(timeout=30) == 1
+        monkeypatch.setenv(leaky_app.CLIENT_ENV, "mp-forkserver")
+        got: list[Report] = []
+        done = threading.Thread(target=lambda: got.append(replay([refund_case()], leaky_app.build, timeout=90)))
+        done.start()
+        done.join(120)  # stopping that forkserver would wait for the pool's worker: forever
+        assert got, "the replay hung"
+        assert payments.seen == []
+        assert f"connect to 127.0.0.1:{payments.port}" in refused(got[0])
+        after = forkserver.Process(target=leaky_app.issue_refund, args=("A1001",))
+        after.start()
+        after.join(30)
+        assert after.exitcode == 0 and len(payments.seen) == 1

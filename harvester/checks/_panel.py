@@ -136,10 +136,10 @@ def _within(judge: BuiltJudge, subject: Subject, timeout: float) -> tuple[Verdic
     box: list[Verdict | BaseException] = []
 
     def ask() -> None:
-        quiet = otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True)  # its model calls traced nowhere
-        token = otel_context.attach(otel_context.set_value(seam.OWN, True, quiet))  # and never sealed
+        token = otel_context.attach(otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))  # traced nowhere
         try:
-            box.append(judge.decide(subject))
+            with seam.own_work():  # and not sealed
+                box.append(judge.decide(subject))
         except BaseException as exc:  # reported as the judge's failure, on its check only
             box.append(exc)
         finally:

@@ -3,8 +3,8 @@
 - uvloop's event loop policy (``uvloop.install()``, at the app's import as uvloop's docs show): its loops
   connect in C, past every audit hook, so while sealed new event loops are the standard library's.
 - multiprocessing's forkserver: one started before the replay forks its workers unsealed, and one started
-  during it would stay sealed, with that replay's policy, after it. It is stopped as the outermost seal
-  begins and as it ends; the next pool that needs one starts it again.
+  during it would stay sealed, with that replay's policy, after it. As the outermost seal begins and as it
+  ends, the next process is made to come from a new one; the one running serves what it started.
 
 Only the outermost of nested or concurrent seals (an import sealed inside a replay, two replays in
 threads) sets aside and puts back.
@@ -36,14 +36,14 @@ def set_aside() -> Iterator[None]:
             _policy = _policy_in_c()
             if _policy is not None:
                 _set_policy(None)
-            _stop_forkserver()
+            _fresh_forkserver()
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
             if _depth == 0:
-                _stop_forkserver()
+                _fresh_forkserver()
                 if _policy is not None:
                     _set_policy(_policy)
                     _policy = None
@@ -62,10 +62,17 @@ def _set_policy(policy: asyncio.AbstractEventLoopPolicy | None) -> None:
         asyncio.set_event_loop_policy(policy)
 
 
-def _stop_forkserver() -> None:
-    """Stop this process's forkserver, if multiprocessing started one (never importing it otherwise)."""
+def _fresh_forkserver() -> None:
+    """Have the next process multiprocessing forks from a server come from a new one (sealed as the process
+    is then). The one running is left to serve what it started: stopping it waits for every worker it
+    forked, and a pool the app keeps open never ends (never importing multiprocessing otherwise)."""
     module = sys.modules.get("multiprocessing.forkserver")
-    stop = getattr(getattr(module, "_forkserver", None), "_stop", None)
-    if callable(stop):
-        with contextlib.suppress(Exception):  # a private method: gone or failing, the pool still works
-            stop()
+    running = getattr(module, "_forkserver", None)
+    if module is None or getattr(running, "_forkserver_pid", None) is None:
+        return  # none started
+    with contextlib.suppress(Exception):  # private names: gone or changed, the pool still works
+        fresh = module.ForkServer()
+        fresh._preload_modules = list(running._preload_modules)  # type: ignore[union-attr]
+        module._forkserver = fresh  # type: ignore[attr-defined]
+        for name in ("ensure_running", "get_inherited_fds", "connect_to_new_process", "set_forkserver_preload"):
+            setattr(module, name, getattr(fresh, name))

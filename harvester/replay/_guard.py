@@ -59,7 +59,7 @@ except AttributeError:  # pragma: no cover - an interpreter whose socket type ha
 PROBE = "harvester.seal.probe"  # raised once a hook is added: it says it is called
 FORK_EXEC = "harvester.seal.fork_exec"  # a process start no standard event tells (``Guard.forking``)
 _LOOKUPS = ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo")
-_STARTS = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.fork", FORK_EXEC)
+_STARTS = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty", FORK_EXEC)
 # What each watched event is, as the C hook (``_hook.c``) tells them apart: 1 a name lookup, 2 a connection
 # (or datagram), 3 a process start, 4 the probe.
 KINDS = {
@@ -96,6 +96,7 @@ class Guard:
             "os.spawn": lambda p, r, a: _starts.spawn(p, r, a[1], a[2], a[3]),
             "os.system": lambda p, r, a: _starts.shell(p, r, a[0]),
             "os.fork": lambda p, r, a: None,
+            "os.forkpty": lambda p, r, a: None,  # a child that inherits the seal (``pty.fork``, ``pty.spawn``)
             FORK_EXEC: _starts.fork_exec,
             PROBE: _probe,
         }
@@ -148,8 +149,9 @@ class Guard:
                 if caller != _starts.SUBPROCESS:
                     own = caller == _starts.MP_UTIL and _starts.own_worker(args[1], args[0])
                     sys.audit(FORK_EXEC, args[1], args[0], args[4], args[5], own)
-                if isinstance(args[5], list):
-                    args = (*args[:5], _starts.with_seal(args[5]), *args[6:])
+                env = _starts.with_seal(args[5]) if isinstance(args[5], list) else _starts.sealed_environ()
+                if env is not None:
+                    args = (*args[:5], env, *args[6:])
             return fork_exec(*args, **kwargs)
 
         checked.__wrapped__ = fork_exec  # type: ignore[attr-defined]
@@ -225,7 +227,7 @@ def _ascii(name: bytes | bytearray) -> str:
 def _own_name(host: str) -> bool:
     """``localhost`` or the machine's own name (what ``socket.getfqdn()`` asks): answered from the machine,
     and the connection that may follow is checked by its address."""
-    return host.lower() in ("localhost", socket.gethostname().lower())
+    return host.lower().rstrip(".") in ("localhost", "ip6-localhost", "ip6-loopback", socket.gethostname().lower())
 
 
 def _lookup_by_name(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:

@@ -53,6 +53,7 @@ from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
 from ._aside import set_aside
 from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, Guard, resolved
 from ._policy import Policy
+from ._starts import Carried
 
 try:  # how multiprocessing starts a process, with no audited event of its own (POSIX only)
     import _posixsubprocess
@@ -187,7 +188,7 @@ def _policy_here(reaching: bool) -> tuple[Policy, Callable[[str, str, str], None
     telemetry (its processors export with instrumentation suppressed; code that merely suppresses
     instrumentation, ``suppress_tracing()``, is still the agent's)."""
     ctx = otel_context.get_current()
-    if ctx.get(seam.OWN) or (reaching and ctx.get(_SUPPRESS_INSTRUMENTATION_KEY) and _exporting()):
+    if seam.own_work_now(ctx) or (reaching and ctx.get(_SUPPRESS_INSTRUMENTATION_KEY) and _exporting()):
         return None
     seal = ctx.get(SEAL)
     if seal is None:
@@ -195,19 +196,17 @@ def _policy_here(reaching: bool) -> tuple[Policy, Callable[[str, str, str], None
     return seal.here if isinstance(seal, Seal) else None
 
 
-_EXPORTERS = (
-    os.sep + os.path.join("opentelemetry", "sdk") + os.sep,
-    os.sep + os.path.join("opentelemetry", "exporter"),
-)
+_SDK = os.sep + os.path.join("opentelemetry", "sdk") + os.sep  # its span processors export from here
 
 
 def _exporting() -> bool:
-    """Called from the OpenTelemetry SDK's span processors or its exporters (within 80 frames)."""
+    """Called from the OpenTelemetry SDK's span processors (within 80 frames): an exporter the agent calls
+    itself is the agent's."""
     frame: Any = sys._getframe(2)
     for _ in range(80):
         if frame is None:
             return False
-        if any(part in frame.f_code.co_filename for part in _EXPORTERS):
+        if _SDK in frame.f_code.co_filename:
             return True
         frame = frame.f_back
     return False
@@ -282,12 +281,14 @@ def sealing(policy: Policy) -> Iterator[Seal]:
     outer = {name: os.environ.get(name) for name in (CHILD_ENV, "PYTHONPATH")}
     path = os.pathsep.join(p for p in (_CHILD_DIR, outer["PYTHONPATH"]) if p)
     os.environ.update({CHILD_ENV: json.dumps(setting), "PYTHONPATH": path})
+    carried = Carried.carry(os.environ[CHILD_ENV])
     _suites.append(seal)
     try:
         with set_aside():
             yield seal
     finally:
         _suites.remove(seal)
+        Carried.carry(carried)
         for name, value in outer.items():
             if value is None:
                 os.environ.pop(name, None)

@@ -23,7 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "BUILT",
     "CHILD_ENV",
+    "Carried",
     "MP_UTIL",
     "SUBPROCESS",
     "fork_exec",
@@ -32,6 +34,7 @@ __all__ = [
     "shell",
     "skips_site",
     "spawn",
+    "sealed_environ",
     "with_seal",
 ]
 
@@ -72,7 +75,10 @@ def probing() -> bool:
     return False
 
 
-def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env: Any = None) -> None:
+BUILT = object()  # the environment is the one ``fork_exec`` gets, which the seal's wrapper gives the seal
+
+
+def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env: Any = BUILT) -> None:
     shown = shown if len(shown) <= 120 else shown[:117] + "..."
     if not policy.allows_command(words) and not probing():
         why = "not in replay.allow_commands" if words is not None else "a shell line of more than one plain command"
@@ -80,11 +86,11 @@ def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env
     if words and _is_python(words[0]):
         if skips_site(words):
             refuse("start", shown, "a Python run with -I, -E or -S skips the seal's environment: run it without")
-        if not _has_seal(env):
+        if env is not BUILT and not _has_seal(env):
             refuse("start", shown, "a Python given an environment without the seal's (HARVESTER_SEAL, PYTHONPATH)")
 
 
-def spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any = None) -> None:
+def spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any = BUILT) -> None:
     words = policy.command_line(program, argv)
     _start(policy, refuse, words, " ".join(words or _words(argv)), env)
 
@@ -119,6 +125,8 @@ def skips_site(argv: Any) -> bool:
     ignores ``PYTHONPATH`` or ``sitecustomize``, so the seal's environment would not seal it."""
     words = iter(_words(argv)[1:])
     for word in words:
+        if word == "--check-hash-based-pycs":  # the one long option that takes an argument
+            next(words, None)
         if word.startswith("--"):
             continue
         if not word.startswith("-") or word == "-":
@@ -135,31 +143,56 @@ def skips_site(argv: Any) -> bool:
     return False
 
 
-def _has_seal(env: Any) -> bool:
-    """``env`` (given to ``os.execve``/``os.posix_spawn``, read before the audited event) carries the seal:
-    None inherits this process's environment; a mapping must hold its ``HARVESTER_SEAL``."""
-    setting = os.environ.get(CHILD_ENV)
-    if env is None or setting is None:
-        return True
-    for key in (CHILD_ENV, CHILD_ENV.encode()):  # os.environ takes str keys only, os.environb bytes
+class Carried:
+    """The seal's setting for the children of this process, held here rather than read back from
+    ``os.environ`` at each start: code that clears the environment (``mock.patch.dict(os.environ,
+    clear=True)``) must not start a Python unsealed. Set by ``sealing`` (and put back after), and by a
+    sealed child for its own children."""
+
+    setting: str | None = None
+    child_dir: str = ""
+
+    @classmethod
+    def carry(cls, setting: str | None) -> str | None:
+        """Carry ``setting`` (None: nothing); returns the one carried before."""
+        before, cls.setting = cls.setting, setting
         try:
-            if env.get(key) in (setting, setting.encode()):
-                return True
+            cls.child_dir = os.path.join(json.loads(setting)["dir"], "_child") if setting else ""
+        except (ValueError, KeyError, TypeError):
+            cls.setting, cls.child_dir = None, ""  # not a replay's setting: nothing of ours to pass
+        return before
+
+
+def _has_seal(env: Any) -> bool:
+    """``env`` (given to ``os.execve``/``os.posix_spawn``, read before the audited event; None: this
+    process's) carries the seal: its ``HARVESTER_SEAL``, and ``_child`` first on ``PYTHONPATH``."""
+    if Carried.setting is None:
+        return True
+    env = os.environ if env is None else env
+    for key, path, text in ((CHILD_ENV, "PYTHONPATH", str), (CHILD_ENV.encode(), b"PYTHONPATH", bytes)):
+        try:  # os.environ takes str keys only, os.environb bytes
+            value, first = env.get(key), env.get(path)
         except (AttributeError, TypeError):
             continue
+        if value is not None and os.fsdecode(value) == Carried.setting:
+            return isinstance(first, text) and os.fsdecode(first).split(os.pathsep)[0] == Carried.child_dir
     return False
+
+
+def sealed_environ() -> list[bytes] | None:
+    """This process's environment with the seal, for a process started without an environment of its own
+    when ``os.environ`` has lost the seal's (None: it has it, or nothing is carried)."""
+    if Carried.setting is None or _has_seal(None):
+        return None
+    return with_seal([k + b"=" + v for k, v in os.environb.items()])
 
 
 def with_seal(env: list[Any]) -> list[Any]:
     """``fork_exec``'s environment (``b"NAME=value"`` entries) with the seal's setting and ``_child`` first
     on ``PYTHONPATH``: a Python child seals itself with it. A new list; unchanged outside a replay."""
-    setting = os.environ.get(CHILD_ENV)
+    setting, child_dir = Carried.setting, Carried.child_dir
     if setting is None:
         return env
-    try:
-        child_dir = os.path.join(json.loads(setting)["dir"], "_child")
-    except (ValueError, KeyError, TypeError):
-        return env  # not a replay's setting: nothing of ours to pass
     named = {bytes(e).split(b"=", 1)[0]: i for i, e in enumerate(env) if isinstance(e, (bytes, bytearray))}
     path = bytes(env[named[b"PYTHONPATH"]]).split(b"=", 1)[1] if b"PYTHONPATH" in named else b""
     out = list(env)
@@ -179,4 +212,4 @@ def _first(folder: str, path: str | bytes) -> str:
 
 
 def shell(policy: Any, refuse: Refuse, line: Any) -> None:
-    _start(policy, refuse, policy.shell_words(str(line)), str(line))
+    _start(policy, refuse, policy.shell_words(str(line)), str(line), None)  # the shell gets os.environ

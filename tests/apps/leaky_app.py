@@ -12,7 +12,8 @@ local socket at ``LEAKY_UNIX``, its path a bytearray), ``mp-spawn`` / ``mp-forks
 multiprocessing worker), ``mp-program`` (multiprocessing starting another program, ``env``),
 ``httpx-async``, ``suppressed`` (inside ``suppress_instrumentation()``), ``isolated`` (``python -I``),
 ``posix-spawn-env`` (a Python given its own environment by ``os.posix_spawn``), ``environ`` (``env=os.environ``),
-``posix-spawn-environ`` (``os.posix_spawn`` given ``os.environ``).
+``posix-spawn-environ`` (``os.posix_spawn`` given ``os.environ``), ``cleared-env``, ``posix-spawn-pythonpath``,
+``pty`` and ``exporter`` (the ways round the seal a third round of testing tried).
 """
 
 from __future__ import annotations
@@ -90,6 +91,32 @@ def _less_common(url: str, how: str) -> str:
     if how == "posix-spawn-env":  # os.posix_spawn reads its environment before its audited event
         env = {"PATH": os.environ.get("PATH", "")}
         return str(os.waitpid(os.posix_spawn(sys.executable, [sys.executable, "-c", code], env), 0)[1])
+    if how == "cleared-env":  # the seal's variables gone from os.environ (a test's patch.dict, say)
+        from unittest import mock
+
+        with mock.patch.dict(os.environ, {"PATH": os.environ.get("PATH", "")}, clear=True):
+            return str(subprocess.run([sys.executable, "-c", code], check=True, timeout=30).returncode)
+    if how == "posix-spawn-pythonpath":  # the seal's setting kept, its sitecustomize taken off the path
+        env = {**os.environ, "PYTHONPATH": "/nowhere"}
+        return str(os.waitpid(os.posix_spawn(sys.executable, [sys.executable, "-c", code], env), 0)[1])
+    if how == "pty":  # a child forked on a pseudo-terminal (pty.fork, pty.spawn)
+        import pty
+
+        pid, fd = pty.fork()
+        if pid == 0:
+            try:
+                _post(url, "urllib")
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        os.close(fd)
+        return "forked"
+    if how == "exporter":  # the agent calling an OpenTelemetry exporter itself, instrumentation suppressed
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+        with suppress_instrumentation():
+            return str(OTLPSpanExporter(endpoint=url, timeout=5).export([]))
     if how == "posix-spawn-environ":
         return str(os.waitpid(os.posix_spawn(sys.executable, [sys.executable, "-c", code], os.environ), 0)[1])
     if how == "environ":  # the process's own environment, given explicitly

@@ -42,7 +42,8 @@ def _load(name: str, path: str) -> Any:
 
 def _seal(setting: dict[str, Any]) -> None:
     policy_mod = _load("_harvester_seal_policy", os.path.join(setting["dir"], "_policy.py"))
-    _load("_harvester_seal_starts", os.path.join(setting["dir"], "_starts.py"))  # which _guard asks
+    starts_mod = _load("_harvester_seal_starts", os.path.join(setting["dir"], "_starts.py"))  # _guard asks it
+    starts_mod.Carried.carry(os.environ[ENV])  # for this child's own children
     guard_mod = _load("_harvester_seal_guard", os.path.join(setting["dir"], "_guard.py"))
     policy = policy_mod.Policy(setting.get("hosts", ()), setting.get("commands", ()))
     during = "process " + " ".join(getattr(sys, "orig_argv", sys.argv)[:4])[:80]

@@ -165,9 +165,7 @@ class Guard:
         def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
             found = lookup(host, port, *args, **kwargs)
             if isinstance(host, (str, bytes)) and found:
-                # bytes are an IDNA-encoded name (anyio's lookups pass them), ASCII by definition; the idna
-                # codec has no "replace" error handler and raised inside every such lookup
-                name = host.decode("ascii", "replace") if isinstance(host, bytes) else host
+                name = _ascii(host) if isinstance(host, bytes) else host
                 if len(resolved) > MAX_RESOLVED:
                     resolved.clear()  # a lookup is remembered until then: a connection follows it at once
                 for entry in found:  # (family, type, proto, canonname, (address, port, ...))

@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["Host", "Policy", "command_line", "parse_host"]
+__all__ = ["Host", "Policy", "command_line", "parse_host", "words"]
 
 _MAX_REMEMBERED = 4096
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
@@ -60,18 +60,22 @@ def parse_host(entry: str) -> Host:
     return Host(_address(host) or host.lower().rstrip("."), port)
 
 
+def words(argv: Any) -> list[str]:
+    """An audited start's argv (a path, or a list of str, bytes or paths) as text words."""
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        return [os.fsdecode(argv)]
+    return [os.fsdecode(w) if isinstance(w, (str, bytes, os.PathLike)) else str(w) for w in argv or ()]
+
+
 def command_line(program: Any, argv: Any) -> list[str] | None:
     """The words of a command as it will run (``program`` overrides ``argv[0]``); a shell's ``-c`` line
     split into words, or None when that line is more than one plain command."""
-    if isinstance(argv, (str, bytes, os.PathLike)):
-        words = [os.fsdecode(argv)]
-    else:
-        words = [os.fsdecode(w) if isinstance(w, (str, bytes, os.PathLike)) else str(w) for w in argv or ()]
+    line = words(argv)
     if program is not None:
-        words = [os.fsdecode(program), *words[1:]] if words else [os.fsdecode(program)]
-    if len(words) >= 3 and os.path.basename(words[0]) in _SHELLS and words[1] == "-c":
-        return shell_words(words[2])
-    return words
+        line = [os.fsdecode(program), *line[1:]] if line else [os.fsdecode(program)]
+    if len(line) >= 3 and os.path.basename(line[0]) in _SHELLS and line[1] == "-c":
+        return shell_words(line[2])
+    return line
 
 
 def shell_words(line: str) -> list[str] | None:

@@ -41,7 +41,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -53,7 +53,7 @@ from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
 from ._aside import set_aside
 from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, Guard, resolved
 from ._policy import Policy
-from ._starts import Carried
+from ._starts import Carried, called_from, first_on_path
 
 try:  # how multiprocessing starts a process, with no audited event of its own (POSIX only)
     import _posixsubprocess
@@ -202,14 +202,7 @@ _SDK = os.sep + os.path.join("opentelemetry", "sdk") + os.sep  # its span proces
 def _exporting() -> bool:
     """Called from the OpenTelemetry SDK's span processors (within 80 frames): an exporter the agent calls
     itself is the agent's."""
-    frame: Any = sys._getframe(2)
-    for _ in range(80):
-        if frame is None:
-            return False
-        if _SDK in frame.f_code.co_filename:
-            return True
-        frame = frame.f_back
-    return False
+    return called_from(sys._getframe(2), lambda name: _SDK in name, 80)
 
 
 def _log_refusal(what: str, target: str, why: str, during: str) -> None:
@@ -279,9 +272,9 @@ def sealing(policy: Policy) -> Iterator[Seal]:
     os.close(fd)
     setting = {"hosts": list(policy.hosts), "commands": list(policy.commands), "dir": _HERE, "log": seal.log}
     outer = {name: os.environ.get(name) for name in (CHILD_ENV, "PYTHONPATH")}
-    path = os.pathsep.join(p for p in (_CHILD_DIR, outer["PYTHONPATH"]) if p)
-    os.environ.update({CHILD_ENV: json.dumps(setting), "PYTHONPATH": path})
-    carried = Carried.carry(os.environ[CHILD_ENV])
+    text = json.dumps(setting)
+    os.environ.update({CHILD_ENV: text, "PYTHONPATH": first_on_path(_CHILD_DIR, outer["PYTHONPATH"])})
+    carried = Carried.carry(text)
     _suites.append(seal)
     try:
         with set_aside():

@@ -16,16 +16,24 @@ child loads both by their paths (``_child/sitecustomize.py``).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
+try:  # in a sealed child (``_child``) the seal's modules are loaded by their paths
+    from . import _policy
+except ImportError:
+    _policy = importlib.import_module("_harvester_seal_policy")
+
 __all__ = [
     "BUILT",
     "CHILD_ENV",
     "Carried",
+    "called_from",
+    "first_on_path",
     "MP_UTIL",
     "SUBPROCESS",
     "fork_exec",
@@ -62,17 +70,21 @@ def own_worker(executables: Any, argv: Any) -> bool:
     return same and not skips_site(argv)
 
 
-def probing() -> bool:
-    """Called from the standard library's own probes of the machine, or harvester's capture process
-    (within 40 frames)."""
-    frame: Any = sys._getframe(3)
-    for _ in range(40):
+def called_from(frame: Any, test: Callable[[str], bool], limit: int) -> bool:
+    """``frame`` or one of the ``limit`` frames that called it runs code of a file ``test`` accepts."""
+    for _ in range(limit):
         if frame is None:
             return False
-        if frame.f_code.co_filename in _PROBES:
+        if test(frame.f_code.co_filename):
             return True
         frame = frame.f_back
     return False
+
+
+def probing() -> bool:
+    """Called from the standard library's own probes of the machine, or harvester's capture process
+    (within 40 frames)."""
+    return called_from(sys._getframe(3), _PROBES.__contains__, 40)
 
 
 BUILT = object()  # the environment is the one ``fork_exec`` gets, which the seal's wrapper gives the seal
@@ -92,13 +104,7 @@ def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env
 
 def spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any = BUILT) -> None:
     words = policy.command_line(program, argv)
-    _start(policy, refuse, words, " ".join(words or _words(argv)), env)
-
-
-def _words(argv: Any) -> list[str]:
-    if isinstance(argv, (str, bytes, os.PathLike)):
-        return [os.fsdecode(argv)]
-    return [os.fsdecode(w) if isinstance(w, (str, bytes, os.PathLike)) else str(w) for w in argv or ()]
+    _start(policy, refuse, words, " ".join(words or _policy.words(argv)), env)
 
 
 def fork_exec(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
@@ -123,7 +129,7 @@ def _is_python(program: str) -> bool:
 def skips_site(argv: Any) -> bool:
     """A Python command line with ``-I``, ``-E`` or ``-S`` (alone or in a cluster) before its script: it
     ignores ``PYTHONPATH`` or ``sitecustomize``, so the seal's environment would not seal it."""
-    words = iter(_words(argv)[1:])
+    words = iter(_policy.words(argv)[1:])
     for word in words:
         if word == "--check-hash-based-pycs":  # the one long option that takes an argument
             next(words, None)
@@ -196,7 +202,7 @@ def with_seal(env: list[Any]) -> list[Any]:
     named = {bytes(e).split(b"=", 1)[0]: i for i, e in enumerate(env) if isinstance(e, (bytes, bytearray))}
     path = bytes(env[named[b"PYTHONPATH"]]).split(b"=", 1)[1] if b"PYTHONPATH" in named else b""
     out = list(env)
-    for name, value in ((CHILD_ENV.encode(), setting), (b"PYTHONPATH", _first(child_dir, path))):
+    for name, value in ((CHILD_ENV.encode(), setting), (b"PYTHONPATH", first_on_path(child_dir, path))):
         entry = name + b"=" + os.fsencode(value)
         if name in named:
             out[named[name]] = entry
@@ -205,9 +211,9 @@ def with_seal(env: list[Any]) -> list[Any]:
     return out
 
 
-def _first(folder: str, path: str | bytes) -> str:
+def first_on_path(folder: str, path: str | bytes | None) -> str:
     """``folder`` first on the search path ``path`` (once)."""
-    rest = [p for p in os.fsdecode(path).split(os.pathsep) if p and p != folder]
+    rest = [p for p in os.fsdecode(path or "").split(os.pathsep) if p and p != folder]
     return os.pathsep.join([folder, *rest])
 
 

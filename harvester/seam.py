@@ -10,7 +10,9 @@ gives a production tool span in a thread pool its parent, so the call reads as e
 Every place a model is called (the framework modules' model guards, the raw SDK clients, ``AgentRun.model``)
 asks ``model_server()``: in a recorded-model replay, the case's ``ModelServer`` answers each call from
 the recording in order (or raises ``ModelInputChanged`` when the request drifted from the recorded one);
-None (a live replay, or no replay): the model is called.
+None (a live replay, or no replay): the model is called. The model SDK clients' requests are marked
+(``model_call``): the seal tells the agent's model from everything else by it, where the recording
+cannot say where the model is.
 
 Every place a tool can be dispatched (the framework adapters, ``@harvester.tool``) asks ``route()``
 (and, given an executor, ``sandboxed()``: a sandbox tool runs its body for real):
@@ -61,6 +63,7 @@ __all__ = [
     "MAX_ORPHANS",
     "MAX_TRACES",
     "MODELS",
+    "MODEL_CALL",
     "OWN",
     "ROOT_PREFIX",
     "STATE",
@@ -71,6 +74,8 @@ __all__ = [
     "executor",
     "harness",
     "marked",
+    "model_call",
+    "model_call_now",
     "model_server",
     "orphans_since",
     "own_work",
@@ -90,6 +95,7 @@ __all__ = [
 EXECUTOR = otel_context.create_key("harvester.executor")
 MODELS = otel_context.create_key("harvester.models")  # the case's ModelServer, in a recorded-model replay
 OWN = otel_context.create_key("harvester.own")  # harvester's own work in a replay (a judge, a callback)
+MODEL_CALL = otel_context.create_key("harvester.model_call")  # a model SDK client's request in flight
 MARK_KEY, MARK_VALUE = "harvester", "replay"
 MARK = f"{MARK_KEY}={MARK_VALUE}"  # as it reads in OTLP's traceState
 CASE_ATTRIBUTE = "harvester.case"  # on the replay root span of every case-trial
@@ -305,9 +311,9 @@ def serving(ex: Executor | None, models: ModelServer | None = None) -> Iterator[
         otel_context.detach(token)
 
 
-class _Own:
-    """The mark of one stretch of harvester's own work, open while it runs: a thread started inside it
-    copies the mark with the context, and finds it closed once the work is done."""
+class _Open:
+    """A mark open while the work it marks runs: a thread started inside copies the mark with the
+    context, and finds it closed once the work is done."""
 
     __slots__ = ("open",)
 
@@ -316,12 +322,9 @@ class _Own:
 
 
 @contextlib.contextmanager
-def own_work() -> Iterator[None]:
-    """What runs here is harvester's or its caller's own work during a replay (a judge deciding a check,
-    a progress or case callback), not the agent's: the seal does not hold it to a case's hosts. Only
-    while it runs: a thread it leaves behind is held again after."""
-    mark = _Own()
-    token = otel_context.attach(otel_context.set_value(OWN, mark))
+def _marking(key: str) -> Iterator[None]:
+    mark = _Open()
+    token = otel_context.attach(otel_context.set_value(key, mark))
     try:
         yield
     finally:
@@ -329,10 +332,33 @@ def own_work() -> Iterator[None]:
         otel_context.detach(token)
 
 
+def _open(ctx: otel_context.Context, key: str) -> bool:
+    mark = ctx.get(key)
+    return isinstance(mark, _Open) and mark.open
+
+
+def own_work() -> contextlib.AbstractContextManager[None]:
+    """What runs here is harvester's or its caller's own work during a replay (a judge deciding a check,
+    a progress or case callback), not the agent's: the seal does not hold it to a case's hosts. Only
+    while it runs: a thread it leaves behind is held again after."""
+    return _marking(OWN)
+
+
 def own_work_now(ctx: otel_context.Context) -> bool:
     """``ctx`` is inside harvester's own work that is still running."""
-    mark = ctx.get(OWN)
-    return isinstance(mark, _Own) and mark.open
+    return _open(ctx, OWN)
+
+
+def model_call() -> contextlib.AbstractContextManager[None]:
+    """A request a model SDK client is making (marked by the client guards of ``conventions``): in a
+    replay on the live model, the seal lets it reach the client's own endpoint, whatever host the
+    recording named (a gateway, a local server, the provider the agent was just moved to)."""
+    return _marking(MODEL_CALL)
+
+
+def model_call_now(ctx: otel_context.Context) -> bool:
+    """``ctx`` is inside a model SDK client's request that is still running."""
+    return _open(ctx, MODEL_CALL)
 
 
 _propagating = False

@@ -37,7 +37,17 @@ try:  # in a sealed child (``_child``) this module and ``_starts`` are loaded by
 except ImportError:
     _starts = importlib.import_module("_harvester_seal_starts")
 
-__all__ = ["CHILD_ENV", "FORK_EXEC", "KINDS", "MAX_RESOLVED", "PROBE", "Guard", "Refuse", "resolved"]
+__all__ = [
+    "CHILD_ENV",
+    "FORK_EXEC",
+    "KINDS",
+    "MAX_RESOLVED",
+    "NOT_A_MODEL_HOST",
+    "PROBE",
+    "Guard",
+    "Refuse",
+    "resolved",
+]
 
 Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
 # The policy in force here and its refusal, or None; asked with True for a connection, which code that
@@ -48,7 +58,7 @@ MAX_RESOLVED = 4096  # addresses remembered with the name they were looked up by
 CHILD_ENV = _starts.CHILD_ENV
 # Address -> the name it was looked up by; a plain dict (a write is atomic), emptied when full.
 resolved: dict[tuple[str, int], str] = {}
-_NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
+NOT_A_MODEL_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
 _INET = frozenset({int(socket.AF_INET), int(socket.AF_INET6)})
 try:  # a socket's family as the int it is (``socket.family`` makes an enum on every read)
     _family: Callable[[Any], Any] = _socket.socket.family.__get__
@@ -213,7 +223,7 @@ def _lookup(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
         return  # no name (a server's wildcard), or the machine's own: answered from the machine
     port = _port(port)
     if not policy.allows_host(host, port) and not _is_address(host):  # an address: the connection is checked
-        refuse("connect to", _host_text(host, port), _NOT_ALLOWED_HOST)
+        refuse("connect to", _host_text(host, port), NOT_A_MODEL_HOST)
 
 
 def _ascii(name: bytes | bytearray) -> str:
@@ -250,7 +260,7 @@ def _lookup_by_address(policy: Any, refuse: Refuse, address: Any, port: Any = No
     if name is None and port is None:
         name = next((n for (a, _), n in list(resolved.items()) if a == address), None)
     if name is None or not policy.allows_host(name, None):
-        refuse("look up", address, _NOT_ALLOWED_HOST)
+        refuse("look up", address, NOT_A_MODEL_HOST)
 
 
 def _loopback(address: str) -> bool:
@@ -281,7 +291,7 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
             if key is not None:
                 policy.remember(key, allowed)
         if not allowed:
-            refuse("connect to", _host_text(name or str(address[0]), _port(address[1])), _NOT_ALLOWED_HOST)
+            refuse("connect to", _host_text(name or str(address[0]), _port(address[1])), NOT_A_MODEL_HOST)
     elif address is None:
         return  # ``sendmsg`` on a connected socket: its connection was checked
     elif family == getattr(socket, "AF_UNIX", None):

@@ -91,11 +91,25 @@ def shell_words(line: str) -> list[str] | None:
 class Policy:
     """Hosts and commands a replay may reach; immutable, so a case's is the suite's plus its model hosts."""
 
-    __slots__ = ("_addresses", "_commands", "_names", "_patterns", "_unix", "allowed", "commands", "fast", "hosts")
+    __slots__ = (
+        "_addresses",
+        "_commands",
+        "_names",
+        "_patterns",
+        "_unix",
+        "allowed",
+        "commands",
+        "fast",
+        "hosts",
+        "model_calls",
+    )
 
-    def __init__(self, hosts: Iterable[str] = (), commands: Iterable[str] = ()) -> None:
+    def __init__(self, hosts: Iterable[str] = (), commands: Iterable[str] = (), model_calls: bool = False) -> None:
         self.hosts = tuple(dict.fromkeys(hosts))
         self.commands = tuple(dict.fromkeys(commands))
+        # A model SDK client's request (``seam.model_call``) may reach the client's endpoint, whatever it
+        # is (``Runner.client_endpoints`` says when).
+        self.model_calls = model_calls
         parsed = [parse_host(h) for h in self.hosts]
         self._unix = frozenset(h.name[5:] for h in parsed if h.name.startswith("unix:"))
         self._names: dict[str, set[int | None]] = {}
@@ -124,8 +138,8 @@ class Policy:
     command_line = staticmethod(command_line)
     shell_words = staticmethod(shell_words)
 
-    def with_hosts(self, hosts: Iterable[str]) -> Policy:
-        return Policy((*self.hosts, *hosts), self.commands)
+    def with_hosts(self, hosts: Iterable[str], model_calls: bool = False) -> Policy:
+        return Policy((*self.hosts, *hosts), self.commands, model_calls)
 
     def allows_host(self, host: str, port: int | None) -> bool:
         """A name or an address, at ``port`` (None: a lookup that names no port, allowed at any)."""

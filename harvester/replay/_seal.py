@@ -16,6 +16,11 @@ refusals fail every case then in flight. A forked child inherits the hook and th
 process. Telemetry the OpenTelemetry SDK exports (its processors export with instrumentation
 suppressed) passes: replay spans are marked and ``harvester serve`` drops them.
 
+A recording that named only providers (OpenInference's model spans name no URL) cannot say where the
+agent's model is: in a replay of it on the live model, a host the agent's model SDK client asks for
+(``seam.model_call``, marked on the client's ``request``) is its model, a gateway or a local server
+(``Runner.client_endpoints``). The same host asked for by anything else is refused as before.
+
 A connection to an address is allowed when the address is allowed, or when it came from looking up
 an allowed name: ``socket.getaddrinfo`` is wrapped to remember which name each address came from,
 which is also how a refusal names the host rather than its address. An address found some other way
@@ -51,7 +56,7 @@ from .. import seam
 from ..errors import Sealed
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
 from ._aside import set_aside
-from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, Guard, resolved
+from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, NOT_A_MODEL_HOST, Guard, resolved
 from ._policy import Policy
 from ._starts import Carried, called_from, first_on_path
 
@@ -118,7 +123,10 @@ class Seal:
         self.fast = policy.fast  # what the C hook reads: what the policy allows as it stands
 
     def refuse(self, what: str, target: str, why: str) -> None:
-        """Remember the refusal (a forked child writes it to the log), then raise it into the code that tried."""
+        """Remember the refusal (a forked child writes it to the log), then raise it into the code that
+        tried; unless it is a host the agent's model client asks for where the policy lets it."""
+        if why == NOT_A_MODEL_HOST and self.policy.model_calls and seam.model_call_now(otel_context.get_current()):
+            return
         during = _in_flight()
         if os.getpid() != self.pid:
             _log_refusal(what, target, why, during or f"process {os.getpid()} forked by the agent")

@@ -128,7 +128,12 @@ def replay(
     # Code that lost its case's context, and a process the agent starts, are held to what any case of the
     # plan may reach (its model hosts among them).
     sealed = (
-        sealing(policy.with_hosts(h for entry in planned for h in runner.hosts(entry.model_hosts)))
+        sealing(
+            policy.with_hosts(
+                (h for entry in planned for h in runner.hosts(entry.model_hosts)),
+                any(runner.client_endpoints(entry.model_hosts) for entry in planned),
+            )
+        )
         if policy is not None
         else contextlib.nullcontext()
     )

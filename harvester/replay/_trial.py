@@ -188,13 +188,21 @@ class Runner:
         answers every model call."""
         return () if self.model == "recorded" else model_hosts(recorded)
 
+    def client_endpoints(self, recorded: Sequence[str]) -> bool:
+        """Whether the agent's model client may reach the endpoint it is set to (``seam.model_call``): on
+        a live model, when the recording named no endpoint of its own, only providers' documented hosts
+        (OpenInference names a model call's provider, never its URL), so it cannot say where the client
+        points: a gateway, a local server. A recording that named its endpoint is held to it."""
+        return self.model != "recorded" and all(host in EVERY_PROVIDER_HOST for host in recorded)
+
     def _policy_for(self, case: Case) -> Policy:
         """The suite's policy plus the case's model hosts, built once per distinct set of hosts."""
-        hosts = tuple(self.hosts(case.spec.recorded.model_hosts if case.spec is not None else ()))
+        recorded = case.spec.recorded.model_hosts if case.spec is not None else ()
+        hosts = tuple(self.hosts(recorded))
         policy = self._policies.get(hosts)
         if policy is None:
             assert self.policy is not None
-            policy = self._policies[hosts] = self.policy.with_hosts(hosts)
+            policy = self._policies[hosts] = self.policy.with_hosts(hosts, self.client_endpoints(recorded))
         return policy
 
     def release(self, trace_id: int) -> list[ReadableSpan]:

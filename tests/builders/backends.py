@@ -298,6 +298,7 @@ class Seen:
     method: str
     path: str
     headers: dict[str, str]
+    body: bytes = b""
 
 
 @dataclass
@@ -347,10 +348,11 @@ def loopback(handle: Callable[[BaseHTTPRequestHandler, Loopback], None]) -> Iter
             pass
 
         def answer(self) -> None:
-            server_of.seen.append(Seen(self.command, self.path, dict(self.headers)))
+            seen = Seen(self.command, self.path, dict(self.headers))
+            server_of.seen.append(seen)  # before its body: a request cut short reached the server all the same
             length = int(self.headers.get("Content-Length") or 0)
             if length:
-                self.rfile.read(length)
+                seen.body = self.rfile.read(length)
             try:
                 server_of.handle(self, server_of)
             except (BrokenPipeError, ConnectionResetError):

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import httpx2
 
-__all__ = ["APIS", "MODEL", "http_client"]
+__all__ = ["APIS", "MODEL", "answering", "http_client"]
 
 APIS = ("chat", "responses", "anthropic")
 MODEL = {"chat": "gpt-4o-mini", "responses": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
@@ -33,11 +33,23 @@ def http_client(api: str, script: Sequence[Step], *, asynchronous: bool = False)
 
 
 def _transport(api: str, script: Sequence[Step]) -> httpx2.MockTransport:
+    answer = answering(api, script)
+
+    def respond(request: httpx2.Request) -> httpx2.Response:
+        content_type, content = answer(request.content)
+        return httpx2.Response(200, headers={"content-type": content_type}, content=content)
+
+    return httpx2.MockTransport(respond)
+
+
+def answering(api: str, script: Sequence[Step]) -> Callable[[bytes], tuple[str, bytes]]:
+    """A request body -> (content type, body) of the next turn of ``script``: what ``http_client``
+    answers, and a loopback model server too (an SDK client given its ``base_url``)."""
     turns = iter(script)
     ids = _IDS  # unique in the process: OpenLLMetry keeps each Responses API response by its id
 
-    def answer(request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content or b"{}")
+    def answer(content: bytes) -> tuple[str, bytes]:
+        body = json.loads(content or b"{}")
         step = next(turns)
         n = next(ids)
         if body.get("stream"):
@@ -46,10 +58,10 @@ def _transport(api: str, script: Sequence[Step]) -> httpx2.MockTransport:
                 (f"event: {name}\n" if name else "") + f"data: {json.dumps(data) if data != '[DONE]' else data}\n\n"
                 for name, data in events
             )
-            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=text.encode())
-        return httpx2.Response(200, json=_BODY[api](step, n))
+            return "text/event-stream", text.encode()
+        return "application/json", json.dumps(_BODY[api](step, n)).encode()
 
-    return httpx2.MockTransport(answer)
+    return answer
 
 
 def _calls(step: Step) -> list[tuple[str, dict[str, Any], str]]:

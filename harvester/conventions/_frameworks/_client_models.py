@@ -13,6 +13,12 @@ call in the trace: the instrumentors wrap the resource methods (OpenLLMetry, Ope
 Anthropic) or the client's ``request`` (OpenInference's OpenAI), so whichever wraps which, the served
 call's span is recorded with the served response, and the replayed run reads its model calls.
 ``ModelInputChanged`` from the server propagates into the app, before any request is made.
+
+Every request a client makes also passes its base client's ``request`` (the SDK's one door: a model
+call, the stream a helper opens on entering it, a retry), which marks it ``seam.model_call``: in a
+replay on the live model of a case whose recording named only providers (OpenInference names no URL),
+the seal lets it reach the client's own endpoint (a gateway, a local server). The mark is in the
+context, so it follows the request into the tasks and threads its HTTP client uses.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ... import seam
 from ._client_answers import BODIES, sse
 from ._client_requests import REQUESTS
-from ._patch import guard
+from ._patch import guard, subclasses
 
 if TYPE_CHECKING:
     from ...model import ModelAnswerData
@@ -61,19 +67,54 @@ METHODS: dict[str, tuple[tuple[str, str, str, str], ...]] = {
         (_MESSAGES, "AsyncMessages", "stream", "anthropic"),
     ),
 }
+# Per client: the module of its base clients, whose ``request`` every HTTP request of the SDK passes.
+DOORS = {"openai": "openai._base_client", "anthropic": "anthropic._base_client"}
 _SERVED = itertools.count(1)  # served responses' ids: unique in the process (OpenLLMetry keys responses by id)
 
 
 def serve(client: str) -> None:
-    """Guard ``client``'s model-call methods (once; a method an SDK version lacks is left alone)."""
+    """Guard ``client``'s model-call methods and mark its requests (once; what an SDK version lacks is
+    left alone)."""
     for module, cls, method, api in METHODS.get(client, ()):
-        try:
-            owner = getattr(importlib.import_module(module), cls)
-        except (ImportError, AttributeError):
-            continue
-        raw = owner.__dict__.get(method)
-        if raw is not None:
+        owner = _class(module, cls)
+        raw = owner.__dict__.get(method) if owner is not None else None
+        if owner is not None and raw is not None:
             guard(owner, method, _guarded(api, inspect.iscoroutinefunction(inspect.unwrap(raw))))
+    for base in ("SyncAPIClient", "AsyncAPIClient"):
+        door = _class(DOORS.get(client, ""), base)
+        for owner in subclasses(door) if door is not None else ():
+            raw = owner.__dict__.get("request")  # the base's, or an instrumentor's wrapper on a client class
+            if raw is not None:
+                guard(owner, "request", _marked(inspect.iscoroutinefunction(inspect.unwrap(raw))))
+
+
+def _class(module: str, name: str) -> type | None:
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        return None
+    return found if isinstance(found, type) else None
+
+
+def _marked(asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The SDK's ``request``, run as a model call (``seam.model_call``)."""
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        if asynchronous:
+
+            async def arequest(self: Any, *args: Any, **kwargs: Any) -> Any:
+                with seam.model_call():
+                    return await original(self, *args, **kwargs)
+
+            return arequest
+
+        def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with seam.model_call():
+                return original(self, *args, **kwargs)
+
+        return request
+
+    return make
 
 
 def _guarded(api: str, asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -1,0 +1,215 @@
+"""The agent's own model, where the recording cannot say where it is: OpenInference's model spans name
+the provider, never the URL, so a case recorded through a gateway or against a local server names only
+the provider's documented host. A replay on the live model then lets the agent's model SDK client reach
+the endpoint it is set to; the same host reached any other way is refused, and a replay answered from
+the recording reaches no model at all. (A recording that named its endpoint is held to it:
+``test_replay_seal``.) Real OpenAI and Anthropic SDKs, sync and async, streaming too, against a real
+loopback model server."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from anthropic import Anthropic, AsyncAnthropic
+from openai import AsyncOpenAI, OpenAI
+from opentelemetry import context as otel_context
+
+from harvester import seam
+from harvester.case import AgentCase
+from harvester.errors import Sealed
+from harvester.replay import replay
+from harvester.replay._guard import NOT_A_MODEL_HOST
+from harvester.replay._policy import Policy
+from harvester.replay._seal import Seal
+from harvester.report import Report
+from tests.builders.backends import Loopback, loopback
+from tests.builders.sdk_http import MODEL, answering
+
+ANSWER = "Refund A1001 issued."
+
+
+def _openai(url: str) -> str:
+    client = OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
+    reply = client.chat.completions.create(model=MODEL["chat"], messages=[{"role": "user", "content": "Refund A1001"}])
+    return reply.choices[0].message.content or ""
+
+
+async def _async_openai_stream(url: str) -> str:
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
+    chunks = await client.chat.completions.create(
+        model=MODEL["chat"], messages=[{"role": "user", "content": "Refund A1001"}], stream=True
+    )
+    return "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
+
+
+def _anthropic_stream(url: str) -> str:
+    client = Anthropic(base_url=url, api_key="sk-test", max_retries=0)
+    with client.messages.stream(
+        model=MODEL["anthropic"], max_tokens=64, messages=[{"role": "user", "content": "Refund A1001"}]
+    ) as events:
+        return events.get_final_text()
+
+
+async def _async_anthropic(url: str) -> str:
+    client = AsyncAnthropic(base_url=url, api_key="sk-test", max_retries=0)
+    reply = await client.messages.create(
+        model=MODEL["anthropic"], max_tokens=64, messages=[{"role": "user", "content": "Refund A1001"}]
+    )
+    return reply.content[0].text  # type: ignore[union-attr]
+
+
+# client -> (the API its server speaks, the model call, the path it posts to)
+CLIENTS: dict[str, tuple[str, Callable[[str], Any], str]] = {
+    "openai": ("chat", _openai, "/v1/chat/completions"),
+    "async-openai-stream": ("chat", _async_openai_stream, "/v1/chat/completions"),
+    "anthropic-stream": ("anthropic", _anthropic_stream, "/v1/messages"),
+    "async-anthropic": ("anthropic", _async_anthropic, "/v1/messages"),
+}
+
+
+def model_server(api: str, turns: int = 1) -> Any:
+    answer = answering(api, [ANSWER] * turns)
+
+    def handle(request: Any, server: Loopback) -> None:
+        content_type, body = answer(server.seen[-1].body)
+        request.send_response(200)
+        request.send_header("Content-Type", content_type)
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        request.wfile.write(body)
+
+    return loopback(handle)
+
+
+def case(*hosts: str) -> AgentCase:
+    """A case whose recording named ``hosts``, with its one model call's answer (for ``--model recorded``)."""
+    recorded = {"trajectory": [], "stop": "answered", "model_hosts": list(hosts)}
+    doc = {"id": "refund", "status": "accepted", "prompt": "Refund A1001", "recorded": recorded}
+    return AgentCase.model_validate({**doc, "model_fixtures": [{"answer": {"text": ANSWER}}]})
+
+
+def sealed(report: Report) -> list[str]:
+    return [c.detail for r in report.results for c in r.checks if c.name == "sealed" and c.passed is False]
+
+
+def _outside(url: str) -> str:
+    """The model server's host reached outside the SDK client: the seal's to refuse."""
+    try:
+        urllib.request.urlopen(f"{url}/outside", timeout=5).read()
+    except urllib.error.URLError as exc:  # urllib's wrapping of the refusal
+        return "refused" if isinstance(exc.reason, Sealed) else repr(exc)
+    return "reached"
+
+
+def build_for(client: str, url: str, said: list[str]) -> Callable[[], Callable[[str], Any]]:
+    """The agent answers with its model's answer, then reaches the model's host itself; ``said`` gets
+    what each did."""
+    _, call, _ = CLIENTS[client]
+
+    def build() -> Callable[[str], Any]:
+        if client.startswith("async"):
+
+            async def agent(prompt: str) -> str:
+                said.extend([await call(url), _outside(url)])
+                return said[0]
+
+            return agent
+
+        def sync_agent(prompt: str) -> str:
+            said.extend([call(url), _outside(url)])
+            return said[0]
+
+        return sync_agent
+
+    return build
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_the_agents_model_client_reaches_its_own_endpoint_and_nothing_else_does(client):
+    api, _, path = CLIENTS[client]
+    said: list[str] = []
+    with model_server(api) as model:
+        report = replay([case("api.openai.com")], build_for(client, model.origin, said), timeout=30)
+    assert said == [ANSWER, "refused"]
+    assert [s.path for s in model.seen] == [path]
+    (detail,) = sealed(report)
+    assert f"connect to 127.0.0.1:{model.port}: not a model host" in detail
+
+
+def test_a_replay_answered_from_the_recording_lets_no_model_request_out():
+    """``--model recorded`` runs offline: a request the recording does not answer (here the client's
+    ``models.list``, which no model fixture serves) is refused, not sent."""
+
+    said: list[str] = []
+
+    def build() -> Callable[[str], Any]:
+        def agent(prompt: str) -> str:
+            client = OpenAI(base_url=f"{model.origin}/v1", api_key="sk-test", max_retries=0)
+            try:
+                client.models.list()
+                said.append("listed")
+            except Exception as exc:  # the SDK's APIConnectionError, from httpx's, from the refusal
+                while not isinstance(exc, Sealed) and (exc.__cause__ or exc.__context__) is not None:
+                    exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+                said.append(type(exc).__name__)
+            return said[-1]
+
+        return agent
+
+    with model_server("chat") as model:
+        recorded = replay([case("api.openai.com")], build, timeout=30, model="recorded")
+        assert model.seen == [] and said == ["Sealed"]
+        assert f"connect to 127.0.0.1:{model.port}" in sealed(recorded)[0]
+        live = replay([case("api.openai.com")], build, timeout=30)
+    assert [s.path for s in model.seen] == ["/v1/models"] and sealed(live) == [] and said[1:] == ["listed"]
+
+
+def test_the_mark_lets_a_host_through_only_while_the_request_runs_where_the_policy_says():
+    """The rule itself, as a name lookup meets it too (a gateway's name, looked up in the executor
+    thread asyncio uses, which the context follows)."""
+    live, recorded = Seal(Policy(model_calls=True)), Seal(Policy())
+    for seal in (live, recorded):
+        with pytest.raises(Sealed):
+            seal.refuse("connect to", "gateway.internal:8080", NOT_A_MODEL_HOST)
+    with seam.model_call():
+        assert seam.model_call_now(otel_context.get_current())
+        live.refuse("connect to", "gateway.internal:8080", NOT_A_MODEL_HOST)  # the client's endpoint
+        with pytest.raises(Sealed):
+            recorded.refuse("connect to", "gateway.internal:8080", NOT_A_MODEL_HOST)
+        with pytest.raises(Sealed):  # a local socket is no model endpoint
+            live.refuse("connect to", "unix:/run/docker.sock", "a local socket; allow it")
+        ctx = otel_context.get_current()
+    assert not seam.model_call_now(ctx)  # a thread the request left behind holds no mark
+    assert live.refused == recorded.refused == 2
+
+
+@pytest.mark.parametrize("client", ["openai", "async-openai-stream"])
+def test_a_client_an_instrumentor_wrapped_first_is_marked_too(client):
+    """OpenInference wraps ``OpenAI.request`` itself, before the replay when the app instruments at
+    import: that wrapper is where every request starts, so it is marked too."""
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=TracerProvider())
+    said: list[str] = []
+    try:
+        with model_server("chat") as model:
+            report = replay([case("api.openai.com")], build_for(client, model.origin, said), timeout=30)
+    finally:
+        instrumentor.uninstrument()
+    assert said == [ANSWER, "refused"] and [s.path for s in model.seen] == ["/v1/chat/completions"]
+    assert len(sealed(report)) == 1
+
+
+def test_only_a_recording_that_names_no_endpoint_of_its_own_lets_the_client_choose():
+    from harvester.replay._trial import Runner
+
+    live, recorded = Runner(lambda: None, 30, None, None), Runner(lambda: None, 30, None, None, model="recorded")
+    assert live.client_endpoints([]) and live.client_endpoints(["api.openai.com", "*.openai.azure.com"])
+    assert not live.client_endpoints(["api.openai.com", "127.0.0.1:8000"])  # the span named its server
+    assert not recorded.client_endpoints([]) and not recorded.client_endpoints(["api.openai.com"])

@@ -75,7 +75,7 @@ __all__ = [
     "harness",
     "marked",
     "model_call",
-    "model_call_now",
+    "model_endpoint",
     "model_server",
     "orphans_since",
     "own_work",
@@ -313,17 +313,18 @@ def serving(ex: Executor | None, models: ModelServer | None = None) -> Iterator[
 
 class _Open:
     """A mark open while the work it marks runs: a thread started inside copies the mark with the
-    context, and finds it closed once the work is done."""
+    context, and finds it closed once the work is done. ``said``: what the work says of itself."""
 
-    __slots__ = ("open",)
+    __slots__ = ("open", "said")
 
-    def __init__(self) -> None:
+    def __init__(self, said: str | None = None) -> None:
         self.open = True
+        self.said = said
 
 
 @contextlib.contextmanager
-def _marking(key: str) -> Iterator[None]:
-    mark = _Open()
+def _marking(key: str, said: str | None = None) -> Iterator[None]:
+    mark = _Open(said)
     token = otel_context.attach(otel_context.set_value(key, mark))
     try:
         yield
@@ -332,9 +333,9 @@ def _marking(key: str) -> Iterator[None]:
         otel_context.detach(token)
 
 
-def _open(ctx: otel_context.Context, key: str) -> bool:
+def _open(ctx: otel_context.Context, key: str) -> _Open | None:
     mark = ctx.get(key)
-    return isinstance(mark, _Open) and mark.open
+    return mark if isinstance(mark, _Open) and mark.open else None
 
 
 def own_work() -> contextlib.AbstractContextManager[None]:
@@ -346,19 +347,21 @@ def own_work() -> contextlib.AbstractContextManager[None]:
 
 def own_work_now(ctx: otel_context.Context) -> bool:
     """``ctx`` is inside harvester's own work that is still running."""
-    return _open(ctx, OWN)
+    return _open(ctx, OWN) is not None
 
 
-def model_call() -> contextlib.AbstractContextManager[None]:
-    """A request a model SDK client is making (marked by the client guards of ``conventions``): in a
-    replay on the live model, the seal lets it reach the client's own endpoint, whatever host the
-    recording named (a gateway, a local server, the provider the agent was just moved to)."""
-    return _marking(MODEL_CALL)
+def model_call(endpoint: str | None) -> contextlib.AbstractContextManager[None]:
+    """A request a model SDK client is making to ``endpoint`` (``host:port``, its ``base_url``'s; None
+    when it has none), marked by the client guards of ``conventions``: where the recording cannot say
+    where the agent's model is, the seal lets this request reach that endpoint (a gateway, a local
+    server) and nothing else."""
+    return _marking(MODEL_CALL, endpoint)
 
 
-def model_call_now(ctx: otel_context.Context) -> bool:
-    """``ctx`` is inside a model SDK client's request that is still running."""
-    return _open(ctx, MODEL_CALL)
+def model_endpoint(ctx: otel_context.Context) -> str | None:
+    """The endpoint of the model SDK client's request ``ctx`` is inside, while it runs."""
+    mark = _open(ctx, MODEL_CALL)
+    return mark.said if mark is not None else None
 
 
 _propagating = False

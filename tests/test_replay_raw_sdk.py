@@ -32,7 +32,7 @@ from harvester.store import TraceStore
 from tests.apps import raw_anthropic_app, raw_openai_app, shop
 from tests.builders.project import CONFIG as SHOP_CONFIG
 from tests.builders.project import cli, enter_project
-from tests.builders.sdk_http import MODEL, http_client
+from tests.builders.sdk_http import MODEL, http_client, model_server
 
 CONFIG = SHOP_CONFIG + '[prices."gpt-4o-mini"]\ninput = 1.0\noutput = 2.0\n'
 CONFIG += '[prices."claude-sonnet-4-5"]\ninput = 1.0\noutput = 2.0\n'
@@ -138,6 +138,29 @@ def test_the_documented_loop_replays_hermetically(
     assert code == 1 and not r.passed and r.unauthorised == 1 and r.live_calls == 0
     assert any(c.name == "never_used(issue_refund)" and not c.passed for c in r.checks), r.reasons()
 
+    assert not shop.LIVE, f"a replay ran live tools: {dict(shop.LIVE)}"
+
+
+@pytest.mark.parametrize("client", ["sync", "async-stream"])
+def test_a_loop_whose_client_points_at_a_local_model_replays_against_it(
+    client: str, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``base_url`` at a model served on 127.0.0.1 (a gateway, vLLM, a local server), over real sockets:
+    OpenInference's spans name only the provider, so the case holds ``api.openai.com``; the sealed
+    replay reaches the model the client points at, through the client, and regressions stay red."""
+    module = loop(monkeypatch, "openai", "chat", client, "openinference")
+    with model_server("chat", shop.STEPS["baseline"]) as production:
+        monkeypatch.setenv(raw_openai_app.MODEL_URL_ENV, f"{production.origin}/v1")
+        case = harvested(module, "build_documented", SCOPES[("openai", "openinference")])
+    assert case.recorded.model_hosts == ["api.openai.com"] and len(production.seen) == 2
+    target = f"{module.__name__}:build_documented"
+    for variant, passed in (("baseline", True), ("mutating", False)):
+        with model_server("chat", shop.STEPS[variant]) as model:  # another port than production's
+            monkeypatch.setenv(raw_openai_app.MODEL_URL_ENV, f"{model.origin}/v1")
+            code, r = replay(monkeypatch, target, variant)
+        assert (code == 0) is passed and r.passed is passed and r.live_calls == 0, r.reasons()
+        assert not any(c.name == "sealed" for c in r.checks) and len(model.seen) == len(shop.STEPS[variant])
+    assert any(c.name == "never_used(issue_refund)" and not c.passed for c in r.checks), r.reasons()
     assert not shop.LIVE, f"a replay ran live tools: {dict(shop.LIVE)}"
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
+import httpx2
 import pytest
 from anthropic import Anthropic, AsyncAnthropic
 from openai import AsyncOpenAI, OpenAI
@@ -26,8 +28,8 @@ from harvester.replay._guard import NOT_A_MODEL_HOST
 from harvester.replay._policy import Policy
 from harvester.replay._seal import Seal
 from harvester.report import Report
-from tests.builders.backends import Loopback, loopback
-from tests.builders.sdk_http import MODEL, answering
+from tests.builders.backends import Loopback, loopback, routes
+from tests.builders.sdk_http import MODEL, model_server
 
 ANSWER = "Refund A1001 issued."
 
@@ -71,18 +73,8 @@ CLIENTS: dict[str, tuple[str, Callable[[str], Any], str]] = {
 }
 
 
-def model_server(api: str, turns: int = 1) -> Any:
-    answer = answering(api, [ANSWER] * turns)
-
-    def handle(request: Any, server: Loopback) -> None:
-        content_type, body = answer(server.seen[-1].body)
-        request.send_response(200)
-        request.send_header("Content-Type", content_type)
-        request.send_header("Content-Length", str(len(body)))
-        request.end_headers()
-        request.wfile.write(body)
-
-    return loopback(handle)
+def serving(api: str) -> AbstractContextManager[Loopback]:
+    return model_server(api, [ANSWER])
 
 
 def case(*hosts: str) -> AgentCase:
@@ -132,7 +124,7 @@ def build_for(client: str, url: str, said: list[str]) -> Callable[[], Callable[[
 def test_the_agents_model_client_reaches_its_own_endpoint_and_nothing_else_does(client):
     api, _, path = CLIENTS[client]
     said: list[str] = []
-    with model_server(api) as model:
+    with serving(api) as model:
         report = replay([case("api.openai.com")], build_for(client, model.origin, said), timeout=30)
     assert said == [ANSWER, "refused"]
     assert [s.path for s in model.seen] == [path]
@@ -160,7 +152,7 @@ def test_a_replay_answered_from_the_recording_lets_no_model_request_out():
 
         return agent
 
-    with model_server("chat") as model:
+    with serving("chat") as model:
         recorded = replay([case("api.openai.com")], build, timeout=30, model="recorded")
         assert model.seen == [] and said == ["Sealed"]
         assert f"connect to 127.0.0.1:{model.port}" in sealed(recorded)[0]
@@ -168,23 +160,58 @@ def test_a_replay_answered_from_the_recording_lets_no_model_request_out():
     assert [s.path for s in model.seen] == ["/v1/models"] and sealed(live) == [] and said[1:] == ["listed"]
 
 
-def test_the_mark_lets_a_host_through_only_while_the_request_runs_where_the_policy_says():
+def test_the_mark_lets_its_endpoint_through_only_while_the_request_runs_where_the_policy_says():
     """The rule itself, as a name lookup meets it too (a gateway's name, looked up in the executor
     thread asyncio uses, which the context follows)."""
     live, recorded = Seal(Policy(model_calls=True)), Seal(Policy())
     for seal in (live, recorded):
         with pytest.raises(Sealed):
             seal.refuse("connect to", "gateway.internal:8080", NOT_A_MODEL_HOST)
-    with seam.model_call():
-        assert seam.model_call_now(otel_context.get_current())
-        live.refuse("connect to", "gateway.internal:8080", NOT_A_MODEL_HOST)  # the client's endpoint
+    with seam.model_call("gateway.internal:8080"):
+        assert seam.model_endpoint(otel_context.get_current()) == "gateway.internal:8080"
+        live.refuse("connect to", "Gateway.Internal.:8080", NOT_A_MODEL_HOST)  # the client's endpoint
+        live.refuse("look up", "gateway.internal", NOT_A_MODEL_HOST)  # no port: by name
         with pytest.raises(Sealed):
             recorded.refuse("connect to", "gateway.internal:8080", NOT_A_MODEL_HOST)
+        for other in ("gateway.internal:9090", "hooks.slack.com:443", "10.0.0.5:8080"):
+            with pytest.raises(Sealed):  # another port, or another host (an HTTP hook, a proxy)
+                live.refuse("connect to", other, NOT_A_MODEL_HOST)
         with pytest.raises(Sealed):  # a local socket is no model endpoint
             live.refuse("connect to", "unix:/run/docker.sock", "a local socket; allow it")
         ctx = otel_context.get_current()
-    assert not seam.model_call_now(ctx)  # a thread the request left behind holds no mark
-    assert live.refused == recorded.refused == 2
+    assert seam.model_endpoint(ctx) is None  # a thread the request left behind holds no mark
+    with seam.model_call("[::1]:8000"):
+        live.refuse("connect to", "[0:0::1]:8000", NOT_A_MODEL_HOST)
+    with seam.model_call(None), pytest.raises(Sealed):  # a client with no endpoint the seal can read
+        live.refuse("connect to", "gateway.internal:8080", NOT_A_MODEL_HOST)
+    assert live.refused == 6 and recorded.refused == 2
+
+
+def test_a_request_hook_of_the_client_reaches_no_other_host():
+    """Code that runs inside the client's request (an ``httpx`` event hook posting to a webhook) is not
+    the model: only the client's own endpoint passes."""
+    said: list[str] = []
+    with serving("chat") as model, loopback(routes({})) as webhook:
+
+        def hook(request: Any) -> None:
+            said.append(_outside(webhook.origin))
+
+        def build() -> Callable[[str], Any]:
+            def agent(prompt: str) -> str:
+                http = httpx2.Client(event_hooks={"request": [hook]})
+                client = OpenAI(base_url=f"{model.origin}/v1", api_key="sk-test", max_retries=0, http_client=http)
+                reply = client.chat.completions.create(
+                    model=MODEL["chat"], messages=[{"role": "user", "content": prompt}]
+                )
+                said.append(reply.choices[0].message.content or "")
+                return said[-1]
+
+            return agent
+
+        report = replay([case("api.openai.com")], build, timeout=30)
+    assert said == ["refused", ANSWER] and webhook.seen == [] and len(model.seen) == 1
+    (detail,) = sealed(report)
+    assert f"connect to 127.0.0.1:{webhook.port}" in detail
 
 
 @pytest.mark.parametrize("client", ["openai", "async-openai-stream"])
@@ -198,7 +225,7 @@ def test_a_client_an_instrumentor_wrapped_first_is_marked_too(client):
     instrumentor.instrument(tracer_provider=TracerProvider())
     said: list[str] = []
     try:
-        with model_server("chat") as model:
+        with serving("chat") as model:
             report = replay([case("api.openai.com")], build_for(client, model.origin, said), timeout=30)
     finally:
         instrumentor.uninstrument()
@@ -213,3 +240,20 @@ def test_only_a_recording_that_names_no_endpoint_of_its_own_lets_the_client_choo
     assert live.client_endpoints([]) and live.client_endpoints(["api.openai.com", "*.openai.azure.com"])
     assert not live.client_endpoints(["api.openai.com", "127.0.0.1:8000"])  # the span named its server
     assert not recorded.client_endpoints([]) and not recorded.client_endpoints(["api.openai.com"])
+
+
+def test_a_clients_endpoint_is_the_host_and_port_the_seal_sees():
+    """The port its scheme implies, an IPv6 address in brackets, an international name as it is looked
+    up (IDNA), as the seal's refusal names them."""
+    from harvester.conventions._frameworks._client_models import _endpoint
+
+    seen = {url: _endpoint(OpenAI(base_url=url, api_key="sk-test")) for url in ENDPOINTS}
+    assert seen == ENDPOINTS
+
+
+ENDPOINTS = {
+    "https://api.openai.com/v1": "api.openai.com:443",
+    "http://127.0.0.1:8000/v1": "127.0.0.1:8000",
+    "http://[::1]:8000/v1": "[::1]:8000",
+    "https://münchen.example/v1": "xn--mnchen-3ya.example:443",
+}

@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["Host", "Policy", "command_line", "parse_host", "words"]
+__all__ = ["Host", "Policy", "command_line", "parse_host", "same_host", "words"]
 
 _MAX_REMEMBERED = 4096
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
@@ -58,6 +58,16 @@ def parse_host(entry: str) -> Host:
     else:
         host = entry  # a name, or a bare IPv6 address
     return Host(_address(host) or host.lower().rstrip("."), port)
+
+
+def same_host(entry: str, other: str) -> bool:
+    """Two ``host``/``host:port`` texts name one host: the same name or address, at the same port where
+    both say one."""
+    try:
+        a, b = parse_host(entry), parse_host(other)
+    except ValueError:
+        return False
+    return a.name == b.name and (a.port is None or b.port is None or a.port == b.port)
 
 
 def words(argv: Any) -> list[str]:
@@ -107,8 +117,8 @@ class Policy:
     def __init__(self, hosts: Iterable[str] = (), commands: Iterable[str] = (), model_calls: bool = False) -> None:
         self.hosts = tuple(dict.fromkeys(hosts))
         self.commands = tuple(dict.fromkeys(commands))
-        # A model SDK client's request (``seam.model_call``) may reach the client's endpoint, whatever it
-        # is (``Runner.client_endpoints`` says when).
+        # A model SDK client's request (``seam.model_call``) may reach the client's own endpoint, whatever
+        # it is (``Runner.client_endpoints`` says when).
         self.model_calls = model_calls
         parsed = [parse_host(h) for h in self.hosts]
         self._unix = frozenset(h.name[5:] for h in parsed if h.name.startswith("unix:"))

@@ -17,9 +17,10 @@ process. Telemetry the OpenTelemetry SDK exports (its processors export with ins
 suppressed) passes: replay spans are marked and ``harvester serve`` drops them.
 
 A recording that named only providers (OpenInference's model spans name no URL) cannot say where the
-agent's model is: in a replay of it on the live model, a host the agent's model SDK client asks for
-(``seam.model_call``, marked on the client's ``request``) is its model, a gateway or a local server
-(``Runner.client_endpoints``). The same host asked for by anything else is refused as before.
+agent's model is: in a replay of it on the live model, a request the agent's model SDK client makes
+(``seam.model_call``, marked on the client's ``request`` with its endpoint) may reach that endpoint, a
+gateway or a local server (``Runner.client_endpoints``). Any other host it asks for (an HTTP hook, a
+proxy), and the endpoint asked for by anything else, are refused as before.
 
 A connection to an address is allowed when the address is allowed, or when it came from looking up
 an allowed name: ``socket.getaddrinfo`` is wrapped to remember which name each address came from,
@@ -57,7 +58,7 @@ from ..errors import Sealed
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
 from ._aside import set_aside
 from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, NOT_A_MODEL_HOST, Guard, resolved
-from ._policy import Policy
+from ._policy import Policy, same_host
 from ._starts import Carried, called_from, first_on_path
 
 try:  # how multiprocessing starts a process, with no audited event of its own (POSIX only)
@@ -125,8 +126,10 @@ class Seal:
     def refuse(self, what: str, target: str, why: str) -> None:
         """Remember the refusal (a forked child writes it to the log), then raise it into the code that
         tried; unless it is a host the agent's model client asks for where the policy lets it."""
-        if why == NOT_A_MODEL_HOST and self.policy.model_calls and seam.model_call_now(otel_context.get_current()):
-            return
+        if why == NOT_A_MODEL_HOST and self.policy.model_calls:
+            endpoint = seam.model_endpoint(otel_context.get_current())
+            if endpoint is not None and same_host(endpoint, target):
+                return
         during = _in_flight()
         if os.getpid() != self.pid:
             _log_refusal(what, target, why, during or f"process {os.getpid()} forked by the agent")

@@ -6,7 +6,9 @@ a CHAIN span around the loop and ``@tracer.tool`` on each function.
 ``build``, ``build_documented`` and ``build_bare`` dispatch the functions as ``oi_loop`` says.
 ``HARVESTER_TEST_API`` picks ``chat`` or ``responses``,
 ``HARVESTER_TEST_CLIENT`` one of ``CLIENTS`` (sync or async, streaming or not) and
-``HARVESTER_TEST_INSTRUMENTOR`` production's instrumentor (``openinference`` or ``openllmetry``).
+``HARVESTER_TEST_INSTRUMENTOR`` production's instrumentor (``openinference`` or ``openllmetry``), and
+``HARVESTER_TEST_MODEL_URL``, when set, the client's ``base_url`` (a model server the test runs there)
+instead of the scripted in-process transport.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tests.builders.sdk_http import MODEL, http_client
 from . import oi_loop, shop
 
 API_ENV, CLIENT_ENV, INSTRUMENTOR_ENV = "HARVESTER_TEST_API", "HARVESTER_TEST_CLIENT", "HARVESTER_TEST_INSTRUMENTOR"
+MODEL_URL_ENV = "HARVESTER_TEST_MODEL_URL"  # the client's base_url, answered by a real server there
 CLIENTS = ("sync", "async", "stream", "async-stream")
 SCHEMAS = [
     {"name": "kb_search", "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}},
@@ -56,6 +59,10 @@ def instrumentor() -> Any:
 
 
 def _client(kind: str) -> Any:
+    local = os.environ.get(MODEL_URL_ENV)
+    if local:  # a model served at this URL (a gateway, a local server), over real sockets
+        client = AsyncOpenAI if kind.startswith("async") else OpenAI
+        return client(api_key="sk-test", base_url=local, max_retries=0)
     http = http_client(_api(), shop.STEPS[shop.variant()], asynchronous=kind.startswith("async"))
     if kind.startswith("async"):
         return AsyncOpenAI(api_key="sk-test", base_url="http://openai.invalid/v1", http_client=http)

@@ -13,11 +13,15 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx2
 
-__all__ = ["APIS", "MODEL", "answering", "http_client"]
+from .backends import Loopback, loopback, reply
+
+__all__ = ["APIS", "MODEL", "answering", "http_client", "model_server"]
 
 APIS = ("chat", "responses", "anthropic")
 MODEL = {"chat": "gpt-4o-mini", "responses": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
@@ -40,6 +44,18 @@ def _transport(api: str, script: Sequence[Step]) -> httpx2.MockTransport:
         return httpx2.Response(200, headers={"content-type": content_type}, content=content)
 
     return httpx2.MockTransport(respond)
+
+
+def model_server(api: str, script: Sequence[Step]) -> AbstractContextManager[Loopback]:
+    """A model served on 127.0.0.1, answering ``script``'s turns as ``http_client`` does: for an SDK
+    client given its ``origin`` as ``base_url`` (a local model, a gateway), over real sockets."""
+    answer = answering(api, script)
+
+    def handle(request: BaseHTTPRequestHandler, server: Loopback) -> None:
+        content_type, body = answer(server.seen[-1].body)
+        reply(request, 200, body, {"Content-Type": content_type})
+
+    return loopback(handle)
 
 
 def answering(api: str, script: Sequence[Step]) -> Callable[[bytes], tuple[str, bytes]]:

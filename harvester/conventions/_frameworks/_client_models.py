@@ -15,10 +15,11 @@ call's span is recorded with the served response, and the replayed run reads its
 ``ModelInputChanged`` from the server propagates into the app, before any request is made.
 
 Every request a client makes also passes its base client's ``request`` (the SDK's one door: a model
-call, the stream a helper opens on entering it, a retry), which marks it ``seam.model_call``: in a
-replay on the live model of a case whose recording named only providers (OpenInference names no URL),
-the seal lets it reach the client's own endpoint (a gateway, a local server). The mark is in the
-context, so it follows the request into the tasks and threads its HTTP client uses.
+call, the stream a helper opens on entering it, a retry), which marks it ``seam.model_call`` with the
+client's endpoint (its ``base_url``'s host and port): in a replay on the live model of a case whose
+recording named only providers (OpenInference names no URL), the seal lets the request reach that
+endpoint (a gateway, a local server), and nothing else. The mark is in the context, so it follows the
+request into the tasks and threads its HTTP client uses.
 """
 
 from __future__ import annotations
@@ -103,18 +104,33 @@ def _marked(asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., 
         if asynchronous:
 
             async def arequest(self: Any, *args: Any, **kwargs: Any) -> Any:
-                with seam.model_call():
+                with seam.model_call(_endpoint(self)):
                     return await original(self, *args, **kwargs)
 
             return arequest
 
         def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with seam.model_call():
+            with seam.model_call(_endpoint(self)):
                 return original(self, *args, **kwargs)
 
         return request
 
     return make
+
+
+def _endpoint(client: Any) -> str | None:
+    """``host:port`` of the client's ``base_url`` (its scheme's port when it names none), None when it
+    has none the seal could compare."""
+    url = getattr(client, "base_url", None)
+    raw, scheme = getattr(url, "raw_host", None), getattr(url, "scheme", None)
+    # the name as it is looked up (an international name IDNA-encoded), as the seal sees it
+    host = raw.decode("ascii", "replace") if isinstance(raw, bytes) else getattr(url, "host", None)
+    if not isinstance(host, str) or not host:
+        return None
+    port = getattr(url, "port", None)
+    port = port if isinstance(port, int) else {"https": 443, "http": 80}.get(scheme if isinstance(scheme, str) else "")
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" if port is not None else shown
 
 
 def _guarded(api: str, asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -257,3 +257,24 @@ ENDPOINTS = {
     "http://[::1]:8000/v1": "[::1]:8000",
     "https://münchen.example/v1": "xn--mnchen-3ya.example:443",
 }
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "hosts"),
+    [
+        ("together", "meta-llama/Llama-3.3-70B", ["api.together.ai", "api.together.xyz"]),
+        ("ollama", "llama3.2", ["localhost:11434", "127.0.0.1:11434"]),  # ChatOllama's spans
+        ("fireworks", None, ["api.fireworks.ai"]),
+        (None, "claude-sonnet-4-5", ["api.anthropic.com"]),  # no provider said: the model's name
+        (None, "Qwen/Qwen2.5-Coder-32B-Instruct", []),  # smolagents' InferenceClientModel: nothing said
+    ],
+)
+def test_a_provider_openinference_names_is_its_documented_host(provider, model, hosts):
+    """What a case records when its spans name only a provider; a case that records none may reach every
+    documented host, Hugging Face's among them."""
+    from harvester.conventions import EVERY_PROVIDER_HOST, model_hosts
+    from harvester.model import LlmCall, Run
+
+    run = Run(trace_id="t", llm_calls=[LlmCall(model=model, provider=provider)])
+    assert model_hosts([run]) == hosts
+    assert "router.huggingface.co" in EVERY_PROVIDER_HOST and set(hosts) <= set(EVERY_PROVIDER_HOST)

@@ -49,6 +49,18 @@ PROVIDER_HOSTS: dict[str, tuple[str, ...]] = {
     "xai": ("api.x.ai",),
     "ibm.watsonx.ai": ("*.ml.cloud.ibm.com",),
     "openrouter": ("openrouter.ai",),
+    # OpenInference's further providers (``OpenInferenceLLMProviderValues``) and Hugging Face's
+    # Inference Providers (smolagents' default model, which names no provider)
+    "fireworks": ("api.fireworks.ai",),
+    "together": ("api.together.ai", "api.together.xyz"),
+    "cerebras": ("api.cerebras.ai",),
+    "moonshot": ("api.moonshot.ai", "api.moonshot.cn"),
+    "zai": ("api.z.ai", "open.bigmodel.cn"),
+    "minimax": ("api.minimax.io", "api.minimaxi.com"),
+    "meta": ("api.llama.com",),
+    "oracle": ("inference.generativeai.*.oci.oraclecloud.com",),
+    "ollama": ("localhost:11434", "127.0.0.1:11434"),  # its server's default address
+    "huggingface": ("router.huggingface.co", "api-inference.huggingface.co"),
 }
 
 # Every provider's documented host, each once: what a recording that named no model host may reach.

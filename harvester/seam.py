@@ -313,12 +313,14 @@ def serving(ex: Executor | None, models: ModelServer | None = None) -> Iterator[
 
 class _Open:
     """A mark open while the work it marks runs: a thread started inside copies the mark with the
-    context, and finds it closed once the work is done. ``said``: what the work says of itself."""
+    context, and finds it closed once the work is done; a process forked inside finds it closed at
+    once (its copy would never close). ``said``: what the work says of itself."""
 
-    __slots__ = ("open", "said")
+    __slots__ = ("open", "pid", "said")
 
     def __init__(self, said: str | None = None) -> None:
         self.open = True
+        self.pid = os.getpid()
         self.said = said
 
 
@@ -335,7 +337,7 @@ def _marking(key: str, said: str | None = None) -> Iterator[None]:
 
 def _open(ctx: otel_context.Context, key: str) -> _Open | None:
     mark = ctx.get(key)
-    return mark if isinstance(mark, _Open) and mark.open else None
+    return mark if isinstance(mark, _Open) and mark.open and mark.pid == os.getpid() else None
 
 
 def own_work() -> contextlib.AbstractContextManager[None]:
@@ -351,8 +353,8 @@ def own_work_now(ctx: otel_context.Context) -> bool:
 
 
 def model_call(endpoint: str | None) -> contextlib.AbstractContextManager[None]:
-    """A request a model SDK client is making to ``endpoint`` (``host:port``, its ``base_url``'s; None
-    when it has none), marked by the client guards of ``conventions``: where the recording cannot say
+    """A model SDK client's request to a model API, at ``endpoint`` (``host:port``, its ``base_url``'s;
+    None when it has none), marked by ``conventions``' client guards: where the recording cannot say
     where the agent's model is, the seal lets this request reach that endpoint (a gateway, a local
     server) and nothing else."""
     return _marking(MODEL_CALL, endpoint)

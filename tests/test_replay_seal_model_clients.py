@@ -24,9 +24,7 @@ from harvester import seam
 from harvester.case import AgentCase
 from harvester.errors import Sealed
 from harvester.replay import replay
-from harvester.replay._guard import NOT_A_MODEL_HOST
 from harvester.replay._policy import Policy
-from harvester.replay._seal import Seal
 from harvester.report import Report
 from tests.builders.backends import Loopback, loopback, routes
 from tests.builders.sdk_http import MODEL, model_server
@@ -132,23 +130,26 @@ def test_the_agents_model_client_reaches_its_own_endpoint_and_nothing_else_does(
     assert f"connect to 127.0.0.1:{model.port}: not a model host" in detail
 
 
-def test_a_replay_answered_from_the_recording_lets_no_model_request_out():
-    """``--model recorded`` runs offline: a request the recording does not answer (here the client's
-    ``models.list``, which no model fixture serves) is refused, not sent."""
+def _root(exc: BaseException) -> str:
+    """The refusal under the SDK's ``APIConnectionError`` (and httpx's under it), or the error itself."""
+    while not isinstance(exc, Sealed) and (exc.__cause__ or exc.__context__) is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return type(exc).__name__
 
+
+def test_a_replay_answered_from_the_recording_lets_no_model_request_out():
+    """``--model recorded`` runs offline: a model request the recording does not answer (here an
+    embedding, which no model fixture serves) is refused, not sent; on the live model it is sent."""
     said: list[str] = []
 
     def build() -> Callable[[str], Any]:
         def agent(prompt: str) -> str:
             client = OpenAI(base_url=f"{model.origin}/v1", api_key="sk-test", max_retries=0)
-            try:
-                client.models.list()
-                said.append("listed")
-            except Exception as exc:  # the SDK's APIConnectionError, from httpx's, from the refusal
-                while not isinstance(exc, Sealed) and (exc.__cause__ or exc.__context__) is not None:
-                    exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-                said.append(type(exc).__name__)
-            return said[-1]
+            try:  # (the chat server's answer is no embedding: what matters is whether it was asked)
+                client.embeddings.create(model="text-embedding-3-small", input=prompt)
+            except Exception as exc:
+                said.append(_root(exc))
+            return said[-1] if said else ""
 
         return agent
 
@@ -157,34 +158,66 @@ def test_a_replay_answered_from_the_recording_lets_no_model_request_out():
         assert model.seen == [] and said == ["Sealed"]
         assert f"connect to 127.0.0.1:{model.port}" in sealed(recorded)[0]
         live = replay([case("api.openai.com")], build, timeout=30)
-    assert [s.path for s in model.seen] == ["/v1/models"] and sealed(live) == [] and said[1:] == ["listed"]
+    assert [s.path for s in model.seen] == ["/v1/embeddings"] and sealed(live) == [] and "Sealed" not in said[1:]
 
 
-def test_the_mark_lets_its_endpoint_through_only_while_the_request_runs_where_the_policy_says():
-    """The rule itself, as a name lookup meets it too (a gateway's name, looked up in the executor
-    thread asyncio uses, which the context follows)."""
-    live, recorded = Seal(Policy(model_calls=True)), Seal(Policy())
-    for seal in (live, recorded):
-        with pytest.raises(Sealed):
-            seal.refuse("connect to", "gateway.internal:8080", NOT_A_MODEL_HOST)
+def test_a_request_of_the_client_to_no_model_api_is_refused():
+    """The client's other requests are not model calls: ``client.post`` to another path of its endpoint
+    (or to an absolute URL), from a client pointed at a service that is no model."""
+    said: list[str] = []
+    with serving("chat") as payments:
+
+        def build() -> Callable[[str], Any]:
+            def agent(prompt: str) -> str:
+                client = OpenAI(base_url=payments.origin, api_key="sk-test", max_retries=0)
+                for path in ("/refunds", f"{payments.origin}/v1/chat/completions"):
+                    try:
+                        client.post(path, cast_to=object, body={"order_id": "A1001"})
+                        said.append("sent")
+                    except Exception as exc:
+                        said.append(_root(exc))
+                return ", ".join(said)
+
+            return agent
+
+        report = replay([case("api.openai.com")], build, timeout=30)
+    assert said == ["Sealed", "Sealed"] and payments.seen == [] and len(sealed(report)) == 1
+
+
+def test_the_policy_lets_the_marked_endpoint_through_only_while_the_request_runs():
+    """The rule itself, as a lookup meets it too (a gateway's name, looked up in the executor thread
+    asyncio uses, which the context follows)."""
+    from harvester.replay._seal import model_endpoint
+
+    choosing, held = Policy(model_endpoint=model_endpoint), Policy()
+    assert not choosing.allows_model_call("gateway.internal", 8080)
     with seam.model_call("gateway.internal:8080"):
-        assert seam.model_endpoint(otel_context.get_current()) == "gateway.internal:8080"
-        live.refuse("connect to", "Gateway.Internal.:8080", NOT_A_MODEL_HOST)  # the client's endpoint
-        live.refuse("look up", "gateway.internal", NOT_A_MODEL_HOST)  # no port: by name
-        with pytest.raises(Sealed):
-            recorded.refuse("connect to", "gateway.internal:8080", NOT_A_MODEL_HOST)
-        for other in ("gateway.internal:9090", "hooks.slack.com:443", "10.0.0.5:8080"):
-            with pytest.raises(Sealed):  # another port, or another host (an HTTP hook, a proxy)
-                live.refuse("connect to", other, NOT_A_MODEL_HOST)
-        with pytest.raises(Sealed):  # a local socket is no model endpoint
-            live.refuse("connect to", "unix:/run/docker.sock", "a local socket; allow it")
+        assert choosing.allows_model_call("Gateway.Internal.", 8080)
+        assert choosing.allows_model_call("gateway.internal", None)  # a lookup naming no port
+        assert not held.allows_model_call("gateway.internal", 8080)
+        for host, port in (("gateway.internal", 9090), ("hooks.slack.com", 443), ("10.0.0.5", 8080)):
+            assert not choosing.allows_model_call(host, port)  # another port, or another host (a proxy)
         ctx = otel_context.get_current()
     assert seam.model_endpoint(ctx) is None  # a thread the request left behind holds no mark
     with seam.model_call("[::1]:8000"):
-        live.refuse("connect to", "[0:0::1]:8000", NOT_A_MODEL_HOST)
-    with seam.model_call(None), pytest.raises(Sealed):  # a client with no endpoint the seal can read
-        live.refuse("connect to", "gateway.internal:8080", NOT_A_MODEL_HOST)
-    assert live.refused == 6 and recorded.refused == 2
+        assert choosing.allows_model_call("0:0::1", 8000)
+    with seam.model_call(None):  # a client with no endpoint the seal can read
+        assert not choosing.allows_model_call("gateway.internal", 8080)
+
+
+def test_a_process_forked_inside_the_request_holds_no_mark():
+    """Its copy of the mark would never close: the child finds it closed at once."""
+    import os
+
+    reader, writer = os.pipe()
+    with seam.model_call("gateway.internal:8080"):
+        pid = os.fork()
+        if pid == 0:  # the child
+            os.write(writer, b"open" if seam.model_endpoint(otel_context.get_current()) else b"closed")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert seam.model_endpoint(otel_context.get_current()) == "gateway.internal:8080"
+    assert os.read(reader, 16) == b"closed"
 
 
 def test_a_request_hook_of_the_client_reaches_no_other_host():
@@ -220,9 +253,13 @@ def test_a_client_an_instrumentor_wrapped_first_is_marked_too(client):
     import: that wrapper is where every request starts, so it is marked too."""
     from openinference.instrumentation.openai import OpenAIInstrumentor
     from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
     instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=TracerProvider())
+    instrumentor.instrument(tracer_provider=provider)
     said: list[str] = []
     try:
         with serving("chat") as model:
@@ -231,23 +268,32 @@ def test_a_client_an_instrumentor_wrapped_first_is_marked_too(client):
         instrumentor.uninstrument()
     assert said == [ANSWER, "refused"] and [s.path for s in model.seen] == ["/v1/chat/completions"]
     assert len(sealed(report)) == 1
+    # its wrapper still sees its client: the model call is traced, as the replayed run is read from it
+    spans = [s for s in exporter.get_finished_spans() if (s.attributes or {}).get("openinference.span.kind") == "LLM"]
+    assert [(s.attributes or {}).get("llm.model_name") for s in spans] == [MODEL["chat"]]
 
 
 def test_only_a_recording_that_names_no_endpoint_of_its_own_lets_the_client_choose():
-    from harvester.replay._trial import Runner
+    from harvester.replay._reach import Reach
 
-    live, recorded = Runner(lambda: None, 30, None, None), Runner(lambda: None, 30, None, None, model="recorded")
+    live, recorded = Reach(Policy(), "live"), Reach(Policy(), "recorded")
     assert live.client_endpoints([]) and live.client_endpoints(["api.openai.com", "*.openai.azure.com"])
+    assert live.client_endpoints(["api.anthropic.com:443"])  # a span that said the port
     assert not live.client_endpoints(["api.openai.com", "127.0.0.1:8000"])  # the span named its server
     assert not recorded.client_endpoints([]) and not recorded.client_endpoints(["api.openai.com"])
+    assert Reach(Policy(), "recorded-then-live").client_endpoints(["api.anthropic.com"])
+    # code without a case's context: every case's hosts, and the client's choice where some case lets it
+    suite = live.suite([["127.0.0.1:8000"], ["api.openai.com"]])
+    assert suite.allows_host("127.0.0.1", 8000) and suite.model_endpoint is not None
+    assert live.suite([["127.0.0.1:8000"]]).model_endpoint is None and recorded.suite([[]]).hosts == ()
 
 
 def test_a_clients_endpoint_is_the_host_and_port_the_seal_sees():
     """The port its scheme implies, an IPv6 address in brackets, an international name as it is looked
     up (IDNA), as the seal's refusal names them."""
-    from harvester.conventions._frameworks._client_models import _endpoint
+    from harvester.conventions._frameworks._client_calls import endpoint
 
-    seen = {url: _endpoint(OpenAI(base_url=url, api_key="sk-test")) for url in ENDPOINTS}
+    seen = {url: endpoint(OpenAI(base_url=url, api_key="sk-test")) for url in ENDPOINTS}
     assert seen == ENDPOINTS
 
 
@@ -278,3 +324,30 @@ def test_a_provider_openinference_names_is_its_documented_host(provider, model, 
     run = Run(trace_id="t", llm_calls=[LlmCall(model=model, provider=provider)])
     assert model_hosts([run]) == hosts
     assert "router.huggingface.co" in EVERY_PROVIDER_HOST and set(hosts) <= set(EVERY_PROVIDER_HOST)
+
+
+def test_a_guard_over_an_instrumentors_wrapper_keeps_its_instance():
+    """An instrumentor's wrapt wrapper on a client class (OpenInference's on ``OpenAI.request``) passes
+    ``inspect.isfunction``; guarded as a plain function it was called unbound and saw no instance, so
+    it traced nothing. (The replay above meets it only when the app instrumented first in a process.)"""
+    import wrapt
+
+    from harvester.conventions._frameworks._patch import guard
+
+    seen: list[Any] = []
+
+    class Client:
+        def request(self, path: str) -> str:
+            return path
+
+    def tracing(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        seen.append(instance)
+        return wrapped(*args, **kwargs)
+
+    class Instrumented(Client):
+        pass
+
+    Instrumented.request = wrapt.FunctionWrapper(Client.request, tracing)  # type: ignore[method-assign]
+    assert guard(Instrumented, "request", lambda original: lambda self, *a, **kw: original(self, *a, **kw))
+    client = Instrumented()
+    assert client.request("/chat/completions") == "/chat/completions" and seen == [client]

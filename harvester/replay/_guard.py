@@ -14,6 +14,9 @@ loads this file by its path (``_child/sitecustomize.py``) and seals itself with 
   address came from; one found another way (a resolver outside Python) is refused by its address. A
   local socket is allowed by its path, or when it is multiprocessing's own (its forkserver, a manager);
   a socket of any other family but netlink (the kernel) is refused.
+- A lookup or connection the hosts refuse still passes when it is the endpoint of the model SDK
+  client's request the calling code is inside, where the policy lets that through
+  (``allows_model_call``).
 - ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``, and
   ``_posixsubprocess.fork_exec`` called by anything but ``subprocess`` (``FORK_EXEC``, raised by the
   wrapper ``Guard.forking`` puts around it, which also gives an environment of the caller's own the
@@ -37,17 +40,7 @@ try:  # in a sealed child (``_child``) this module and ``_starts`` are loaded by
 except ImportError:
     _starts = importlib.import_module("_harvester_seal_starts")
 
-__all__ = [
-    "CHILD_ENV",
-    "FORK_EXEC",
-    "KINDS",
-    "MAX_RESOLVED",
-    "NOT_A_MODEL_HOST",
-    "PROBE",
-    "Guard",
-    "Refuse",
-    "resolved",
-]
+__all__ = ["CHILD_ENV", "FORK_EXEC", "KINDS", "MAX_RESOLVED", "PROBE", "Guard", "Refuse", "resolved"]
 
 Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
 # The policy in force here and its refusal, or None; asked with True for a connection, which code that
@@ -58,7 +51,7 @@ MAX_RESOLVED = 4096  # addresses remembered with the name they were looked up by
 CHILD_ENV = _starts.CHILD_ENV
 # Address -> the name it was looked up by; a plain dict (a write is atomic), emptied when full.
 resolved: dict[tuple[str, int], str] = {}
-NOT_A_MODEL_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
+_NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
 _INET = frozenset({int(socket.AF_INET), int(socket.AF_INET6)})
 try:  # a socket's family as the int it is (``socket.family`` makes an enum on every read)
     _family: Callable[[Any], Any] = _socket.socket.family.__get__
@@ -222,8 +215,10 @@ def _lookup(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
     if not isinstance(host, str) or not host or _own_name(host):
         return  # no name (a server's wildcard), or the machine's own: answered from the machine
     port = _port(port)
-    if not policy.allows_host(host, port) and not _is_address(host):  # an address: the connection is checked
-        refuse("connect to", _host_text(host, port), NOT_A_MODEL_HOST)
+    if policy.allows_host(host, port) or _is_address(host):  # an address: the connection is checked
+        return
+    if not policy.allows_model_call(host, port):
+        refuse("connect to", _host_text(host, port), _NOT_ALLOWED_HOST)
 
 
 def _ascii(name: bytes | bytearray) -> str:
@@ -260,7 +255,7 @@ def _lookup_by_address(policy: Any, refuse: Refuse, address: Any, port: Any = No
     if name is None and port is None:
         name = next((n for (a, _), n in list(resolved.items()) if a == address), None)
     if name is None or not policy.allows_host(name, None):
-        refuse("look up", address, NOT_A_MODEL_HOST)
+        refuse("look up", address, _NOT_ALLOWED_HOST)
 
 
 def _loopback(address: str) -> bool:
@@ -290,8 +285,8 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
             allowed = policy.allows_host(host, port) or (name is not None and policy.allows_host(name, port))
             if key is not None:
                 policy.remember(key, allowed)
-        if not allowed:
-            refuse("connect to", _host_text(name or str(address[0]), _port(address[1])), NOT_A_MODEL_HOST)
+        if not allowed and not _model_call(policy, name, str(address[0]), _port(address[1])):
+            refuse("connect to", _host_text(name or str(address[0]), _port(address[1])), _NOT_ALLOWED_HOST)
     elif address is None:
         return  # ``sendmsg`` on a connected socket: its connection was checked
     elif family == getattr(socket, "AF_UNIX", None):
@@ -303,6 +298,11 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
             refuse("connect to", f"unix:{path}", "a local socket; allow it with replay.allow_hosts unix:PATH")
     elif family not in _INET and family not in _LOCAL_FAMILIES:
         refuse("connect to", f"{address!r} (socket family {family})", "not a network the seal allows")
+
+
+def _model_call(policy: Any, name: str | None, address: str, port: int | None) -> bool:
+    """The connection is the model SDK client's request to its own endpoint, by name or by address."""
+    return policy.allows_model_call(address, port) or (name is not None and policy.allows_model_call(name, port))
 
 
 def _multiprocessing_own(path: str) -> bool:

@@ -17,10 +17,10 @@ import ipaddress
 import os
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["Host", "Policy", "command_line", "parse_host", "same_host", "words"]
+__all__ = ["Host", "Policy", "command_line", "parse_host", "words"]
 
 _MAX_REMEMBERED = 4096
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
@@ -58,16 +58,6 @@ def parse_host(entry: str) -> Host:
     else:
         host = entry  # a name, or a bare IPv6 address
     return Host(_address(host) or host.lower().rstrip("."), port)
-
-
-def same_host(entry: str, other: str) -> bool:
-    """Two ``host``/``host:port`` texts name one host: the same name or address, at the same port where
-    both say one."""
-    try:
-        a, b = parse_host(entry), parse_host(other)
-    except ValueError:
-        return False
-    return a.name == b.name and (a.port is None or b.port is None or a.port == b.port)
 
 
 def words(argv: Any) -> list[str]:
@@ -111,15 +101,20 @@ class Policy:
         "commands",
         "fast",
         "hosts",
-        "model_calls",
+        "model_endpoint",
     )
 
-    def __init__(self, hosts: Iterable[str] = (), commands: Iterable[str] = (), model_calls: bool = False) -> None:
+    def __init__(
+        self,
+        hosts: Iterable[str] = (),
+        commands: Iterable[str] = (),
+        model_endpoint: Callable[[], str | None] | None = None,
+    ) -> None:
         self.hosts = tuple(dict.fromkeys(hosts))
         self.commands = tuple(dict.fromkeys(commands))
-        # A model SDK client's request (``seam.model_call``) may reach the client's own endpoint, whatever
-        # it is (``Runner.client_endpoints`` says when).
-        self.model_calls = model_calls
+        # The endpoint of the model SDK client's request the calling code is inside (``seam.model_call``),
+        # which it may reach whatever it is; None: no such request passes (``Reach.client_endpoints``).
+        self.model_endpoint = model_endpoint
         parsed = [parse_host(h) for h in self.hosts]
         self._unix = frozenset(h.name[5:] for h in parsed if h.name.startswith("unix:"))
         self._names: dict[str, set[int | None]] = {}
@@ -148,8 +143,17 @@ class Policy:
     command_line = staticmethod(command_line)
     shell_words = staticmethod(shell_words)
 
-    def with_hosts(self, hosts: Iterable[str], model_calls: bool = False) -> Policy:
-        return Policy((*self.hosts, *hosts), self.commands, model_calls)
+    def with_hosts(self, hosts: Iterable[str], *, model_endpoint: Callable[[], str | None] | None = None) -> Policy:
+        return Policy((*self.hosts, *hosts), self.commands, model_endpoint)
+
+    def allows_model_call(self, host: str, port: int | None) -> bool:
+        """``host`` at ``port`` (None: a lookup naming none) is the endpoint of the model SDK client's
+        request the calling code is inside, where this policy lets such a request through."""
+        endpoint = self.model_endpoint() if self.model_endpoint is not None else None
+        if endpoint is None:
+            return False
+        allowed = parse_host(endpoint)
+        return allowed.name == (_address(host) or host.lower().rstrip(".")) and port in (None, allowed.port)
 
     def allows_host(self, host: str, port: int | None) -> bool:
         """A name or an address, at ``port`` (None: a lookup that names no port, allowed at any)."""

@@ -19,8 +19,9 @@ suppressed) passes: replay spans are marked and ``harvester serve`` drops them.
 A recording that named only providers (OpenInference's model spans name no URL) cannot say where the
 agent's model is: in a replay of it on the live model, a request the agent's model SDK client makes
 (``seam.model_call``, marked on the client's ``request`` with its endpoint) may reach that endpoint, a
-gateway or a local server (``Runner.client_endpoints``). Any other host it asks for (an HTTP hook, a
-proxy), and the endpoint asked for by anything else, are refused as before.
+gateway or a local server: the case's policy then reads the mark (``model_endpoint``, given by
+``Reach.client_endpoints``). Any other host it asks for (an HTTP hook, a proxy), and the endpoint
+asked for by anything else, are refused as before.
 
 A connection to an address is allowed when the address is allowed, or when it came from looking up
 an allowed name: ``socket.getaddrinfo`` is wrapped to remember which name each address came from,
@@ -57,8 +58,8 @@ from .. import seam
 from ..errors import Sealed
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
 from ._aside import set_aside
-from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, NOT_A_MODEL_HOST, Guard, resolved
-from ._policy import Policy, same_host
+from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, Guard, resolved
+from ._policy import Policy
 from ._starts import Carried, called_from, first_on_path
 
 try:  # how multiprocessing starts a process, with no audited event of its own (POSIX only)
@@ -80,6 +81,7 @@ __all__ = [
     "install",
     "installed",
     "last_seq",
+    "model_endpoint",
     "sealed_check",
     "sealing",
     "suite_refusals_since",
@@ -124,12 +126,7 @@ class Seal:
         self.fast = policy.fast  # what the C hook reads: what the policy allows as it stands
 
     def refuse(self, what: str, target: str, why: str) -> None:
-        """Remember the refusal (a forked child writes it to the log), then raise it into the code that
-        tried; unless it is a host the agent's model client asks for where the policy lets it."""
-        if why == NOT_A_MODEL_HOST and self.policy.model_calls:
-            endpoint = seam.model_endpoint(otel_context.get_current())
-            if endpoint is not None and same_host(endpoint, target):
-                return
+        """Remember the refusal (a forked child writes it to the log), then raise it into the code that tried."""
         during = _in_flight()
         if os.getpid() != self.pid:
             _log_refusal(what, target, why, during or f"process {os.getpid()} forked by the agent")
@@ -315,6 +312,12 @@ def suite_refusals_since(seal: Seal | None, seq: int) -> list[Refusal]:
     seal.collect()
     with seal.lock:
         return [r for r in seal.refusals if r.seq > seq]
+
+
+def model_endpoint() -> str | None:
+    """The endpoint of the model SDK client's request the calling code is inside (a policy's
+    ``model_endpoint``, asked only where a connection would be refused)."""
+    return seam.model_endpoint(otel_context.get_current())
 
 
 def last_seq() -> int:

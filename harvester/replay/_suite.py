@@ -125,16 +125,9 @@ def replay(
     policy = Policy(hosts, allow_commands) if seal else None
     runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, sandbox, judges)
     refused_before, sealed_before = seam.STATE.seq, last_seq()
-    # Code that lost its case's context, and a process the agent starts, are held to what any case of the
-    # plan may reach (its model hosts among them).
     sealed = (
-        sealing(
-            policy.with_hosts(
-                (h for entry in planned for h in runner.hosts(entry.model_hosts)),
-                any(runner.client_endpoints(entry.model_hosts) for entry in planned),
-            )
-        )
-        if policy is not None
+        sealing(runner.reach.suite([entry.model_hosts for entry in planned]))
+        if runner.reach is not None
         else contextlib.nullcontext()
     )
     spool = ResultSpool()  # each case's result goes to disk as the case finishes, in plan order

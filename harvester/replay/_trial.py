@@ -26,7 +26,6 @@ from .. import adapters, seam
 from ..case import AgentCase, Case
 from ..checks import Panel
 from ..config import Config, ModelMode
-from ..conventions import EVERY_PROVIDER_HOST
 from ..errors import ReplayTimeout, ToolFailure
 from ..fixtures import FixtureTools
 from ..model import ErrorInfo, Run
@@ -37,10 +36,11 @@ from ._live import LiveCall, live_calls, models_traced, no_live_calls
 from ._models import RecordedModel, recorded_model
 from ._observe import observed_run, observer
 from ._policy import Policy
+from ._reach import Reach
 from ._sandbox import Sandbox, SandboxTools
 from ._seal import Refusal, Seal, last_seq, sealed_check, suite_refusals_since, within
 
-__all__ = ["Attempt", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec", "model_hosts"]
+__all__ = ["Attempt", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec"]
 
 
 @dataclass
@@ -103,12 +103,6 @@ class Seen(NamedTuple):
     models: RecordedModel | None  # its model server (None: the live model answers)
 
 
-def model_hosts(recorded: Sequence[str]) -> Sequence[str]:
-    """The model hosts a case's agent may reach: its recording's (``recorded.model_hosts``), or (a case
-    recorded before harvester kept them, or whose spans named no model) every provider's documented host."""
-    return recorded or EVERY_PROVIDER_HOST
-
-
 def blank_spec(case: Case) -> AgentCase:
     """The spec of an in-code case: nothing recorded, so every tool call it makes is a ``no_fixture``."""
     return AgentCase.model_construct(id=case.id, prompt=case.task, status="accepted")
@@ -133,11 +127,10 @@ class Runner:
         self.sandbox = sandbox  # None: every tool is served from fixtures
         self.panel = panel
         self.model = model
-        self.policy = policy  # None: the replay is not sealed
+        self.reach = Reach(policy, model) if policy is not None else None  # None: the replay is not sealed
         self.suite_seal: Seal | None = None  # set by the suite while its seal is on
         self.counted: set[int] = set()  # the suite seal's refusals (by seq) a case counts as its own
         self._counting = threading.Lock()
-        self._policies: dict[tuple[str, ...], Policy] = {}
         self.ignore_args = ignore_args
         self.wants = wants(build_agent)
         self.timeout = timeout
@@ -164,7 +157,8 @@ class Runner:
         seam.remember(trace_id)
         if self.collector is not None:
             self.collector.watch(trace_id)
-        seal = Seal(self._policy_for(job.case)) if self.policy is not None else None
+        recorded = job.case.spec.recorded.model_hosts if job.case.spec is not None else ()
+        seal = Seal(self.reach.case(recorded)) if self.reach is not None else None
         models = recorded_model(job.case.spec, self.model)
         refusal = models.refusal() if models is not None else None
         if refusal is not None:  # the recording cannot serve this case's model: it is not run
@@ -182,28 +176,6 @@ class Runner:
             daemon=True,
         ).start()
         return trace_id, tools
-
-    def hosts(self, recorded: Sequence[str]) -> Sequence[str]:
-        """The model hosts a case whose recording names ``recorded`` may reach: none when the recording
-        answers every model call."""
-        return () if self.model == "recorded" else model_hosts(recorded)
-
-    def client_endpoints(self, recorded: Sequence[str]) -> bool:
-        """Whether the agent's model client may reach the endpoint it is set to (``seam.model_call``): on
-        a live model, when the recording named no endpoint of its own, only providers' documented hosts
-        (OpenInference names a model call's provider, never its URL), so it cannot say where the client
-        points: a gateway, a local server. A recording that named its endpoint is held to it."""
-        return self.model != "recorded" and all(host in EVERY_PROVIDER_HOST for host in recorded)
-
-    def _policy_for(self, case: Case) -> Policy:
-        """The suite's policy plus the case's model hosts, built once per distinct set of hosts."""
-        recorded = case.spec.recorded.model_hosts if case.spec is not None else ()
-        hosts = tuple(self.hosts(recorded))
-        policy = self._policies.get(hosts)
-        if policy is None:
-            assert self.policy is not None
-            policy = self._policies[hosts] = self.policy.with_hosts(hosts, self.client_endpoints(recorded))
-        return policy
 
     def release(self, trace_id: int) -> list[ReadableSpan]:
         return self.collector.release(trace_id) if self.collector is not None else []

@@ -13,13 +13,6 @@ call in the trace: the instrumentors wrap the resource methods (OpenLLMetry, Ope
 Anthropic) or the client's ``request`` (OpenInference's OpenAI), so whichever wraps which, the served
 call's span is recorded with the served response, and the replayed run reads its model calls.
 ``ModelInputChanged`` from the server propagates into the app, before any request is made.
-
-Every request a client makes also passes its base client's ``request`` (the SDK's one door: a model
-call, the stream a helper opens on entering it, a retry), which marks it ``seam.model_call`` with the
-client's endpoint (its ``base_url``'s host and port): in a replay on the live model of a case whose
-recording named only providers (OpenInference names no URL), the seal lets the request reach that
-endpoint (a gateway, a local server), and nothing else. The mark is in the context, so it follows the
-request into the tasks and threads its HTTP client uses.
 """
 
 from __future__ import annotations
@@ -35,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ... import seam
 from ._client_answers import BODIES, sse
 from ._client_requests import REQUESTS
-from ._patch import guard, subclasses
+from ._patch import guard
 
 if TYPE_CHECKING:
     from ...model import ModelAnswerData
@@ -68,69 +61,19 @@ METHODS: dict[str, tuple[tuple[str, str, str, str], ...]] = {
         (_MESSAGES, "AsyncMessages", "stream", "anthropic"),
     ),
 }
-# Per client: the module of its base clients, whose ``request`` every HTTP request of the SDK passes.
-DOORS = {"openai": "openai._base_client", "anthropic": "anthropic._base_client"}
 _SERVED = itertools.count(1)  # served responses' ids: unique in the process (OpenLLMetry keys responses by id)
 
 
 def serve(client: str) -> None:
-    """Guard ``client``'s model-call methods and mark its requests (once; what an SDK version lacks is
-    left alone)."""
+    """Guard ``client``'s model-call methods (once; a method an SDK version lacks is left alone)."""
     for module, cls, method, api in METHODS.get(client, ()):
-        owner = _class(module, cls)
-        raw = owner.__dict__.get(method) if owner is not None else None
-        if owner is not None and raw is not None:
+        try:
+            owner = getattr(importlib.import_module(module), cls)
+        except (ImportError, AttributeError):
+            continue
+        raw = owner.__dict__.get(method)
+        if raw is not None:
             guard(owner, method, _guarded(api, inspect.iscoroutinefunction(inspect.unwrap(raw))))
-    for base in ("SyncAPIClient", "AsyncAPIClient"):
-        door = _class(DOORS.get(client, ""), base)
-        for owner in subclasses(door) if door is not None else ():
-            raw = owner.__dict__.get("request")  # the base's, or an instrumentor's wrapper on a client class
-            if raw is not None:
-                guard(owner, "request", _marked(inspect.iscoroutinefunction(inspect.unwrap(raw))))
-
-
-def _class(module: str, name: str) -> type | None:
-    try:
-        found = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError):
-        return None
-    return found if isinstance(found, type) else None
-
-
-def _marked(asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The SDK's ``request``, run as a model call (``seam.model_call``)."""
-
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        if asynchronous:
-
-            async def arequest(self: Any, *args: Any, **kwargs: Any) -> Any:
-                with seam.model_call(_endpoint(self)):
-                    return await original(self, *args, **kwargs)
-
-            return arequest
-
-        def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with seam.model_call(_endpoint(self)):
-                return original(self, *args, **kwargs)
-
-        return request
-
-    return make
-
-
-def _endpoint(client: Any) -> str | None:
-    """``host:port`` of the client's ``base_url`` (its scheme's port when it names none), None when it
-    has none the seal could compare."""
-    url = getattr(client, "base_url", None)
-    raw, scheme = getattr(url, "raw_host", None), getattr(url, "scheme", None)
-    # the name as it is looked up (an international name IDNA-encoded), as the seal sees it
-    host = raw.decode("ascii", "replace") if isinstance(raw, bytes) else getattr(url, "host", None)
-    if not isinstance(host, str) or not host:
-        return None
-    port = getattr(url, "port", None)
-    port = port if isinstance(port, int) else {"https": 443, "http": 80}.get(scheme if isinstance(scheme, str) else "")
-    shown = f"[{host}]" if ":" in host else host
-    return f"{shown}:{port}" if port is not None else shown
 
 
 def _guarded(api: str, asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -9,7 +9,8 @@ recording names (its model calls' instrumentation scopes, ``recorded.instrumenta
 client is in use and nothing traces it already. OpenInference's and OpenLLMetry's instrumentors wrap
 the client classes, so chat completions, the Responses API and Anthropic messages, sync and async,
 streamed or not, are all traced. Turning a client on in a replay also guards its model calls
-(``_client_models``): in a recorded-model replay they are served from the recording.
+(``_client_models``): in a recorded-model replay they are served from the recording; and it marks its
+requests to a model API for the seal (``_client_calls``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
+from ._client_calls import mark
 from ._client_models import serve
 from ._tracing import instrumented, turn_on
 
@@ -43,9 +45,10 @@ class Client:
         return any(instrumented(module, cls) for module, cls in self.instrumentors)
 
     def instrument(self, scopes: Collection[str]) -> Callable[[], None] | None:
-        """Guard the client's model calls (they stay guarded), and turn on the instrumentor the
-        recording used, unless one is on; returns the undo."""
+        """Guard the client's model calls and mark its requests to a model API (they stay so), and
+        turn on the instrumentor the recording used, unless one is on; returns the undo."""
         serve(self.NAME)
+        mark(self.NAME)
         for module, cls in self.recorded(scopes):
             undo = turn_on(module, cls, unless=self.instrumentors)
             if undo is not None or self.traced():

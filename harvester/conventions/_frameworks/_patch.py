@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,10 +40,11 @@ def guard(owner: type, name: str, make: Callable[[Callable[..., Any]], Callable[
         if not params or params[0].name != "self":  # smolagents' @tool already shows forward with self
             params.insert(0, inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD))
         method.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    elif inspect.isfunction(raw):
+    elif type(raw) is types.FunctionType:  # not ``inspect.isfunction``: a wrapt wrapper passes it, unbound
         method = functools.wraps(raw)(make(raw))
     elif callable(raw) and hasattr(raw, "__get__") and not isinstance(raw, (classmethod, property)):
-        # a method wrapped in a callable descriptor (functools.lru_cache, a decorator class): bound per call
+        # a method wrapped in a callable descriptor (functools.lru_cache, a decorator class, an
+        # instrumentor's wrapt wrapper, which must see its instance): bound per call
         method = make(lambda self, *a, **kw: raw.__get__(self, type(self))(*a, **kw))
         functools.update_wrapper(method, inspect.unwrap(raw))  # its name, annotations, signature
         method.__wrapped__ = raw  # type: ignore[attr-defined]

@@ -63,8 +63,11 @@ PROVIDER_HOSTS: dict[str, tuple[str, ...]] = {
     "huggingface": ("router.huggingface.co", "api-inference.huggingface.co"),
 }
 
-# Every provider's documented host, each once: what a recording that named no model host may reach.
-EVERY_PROVIDER_HOST = tuple(dict.fromkeys(h for hosts in PROVIDER_HOSTS.values() for h in hosts))
+# Every provider's documented host, each once: what a recording that named no model host may reach. Not
+# a local server's (Ollama's): a port of this machine is no provider's, and what any such case could reach.
+EVERY_PROVIDER_HOST = tuple(
+    dict.fromkeys(h for hosts in PROVIDER_HOSTS.values() for h in hosts if not h.startswith(("localhost:", "127.")))
+)
 
 # A model name whose provider the spans did not say: the provider its name belongs to.
 _MODEL_PREFIXES = (

@@ -72,10 +72,12 @@ def _marked(asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., 
 
 
 def _to_a_model(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
-    """``request(cast_to, options, ...)`` posts to a model API: its options' path is one of ``MODEL_PATHS``."""
+    """``request(cast_to, options, ...)`` posts to a model API: its options' path (without a query, as
+    older Anthropic SDKs add ``?beta=true``) is one of ``MODEL_PATHS``."""
     options = args[1] if len(args) > 1 else kwargs.get("options")
-    path = getattr(options, "url", None)
-    return isinstance(path, str) and any(path == p or path.startswith(p + "/") for p in MODEL_PATHS)
+    url = getattr(options, "url", None)
+    path = url.partition("?")[0] if isinstance(url, str) else ""
+    return any(path == p or path.startswith(p + "/") for p in MODEL_PATHS)
 
 
 def endpoint(client: Any) -> str | None:

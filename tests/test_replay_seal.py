@@ -214,6 +214,44 @@ def test_a_refusal_no_case_context_made_fails_every_case_in_flight_and_counts_on
     assert report.metrics()["live_tool_calls"] == 1
 
 
+@pytest.mark.parametrize("how", ["run", "fork"])
+def test_a_child_process_refused_fails_only_the_case_that_started_it(payments, how):
+    """Two cases in flight; one starts a process (a Python child, or a fork) that is refused: that case
+    fails naming it, the other passes, and it counts once. The child is held to its own case's hosts."""
+    import os
+    import subprocess
+
+    both = threading.Barrier(2)
+    connect = f"import socket; socket.create_connection(('127.0.0.1', {payments.port}), 5)"
+
+    def build():
+        def agent(prompt: str) -> str:
+            both.wait(timeout=20)  # both cases started
+            if prompt == "first" and how == "run":
+                subprocess.run([sys.executable, "-c", connect], capture_output=True, timeout=60)
+            elif prompt == "first":
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        socket.create_connection(("127.0.0.1", payments.port), 5)
+                    finally:
+                        os._exit(0)
+                os.waitpid(pid, 0)
+            both.wait(timeout=60)  # both still in flight
+            return "done"
+
+        return agent
+
+    cases = [AgentCase.model_validate({"id": p, "status": "accepted", "prompt": p}) for p in ("first", "second")]
+    report = replay(cases, build, timeout=90, concurrency=2, allow_commands=[f"{sys.executable} -c"])
+    assert payments.seen == []
+    first, second = report.results
+    (sealed,) = [c for c in first.checks if c.name == "sealed" and c.passed is False]
+    assert f"connect to 127.0.0.1:{payments.port}" in sealed.detail and first.live_calls == 1
+    assert not any(c.name == "sealed" for c in second.checks) and second.live_calls == 0
+    assert report.metrics()["live_tool_calls"] == 1 and report.refused == 0
+
+
 def test_telemetry_the_sdk_exports_passes_the_seal(payments, monkeypatch):
     """An app exporting its spans (OTLP over HTTP, from inside the case) is not an action on the world."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -39,6 +39,7 @@ are also the whole hook where the C one could not be built.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import socket
@@ -46,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import NamedTuple
@@ -112,7 +114,20 @@ class Refusal(NamedTuple):
 class Seal:
     """One case-trial's seal (or the suite's): what it allows, and what it refused."""
 
-    __slots__ = ("_read", "fast", "here", "lock", "log", "pid", "policy", "refused", "refusals")
+    __slots__ = (
+        "__weakref__",
+        "_read",
+        "_setting",
+        "fast",
+        "here",
+        "id",
+        "lock",
+        "log",
+        "pid",
+        "policy",
+        "refused",
+        "refusals",
+    )
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
@@ -124,12 +139,15 @@ class Seal:
         self._read = 0  # how far the log has been read
         self.here = (policy, self.refuse)  # what the audit hook asks for, made once
         self.fast = policy.fast  # what the C hook reads: what the policy allows as it stands
+        self.id = next(_ids)  # what a child's refusal names, to come back to this seal
+        self._setting: str | None = None  # what a Python child started under this seal seals itself with
+        _seals[self.id] = self
 
     def refuse(self, what: str, target: str, why: str) -> None:
         """Remember the refusal (a forked child writes it to the log), then raise it into the code that tried."""
         during = _in_flight()
         if os.getpid() != self.pid:
-            _log_refusal(what, target, why, during or f"process {os.getpid()} forked by the agent")
+            _log_refusal(what, target, why, during or f"process {os.getpid()} forked by the agent", self.id)
         else:
             self._keep(what, target, why, during)
         raise Sealed(f"harvester replay sealed {what} {target}: {why}")
@@ -144,8 +162,18 @@ class Seal:
             if len(self.refusals) < MAX_REFUSALS:
                 self.refusals.append(Refusal(seq, what, target, during, why))
 
+    def child_setting(self) -> str:
+        """What a Python process started under this case's seal seals itself with: its hosts and
+        commands, the suite's log, and this seal's id, which its refusals name."""
+        if self._setting is None:
+            log = _suites[-1].log if _suites else None
+            setting = {"hosts": list(self.policy.hosts), "commands": list(self.policy.commands), "dir": _HERE}
+            self._setting = json.dumps({**setting, "log": log, "seal": self.id})
+        return self._setting
+
     def collect(self) -> None:
-        """Take in the refusals child processes wrote to the log since the last read."""
+        """Take in the refusals child processes wrote to the log since the last read: each to the seal
+        it names (a case's, whose process started the child), else to this one."""
         if self.log is None or not _GUARD.started:  # no process started while sealed: nothing to read
             return
         try:
@@ -165,12 +193,17 @@ class Seal:
         for line in complete:
             try:
                 said = json.loads(line)
-                self._keep(str(said["what"]), str(said["target"]), str(said["why"]), str(said.get("during") or ""))
+                owner = _seals.get(said.get("seal")) if isinstance(said.get("seal"), int) else None
+                (owner or self)._keep(
+                    str(said["what"]), str(said["target"]), str(said["why"]), str(said.get("during") or "")
+                )
             except (ValueError, KeyError, TypeError):
                 continue
 
 
 _seq = 0  # refusals ever made in this process: a case owns the suite seal's refusals after its start
+_ids = itertools.count(1)
+_seals: weakref.WeakValueDictionary[int, Seal] = weakref.WeakValueDictionary()  # by id, while in use
 _seq_lock = threading.Lock()
 _suites: list[Seal] = []  # the seals of the sealed replays running now (the last one is current)
 _installed: str | None = None
@@ -213,15 +246,23 @@ def _exporting() -> bool:
     return called_from(sys._getframe(2), lambda name: _SDK in name, 80)
 
 
-def _log_refusal(what: str, target: str, why: str, during: str) -> None:
-    """A forked child's refusal, for the replay that started it (the child's memory is its own)."""
+def _log_refusal(what: str, target: str, why: str, during: str, seal: int) -> None:
+    """A forked child's refusal, for the replay that started it (the child's memory is its own) and the
+    seal it was made under."""
     log = _suites[-1].log if _suites else None
     if log is not None:
+        said = {"what": what, "target": target, "why": why, "during": during, "seal": seal}
         with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"what": what, "target": target, "why": why, "during": during}) + "\n")
+            f.write(json.dumps(said) + "\n")
 
 
 _GUARD = Guard(_policy_here)
+
+
+def _case_setting() -> str | None:
+    """The child setting of the case the calling code runs in (``Carried.current``); None outside one."""
+    seal = otel_context.get_current().get(SEAL)
+    return seal.child_setting() if isinstance(seal, Seal) and seal.log is None else None
 
 
 def _context_variable() -> ContextVar[otel_context.Context] | None:
@@ -282,7 +323,8 @@ def sealing(policy: Policy) -> Iterator[Seal]:
     outer = {name: os.environ.get(name) for name in (CHILD_ENV, "PYTHONPATH")}
     text = json.dumps(setting)
     os.environ.update({CHILD_ENV: text, "PYTHONPATH": first_on_path(_CHILD_DIR, outer["PYTHONPATH"])})
-    carried = Carried.carry(text)
+    carried, current = Carried.carry(text), Carried.current
+    Carried.current = _case_setting
     _suites.append(seal)
     try:
         with set_aside():
@@ -290,6 +332,7 @@ def sealing(policy: Policy) -> Iterator[Seal]:
     finally:
         _suites.remove(seal)
         Carried.carry(carried)
+        Carried.current = current
         for name, value in outer.items():
             if value is None:
                 os.environ.pop(name, None)

@@ -153,10 +153,24 @@ class Carried:
     """The seal's setting for the children of this process, held here rather than read back from
     ``os.environ`` at each start: code that clears the environment (``mock.patch.dict(os.environ,
     clear=True)``) must not start a Python unsealed. Set by ``sealing`` (and put back after), and by a
-    sealed child for its own children."""
+    sealed child for its own children. ``current``: the setting of the case the starting code runs in
+    (its own hosts, and its seal's id, so the child's refusals fail that case alone), when it has one."""
 
     setting: str | None = None
     child_dir: str = ""
+    current: Callable[[], str | None] | None = None
+
+    @classmethod
+    def here(cls) -> str | None:
+        """The setting for a process started here: the calling case's own, else the one carried."""
+        if cls.current is not None:
+            try:
+                found = cls.current()
+            except Exception:  # never leave a child without the seal: the carried one holds
+                found = None
+            if found is not None:
+                return found
+        return cls.setting
 
     @classmethod
     def carry(cls, setting: str | None) -> str | None:
@@ -187,8 +201,8 @@ def _has_seal(env: Any) -> bool:
 
 def sealed_environ() -> list[bytes] | None:
     """This process's environment with the seal, for a process started without an environment of its own
-    when ``os.environ`` has lost the seal's (None: it has it, or nothing is carried)."""
-    if Carried.setting is None or _has_seal(None):
+    when ``os.environ`` has lost the seal's or the starting case has its own (None: nothing to change)."""
+    if Carried.setting is None or (Carried.here() == Carried.setting and _has_seal(None)):
         return None
     return with_seal([k + b"=" + v for k, v in os.environb.items()])
 
@@ -196,7 +210,7 @@ def sealed_environ() -> list[bytes] | None:
 def with_seal(env: list[Any]) -> list[Any]:
     """``fork_exec``'s environment (``b"NAME=value"`` entries) with the seal's setting and ``_child`` first
     on ``PYTHONPATH``: a Python child seals itself with it. A new list; unchanged outside a replay."""
-    setting, child_dir = Carried.setting, Carried.child_dir
+    setting, child_dir = Carried.here(), Carried.child_dir
     if setting is None:
         return env
     named = {bytes(e).split(b"=", 1)[0]: i for i, e in enumerate(env) if isinstance(e, (bytes, bytearray))}

@@ -235,8 +235,8 @@ class Runner:
             if same is not None:
                 live.remove(same)
         live += refused
+        outside = suite_refusals_since(self.suite_seal, seen.refusals)  # first: it reads children's back
         own = seen.seal.refusals if seen.seal is not None else []
-        outside = suite_refusals_since(self.suite_seal, seen.refusals)
         sealed = [*own, *outside]
         live += [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in [*own, *self._count(outside)]]
         with seam.own_work():  # a judge function is the caller's, not the agent's: the seal lets it ask its model

@@ -49,7 +49,8 @@ def _seal(setting: dict[str, Any]) -> None:
     during = "process " + " ".join(getattr(sys, "orig_argv", sys.argv)[:4])[:80]
 
     def refuse(what: str, target: str, why: str) -> None:
-        line = json.dumps({"what": what, "target": target, "why": why, "during": during})
+        said = {"what": what, "target": target, "why": why, "during": during, "seal": setting.get("seal")}
+        line = json.dumps(said)
         try:
             with open(setting["log"], "a", encoding="utf-8") as log:
                 log.write(line + "\n")

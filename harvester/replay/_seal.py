@@ -11,10 +11,12 @@ allow by raising ``Sealed`` (a ``PermissionError``) inside the agent, where the 
 
 Which policy: the case's seal travels in the OpenTelemetry context with its executor (into tasks and
 threads, as ``seam`` carries it); code that lost its case's context while a replay runs meets the
-suite's seal, which allows only what every case may (the config's hosts and commands), and whose
-refusals fail every case then in flight. A forked child inherits the hook and the seal with the
-process. Telemetry the OpenTelemetry SDK exports (its processors export with instrumentation
-suppressed) passes: replay spans are marked and ``harvester serve`` drops them.
+suite's seal, which allows what any case may (the config's hosts and commands, every case's model
+hosts), and whose refusals fail every case then in flight. A forked child inherits the hook and its
+case's seal with the process; a Python child seals itself with its case's setting (``child_setting``,
+which names the seal, so its refusals come back to that case through the log). Telemetry the
+OpenTelemetry SDK exports (its processors export with instrumentation suppressed) passes: replay
+spans are marked and ``harvester serve`` drops them.
 
 A recording that named only providers (OpenInference's model spans name no URL) cannot say where the
 agent's model is: in a replay of it on the live model, a request the agent's model SDK client makes

@@ -57,7 +57,12 @@ def parse_host(entry: str) -> Host:
         port = int(text)
     else:
         host = entry  # a name, or a bare IPv6 address
-    return Host(_address(host) or host.lower().rstrip("."), port)
+    return Host(_canonical(host), port)
+
+
+def _canonical(host: str) -> str:
+    """A host as the policy compares it: an address's canonical text, a name in lower case."""
+    return _address(host) or host.lower().rstrip(".")
 
 
 def words(argv: Any) -> list[str]:
@@ -153,7 +158,7 @@ class Policy:
         if endpoint is None:
             return False
         allowed = parse_host(endpoint)
-        return allowed.name == (_address(host) or host.lower().rstrip(".")) and port in (None, allowed.port)
+        return allowed.name == _canonical(host) and port in (None, allowed.port)
 
     def allows_host(self, host: str, port: int | None) -> bool:
         """A name or an address, at ``port`` (None: a lookup that names no port, allowed at any)."""

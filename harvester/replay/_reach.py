@@ -37,7 +37,7 @@ class Reach:
     def __init__(self, policy: Policy, model: ModelMode) -> None:
         self.policy = policy
         self.model = model
-        self._policies: dict[tuple[tuple[str, ...], bool], Policy] = {}
+        self._policies: dict[tuple[str, ...], Policy] = {}
 
     def hosts(self, recorded: Sequence[str]) -> Sequence[str]:
         """The model hosts a case whose recording holds ``recorded`` may reach: none when the recording
@@ -52,11 +52,11 @@ class Reach:
 
     def case(self, recorded: Sequence[str]) -> Policy:
         """The policy of a case whose recording holds ``recorded``."""
-        key = (tuple(self.hosts(recorded)), self.client_endpoints(recorded))
+        key = tuple(recorded)
         policy = self._policies.get(key)
         if policy is None:
-            endpoint = model_endpoint if key[1] else None
-            policy = self._policies[key] = self.policy.with_hosts(key[0], model_endpoint=endpoint)
+            endpoint = model_endpoint if self.client_endpoints(key) else None
+            policy = self._policies[key] = self.policy.with_hosts(self.hosts(key), model_endpoint=endpoint)
         return policy
 
     def suite(self, recorded: Sequence[Sequence[str]]) -> Policy:

@@ -165,10 +165,10 @@ class Seal:
                 self.refusals.append(Refusal(seq, what, target, during, why))
 
     def child_setting(self) -> str:
-        """What a Python process started under this case's seal seals itself with: its hosts and
-        commands, the suite's log, and this seal's id, which its refusals name."""
+        """What a Python process started under this seal seals itself with: its hosts and commands, the
+        suite's log, and this seal's id, which its refusals name."""
         if self._setting is None:
-            log = _suites[-1].log if _suites else None
+            log = self.log or (_suites[-1].log if _suites else None)
             setting = {"hosts": list(self.policy.hosts), "commands": list(self.policy.commands), "dir": _HERE}
             self._setting = json.dumps({**setting, "log": log, "seal": self.id})
         return self._setting
@@ -264,7 +264,7 @@ _GUARD = Guard(_policy_here)
 def _case_setting() -> str | None:
     """The child setting of the case the calling code runs in (``Carried.current``); None outside one."""
     seal = otel_context.get_current().get(SEAL)
-    return seal.child_setting() if isinstance(seal, Seal) and seal.log is None else None
+    return seal.child_setting() if isinstance(seal, Seal) else None
 
 
 def _context_variable() -> ContextVar[otel_context.Context] | None:
@@ -321,9 +321,8 @@ def sealing(policy: Policy) -> Iterator[Seal]:
     seal = Seal(policy)
     fd, seal.log = tempfile.mkstemp(prefix="harvester-seal-", suffix=".jsonl")
     os.close(fd)
-    setting = {"hosts": list(policy.hosts), "commands": list(policy.commands), "dir": _HERE, "log": seal.log}
     outer = {name: os.environ.get(name) for name in (CHILD_ENV, "PYTHONPATH")}
-    text = json.dumps(setting)
+    text = seal.child_setting()
     os.environ.update({CHILD_ENV: text, "PYTHONPATH": first_on_path(_CHILD_DIR, outer["PYTHONPATH"])})
     carried, current = Carried.carry(text), Carried.current
     Carried.current = _case_setting

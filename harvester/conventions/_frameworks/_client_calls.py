@@ -14,6 +14,7 @@ client uses, and it closes when the request returns.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
@@ -53,22 +54,23 @@ def _marked(asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., 
         if asynchronous:
 
             async def arequest(self: Any, *args: Any, **kwargs: Any) -> Any:
-                if not _to_a_model(args, kwargs):
-                    return await original(self, *args, **kwargs)
-                with seam.model_call(endpoint(self)):
+                with _marking(self, args, kwargs):
                     return await original(self, *args, **kwargs)
 
             return arequest
 
         def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if not _to_a_model(args, kwargs):
-                return original(self, *args, **kwargs)
-            with seam.model_call(endpoint(self)):
+            with _marking(self, args, kwargs):
                 return original(self, *args, **kwargs)
 
         return request
 
     return make
+
+
+def _marking(client: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> contextlib.AbstractContextManager[None]:
+    """The request marked a model call at the client's endpoint, when it goes to a model API."""
+    return seam.model_call(endpoint(client)) if _to_a_model(args, kwargs) else contextlib.nullcontext()
 
 
 def _to_a_model(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:

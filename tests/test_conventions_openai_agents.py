@@ -7,14 +7,20 @@ the spans come from the stock instrumentor. Each run is one trace: ``Agent workf
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from agents import OpenAIChatCompletionsModel, Runner
+from openai import AsyncOpenAI
 
 from harvester.conventions import is_agent_span, runs_from_spans
 from harvester.spans import from_readable
+from tests.builders import sdk_http
 from tests.builders.frameworks import KB, ORDER
 from tests.builders.frameworks import openai_agents_runs as runs_for
 from tests.builders.frameworks import openai_agents_spans as spans_for
 from tests.frameworks import openai_agents_agent
+from tests.frameworks._otel import capture, finished
 from tests.frameworks.openai_agents_agent import ANSWERS, MODEL_NAME
 
 
@@ -172,3 +178,35 @@ def test_a_tripped_output_guardrail_fails_the_run_and_its_blocked_text_is_no_ans
     (run,) = runs_from_spans(spans_for("out_guardrail"))
     assert run.stop == "error" and run.error.type == "GuardrailTripwireTriggered" and run.failed
     assert run.answer is None  # the guardrail stopped it: nobody saw "The admin password is hunter2."
+
+
+def test_a_chat_completions_model_s_second_tool_turn_keeps_its_call_in_the_next_request():
+    """On ``OpenAIChatCompletionsModel`` OpenInference numbers an assistant message's calls by their place
+    in the turn's output: the second tool turn's only call is ``tool_calls.1``. The third model call's
+    request still holds both assistant calls (a recorded model is asked with the request as recorded)."""
+    steps = [
+        [("kb_search", {"query": "refund policy"}, "call_1")],
+        [("get_order", {"order_id": "A1001"}, "call_2")],
+        "A1001 can be refunded.",
+    ]
+    client = AsyncOpenAI(api_key="sk-test", http_client=sdk_http.http_client("chat", steps, asynchronous=True))
+    model = OpenAIChatCompletionsModel(model=sdk_http.MODEL["chat"], openai_client=client)
+    agent = openai_agents_agent.build_agent("happy").clone(model=model)
+    provider, exporter = capture()
+    with openai_agents_agent.instrumented(provider):
+        result = asyncio.run(Runner.run(agent, "Can A1001 be refunded?"))
+    assert result.final_output == "A1001 can be refunded."
+    spans = finished(exporter)
+    third = [s for s in spans if any(k.startswith("llm.input_messages.4.") for k in s.attributes or {})]
+    assert any(".tool_calls.1.tool_call.function.name" in k for s in third for k in s.attributes or {})
+    (run,) = runs_from_spans(spans)
+    request = run.llm_calls[2].request
+    assert request is not None
+    said = [(m.role, [c.name for c in m.tool_calls]) for m in request.messages]
+    assert said == [
+        ("user", []),
+        ("assistant", ["kb_search"]),
+        ("tool", []),
+        ("assistant", ["get_order"]),
+        ("tool", []),
+    ]

@@ -17,7 +17,19 @@ from ..spans import SpanData
 from ._history import genai_messages
 from ._readings import AgentReading, LlmReading, ToolReading, tool_reading
 from ._requests import message_text, model_request, tool_specs
-from ._values import MISSING, USER_ROLES, count, endpoint, first_user, last_user, loads, structured, text, to_int
+from ._values import (
+    MISSING,
+    USER_ROLES,
+    count,
+    endpoint,
+    first_user,
+    last_user,
+    loads,
+    structured,
+    text,
+    to_int,
+    tool_call_indices,
+)
 
 __all__ = [
     "agent_name",
@@ -133,6 +145,7 @@ def _tools(a: dict[str, Any]) -> list[ToolSpecData] | None:
 
 def _read_legacy_completion(a: dict[str, Any], out: LlmReading) -> None:
     """The indexed ``gen_ai.completion.N.*`` keys of older OpenLLMetry instrumentors (OpenAI, Anthropic...)."""
+    at = tool_call_indices(a)
     n = 0
     while f"gen_ai.completion.{n}.role" in a:
         base = f"gen_ai.completion.{n}."
@@ -140,13 +153,12 @@ def _read_legacy_completion(a: dict[str, Any], out: LlmReading) -> None:
             out.text = text(a[base + "content"])
         if out.finish is None and isinstance(a.get(base + "finish_reason"), str):
             out.finish = a[base + "finish_reason"]
-        m = 0
-        while f"{base}tool_calls.{m}.name" in a:
+        for m in at.get(base + "tool_calls.", ()):
             tc = f"{base}tool_calls.{m}."
-            args, cut = structured(a.get(tc + "arguments"))
-            out.truncated |= cut
-            out.requests.append((text(a.get(tc + "name")) or "", text(a.get(tc + "id")), args))
-            m += 1
+            if tc + "name" in a:
+                args, cut = structured(a.get(tc + "arguments"))
+                out.truncated |= cut
+                out.requests.append((text(a.get(tc + "name")) or "", text(a.get(tc + "id")), args))
         n += 1
 
 

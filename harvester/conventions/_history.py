@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..model import MessageData, RequestData
-from ._values import AI_ROLES, USER_ROLES, content_text, loads, structured, text
+from ._values import AI_ROLES, USER_ROLES, content_text, loads, structured, text, tool_call_indices
 
 __all__ = ["genai_messages", "message_role", "message_said", "openinference_messages", "split_history"]
 
@@ -46,16 +46,22 @@ def _args(raw: Any) -> Any:
     return raw if isinstance(raw, dict) else structured(raw)[0]
 
 
-def _indexed_calls(a: dict[str, Any], prefix: str, inner: str, name: str, args: str) -> list[RequestData]:
-    """The tool calls flattened under ``<prefix>M.<inner>{id,<name>,<args>}`` (M = 0, 1, ...)."""
+def _indexed_calls(
+    a: dict[str, Any], at: dict[str, list[int]], prefix: str, inner: str, name: str, args: str
+) -> list[RequestData]:
+    """The tool calls flattened under ``<prefix>M.<inner>{id,<name>,<args>}``, M in the order ``at``
+    (``tool_call_indices``) found them."""
     calls: list[RequestData] = []
-    m = 0
-    while f"{prefix}{m}.{inner}{name}" in a:
+    for m in at.get(prefix, ()):
         tc = f"{prefix}{m}.{inner}"
-        calls.append(
-            {"name": text(a.get(tc + name)) or "", "call_id": text(a.get(tc + "id")), "args": _args(a.get(tc + args))}
-        )
-        m += 1
+        if tc + name in a:
+            calls.append(
+                {
+                    "name": text(a.get(tc + name)) or "",
+                    "call_id": text(a.get(tc + "id")),
+                    "args": _args(a.get(tc + args)),
+                }
+            )
     return calls
 
 
@@ -106,13 +112,14 @@ def genai_messages(a: dict[str, Any]) -> list[MessageData] | None:
     if "gen_ai.prompt.0.role" not in a:
         return None
     out = []
+    at = tool_call_indices(a)
     n = 0
     while f"gen_ai.prompt.{n}.role" in a:
         base = f"gen_ai.prompt.{n}."
         role = message_role(a[base + "role"])
         if role is None:
             return None
-        calls = _indexed_calls(a, f"{base}tool_calls.", "", "name", "arguments")
+        calls = _indexed_calls(a, at, f"{base}tool_calls.", "", "name", "arguments")
         out.append(
             _message(
                 role, text(a.get(base + "content")), tool_calls=calls, tool_call_id=text(a.get(base + "tool_call_id"))
@@ -128,12 +135,13 @@ def openinference_messages(a: dict[str, Any]) -> list[MessageData] | None:
     if f"llm.input_messages.{n}.message.role" not in a:
         return None
     out: list[MessageData] = []
+    at = tool_call_indices(a)
     while f"llm.input_messages.{n}.message.role" in a:
         base = f"llm.input_messages.{n}.message."
         role = message_role(a[base + "role"])
         if role is None:
             return None
-        calls = _indexed_calls(a, f"{base}tool_calls.", "tool_call.", "function.name", "function.arguments")
+        calls = _indexed_calls(a, at, f"{base}tool_calls.", "tool_call.", "function.name", "function.arguments")
         said = message_said(a, base)
         out.append(_message(role, said, tool_calls=calls, tool_call_id=text(a.get(base + "tool_call_id"))))
         n += 1

@@ -18,7 +18,7 @@ from ._genai import agent_name as _named
 from ._history import message_said, openinference_messages
 from ._readings import AgentReading, LlmReading, ToolReading, payload_reading, tool_reading
 from ._requests import model_request, tool_specs
-from ._values import MISSING, USER_ROLES, count, endpoint, loads, structured, text
+from ._values import MISSING, USER_ROLES, count, endpoint, loads, structured, text, tool_call_indices
 
 __all__ = ["agent_name", "llm_first_user", "llm_messages", "llm_request", "read_agent", "read_llm", "read_tool"]
 
@@ -34,19 +34,19 @@ def read_llm(span: SpanData) -> LlmReading:
         server=endpoint(a.get("server.address"), a.get("server.port")),
         provider=text(a.get("llm.provider")) or text(a.get("llm.system")),
     )
+    at = tool_call_indices(a)
     n = 0
     while f"llm.output_messages.{n}.message.role" in a or f"llm.output_messages.{n}.message.content" in a:
         base = f"llm.output_messages.{n}.message."
         said = message_said(a, base)
         if said is not None:
             out.text = said
-        m = 0
-        while base + f"tool_calls.{m}.tool_call.function.name" in a:
+        for m in at.get(base + "tool_calls.", ()):
             tc = base + f"tool_calls.{m}.tool_call."
-            args, cut = structured(a.get(tc + "function.arguments"))
-            out.truncated |= cut
-            out.requests.append((text(a.get(tc + "function.name")) or "", text(a.get(tc + "id")), args))
-            m += 1
+            if tc + "function.name" in a:
+                args, cut = structured(a.get(tc + "function.arguments"))
+                out.truncated |= cut
+                out.requests.append((text(a.get(tc + "function.name")) or "", text(a.get(tc + "id")), args))
         n += 1
     params = loads(a.get("llm.invocation_parameters"))
     params = params if isinstance(params, dict) else {}

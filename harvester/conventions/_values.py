@@ -7,7 +7,7 @@ type is ignored. At most one ``orjson.loads`` per payload: ingest runs this on e
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
@@ -34,6 +34,7 @@ __all__ = [
     "placeholder",
     "short_type",
     "structured",
+    "tool_call_indices",
     "text",
     "count",
     "to_int",
@@ -257,3 +258,18 @@ def iso(ns: int) -> str | None:
 
 
 _iso_last: tuple[int | None, str] = (None, "")
+
+
+def tool_call_indices(a: Mapping[str, Any]) -> dict[str, list[int]]:
+    """Per ``<message>tool_calls.`` prefix of a span's flattened attributes, the indices of its calls in
+    order, from one pass over the keys. They need not start at 0 nor follow on: OpenInference numbers an
+    openai-agents assistant message's calls by their place among the turn's output items, so a second
+    tool turn's only call is ``tool_calls.1``."""
+    found: dict[str, set[int]] = {}
+    for key in a:
+        head, sep, rest = key.partition(".tool_calls.")
+        if sep:
+            index = rest.partition(".")[0]
+            if index.isdigit():
+                found.setdefault(head + sep, set()).add(int(index))
+    return {prefix: sorted(indices) for prefix, indices in found.items()}

@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, wrap_model_call, wrap_tool_call
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import BaseTool, StructuredTool, tool
@@ -154,6 +156,63 @@ async def _async_entrypoint(messages: Any) -> Any:
 )
 def test_what_is_async_only(graph: Any, expected: bool) -> None:
     assert async_only(graph()) is expected
+
+
+@wrap_model_call
+async def _alog_model(request: Any, handler: Any) -> Any:
+    return await handler(request)
+
+
+@wrap_model_call
+def _log_model(request: Any, handler: Any) -> Any:
+    return handler(request)
+
+
+@wrap_tool_call
+async def _alog_tool(request: Any, handler: Any) -> Any:
+    return await handler(request)
+
+
+class _Retry(AgentMiddleware):
+    """LangChain's class form of a middleware, with only the async hook."""
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+
+def _agent(*middleware: Any) -> Any:
+    return create_agent(ToolsThenEcho(calls=[("_sync_tool", {"query": "q"})]), [_sync_tool], middleware=middleware)
+
+
+@pytest.mark.parametrize(
+    ("middleware", "expected"),
+    [((), False), ((_log_model,), False), ((_alog_model,), True), ((_alog_tool,), True), ((_Retry(),), True)],
+    ids=["none", "sync-wrap-model", "async-wrap-model", "async-wrap-tool", "async-class"],
+)
+def test_a_create_agent_with_an_async_only_middleware_is_async_only(middleware: Any, expected: bool) -> None:
+    """``create_agent`` wraps the model node's call in each middleware's hook: one with only the async
+    form makes ``invoke`` raise ``NotImplementedError`` there, hidden in the node's closures."""
+    assert async_only(_agent(*middleware)) is expected
+
+
+def test_a_create_agent_with_an_async_only_middleware_replays_through_ainvoke() -> None:
+    seen: list[str] = []
+
+    @wrap_model_call
+    async def remember(request: Any, handler: Any) -> Any:
+        seen.append("model")
+        return await handler(request)
+
+    args = {"query": "refund policy"}
+    spec = _case(
+        fixtures=[{"key": fixture_key("_sync_tool", args), "tool": "_sync_tool", "args": args, "result": "FIXTURE"}],
+        checks=[{"check": "contains", "needles": ["FIXTURE"]}],
+        recorded={"trajectory": ["_sync_tool"]},
+    )
+    model = ToolsThenEcho(calls=[("_sync_tool", args)])
+    (r,) = replay([spec], lambda: create_agent(model, [_sync_tool], middleware=[remember])).results
+    assert r.passed and r.error is None and r.live_calls == 0, (r.error, r.reasons())
+    assert seen == ["model", "model"]
 
 
 def _case(**fields: Any) -> AgentCase:

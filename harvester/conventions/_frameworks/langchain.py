@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ... import seam
 from .._values import MISSING, text
+from ._async_graph import async_only
 from ._framework import Framework
 from ._history import history_of, takes_history
 from ._langchain_model import install_models
@@ -286,58 +287,6 @@ def prepare(agent: Any, case: Any) -> Callable[[str], Any]:
         return answer_of(agent.invoke(given(prompt), config or None))
 
     return takes_history(run)
-
-
-def async_only(graph: Any) -> bool:
-    """Some part of the graph has no sync implementation, so ``invoke`` would fail on reaching it ("No
-    synchronous function provided"): an ``async def`` node or router, a ``RunnableLambda`` of a coroutine,
-    a ``@tool async def``, the same in a subgraph or a functional ``@entrypoint``.
-
-    Decided before the run, from the graph's parts, rather than by retrying ``ainvoke`` after ``invoke``
-    failed: by then earlier nodes may have called the model and been served tools, which a second run
-    would repeat. A part seen that the run never reaches only makes a sync graph awaited, which runs its
-    sync nodes in worker threads the executor follows; code a node only reaches at run time (a runnable
-    a function builds) is not seen."""
-    from langchain_core.runnables import Runnable
-    from langgraph.pregel import Pregel
-
-    seen: set[int] = set()
-    stack: list[Any] = [graph]
-    while stack:
-        part = stack.pop()
-        if id(part) in seen:
-            continue
-        seen.add(id(part))
-        if _no_sync(part):
-            return True
-        if isinstance(part, Pregel):  # its nodes, and their writers (a conditional edge is one)
-            stack.extend(r for node in part.nodes.values() for r in (node.bound, *node.writers))
-            continue
-        stack.extend(v for v in _held(part) if isinstance(v, Runnable))
-        # the object a part calls a method of: a conditional edge's BranchSpec holds the router
-        owners = (getattr(getattr(part, name, None), "__self__", None) for name in ("func", "afunc"))
-        stack.extend(owner for owner in owners if owner is not None)
-    return False
-
-
-def _no_sync(part: Any) -> bool:
-    """LangGraph's ``RunnableCallable`` and LangChain's ``RunnableLambda`` with only an ``afunc``; a tool
-    with only a ``coroutine``."""
-    return getattr(part, "func", None) is None and any(
-        getattr(part, name, None) is not None for name in ("afunc", "coroutine")
-    )
-
-
-def _held(part: Any) -> Iterator[Any]:
-    """A part's attributes (a named tuple's fields), one list or dict deep: a sequence's steps, a
-    ``ToolNode``'s tools."""
-    for value in part if isinstance(part, tuple) else vars(part).values() if hasattr(part, "__dict__") else ():
-        if isinstance(value, dict):
-            yield from value.values()
-        elif isinstance(value, (list, tuple)):
-            yield from value
-        else:
-            yield value
 
 
 def messages(history: list[dict[str, Any]]) -> list[Any]:

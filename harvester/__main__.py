@@ -1,5 +1,5 @@
 """``python -m harvester``: the same CLI as the ``harvester`` command."""
 
-from harvester.cli import main
+from harvester.cli import program
 
-main()
+program()

@@ -201,6 +201,11 @@ class Sealed(HarvesterError, PermissionError):
     def __str__(self) -> str:
         return str(self.strerror)
 
+    def __reduce__(self) -> tuple[type[Sealed], tuple[str]]:
+        """Made again from its message: a refusal in a process pool's worker goes back to the caller
+        pickled (``OSError``'s own would call ``Sealed(errno, message)``, killing the pool's result thread)."""
+        return Sealed, (str(self.strerror),)
+
 
 class ToolFailure(Exception):
     """A recorded or injected tool failure, raised where the live tool would have raised.

@@ -5,20 +5,27 @@ than ``getaddrinfo``, a local socket named by a bytearray, and a connection the 
 
 from __future__ import annotations
 
+import copy
+import errno
+import multiprocessing
+import pickle
 import shutil
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from harvester.case import AgentCase, save_case
 from harvester.cli import main
+from harvester.errors import Sealed
 from harvester.replay import replay
 from harvester.report import Report
-from tests.apps import leaky_app
+from tests.apps import leaky_app, starts_at_import
 from tests.builders.backends import Loopback, loopback, routes
 from tests.builders.cli import one_line_error
 
@@ -124,6 +131,116 @@ def test_a_connection_the_agent_module_opens_at_import_is_refused(payments, monk
     assert payments.seen == []
     allowed = CliRunner().invoke(main, [*agent, "--allow-host", f"127.0.0.1:{payments.port}"])
     assert "error:" not in allowed.output and len(payments.seen) == 1, allowed.output
+
+
+def _replay_in_a_process(tmp_path: Path, agent: str, **env: str) -> Report:
+    """``harvester replay --agent`` in a process of its own (what the agent starts at import outlives
+    the replay), its report read back."""
+    import os
+    import subprocess
+
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    command = [sys.executable, "-m", "harvester", "replay", "--agent", agent, "--report", "r.json"]
+    done = subprocess.run(
+        command,
+        cwd=tmp_path,
+        env={**os.environ, **env, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    return Report.load(tmp_path / "r.json")
+
+
+def test_a_thread_the_agent_module_starts_at_import_finds_no_moment_unsealed(payments, monkeypatch, tmp_path: Path):
+    """The import's seal stays on until the replay's takes over: a thread that retries its connection every
+    millisecond got in between the two, and then sent through the whole replay."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
+    save_case(refund_case(), tmp_path / "cases")
+    report = _replay_in_a_process(tmp_path, "tests.apps.starts_at_import:build", STARTS="thread")
+    assert payments.seen == []
+    assert f"connect to 127.0.0.1:{payments.port}" in refused(report)  # the case in flight owns it
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+def test_a_pool_the_agent_module_starts_at_import_is_sealed_and_its_refusals_counted(
+    payments, monkeypatch, tmp_path: Path, method: str
+):
+    """The pool's workers seal themselves with the import's seal, and write their refusals to its log:
+    the replay reads that log, so what they refuse fails the case."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
+    save_case(refund_case(), tmp_path / "cases")
+    report = _replay_in_a_process(tmp_path, "tests.apps.starts_at_import:build", STARTS="pool", STARTS_METHOD=method)
+    assert payments.seen == []
+    assert f"connect to 127.0.0.1:{payments.port}" in refused(report)
+
+
+def test_a_refusal_made_after_its_case_ended_is_counted_in_the_replay(payments):
+    """A thread the first case started outlives it and tries after it ended: its case's refusals were read,
+    so the refusal is the suite's, and fails the case then in flight, saying so."""
+    started, go, done = [], threading.Event(), threading.Event()
+
+    def late() -> None:
+        go.wait(10)
+        try:
+            starts_at_import.post()
+        finally:
+            done.set()
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            if not started:
+                started.append(threading.Thread(target=late, daemon=True))
+                started[0].start()
+                return "Refund: queued"
+            go.set()
+            done.wait(10)
+            return "Refund: done"
+
+        return agent
+
+    first, second = (refund_case().model_copy(update={"id": f"refund-{n}"}) for n in (1, 2))
+    report = replay([first, second], build, concurrency=1, timeout=30)
+    assert payments.seen == []
+    one, two = report.results
+    assert not any(c.name == "sealed" for c in one.checks)
+    detail = next(c.detail for c in two.checks if c.name == "sealed")
+    assert f"connect to 127.0.0.1:{payments.port}" in detail and "after its case ended" in detail
+
+
+def test_a_forkserver_pool_s_refusals_fail_every_case_not_only_the_first(payments):
+    """Every case's worker comes from the forkserver the first case started, and names its seal: a later
+    case's refusal is read back into the case then in flight, not into the one that has ended."""
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            with multiprocessing.get_context("forkserver").Pool(1) as pool:
+                try:
+                    return "Refund: " + pool.apply(starts_at_import.post)
+                except PermissionError:
+                    return "Refund: refused"
+
+        return agent
+
+    cases = [refund_case().model_copy(update={"id": f"refund-{n}"}) for n in (1, 2)]
+    report = replay(cases, build, concurrency=1, timeout=60)
+    assert payments.seen == []
+    for result in report.results:
+        detail = next((c.detail for c in result.checks if c.name == "sealed"), "")
+        assert f"connect to 127.0.0.1:{payments.port}" in detail, result.id
+
+
+def test_a_refusal_goes_back_from_a_pool_s_worker_as_itself():
+    """Pickled (a process pool sends its worker's exception back so), ``Sealed`` is made again from its
+    message: ``OSError``'s own pickling killed the pool's result thread, and the caller waited forever."""
+    refused = Sealed("harvester replay sealed connect to 127.0.0.1:9: not a model host")
+    again = pickle.loads(pickle.dumps(refused))
+    assert type(again) is Sealed and str(again) == str(refused) and again.errno == errno.EACCES
+    assert str(copy.copy(refused)) == str(refused)
 
 
 def test_an_app_on_uvloop_is_replayed_on_loops_the_seal_sees(payments, monkeypatch, tmp_path: Path):

@@ -246,3 +246,19 @@ def main() -> None:
     Capture runs (ingest, traces), freeze them into cases (harvest, incident, review), and replay
     them nightly against the current agent (replay, compare, merge).
     """
+
+
+_program = False  # this process runs the harvester program, not ``main`` called by other code
+
+
+def program() -> None:
+    """The ``harvester`` program (its console script, ``python -m harvester``): ``main`` in a process
+    that is harvester alone, where a replay's seal may hold until the process exits. Called by other
+    code (a test's ``CliRunner``, an app embedding the CLI), ``main`` unseals as each command ends."""
+    global _program
+    _program = True
+    main()
+
+
+def is_program() -> bool:
+    return _program

@@ -13,7 +13,7 @@ import click
 from ..case import AgentCase
 from ..config import MODEL_MODES, Config, host_problem
 from ..replay import DEFAULT_CONCURRENCY, Sandbox, load_agent, sandbox_for
-from . import HarvesterCliError
+from . import HarvesterCliError, is_program
 
 __all__ = [
     "agent_option",
@@ -108,13 +108,16 @@ def sealed_agent(
     spec: str, config: Config, hosts: Sequence[str], sandbox: Sandbox | None, no_seal: bool
 ) -> Callable[..., Any]:
     """The ``--agent`` factory, its module imported sealed as the replay will run (unless ``--no-seal``):
-    ``hosts`` (the config's and ``--allow-host``'s), the sandbox's, and the config's commands."""
+    ``hosts`` (the config's and ``--allow-host``'s), the sandbox's, and the config's commands. The
+    ``harvester`` program stays sealed until it exits: what it does after this is harvester's own work
+    (``seam.own_work``) or the replay's, and what the import started finds no moment unsealed."""
     return load_agent(
         spec,
         seal=not no_seal,
         allow_hosts=(*hosts, *(sandbox.hosts if sandbox is not None else ())),
         allow_commands=config.replay.allow_commands,
         warn=lambda line: click.echo(f"warning: {line}", err=True),
+        until_exit=is_program(),
     )
 
 

@@ -275,7 +275,8 @@ def replay(
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
     emit = partial(emit_after, otlp_endpoint=otlp_endpoint, emit_otel=emit_otel, cases=read.sources)  # None: not asked
-    _finish(report, gate_list, base, out, (alpha, inconclusive), config, emit)
+    with seam.own_work():  # still sealed (until the process exits): saving and emitting the report is ours
+        _finish(report, gate_list, base, out, (alpha, inconclusive), config, emit)
 
 
 @main.command("compare")

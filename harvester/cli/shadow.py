@@ -196,8 +196,8 @@ def shadow(
     sandboxed = sandbox_of(config, (), sandbox)  # a glob over a mutating tool stops here, before any run
     check_outputs(json_path, html_path, markdown_path)
     hosts = (*config.replay.allow_hosts, *allow_hosts)
+    store = open_store(store_path, config, readonly=True)  # before the seal: the store is harvester's
     build = sealed_agent(agent_spec, config, hosts, sandboxed, no_seal)
-    store = open_store(store_path, config, readonly=True)
     selection = Selection(
         since=since, agent=agent_filter, failed=failed, shard=shard, sample=sample, exclude=_case_runs(folder)
     )
@@ -223,7 +223,8 @@ def shadow(
             )
     except AgentBuildError as exc:
         raise AgentBuildError(agent_spec, exc.error) from None
-    _finish(_redacted(report, config), gate_list, json_path, html_path, markdown_path)
+    with seam.own_work():  # still sealed (until the process exits): saving the report is ours
+        _finish(_redacted(report, config), gate_list, json_path, html_path, markdown_path)
 
 
 def _is_shadow_file(path: str) -> bool:

@@ -24,6 +24,7 @@ def load_agent(
     allow_hosts: Iterable[str] = (),
     allow_commands: Iterable[str] = (),
     warn: Callable[[str], None] | None = None,
+    until_exit: bool = False,
 ) -> Callable[..., Any]:
     """``"pkg.module:attr"`` -> the agent factory, or an ``AgentLoadError`` that says what is wrong.
 
@@ -31,7 +32,10 @@ def load_agent(
     of the replay may reach): a client the module connects at import (a database, a cache, a metrics
     socket) would otherwise be open before the replay's seal, and what it later sends never checked. An
     import that fails on a refusal is an ``AgentLoadError``; one that caught it and carried on (a probe
-    with a fallback) is told to ``warn``: nothing left, and later tries meet the replay's seal."""
+    with a fallback) is told to ``warn``: nothing left, and later tries meet the replay's seal.
+    ``until_exit``: the process stays sealed until it exits (``harvester replay``): a thread or a pool
+    the import started finds no moment unsealed before, between or after the replay, and what the
+    pool's workers refuse comes back to the replay, which takes over from this seal while it runs."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise AgentLoadError(f"--agent {spec!r}: expected module:attr (e.g. myapp.agent:build)")
@@ -42,11 +46,13 @@ def load_agent(
         sys.path.insert(0, cwd)
     refused: list[str] = []
     try:
-        with sealing(Policy(allow_hosts, allow_commands)) if seal else contextlib.nullcontext() as suite:
+        policy = Policy(allow_hosts, allow_commands)
+        with sealing(policy, until_exit=until_exit) if seal else contextlib.nullcontext() as suite:
             module = importlib.import_module(module_name)
             if suite is not None:
                 suite.collect()  # what a process it started refused, while the log is there
                 refused = [r.summary() for r in suite.refusals]
+                suite.handed = len(suite.refusals)
     except Exception as exc:
         raise AgentLoadError(f"--agent {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
     if refused and warn is not None:

@@ -6,8 +6,9 @@
   during it would stay sealed, with that replay's policy, after it. As the outermost seal begins and as it
   ends, the next process is made to come from a new one; the one running serves what it started.
 
-Only the outermost of nested or concurrent seals (an import sealed inside a replay, two replays in
-threads) sets aside and puts back.
+Only the outermost of nested or concurrent seals (the agent's import sealed around its replay, two
+replays in threads) puts back, as it ends; uvloop's policy is set aside by whichever begins after it
+was installed (the replay's, when the import installed it).
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ def set_aside() -> Iterator[None]:
     with _lock:
         _depth += 1
         if _depth == 1:
+            _fresh_forkserver()
+        if _policy is None:  # also one installed inside an outer seal: the import of the replay's agent
             _policy = _policy_in_c()
             if _policy is not None:
                 _set_policy(None)
-            _fresh_forkserver()
     try:
         yield
     finally:

@@ -40,6 +40,7 @@ are also the whole hook where the C one could not be built.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import json
@@ -52,18 +53,16 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import NamedTuple
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from .. import seam
 from ..errors import Sealed
-from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
 from ._aside import set_aside
 from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, Guard, resolved
 from ._policy import Policy
+from ._refusal import MAX_REFUSALS, Refusal, in_flight
 from ._starts import Carried, called_from, first_on_path
 
 try:  # how multiprocessing starts a process, with no audited event of its own (POSIX only)
@@ -78,15 +77,12 @@ except ImportError:  # pragma: no cover - a machine that could not build it
 __all__ = [
     "CHILD_ENV",
     "HOOK_ENV",
-    "MAX_REFUSALS",
     "SEAL",
-    "Refusal",
     "Seal",
     "install",
     "installed",
     "last_seq",
     "model_endpoint",
-    "sealed_check",
     "sealing",
     "suite_refusals_since",
     "within",
@@ -96,21 +92,6 @@ SEAL = otel_context.create_key("harvester.seal")
 HOOK_ENV = "HARVESTER_SEAL_HOOK"  # "python": the Python hook even where the C one was built
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _CHILD_DIR = os.path.join(_HERE, "_child")
-MAX_REFUSALS = 100  # kept per seal (all are counted)
-
-
-class Refusal(NamedTuple):
-    """One thing the seal refused: ``connect to`` a host or ``start`` of a command, and the call in flight."""
-
-    seq: int
-    what: str  # "connect to" | "start"
-    target: str  # "api.stripe.com:443", "unix:/var/run/docker.sock", "curl -X POST ..."
-    during: str | None  # the tool call (or span) in flight, when the context says
-    why: str
-
-    def summary(self) -> str:
-        during = f" during {self.during}" if self.during else ""
-        return f"{self.what} {self.target}{during}: {self.why}"
 
 
 class Seal:
@@ -120,7 +101,9 @@ class Seal:
         "__weakref__",
         "_read",
         "_setting",
+        "closed",
         "fast",
+        "handed",
         "here",
         "id",
         "lock",
@@ -143,26 +126,46 @@ class Seal:
         self.fast = policy.fast  # what the C hook reads: what the policy allows as it stands
         self.id = next(_ids)  # what a child's refusal names, to come back to this seal
         self._setting: str | None = None  # what a Python child started under this seal seals itself with
+        self.closed = False  # a case's, once its refusals were read: a later one is the suite's
+        self.handed = 0  # a suite's: how many of its refusals were reported (a sealed import's)
         _seals[self.id] = self
 
     def refuse(self, what: str, target: str, why: str) -> None:
         """Remember the refusal (a forked child writes it to the log), then raise it into the code that tried."""
-        during = _in_flight()
+        during = in_flight()
         if os.getpid() != self.pid:
             _log_refusal(what, target, why, during or f"process {os.getpid()} forked by the agent", self.id)
         else:
             self._keep(what, target, why, during)
         raise Sealed(f"harvester replay sealed {what} {target}: {why}")
 
-    def _keep(self, what: str, target: str, why: str, during: str | None) -> None:
+    def _keep(self, what: str, target: str, why: str, during: str | None, *, child: bool = False) -> None:
         global _seq
         with _seq_lock:
             _seq += 1
             seq = _seq
         with self.lock:
-            self.refused += 1
-            if len(self.refusals) < MAX_REFUSALS:
-                self.refusals.append(Refusal(seq, what, target, during, why))
+            if not self.closed and (self not in _suites or self is _suites[-1]):
+                self.refused += 1
+                if len(self.refusals) < MAX_REFUSALS:
+                    self.refusals.append(Refusal(seq, what, target, during, why))
+                return
+        # Made by what outlived this seal's case (a thread, a pool's worker), or naming a sealed import's
+        # seal while the replay it held runs: code without a case's context, the current suite's.
+        current = _suites[-1] if _suites else None
+        if current is not None and current is not self:
+            if self.closed:  # a pool's worker may come from a forkserver an earlier case started
+                during = (
+                    f"{during} (started by an earlier case)" if child else f"{during or 'code'} after its case ended"
+                )
+            current._keep(what, target, why, during, child=child)
+
+    def close(self) -> tuple[list[Refusal], int]:
+        """A case's refusals, read once its trial is over (and how many, kept or not); what the seal
+        refuses after this is the suite's, so a thread that outlived the case is still counted."""
+        with self.lock:
+            self.closed = True
+            return list(self.refusals), self.refused
 
     def child_setting(self) -> str:
         """What a Python process started under this seal seals itself with: its hosts and commands, the
@@ -197,7 +200,7 @@ class Seal:
                 said = json.loads(line)
                 owner = _seals.get(said.get("seal")) if isinstance(said.get("seal"), int) else None
                 (owner or self)._keep(
-                    str(said["what"]), str(said["target"]), str(said["why"]), str(said.get("during") or "")
+                    str(said["what"]), str(said["target"]), str(said["why"]), str(said.get("during") or ""), child=True
                 )
             except (ValueError, KeyError, TypeError):
                 continue
@@ -211,18 +214,6 @@ _suites: list[Seal] = []  # the seals of the sealed replays running now (the las
 _installed: str | None = None
 _native_context: ContextVar[otel_context.Context] | None = None  # the variable the C hook reads
 _install_lock = threading.Lock()
-
-
-def _in_flight() -> str | None:
-    """The tool call (or failing that, the span) the refused code ran in: what the refusal names."""
-    span = trace.get_current_span()
-    attributes = getattr(span, "attributes", None) or {}
-    for key in ("gen_ai.tool.name", "tool.name"):
-        name = attributes.get(key)
-        if isinstance(name, str) and name:
-            return name
-    name = getattr(span, "name", None)
-    return f"span {name!r}" if isinstance(name, str) and name else None
 
 
 def _policy_here(reaching: bool) -> tuple[Policy, Callable[[str, str, str], None]] | None:
@@ -311,36 +302,72 @@ def installed() -> str | None:
 
 
 @contextlib.contextmanager
-def sealing(policy: Policy) -> Iterator[Seal]:
+def sealing(policy: Policy, *, until_exit: bool = False) -> Iterator[Seal]:
     """Seal the process for the duration of a replay; yields the suite's seal, with ``policy``: what code
     without a case's context may reach, and what a Python process the agent starts seals itself with
-    (``_child``; its refusals come back through a log the suite seal reads)."""
+    (``_child``; its refusals come back through a log the suite seal reads).
+
+    ``until_exit``: the process stays sealed after the block, until it exits (``harvester replay``'s
+    import of the agent: what the import started, a thread, a pool, finds no moment unsealed before,
+    between or after the replay, which takes over from this seal while it runs)."""
     install()
     if _installed == "C" and _context_variable() is not _native_context:
         raise RuntimeError("OpenTelemetry's runtime context was replaced after the seal's C hook was installed")
     seal = Seal(policy)
-    fd, seal.log = tempfile.mkstemp(prefix="harvester-seal-", suffix=".jsonl")
-    os.close(fd)
+    enclosing = _suites[-1] if _suites else None
+    if enclosing is None:
+        fd, log = tempfile.mkstemp(prefix="harvester-seal-", suffix=".jsonl")
+        os.close(fd)
+        seal.log = log
+    else:  # a replay inside a sealed import's seal: one log, as processes the import started write to it
+        enclosing.collect()
+        seal.log, seal._read = enclosing.log, enclosing._read
+        for r in enclosing.refusals[enclosing.handed :]:  # made since the import: before any case, the replay's
+            seal._keep(r.what, r.target, r.why, r.during)
+        enclosing.handed = len(enclosing.refusals)
     outer = {name: os.environ.get(name) for name in (CHILD_ENV, "PYTHONPATH")}
     text = seal.child_setting()
     os.environ.update({CHILD_ENV: text, "PYTHONPATH": first_on_path(_CHILD_DIR, outer["PYTHONPATH"])})
     carried, current = Carried.carry(text), Carried.current
     Carried.current = _case_setting
     _suites.append(seal)
+    aside = set_aside()
+    aside.__enter__()
     try:
-        with set_aside():
-            yield seal
+        yield seal
     finally:
-        _suites.remove(seal)
-        Carried.carry(carried)
-        Carried.current = current
-        for name, value in outer.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        with contextlib.suppress(OSError):
-            os.unlink(seal.log)
+        if until_exit:  # the process stays as it is now, and the log until the process exits
+            if enclosing is None:
+                atexit.register(_unlink, log)
+        else:
+            aside.__exit__(None, None, None)
+            _unseal(seal, enclosing, (carried, current), outer)
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def _unseal(
+    seal: Seal,
+    enclosing: Seal | None,
+    carried: tuple[str | None, Callable[[], str | None] | None],
+    outer: dict[str, str | None],
+) -> None:
+    """Undo what ``sealing`` did: the process as it was before (still sealed by an enclosing seal)."""
+    _suites.remove(seal)
+    if enclosing is not None:
+        enclosing._read = max(enclosing._read, seal._read)
+    Carried.carry(carried[0])
+    Carried.current = carried[1]
+    for name, value in outer.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    if enclosing is None and seal.log is not None:
+        _unlink(seal.log)
 
 
 def within(ctx: otel_context.Context, seal: Seal | None) -> otel_context.Context:
@@ -366,13 +393,3 @@ def model_endpoint() -> str | None:
 
 def last_seq() -> int:
     return _seq
-
-
-def sealed_check(refusals: list[Refusal], total: int) -> CheckResult | None:
-    """The failed ``sealed`` check naming what the seal refused in a case (None when it refused nothing);
-    ``total`` counts every refusal, kept or not."""
-    if not refusals:
-        return None
-    shown = "; ".join(r.summary() for r in refusals[:MAX_NO_FIXTURE_CALLS])
-    more = f"; and {total - min(len(refusals), MAX_NO_FIXTURE_CALLS)} more" if total > MAX_NO_FIXTURE_CALLS else ""
-    return CheckResult(name="sealed", passed=False, detail=f"refused {shown}{more}")

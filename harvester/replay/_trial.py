@@ -37,8 +37,9 @@ from ._models import RecordedModel, recorded_model
 from ._observe import observed_run, observer
 from ._policy import Policy
 from ._reach import Reach
+from ._refusal import Refusal, sealed_check
 from ._sandbox import Sandbox, SandboxTools
-from ._seal import Refusal, Seal, last_seq, sealed_check, suite_refusals_since, within
+from ._seal import Seal, last_seq, suite_refusals_since, within
 
 __all__ = ["Attempt", "Done", "Job", "Outcome", "Runner", "Seen", "blank_spec"]
 
@@ -236,7 +237,7 @@ class Runner:
                 live.remove(same)
         live += refused
         outside = suite_refusals_since(self.suite_seal, seen.refusals)  # first: it reads children's back
-        own = seen.seal.refusals if seen.seal is not None else []
+        own, own_total = seen.seal.close() if seen.seal is not None else ([], 0)
         sealed = [*own, *outside]
         live += [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in [*own, *self._count(outside)]]
         with seam.own_work():  # a judge function is the caller's, not the agent's: the seal lets it ask its model
@@ -245,7 +246,7 @@ class Runner:
             c
             for c in (
                 seen.models.check() if seen.models is not None else None,
-                sealed_check(sealed, (seen.seal.refused if seen.seal is not None else 0) + len(outside)),
+                sealed_check(sealed, own_total + len(outside)),
                 recorded_calls_only(job.case, tools),
                 recordings_consumed(job.case, tools),
                 no_live_calls([c for c in live if c.how != "sealed"]),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .. import seam
 from .._progress import Progress
 from ..case import AgentCase, CaseFolder
 from ..config import Config, ModelMode
@@ -95,7 +96,7 @@ def shadow(
 def _batches(runs: Iterable[Run], report: ShadowReport) -> Iterator[list[Run]]:
     """The runs with a prompt, ``BATCH`` at a time; one without (nothing to ask the candidate) is skipped."""
     batch: list[Run] = []
-    for run in runs:
+    for run in _read(runs):
         if not run.prompt:
             report.skipped += 1
             continue
@@ -105,3 +106,15 @@ def _batches(runs: Iterable[Run], report: ShadowReport) -> Iterator[list[Run]]:
             batch = []
     if batch:
         yield batch
+
+
+def _read(runs: Iterable[Run]) -> Iterator[Run]:
+    """The store's runs, read as harvester's own work: between two batches the process is still sealed
+    (the ``--agent`` import's seal, held until the replay ends), and a store may connect as it reads."""
+    found = iter(runs)
+    while True:
+        with seam.own_work():
+            run = next(found, None)
+        if run is None:
+            return
+        yield run

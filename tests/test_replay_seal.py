@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from harvester.case import AgentCase, save_case
 from harvester.cli import main
 from harvester.replay import Finished, replay
+from harvester.replay._policy import Policy
 from harvester.report import Report, evaluate_gates, render_html
 from tests.apps import leaky_app
 from tests.builders.backends import Loopback, loopback, routes
@@ -321,6 +322,7 @@ def test_the_cli_refuses_then_allows_with_allow_host_and_config(payments, monkey
     [
         ('allow_hosts = ["https://api.example.com"]', "tool.harvester.replay.allow_hosts"),
         ('allow_hosts = ["api.example.com:99999"]', "tool.harvester.replay.allow_hosts"),
+        ('allow_hosts = ["[:::]"]', "tool.harvester.replay.allow_hosts"),  # brackets hold an IPv6 address
         ('allow_commands = ["  "]', "tool.harvester.replay.allow_commands"),
         ('allow_commands = ["python -c \'x"]', "tool.harvester.replay.allow_commands"),
         ("allow_commands = [\"''\"]", "tool.harvester.replay.allow_commands"),
@@ -350,6 +352,15 @@ def test_a_bare_ipv6_address_is_a_host_in_the_config_and_the_option(monkeypatch,
         assert result.exit_code != 2 and "is not a host" not in result.output, result.output
     bad = CliRunner().invoke(main, [*agent, "--allow-host", "::1::2"])
     assert bad.exit_code == 2 and "'::1::2' is not a host or host:port" in bad.output
+
+
+def test_a_host_pattern_s_star_inside_a_name_is_one_label():
+    """A leading ``*.`` is any subdomain; a ``*`` inside a name (a provider's documented region) is one
+    label: ``bedrock-runtime.*.amazonaws.com`` is not an S3 bucket named ``bedrock-runtime.<anything>``."""
+    policy = Policy(["bedrock-runtime.*.amazonaws.com", "*.example.com", "api.example.org."])
+    allowed = ["bedrock-runtime.us-east-1.amazonaws.com", "a.example.com", "a.b.example.com", "API.example.org"]
+    refused = ["bedrock-runtime.evil.s3.amazonaws.com", "example.com", "xexample.com", "api.example.org.evil.com"]
+    assert [h for h in allowed + refused if policy.allows_host(h, 443)] == allowed
 
 
 @pytest.mark.parametrize(

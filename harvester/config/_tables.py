@@ -78,8 +78,8 @@ class RedactRules(Strict):
 # leading "*." matches any subdomain), an IPv4 address, or an IPv6 address in brackets; then an optional
 # ":port". A bare IPv6 address (no port) is told by ``ipaddress``.
 _HOST = re.compile(
-    r"(?:(?:\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*"
-    r"|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?"
+    r"(?:(?:\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?"
+    r"|\[([0-9A-Fa-f:.]+)\])(?::(\d{1,5}))?"
 )
 
 
@@ -92,7 +92,12 @@ def host_problem(host: str) -> str | None:
             ipaddress.IPv6Address(host)  # ::1 (its port, if any, goes in brackets: [::1]:443)
             return None
     match = _HOST.fullmatch(host)
-    if match is None or (match.group(1) is not None and not 0 < int(match.group(1)) < 65536):
+    if match is not None and match.group(1) is not None:  # brackets hold an IPv6 address, nothing else
+        try:
+            ipaddress.IPv6Address(match.group(1))
+        except ValueError:
+            match = None
+    if match is None or (match.group(2) is not None and not 0 < int(match.group(2)) < 65536):
         return f"{host!r} is not a host or host:port (api.example.com, 10.0.0.5:8080, ::1, [::1]:443, unix:/path)"
     return None
 

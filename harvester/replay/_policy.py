@@ -11,7 +11,6 @@ anything after it.
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import ipaddress
 import os
@@ -58,6 +57,15 @@ def parse_host(entry: str) -> Host:
     else:
         host = entry  # a name, or a bare IPv6 address
     return Host(_canonical(host), port)
+
+
+def _pattern(name: str) -> str:
+    """A host pattern as a regex: a leading ``*.`` is any subdomain, however deep; any other ``*`` is
+    within one label (``bedrock-runtime.*.amazonaws.com`` is a region, not ``bedrock-runtime.<any
+    bucket>.s3.amazonaws.com``)."""
+    deep = name.startswith("*.")
+    label = "[^.]*".join(re.escape(part) for part in (name[2:] if deep else name).split("*"))
+    return f"(?:(?:[^.]+\\.)+{label})\\Z" if deep else f"(?:{label})\\Z"
 
 
 def _canonical(host: str) -> str:
@@ -129,7 +137,7 @@ class Policy:
             if h.name.startswith("unix:"):
                 continue
             if "*" in h.name:
-                patterns.setdefault(h.port, []).append(fnmatch.translate(h.name))
+                patterns.setdefault(h.port, []).append(_pattern(h.name))
             else:
                 table = self._addresses if _address(h.name) is not None else self._names
                 table.setdefault(h.name, set()).add(h.port)

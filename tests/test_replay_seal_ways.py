@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import errno
 import multiprocessing
+import os
 import pickle
 import shutil
 import socket
@@ -241,6 +242,32 @@ def test_a_refusal_goes_back_from_a_pool_s_worker_as_itself():
     again = pickle.loads(pickle.dumps(refused))
     assert type(again) is Sealed and str(again) == str(refused) and again.errno == errno.EACCES
     assert str(copy.copy(refused)) == str(refused)
+
+
+def test_a_command_refused_in_a_path_search_counts_once(monkeypatch, tmp_path: Path):
+    """``os.execvp`` catches the refusal and tries the same command in the next folder on ``PATH``, then
+    raises the first refusal: one command, one refusal, not one per folder."""
+    folders = [tmp_path / f"bin{n}" for n in range(3)]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "payme").write_text("#!/bin/sh\nexit 0\n")
+        (folder / "payme").chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([*map(str, folders), os.environ["PATH"]]))
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            try:
+                os.execvp("payme", ["payme", "--refund", "A1001"])
+            except PermissionError as exc:
+                return f"Refund: {exc}"
+            return "unreachable"
+
+        return agent
+
+    (result,) = replay([refund_case()], build, timeout=30).results
+    detail = next(c.detail for c in result.checks if c.name == "sealed")
+    assert f"start {folders[0]}/payme --refund A1001" in detail and "more" not in detail
+    assert result.live_calls == 1 and "harvester replay sealed" in (result.answer or "")
 
 
 def test_an_app_on_uvloop_is_replayed_on_loops_the_seal_sees(payments, monkeypatch, tmp_path: Path):

@@ -91,20 +91,47 @@ BUILT = object()  # the environment is the one ``fork_exec`` gets, which the sea
 
 
 def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env: Any = BUILT) -> None:
-    shown = shown if len(shown) <= 120 else shown[:117] + "..."
+    why = _refused(policy, words, env)
+    if why is not None:
+        refuse("start", shown if len(shown) <= 120 else shown[:117] + "...", why)
+
+
+def _refused(policy: Any, words: list[str] | None, env: Any) -> str | None:
+    """Why the seal refuses to start ``words``, or None."""
     if not policy.allows_command(words) and not probing():
-        why = "not in replay.allow_commands" if words is not None else "a shell line of more than one plain command"
-        refuse("start", shown, why)
+        return "not in replay.allow_commands" if words is not None else "a shell line of more than one plain command"
     if words and _is_python(words[0]):
         if skips_site(words):
-            refuse("start", shown, "a Python run with -I, -E or -S skips the seal's environment: run it without")
+            return "a Python run with -I, -E or -S skips the seal's environment: run it without"
         if env is not BUILT and not _has_seal(env):
-            refuse("start", shown, "a Python given an environment without the seal's (HARVESTER_SEAL, PYTHONPATH)")
+            return "a Python given an environment without the seal's (HARVESTER_SEAL, PYTHONPATH)"
+    return None
 
 
 def spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any = BUILT) -> None:
     words = policy.command_line(program, argv)
+    if _searching_again() and _refused(policy, words, env) is not None:
+        raise PermissionError(13, "refused again, found further on PATH")  # the first refusal is raised
     _start(policy, refuse, words, " ".join(words or _policy.words(argv)), env)
+
+
+_SEARCH = os._execvpe.__code__  # type: ignore[attr-defined]  # os.execvp's search of PATH
+
+
+def _searching_again() -> bool:
+    """A start in ``os.execvp``'s search of ``PATH`` (``os.execvp``, ``os.spawnvp``, ``pty.spawn``) after
+    the seal refused the command in a folder before: the search catches a refusal, tries the next
+    folder, and at the end raises the first refusal it caught. That one counts; the same command found
+    further on does not."""
+    frame: Any = sys._getframe(3)
+    for _ in range(6):
+        if frame is None:
+            return False
+        if frame.f_code is _SEARCH:
+            saved = frame.f_locals.get("saved_exc")
+            return isinstance(saved, PermissionError) and str(saved).startswith("harvester replay sealed")
+        frame = frame.f_back
+    return False
 
 
 def fork_exec(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:

@@ -129,9 +129,13 @@ def test_servers_whose_tools_cannot_be_told_apart_start_and_say_why(
     refused = " ".join(c.detail for c in sealed.checks if c.name == "sealed" and c.passed is False)
     assert f"start {sys.executable} -m tests.apps.mcp_server" in refused and "replay.allow_commands" in refused
     allowed = [f"{sys.executable} -m tests.apps.mcp_server"]
-    (r,) = replay_cases(cases, mcp_app.build, allow_commands=allowed).results
+    report = replay_cases(cases, mcp_app.build, allow_commands=allowed)
+    (r,) = report.results
     assert r.passed and r.live_calls == 0 and r.tool_calls == 2, r.reasons()
     assert len(r.notes) == 2 and all("give each MCPToolset an id=" in n for n in r.notes), r.notes
+    said = [line for line in report.summary().splitlines() if line.startswith("note (1 case): MCP server")]
+    assert len(said) == 2 and all("started as in production" in line for line in said), report.summary()
+    assert report.summary().count("give each MCPToolset an id=") == 2  # the terminal says why, not only the JSON
     assert server_log(project) == ["started", "started"], "both servers started, no tool body ran"
     assert case["recorded"]["mcp_tools"][0]["toolset"] is None
 

@@ -63,6 +63,7 @@ def summary(report: Report) -> str:
         lines.append(
             f"... and {n_failing - SUMMARY_FAILURES} more failing cases (all of them in --json, --junit and --markdown)"
         )
+    lines += report.note_lines()
     if report.refused:
         lines.append(
             f"refused {report.refused} call{'s' if report.refused != 1 else ''} made outside any case: "
@@ -208,6 +209,9 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
         lines += [f"  - {inert(reason)}" for reason in r.reasons()]
         if r.divergence is not None:
             lines.append(f"  - {inert(r.divergence.summary())}")
+    notes = report.note_lines()
+    if notes:
+        lines += ["", "### Notes", "", *(f"- {inert(n)}" for n in notes)]
     differing, n_differing = _first(report.differing(), SUMMARY_DIFFERS)
     if differing:  # divergence is reported even when the checks pass
         lines += ["", "### Differs from the recording", ""]

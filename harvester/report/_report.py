@@ -85,6 +85,18 @@ class Report(_Strict):
             "started were not checked, so a tool body may have reached the outside world"
         )
 
+    def note_lines(self, shown: int = 3) -> list[str]:
+        """Each note the cases carry (what the replay did otherwise than the case recorded, such as an MCP
+        server it had to start, and why), once, with how many cases carry it."""
+        counts: dict[str, int] = {}
+        for r in self.results:
+            for n in r.notes:
+                counts[n] = counts.get(n, 0) + 1
+        lines = [f"note ({c} case{'s' if c != 1 else ''}): {n}" for n, c in list(counts.items())[:shown]]
+        if len(counts) > shown:
+            lines.append(f"... and {len(counts) - shown} more notes (every case's in --json)")
+        return lines
+
     def sandbox_line(self) -> str | None:
         """With ``--sandbox``, one line: the tools that ran for real (calls, and how many answered
         otherwise than production), every other tool served from fixtures (None without --sandbox)."""

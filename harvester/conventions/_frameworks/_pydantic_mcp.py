@@ -86,7 +86,7 @@ def _server(toolset: Any) -> str:
 def _note(ex: Any, toolset: Any, why: str) -> None:
     note = getattr(ex, "note", None)
     if note is not None:
-        note(f"started the MCP server `{_server(toolset)}`: {why}")
+        note(f"MCP server `{_server(toolset)}` started as in production: {why}")
 
 
 def _inner_name(name: str, path: Sequence[Any]) -> str | None:

@@ -183,6 +183,23 @@ def _make_get_all_tools(original: Callable[..., Any]) -> Callable[..., Any]:
     return get_all_tools
 
 
+def _make_connect(original: Callable[..., Any]) -> Callable[..., Any]:
+    """An MCP server connected in a replay starts (or is reached) as in production: its tool calls are
+    served like every function tool's, but its tool list is not served from the recording. The case
+    says so, once: a stdio server's command needs ``allow_commands``."""
+
+    async def connect(self: Any) -> Any:
+        note = getattr(seam.route(), "note", None)
+        if callable(note):
+            note(
+                f"MCP server `{getattr(self, 'name', type(self).__name__)}` started as in production: the OpenAI "
+                "Agents SDK's MCP servers list their tools themselves (their calls are served from the case)"
+            )
+        return await original(self)
+
+    return connect
+
+
 def install() -> None:
     import importlib
 
@@ -196,6 +213,13 @@ def install() -> None:
     owner = defining(Agent, "get_all_tools")
     if owner is not None:
         guard(owner, "get_all_tools", _make_get_all_tools)
+    try:  # the base of its stdio, SSE and streamable-HTTP servers
+        mcp_server: Any = importlib.import_module("agents.mcp.server")._MCPServerWithClientSession
+    except (ImportError, AttributeError):  # no mcp package, or an SDK that renamed it
+        mcp_server = None
+    owner = defining(mcp_server, "connect") if mcp_server is not None else None
+    if owner is not None:
+        guard(owner, "connect", _make_connect)
     from agents.models.interface import Model
 
     for cls in subclasses(Model):  # a recorded-model replay answers every model's calls (_agents_model)

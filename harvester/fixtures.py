@@ -234,6 +234,10 @@ class FixtureTools:
             if text not in self.notes:
                 self.notes.append(text)
 
+    def recorded(self, name: str, args: Any) -> bool:
+        """The case holds a fixture of this call (``@harvester.tool`` asks with and without defaults)."""
+        return self.key_of(name, args) in self._by_key
+
     def key_of(self, name: str, args: Any) -> str:
         """The fixture key of a call, as this executor matches it (``ignore_args`` applied)."""
         return fixture_key(name, args, self._ignore.get(name, ()))
@@ -272,21 +276,15 @@ class FixtureTools:
         self._served[key] = n + 1
         if n >= len(recorded):
             if self.case.strict_repeats:
-                return ToolLog(
-                    name,
-                    args,
-                    key,
-                    "no_fixture",
+                why = f"{name} with these arguments was recorded {len(recorded)} time(s) and every recording was "
+                fix = "the agent repeats a call the recorded run made fewer times: fix the repetition, or set "
+                missing = _no_fixture(
                     "already_played",
-                    result=_no_fixture(
-                        "already_played",
-                        f"{name} with these arguments was recorded {len(recorded)} time(s) and "
-                        "every recording was already served (strict_repeats)",
-                        "the agent repeats a call the recorded run made fewer times: fix the repetition, or set "
-                        "strict_repeats to false to serve the last recording again",
-                        [],
-                    ),
+                    why + "already served (strict_repeats)",
+                    fix + "strict_repeats to false to serve the last recording again",
+                    [],
                 )
+                return ToolLog(name, args, key, "no_fixture", "already_played", result=missing)
             fx, outcome = recorded[-1], "repeat"
         else:
             fx, outcome = recorded[n], "served"

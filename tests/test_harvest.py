@@ -8,7 +8,7 @@ from harvester.canonical import fixture_key
 from harvester.case import CaseFolder, load_case, load_cases
 from harvester.config import Config
 from harvester.harvest import FAILURE_KINDS, case_from_run, failure_kind, harvest, normalize_prompt, signature, slug
-from harvester.model import ErrorInfo, Usage
+from harvester.model import ErrorInfo, LlmCall, Message, ModelRequest, Usage
 from tests.builders.runs import call, run
 
 CONFIG = Config(
@@ -313,3 +313,26 @@ def test_another_run_of_a_trace_that_is_already_a_case_gets_its_own_case(tmp_pat
     again = harvest(FakeStore([first, second]), tmp_path)
     assert (again.new, again.counted) == (1, 1)
     assert CaseFolder(tmp_path).load(again.new_ids[0]).source.run_id == "r2"
+
+
+def test_a_denied_call_whose_result_the_model_was_given_stops_accept_with_a_note():
+    """No tool span ran ``get_order`` in this trace (a thread pool lost the context), but the next model
+    call was given its result: the case would forbid a tool the agent needs, so the reviewer decides."""
+    asked = LlmCall(requests=[{"name": "get_order", "call_id": "c1", "args": {"order_id": "A1001"}}])
+    given = ModelRequest(
+        messages=[
+            Message(role="user", content="Where is A1001?"),
+            Message(role="assistant", tool_calls=[{"name": "get_order", "call_id": "c1", "args": {}}]),
+            Message(role="tool", content='{"status": "shipped"}', tool_call_id="c1"),
+        ]
+    )
+    denied = call("get_order", "blocked", call_id="c1", result=None)
+    case = case_from_run(run(denied, llm_calls=[asked, LlmCall(request=given)]), config=CONFIG)
+    assert "get_order" in case.forbidden_tools
+    (note,) = [n for n in case.review_notes if "a later model call was given a result" in n]
+    assert note.startswith("get_order: requested") and not note.startswith("note: ")
+    refused = case_from_run(run(denied, llm_calls=[asked, LlmCall()]), config=CONFIG)  # never answered: denied
+    assert not any("a later model call" in n for n in refused.review_notes)
+    # a guardrail that denies one call among executed ones tells the model so too: that is a denial
+    guarded = case_from_run(run(call("kb_search"), denied, llm_calls=[asked, LlmCall(request=given)]), config=CONFIG)
+    assert not any("a later model call" in n for n in guarded.review_notes)

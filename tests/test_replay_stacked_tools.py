@@ -5,11 +5,16 @@ a replay sees each call, serves it from the fixtures, and runs no tool body."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harvester import tool
+from harvester.canonical import fixture_key
+from harvester.case import AgentCase
+from harvester.replay import replay as replay_cases
 from harvester.store import TraceStore
 from tests.apps import shop, stacked_tools_app
 from tests.builders.capture import capturing_globally
@@ -57,3 +62,31 @@ def test_stacked_tool_decorators_record_once_and_replay(
 
     assert not shop.LIVE, f"a replay ran live tools: {dict(shop.LIVE)}"
     assert stacked_tools_app.TRACED == traced, "a decorator under @harvester.tool ran in a replay"
+
+
+@pytest.mark.parametrize("recorded", [{"order_id": "A1001", "include_items": False}, {"order_id": "A1001"}])
+def test_a_tool_s_defaults_left_out_by_the_caller_match_either_recording(recorded: dict) -> None:
+    """OpenInference's ``@tracer.tool`` above ``@harvester.tool`` records the defaults the caller left
+    out; ``@harvester.tool`` alone records the args as given. Either fixture serves the same call."""
+    ran: list[str] = []
+
+    @tool
+    def get_order(order_id: str, include_items: bool = False) -> dict:
+        ran.append(order_id)
+        return {"id": order_id}
+
+    case = AgentCase.model_validate(
+        {
+            "id": "defaults",
+            "status": "accepted",
+            "prompt": "Where is A1001?",
+            "fixtures": [
+                {"key": fixture_key("get_order", recorded), "tool": "get_order", "args": recorded, "result": "FIX"}
+            ],
+            "recorded": {"trajectory": ["get_order"]},
+            "checks": [{"check": "contains", "needles": ["FIX"]}],
+        }
+    )
+    (r,) = replay_cases([case], lambda: lambda prompt: str(get_order("A1001"))).results
+    assert r.passed and r.no_fixture == 0 and ran == [], r.reasons()
+    assert json.loads(r.calls[0].args) == recorded  # the call as the recording holds it

@@ -106,6 +106,7 @@ def build_case(
             if call.name not in appropriate:
                 appropriate.append(call.name)
     notes += _payload_notes(run, fixtures)
+    notes += _fed_back(run)
     turns, turn_notes = model_fixtures(run)
     notes += turn_notes
     if run.incomplete is not None:
@@ -195,6 +196,32 @@ def _payload_notes(run: Run, fixtures: list[Fixture]) -> list[str]:
         f"fixture {i} ({f.key}): its args were not captured; fill them in before accepting"
         for i, f in enumerate(fixtures)
         if f.args is None
+    ]
+
+
+def _fed_back(run: Run) -> list[str]:
+    """A run whose every call reads as denied (requested, no tool span ran it), each one's result given to
+    a later model call: a loop that runs its tools on a thread pool without the trace context leaves
+    their spans in traces of their own, and reads so. The case would forbid the tools the agent needs,
+    so the reviewer decides. (A guardrail that denies one call among executed ones tells the model so
+    too, and is not this.)"""
+    if any(c.status in ("ok", "error") for c in run.calls):
+        return []
+    denied = {c.call_id: c.name for c in run.calls if c.status == "blocked" and c.call_id}
+    fed = {
+        denied[m.tool_call_id]
+        for llm in run.llm_calls
+        if llm.request is not None
+        for m in llm.request.messages
+        if m.role == "tool" and m.tool_call_id in denied and m.content
+    }
+    if not fed or len(fed) < len(set(denied.values())):
+        return []
+    return [
+        f"{', '.join(sorted(fed))}: requested, and a later model call was given a result each time, but no"
+        " tool span of this trace ran one, so the case forbids them as denied. If they ran (tools on a thread"
+        " pool lose the trace context: see docs/own-loop.md), carry the context and re-harvest; if they were"
+        " denied (a guardrail, a human), delete this note before accepting"
     ]
 
 

@@ -58,11 +58,13 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) 
         sig = inspect.signature(func)
         hidden = _hidden_params(sig)
 
-        def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        def bind(args: tuple[Any, ...], kwargs: dict[str, Any], *, defaults: bool = False) -> dict[str, Any]:
             try:
                 bound = sig.bind(*args, **kwargs)
             except TypeError:
                 return {k: v for k, v in kwargs.items() if k not in hidden and not _is_context(v)}
+            if defaults:
+                bound.apply_defaults()
             out: dict[str, Any] = {}
             for pname, value in bound.arguments.items():
                 kind = sig.parameters[pname].kind
@@ -82,6 +84,7 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) 
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
                 call_args = bind(args, kwargs)
                 executor = _served_by(tool_name, call_args)
+                call_args = _as_recorded(executor, tool_name, call_args, lambda: bind(args, kwargs, defaults=True))
                 with _tool_span(tool_name, call_args, spans, executor is not None) as record:
                     result = await (
                         executor.aexecute(tool_name, call_args) if executor is not None else func(*args, **kwargs)
@@ -95,6 +98,7 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             call_args = bind(args, kwargs)
             executor = _served_by(tool_name, call_args)
+            call_args = _as_recorded(executor, tool_name, call_args, lambda: bind(args, kwargs, defaults=True))
             with _tool_span(tool_name, call_args, spans, executor is not None) as record:
                 result = executor.execute(tool_name, call_args) if executor is not None else func(*args, **kwargs)
                 record(result)
@@ -103,6 +107,19 @@ def tool(fn: Any = None, *, name: str | None = None, spans: bool | None = None) 
         return wrapper  # type: ignore[return-value]
 
     return deco(fn) if fn is not None else deco
+
+
+def _as_recorded(
+    executor: seam.Executor | None, name: str, args: dict[str, Any], full: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """The call's args as its recording holds them: with the defaults the caller left out when only that
+    form was recorded (another tracer's tool decorator above this one records them, OpenInference's
+    does), else as the caller gave them."""
+    recorded = getattr(executor, "recorded", None)
+    if recorded is None or recorded(name, args):
+        return args
+    whole = full()
+    return whole if whole != args and recorded(name, whole) else args
 
 
 def _served_by(name: str, args: Any) -> seam.Executor | None:

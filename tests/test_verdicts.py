@@ -137,6 +137,17 @@ def test_a_step_is_the_runs_nth_tool_call_in_every_line():
 
 
 # -- errored, steps, pass^k -----------------------------------------------------------------------
+def test_an_errored_case_s_summary_line_says_why_when_the_agent_raised_nothing():
+    """A case errored by a check of the harness (``hermetic``: the recorded instrumentor could not be
+    turned on) has no agent error: the terminal says the check's detail, not only "not evaluated"."""
+    from harvester.report import CheckResult
+
+    why = "the recording's instrumentation is not on: openinference.instrumentation.openai"
+    r = CaseResult(id="c1", passed=False, errored=True, checks=[CheckResult(name="hermetic", passed=False, detail=why)])
+    line = next(x for x in Report(suite="s", results=[r]).summary().splitlines() if x.startswith("errored 1"))
+    assert f"c1: hermetic: {why}" in line, line
+
+
 def test_a_case_the_harness_could_not_evaluate_is_errored_not_failed():
     from harvester.replay import replay
     from tests.builders.agents import GOOD, case

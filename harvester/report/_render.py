@@ -46,7 +46,7 @@ def summary(report: Report) -> str:
         )
     errored, n_errored = _first((r for r in report.results if r.errored), 3)
     if n_errored:
-        shown = "; ".join(f"{r.id}: {r.error or 'not evaluated'}" for r in errored)
+        shown = "; ".join(f"{r.id}: {r.error or ', '.join(r.reasons()) or 'not evaluated'}" for r in errored)
         lines.append(f"errored {n_errored} (not evaluated, out of the pass rates): {shown}")
     rec = report.recovery()
     if rec["by_mode"]:

@@ -116,10 +116,10 @@ def _as_recorded(
     form was recorded (another tracer's tool decorator above this one records them, OpenInference's
     does), else as the caller gave them."""
     recorded = getattr(executor, "recorded", None)
-    if recorded is None or recorded(name, args):
+    if recorded is None:
         return args
     whole = full()
-    return whole if whole != args and recorded(name, whole) else args
+    return whole if whole != args and not recorded(name, args) and recorded(name, whole) else args
 
 
 def _served_by(name: str, args: Any) -> seam.Executor | None:

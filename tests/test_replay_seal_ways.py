@@ -5,6 +5,7 @@ than ``getaddrinfo``, a local socket named by a bytearray, and a connection the 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import errno
 import multiprocessing
@@ -14,6 +15,7 @@ import shutil
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,9 +54,13 @@ def refund_case() -> AgentCase:
 
 def refused(report: Report) -> str:
     (result,) = report.results
+    return refused_detail(result)
+
+
+def refused_detail(result: Any) -> str:
     check = next((c for c in result.checks if c.name == "sealed" and c.passed is False), None)
     assert check is not None, f"nothing refused: {[(c.name, c.detail) for c in result.checks]}"
-    return check.detail
+    return check.detail or ""
 
 
 def test_a_python_child_given_its_own_environment_still_seals_itself(payments, monkeypatch, capfd):
@@ -213,6 +219,34 @@ def test_a_refusal_made_after_its_case_ended_is_counted_in_the_replay(payments):
     assert not any(c.name == "sealed" for c in one.checks)
     detail = next(c.detail for c in two.checks if c.name == "sealed")
     assert f"connect to 127.0.0.1:{payments.port}" in detail and "after its case ended" in detail
+
+
+def test_a_timed_out_case_s_refusals_are_counted_before_and_after_it_was_given_up(payments):
+    """A case whose agent outlives the timeout is failed with what its seal refused so far; what its thread
+    tries after that is the suite's, failing the case then in flight, and counts once."""
+    tried = threading.Event()
+
+    def build(case: Any) -> Any:
+        def agent(prompt: str) -> str:
+            if case.id == "refund-1":
+                with contextlib.suppress(PermissionError):
+                    starts_at_import.post()  # refused while its case runs
+                time.sleep(1.6)  # past the timeout (0.3 s and the harness's 1 s of grace)
+                with contextlib.suppress(PermissionError):
+                    starts_at_import.post()  # refused after its case was given up
+                tried.set()
+                return "Refund: late"
+            tried.wait(10)
+            return "Refund: done"
+
+        return agent
+
+    cases = [refund_case().model_copy(update={"id": f"refund-{n}"}) for n in (1, 2)]
+    one, two = replay(cases, build, concurrency=1, timeout=0.3).results
+    assert payments.seen == []
+    assert "ReplayTimeout" in (one.error or "") and one.live_calls == 1
+    assert f"connect to 127.0.0.1:{payments.port}" in refused_detail(one)
+    assert "after its case ended" in refused_detail(two) and two.live_calls == 1
 
 
 def test_a_forkserver_pool_s_refusals_fail_every_case_not_only_the_first(payments):

@@ -245,8 +245,12 @@ def _log_refusal(what: str, target: str, why: str, during: str, seal: int) -> No
     log = _suites[-1].log if _suites else None
     if log is not None:
         said = {"what": what, "target": target, "why": why, "during": during, "seal": seal}
-        with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps(said) + "\n")
+        with contextlib.suppress(OSError):  # appended, never made again: a log the replay removed stays removed
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, (json.dumps(said) + "\n").encode())
+            finally:
+                os.close(fd)
 
 
 _GUARD = Guard(_policy_here)

@@ -271,20 +271,7 @@ def _drive(
             finished = []
             for job, deadline, trace_id, tools in list(inflight.values()):
                 if deadline <= now and id(job) not in runner.answered:  # a hung agent: abandon it, fail its case
-                    runner.release(trace_id)
-                    finished.append(
-                        (
-                            job,
-                            Outcome(
-                                False,
-                                [],
-                                None,
-                                f"ReplayTimeout: agent did not finish within {timeout:g}s",
-                                timeout * 1000,
-                                tools,
-                            ),
-                        )
-                    )
+                    finished.append((job, runner.abandon(trace_id, tools, timeout)))
         for job, outcome in finished:
             runner.answered.discard(id(job))
             if inflight.pop(id(job), None) is None:  # timed out already: the late answer is dropped

@@ -140,6 +140,7 @@ class Runner:
         self.tracer, self.collector = observer()
         self.adapters = adapters.Session()
         self.answered: set[int] = set()  # id() of the jobs whose agent returned or raised: now being judged
+        self._seals: dict[int, Seal] = {}  # by trace id, the seals of the case-trials not yet judged
 
     def start(self, job: Job, done: Done) -> tuple[int, FixtureTools]:
         """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
@@ -170,6 +171,8 @@ class Runner:
             return trace_id, tools
         ctx = contextvars.copy_context()
         seen = Seen(seam.STATE.seq, last_seq(), seal, models)
+        if seal is not None:
+            self._seals[trace_id] = seal
         threading.Thread(
             target=ctx.run,
             args=(self._body, job, root, trace_id, tools, seen, done),
@@ -180,6 +183,17 @@ class Runner:
 
     def release(self, trace_id: int) -> list[ReadableSpan]:
         return self.collector.release(trace_id) if self.collector is not None else []
+
+    def abandon(self, trace_id: int, tools: FixtureTools, timeout: float) -> Outcome:
+        """The outcome of a case-trial whose agent outlived ``timeout``: failed, with what its seal refused
+        so far (closed: what the agent goes on to try is the suite's, failing the cases then in flight)."""
+        self.release(trace_id)
+        seal = self._seals.pop(trace_id, None)
+        own, total = seal.close() if seal is not None else ([], 0)
+        check = sealed_check(own, total)
+        live = [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in own]
+        error = f"ReplayTimeout: agent did not finish within {timeout:g}s"
+        return Outcome(False, [check] if check is not None else [], None, error, timeout * 1000, tools, live=live)
 
     def _body(self, job: Job, root: Any, trace_id: int, tools: FixtureTools, seen: Seen, done: Done) -> None:
         attempt = Attempt(job, tools, seen, time.perf_counter())
@@ -209,6 +223,7 @@ class Runner:
                 tools,
                 harness_failed=True,
             )
+        self._seals.pop(trace_id, None)
         done.put((job, outcome))
 
     def _judge(self, attempt: Attempt) -> Outcome:
@@ -237,9 +252,11 @@ class Runner:
                 live.remove(same)
         live += refused
         outside = suite_refusals_since(self.suite_seal, seen.refusals)  # first: it reads children's back
+        abandoned = seen.seal is not None and seen.seal.closed  # timed out: its outcome is dropped, counts none
         own, own_total = seen.seal.close() if seen.seal is not None else ([], 0)
         sealed = [*own, *outside]
-        live += [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in [*own, *self._count(outside)]]
+        counted = self._count(outside) if not abandoned else []
+        live += [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in [*own, *counted]]
         with seam.own_work():  # a judge function is the caller's, not the agent's: the seal lets it ask its model
             checks = evaluate(job.case, run, judge=self.judge)
         checks.extend(

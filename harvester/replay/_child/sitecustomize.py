@@ -51,9 +51,12 @@ def _seal(setting: dict[str, Any]) -> None:
     def refuse(what: str, target: str, why: str) -> None:
         said = {"what": what, "target": target, "why": why, "during": during, "seal": setting.get("seal")}
         line = json.dumps(said)
-        try:
-            with open(setting["log"], "a", encoding="utf-8") as log:
-                log.write(line + "\n")
+        try:  # appended, never made again: a log the replay removed stays removed
+            fd = os.open(setting["log"], os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
         except OSError:
             pass  # the replay is gone: the refusal itself still stands
         raise PermissionError(errno.EACCES, f"harvester replay sealed {what} {target}: {why}")

@@ -11,6 +11,7 @@ import errno
 import multiprocessing
 import os
 import pickle
+import queue
 import shutil
 import socket
 import sys
@@ -140,7 +141,7 @@ def test_a_connection_the_agent_module_opens_at_import_is_refused(payments, monk
     assert "error:" not in allowed.output and len(payments.seen) == 1, allowed.output
 
 
-def _replay_in_a_process(tmp_path: Path, agent: str, **env: str) -> Report:
+def _replay_in_a_process(tmp_path: Path, agent: str, *options: str, **env: str) -> Report:
     """``harvester replay --agent`` in a process of its own (what the agent starts at import outlives
     the replay), its report read back."""
     import os
@@ -148,7 +149,7 @@ def _replay_in_a_process(tmp_path: Path, agent: str, **env: str) -> Report:
 
     root = str(Path(__file__).resolve().parent.parent)
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-m", "harvester", "replay", "--agent", agent, "--report", "r.json"]
+    command = [sys.executable, "-m", "harvester", "replay", "--agent", agent, "--report", "r.json", *options]
     done = subprocess.run(
         command,
         cwd=tmp_path,
@@ -157,7 +158,7 @@ def _replay_in_a_process(tmp_path: Path, agent: str, **env: str) -> Report:
         text=True,
         timeout=120,
     )
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode in (0, 1), done.stdout + done.stderr  # a verdict, not a usage error or a crash
     return Report.load(tmp_path / "r.json")
 
 
@@ -247,6 +248,73 @@ def test_a_timed_out_case_s_refusals_are_counted_before_and_after_it_was_given_u
     assert "ReplayTimeout" in (one.error or "") and one.live_calls == 1
     assert f"connect to 127.0.0.1:{payments.port}" in refused_detail(one)
     assert "after its case ended" in refused_detail(two) and two.live_calls == 1
+
+
+def test_the_suite_seal_keeps_its_newest_refusals_and_counts_every_one(payments):
+    """Code without a case's context (a worker thread started before the replay) is refused 150 times in
+    the first case: the suite seal keeps the newest 100, so one refusal in the second case is still seen
+    there, and the report counts the 50 no case could."""
+    asked: queue.Queue[int] = queue.Queue()
+    answered: queue.Queue[None] = queue.Queue()
+
+    def worker() -> None:
+        while True:
+            for _ in range(asked.get()):
+                with contextlib.suppress(PermissionError):
+                    starts_at_import.post()
+            answered.put(None)
+
+    threading.Thread(target=worker, daemon=True).start()  # before the replay: no case's context
+
+    def build(case: Any) -> Any:
+        def agent(prompt: str) -> str:
+            asked.put(150 if case.id == "refund-1" else 1)
+            answered.get(timeout=30)
+            return "Refund: queued"
+
+        return agent
+
+    cases = [refund_case().model_copy(update={"id": f"refund-{n}"}) for n in (1, 2)]
+    report = replay(cases, build, concurrency=1, timeout=30)
+    one, two = report.results
+    assert payments.seen == []
+    assert one.live_calls == 100 and two.live_calls == 1 and report.refused == 50
+    assert "refused 50 calls made outside any case\n" in report.summary() + "\n"
+
+
+def test_a_case_s_refusals_count_every_one_it_did_not_keep(payments):
+    """A case's seal names its newest 100 refusals; its ``live_calls`` counts all of them."""
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            for _ in range(150):
+                with contextlib.suppress(PermissionError):
+                    starts_at_import.post()
+            return "Refund: queued"
+
+        return agent
+
+    (r,) = replay([refund_case()], build, timeout=30).results
+    assert payments.seen == [] and r.live_calls == 150
+    assert refused_detail(r).endswith("; and 145 more")
+
+
+def test_the_program_sends_its_report_to_the_otlp_endpoint_and_nothing_else_after_the_replay(
+    payments, monkeypatch, tmp_path: Path
+):
+    """After the replay the ``harvester`` program is still sealed, with its OTLP endpoint allowed too: the
+    verdicts arrive there, while a thread the agent's import started stays refused to the end, and so does
+    the agent's logging handler, which the export's own logging calls (it was harvester's own work)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
+    save_case(refund_case(), tmp_path / "cases")
+    for starts in ("thread", "log"):
+        with loopback(routes({"/v1/traces": {}})) as collector:
+            _replay_in_a_process(
+                tmp_path, "tests.apps.starts_at_import:build", "--otlp-endpoint", collector.origin, STARTS=starts
+            )
+            assert [s.path for s in collector.seen] == ["/v1/traces"], starts
+        assert payments.seen == [], starts
 
 
 def test_a_forkserver_pool_s_refusals_fail_every_case_not_only_the_first(payments):

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..case import AgentCase, Source
     from ..report import Report
 
-__all__ = ["emit_after", "emit_options"]
+__all__ = ["emit_after", "emit_options", "export_hosts"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,6 +73,24 @@ def emit_options(fn: F) -> F:
         "OTLP/HTTP URL (no path: /v1/traces). A backend that is down only prints a warning.",
     )(fn)
     return fn
+
+
+def export_hosts(otlp_endpoint: str | None, emit_otel: bool) -> list[str]:
+    """The ``host:port`` the verdicts are exported to (none when not asked, or when the endpoint is bad:
+    ``emit_after`` says so)."""
+    if otlp_endpoint is None and not emit_otel:
+        return []
+    from urllib.parse import urlsplit
+
+    from ..report import resolve_endpoint
+
+    try:
+        parts = urlsplit(resolve_endpoint(otlp_endpoint))
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except (HarvesterError, ValueError):
+        return []
+    host = parts.hostname or ""
+    return [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
 
 
 def emit_after(

@@ -22,7 +22,7 @@ from .._files import check_output, write_file
 from ..case import CaseFolder
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
-from ..replay import INJECT_NEEDS_A_MODEL, plan_folder
+from ..replay import INJECT_NEEDS_A_MODEL, also_allowing, plan_folder
 from ..replay import replay as run_replay
 from ..report import (
     ALPHA,
@@ -36,7 +36,7 @@ from ..report import (
 from ..report import merge as merge_reports
 from ..suite import suite_info
 from . import HarvesterCliError, ProgressBar, echo_json, handle_errors, judging, main, with_config
-from ._emit import emit_after, emit_options
+from ._emit import emit_after, emit_options, export_hosts
 from ._replay_options import (
     agent_option,
     concurrency_option,
@@ -275,7 +275,7 @@ def replay(
     except AgentBuildError as exc:  # name the factory as the user spelled it
         raise AgentBuildError(agent_spec, exc.error) from None
     emit = partial(emit_after, otlp_endpoint=otlp_endpoint, emit_otel=emit_otel, cases=read.sources)  # None: not asked
-    with seam.own_work():  # still sealed (until the process exits): saving and emitting the report is ours
+    with also_allowing(export_hosts(otlp_endpoint, emit_otel)):  # still sealed, until the process exits
         _finish(report, gate_list, base, out, (alpha, inconclusive), config, emit)
 
 

@@ -223,8 +223,7 @@ def shadow(
             )
     except AgentBuildError as exc:
         raise AgentBuildError(agent_spec, exc.error) from None
-    with seam.own_work():  # still sealed (until the process exits): saving the report is ours
-        _finish(_redacted(report, config), gate_list, json_path, html_path, markdown_path)
+    _finish(_redacted(report, config), gate_list, json_path, html_path, markdown_path)  # still sealed: files only
 
 
 def _is_shadow_file(path: str) -> bool:

@@ -14,7 +14,7 @@ evaluated, one report.
   disk as cases finish).
 """
 
-from ._agent import load_agent
+from ._agent import also_allowing, load_agent
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
 from ._plan import FolderPlan, Planned, in_shard, plan, plan_folder
@@ -23,6 +23,7 @@ from ._sandbox import Sandbox, sandbox_for
 from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, replay
 
 __all__ = [
+    "also_allowing",
     "DEFAULT_CONCURRENCY",
     "FolderPlan",
     "INJECT_NEEDS_A_MODEL",

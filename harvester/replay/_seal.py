@@ -30,12 +30,10 @@ an allowed name: ``socket.getaddrinfo`` is wrapped to remember which name each a
 which is also how a refusal names the host rather than its address. An address found some other way
 (a resolver outside Python) is refused, and named by its address: the seal fails closed.
 
-The hook is installed once, by the first sealed replay (an audit hook cannot be removed). It is the C
-hook of ``_hook.c`` where it was built: every audited event of the process pays a hook, and in Python
-that was ~10 us on a loopback request; in C an event it does not watch costs a few string compares,
-and a lookup or connection the policy allows by its exact name or address is decided there (the
-policy's ``fast``), with the name memory in C too. Anything else calls the same Python checks, which
-are also the whole hook where the C one could not be built.
+The hook is installed once (an audit hook cannot be removed). It is ``_hook.c``'s where it was built:
+an event it does not watch costs a few string compares, and a connection the policy allows by its
+exact name or address (the policy's ``fast``) is decided there. Anything else calls the same Python
+checks, which are the whole hook where the C one could not be built.
 """
 
 from __future__ import annotations
@@ -80,6 +78,7 @@ __all__ = [
     "SEAL",
     "Seal",
     "install",
+    "current",
     "installed",
     "last_seq",
     "model_endpoint",
@@ -146,23 +145,20 @@ class Seal:
             seq = _seq
         with self.lock:
             if not self.closed and (self not in _suites or self is _suites[-1]):
-                self.refused += 1
-                if len(self.refusals) < MAX_REFUSALS:
-                    self.refusals.append(Refusal(seq, what, target, during, why))
+                self.refused += 1  # the last MAX_REFUSALS kept: the cases in flight read the newest
+                self.refusals.append(Refusal(seq, what, target, during, why))
+                del self.refusals[:-MAX_REFUSALS]
                 return
         # Made by what outlived this seal's case (a thread, a pool's worker), or naming a sealed import's
-        # seal while the replay it held runs: code without a case's context, the current suite's.
+        # seal while its replay runs: code without a case's context, the current suite's.
         current = _suites[-1] if _suites else None
         if current is not None and current is not self:
-            if self.closed:  # a pool's worker may come from a forkserver an earlier case started
-                during = (
-                    f"{during} (started by an earlier case)" if child else f"{during or 'code'} after its case ended"
-                )
+            late = "(started by an earlier case)" if child else "after its case ended"  # a forkserver's worker
+            during = f"{during or 'code'} {late}" if self.closed else during
             current._keep(what, target, why, during, child=child)
 
     def close(self) -> tuple[list[Refusal], int]:
-        """A case's refusals, read once its trial is over (and how many, kept or not); what the seal
-        refuses after this is the suite's, so a thread that outlived the case is still counted."""
+        """A case's refusals (and how many, kept or not), read once; later ones are the suite's."""
         with self.lock:
             self.closed = True
             return list(self.refusals), self.refused
@@ -397,3 +393,8 @@ def model_endpoint() -> str | None:
 
 def last_seq() -> int:
     return _seq
+
+
+def current() -> Seal | None:
+    """The suite's seal that code without a case's context meets now (None: the process is not sealed)."""
+    return _suites[-1] if _suites else None

@@ -181,12 +181,14 @@ def replay(
         *(LiveCall(o.name, o.args, "refused") for o in seam.orphans_since(refused_before)),
         *(LiveCall(r.target, None, "sealed", r.summary()) for r in outside),
     ]
+    # the suite seal keeps its newest refusals: those it let go are counted, not named
+    untold = suite_seal.refused - len(runner.counted) - len(outside) if suite_seal is not None else 0
     report = Report(
         suite=name,
         suite_version=version,
         trials=trials,
         shard=f"{shard[0]}/{shard[1]}" if shard else None,
-        refused=len(refused),
+        refused=len(refused) + max(untold, 0),
         refused_calls=[c.summary() for c in refused[:MAX_NO_FIXTURE_CALLS]],
         sealed=policy is not None,
         model=model,

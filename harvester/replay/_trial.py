@@ -10,6 +10,7 @@ anything another case needs, and because an async agent then gets a fresh event 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import queue
@@ -192,6 +193,7 @@ class Runner:
         own, total = seal.close() if seal is not None else ([], 0)
         check = sealed_check(own, total)
         live = [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in own]
+        live += live[-1:] * (total - len(own))
         error = f"ReplayTimeout: agent did not finish within {timeout:g}s"
         return Outcome(False, [check] if check is not None else [], None, error, timeout * 1000, tools, live=live)
 
@@ -257,7 +259,10 @@ class Runner:
         sealed = [*own, *outside]
         counted = self._count(outside) if not abandoned else []
         live += [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in [*own, *counted]]
-        with seam.own_work():  # a judge function is the caller's, not the agent's: the seal lets it ask its model
+        live += live[-1:] * (own_total - len(own))  # refused too, but no longer kept: counted, not named
+        # a judge function is the caller's, not the agent's: the seal lets it ask its model (without one the
+        # checks reach nothing, and stay sealed: a finalizer of the agent's the collector runs here is not ours)
+        with seam.own_work() if self.judge is not None else contextlib.nullcontext():
             checks = evaluate(job.case, run, judge=self.judge)
         checks.extend(
             c

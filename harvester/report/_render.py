@@ -65,9 +65,12 @@ def summary(report: Report) -> str:
         )
     lines += report.note_lines()
     if report.refused:
+        more = report.refused - len(report.refused_calls)
+        named = "; ".join(report.refused_calls) + (f"; and {more} more" if more > 0 else "")
+        plural = "s" if report.refused != 1 else ""
         lines.append(
-            f"refused {report.refused} call{'s' if report.refused != 1 else ''} made outside any case: "
-            f"{'; '.join(report.refused_calls)}"
+            f"refused {report.refused} call{plural} made outside any case"
+            + (f": {named}" if report.refused_calls else "")
         )
     unchecked, n_unchecked = _first(((r.id, c) for r in report.results for c in r.checks if c.passed is None), 5)
     if unchecked:

@@ -187,6 +187,19 @@ def test_a_pool_the_agent_module_starts_at_import_is_sealed_and_its_refusals_cou
     assert f"connect to 127.0.0.1:{payments.port}" in refused(report)
 
 
+def test_a_pool_the_agent_module_starts_at_import_reaches_the_cases_model_hosts(payments, monkeypatch, tmp_path):
+    """The import is sealed as code without a case's context is in the replay: the cases' model hosts are
+    allowed, so a pool made at import may call the model a case recorded (here a local gateway)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
+    gateway = refund_case().model_copy(deep=True)
+    gateway.recorded.model_hosts = [f"127.0.0.1:{payments.port}"]
+    save_case(gateway, tmp_path / "cases")
+    report = _replay_in_a_process(tmp_path, "tests.apps.starts_at_import:build", STARTS="pool", STARTS_METHOD="spawn")
+    (r,) = report.results
+    assert not any(c.name == "sealed" for c in r.checks) and len(payments.seen) == 1, r.reasons()
+
+
 def test_a_refusal_made_after_its_case_ended_is_counted_in_the_replay(payments):
     """A thread the first case started outlives it and tries after it ended: its case's refusals were read,
     so the refusal is the suite's, and fails the case then in flight, saying so."""

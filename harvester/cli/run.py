@@ -22,7 +22,7 @@ from .._files import check_output, write_file
 from ..case import CaseFolder
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
-from ..replay import INJECT_NEEDS_A_MODEL, also_allowing, plan_folder
+from ..replay import INJECT_NEEDS_A_MODEL, also_allowing, plan_folder, plan_hosts
 from ..replay import replay as run_replay
 from ..report import (
     ALPHA,
@@ -247,7 +247,9 @@ def replay(
     read = plan_folder(folder.each_accepted(), inject, shard, sources=bool(otlp_endpoint or emit_otel), every=sandbox)
     sandboxed = sandbox_of(config, read.held, sandbox)  # its warnings printed before any case runs
     hosts = (*config.replay.allow_hosts, *allow_hosts)
-    build = sealed_agent(agent_spec, config, hosts, sandboxed, no_seal)
+    mode = model or config.replay.model
+    reached = plan_hosts(hosts, mode, [entry.model_hosts for entry in read.planned])  # as the suite's seal
+    build = sealed_agent(agent_spec, config, reached, sandboxed, no_seal)
     seam.harness()  # this process replays until it exits: work the agent left queued is refused, not run
     show = sys.stderr.isatty() if progress is None else progress
     try:
@@ -268,7 +270,7 @@ def replay(
                 seal=not no_seal,
                 allow_hosts=hosts,
                 allow_commands=config.replay.allow_commands,
-                model=model or config.replay.model,
+                model=mode,
                 sandbox=sandboxed,
                 judges=judging.judges_for(read.held, config, folder, skip=no_judges),
             )

@@ -18,6 +18,7 @@ from ._agent import also_allowing, load_agent
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
 from ._plan import FolderPlan, Planned, in_shard, plan, plan_folder
+from ._reach import plan_hosts
 from ._results import CaseSink, Finished
 from ._sandbox import Sandbox, sandbox_for
 from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, replay
@@ -42,6 +43,7 @@ __all__ = [
     "load_agent",
     "plan",
     "plan_folder",
+    "plan_hosts",
     "recovered",
     "replay",
     "sandbox_for",

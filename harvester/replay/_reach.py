@@ -20,7 +20,7 @@ from ..conventions import EVERY_PROVIDER_HOST
 from ._policy import Policy
 from ._seal import model_endpoint
 
-__all__ = ["Reach", "model_hosts"]
+__all__ = ["Reach", "model_hosts", "plan_hosts"]
 
 
 def model_hosts(recorded: Sequence[str]) -> Sequence[str]:
@@ -65,3 +65,10 @@ class Reach:
         hosts = [host for each in recorded for host in self.hosts(each)]
         choose = any(self.client_endpoints(each) for each in recorded)
         return self.policy.with_hosts(hosts, model_endpoint=model_endpoint if choose else None)
+
+
+def plan_hosts(hosts: Sequence[str], model: ModelMode, recorded: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """What code without a case's context may reach in a replay on ``model`` whose cases recorded
+    ``recorded`` (each case's model hosts), ``hosts`` allowed too: what ``harvester replay`` imports the
+    agent with, so a pool the import starts reaches the cases' model hosts as the suite's seal lets."""
+    return Reach(Policy(hosts), model).suite(recorded).hosts

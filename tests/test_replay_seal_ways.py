@@ -352,6 +352,33 @@ def test_a_forkserver_pool_s_refusals_fail_every_case_not_only_the_first(payment
         assert f"connect to 127.0.0.1:{payments.port}" in detail, result.id
 
 
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_pool_made_in_one_case_serves_the_next_with_the_suite_s_seal(payments, method: str):
+    """A module-level pool made on first use, in the first case, serves the second: its workers carry
+    the suite's seal (what any case may reach), not the first case's, so the second case's model host,
+    which the first case did not record, is reached."""
+    pool: list[Any] = []
+
+    def build(case: Any) -> Any:
+        def agent(prompt: str) -> str:
+            if not pool:
+                pool.append(multiprocessing.get_context(method).Pool(1))
+                return "Refund: " + str(pool[0].apply(len, ("ok",)))
+            return "Refund: " + pool[0].apply(starts_at_import.post)
+
+        return agent
+
+    first, second = (refund_case().model_copy(update={"id": f"refund-{n}"}, deep=True) for n in (1, 2))
+    first.recorded.model_hosts = ["api.openai.com"]
+    second.recorded.model_hosts = [f"127.0.0.1:{payments.port}"]
+    try:
+        report = replay([first, second], build, concurrency=1, timeout=60)
+    finally:
+        pool[0].terminate()
+    assert [r.passed for r in report.results] == [True, True], [r.reasons() for r in report.results]
+    assert len(payments.seen) == 1
+
+
 def test_a_refusal_goes_back_from_a_pool_s_worker_as_itself():
     """Pickled (a process pool sends its worker's exception back so), ``Sealed`` is made again from its
     message: ``OSError``'s own pickling killed the pool's result thread, and the caller waited forever."""

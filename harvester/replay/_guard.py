@@ -149,10 +149,11 @@ class Guard:
         def checked(*args: Any, **kwargs: Any) -> Any:
             if len(args) >= 6:
                 caller = sys._getframe(1).f_code.co_filename
+                own = False
                 if caller != _starts.SUBPROCESS:
                     own = caller == _starts.MP_UTIL and _starts.own_worker(args[1], args[0])
                     sys.audit(FORK_EXEC, args[1], args[0], args[4], args[5], own)
-                env = _starts.with_seal(args[5]) if isinstance(args[5], list) else _starts.sealed_environ()
+                env = _starts.with_seal(args[5], own) if isinstance(args[5], list) else _starts.sealed_environ(own)
                 if env is not None:
                     args = (*args[:5], env, *args[6:])
             return fork_exec(*args, **kwargs)

@@ -226,18 +226,20 @@ def _has_seal(env: Any) -> bool:
     return False
 
 
-def sealed_environ() -> list[bytes] | None:
+def sealed_environ(suite: bool = False) -> list[bytes] | None:
     """This process's environment with the seal, for a process started without an environment of its own
     when ``os.environ`` has lost the seal's or the starting case has its own (None: nothing to change)."""
-    if Carried.setting is None or (Carried.here() == Carried.setting and _has_seal(None)):
+    if Carried.setting is None or ((suite or Carried.here() == Carried.setting) and _has_seal(None)):
         return None
-    return with_seal([k + b"=" + v for k, v in os.environb.items()])
+    return with_seal([k + b"=" + v for k, v in os.environb.items()], suite)
 
 
-def with_seal(env: list[Any]) -> list[Any]:
+def with_seal(env: list[Any], suite: bool = False) -> list[Any]:
     """``fork_exec``'s environment (``b"NAME=value"`` entries) with the seal's setting and ``_child`` first
-    on ``PYTHONPATH``: a Python child seals itself with it. A new list; unchanged outside a replay."""
-    setting, child_dir = Carried.here(), Carried.child_dir
+    on ``PYTHONPATH``: a Python child seals itself with it. A new list; unchanged outside a replay.
+    ``suite``: the suite's setting, not the starting case's (multiprocessing's own workers and forkserver,
+    which serve whichever case uses their pool next)."""
+    setting, child_dir = Carried.setting if suite else Carried.here(), Carried.child_dir
     if setting is None:
         return env
     named = {bytes(e).split(b"=", 1)[0]: i for i, e in enumerate(env) if isinstance(e, (bytes, bytearray))}

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from harvester import seam
 from harvester.case import AgentCase, save_case
 from harvester.cli import main
 from harvester.errors import Sealed
@@ -377,6 +378,24 @@ def test_a_pool_made_in_one_case_serves_the_next_with_the_suite_s_seal(payments,
         pool[0].terminate()
     assert [r.passed for r in report.results] == [True, True], [r.reasons() for r in report.results]
     assert len(payments.seen) == 1
+
+
+def test_in_the_harvester_program_the_progress_callback_runs_sealed(payments, monkeypatch):
+    """The program's callbacks are its own progress bar, which reaches nothing: they run sealed, so a
+    signal handler of the agent's that fires while the bar draws is held to the seal (a library caller's
+    callbacks are its own work, and reach its dashboard)."""
+    monkeypatch.setattr(seam.STATE, "harness", True)
+    outcomes: list[str] = []
+
+    def progress(done: int, total: int | None) -> None:
+        try:
+            starts_at_import.post()
+            outcomes.append("sent")
+        except PermissionError:
+            outcomes.append("refused")
+
+    replay([refund_case()], lambda: lambda prompt: "Refund: queued", timeout=30, progress=progress)
+    assert outcomes == ["refused"] and payments.seen == []
 
 
 def test_a_refusal_goes_back_from_a_pool_s_worker_as_itself():

@@ -144,7 +144,7 @@ def replay(
         spool.add(result, index)
         planned[index].release()
         if on_case is not None:
-            with seam.own_work():  # the caller's own code, as progress below
+            with _callers():
                 on_case(Finished(case, variant_of, outs, result))
 
     env = sandbox_env(sandbox.env) if sandbox is not None else contextlib.nullcontext()
@@ -197,6 +197,14 @@ def replay(
     )
     report.results = spool
     return report
+
+
+def _callers() -> contextlib.AbstractContextManager[None]:
+    """How the caller's callbacks run (``on_case``, ``progress``): as the caller's own work, not the
+    agent's, so a dashboard they report to is reached; in the ``harvester`` program (``seam.harness``)
+    they are its own progress bar and report, which reach nothing, and run sealed: a signal handler of
+    the agent's that fires on the main thread meanwhile is held to the seal."""
+    return contextlib.nullcontext() if seam.STATE.harness else seam.own_work()
 
 
 ToRun = tuple[int, Case, "str | None"]  # a case's place in the plan, the case, the case it is a variant of
@@ -282,7 +290,7 @@ def _drive(
             outs.append(outcome)
             finished_n += 1
             if progress is not None:
-                with seam.own_work():
+                with _callers():
                     progress(finished_n, total)
             if len(outs) == trials:
                 yield outcomes.pop(job.index)

@@ -129,13 +129,14 @@ def genai_messages(a: dict[str, Any]) -> list[MessageData] | None:
     return out
 
 
-def openinference_messages(a: dict[str, Any]) -> list[MessageData] | None:
-    """OpenInference's ``llm.input_messages.N.message.*`` in the neutral form."""
+def openinference_messages(a: dict[str, Any], at: dict[str, list[int]] | None = None) -> list[MessageData] | None:
+    """OpenInference's ``llm.input_messages.N.message.*`` in the neutral form (``at``: the span's
+    ``tool_call_indices``, when the caller read them already)."""
     n = 0 if "llm.input_messages.0.message.role" in a else 1  # openai-agents may start at 1
     if f"llm.input_messages.{n}.message.role" not in a:
         return None
     out: list[MessageData] = []
-    at = tool_call_indices(a)
+    at = tool_call_indices(a) if at is None else at
     while f"llm.input_messages.{n}.message.role" in a:
         base = f"llm.input_messages.{n}.message."
         role = message_role(a[base + "role"])

@@ -50,16 +50,18 @@ def read_llm(span: SpanData) -> LlmReading:
         n += 1
     params = loads(a.get("llm.invocation_parameters"))
     params = params if isinstance(params, dict) else {}
-    out.request = llm_request(a, params)
+    out.request = llm_request(a, params, at)
     out.streamed = params.get("stream") is True
     return out
 
 
-def llm_request(a: dict[str, Any], params: dict[str, Any]) -> ModelRequestData | None:
+def llm_request(
+    a: dict[str, Any], params: dict[str, Any], at: dict[str, list[int]] | None = None
+) -> ModelRequestData | None:
     """What a model call was asked: ``llm.input_messages.N.message.*`` (system ones lifted out),
     ``llm.tools.N.tool.json_schema`` (None when no tool is listed: not recorded is not none offered) and
     the settings in ``llm.invocation_parameters``. None when the messages were not captured."""
-    messages = openinference_messages(a)
+    messages = openinference_messages(a, at)
     if messages is None:
         return None
     tools, n = [], 0

@@ -92,8 +92,11 @@ BUILT = object()  # the environment is the one ``fork_exec`` gets, which the sea
 
 def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env: Any = BUILT) -> None:
     why = _refused(policy, words, env)
-    if why is not None:
-        refuse("start", shown if len(shown) <= 120 else shown[:117] + "...", why)
+    if why is None:
+        return
+    if _searching_again():
+        raise PermissionError(13, "refused again, found further on PATH")  # the first refusal is raised
+    refuse("start", shown if len(shown) <= 120 else shown[:117] + "...", why)
 
 
 def _refused(policy: Any, words: list[str] | None, env: Any) -> str | None:
@@ -110,8 +113,6 @@ def _refused(policy: Any, words: list[str] | None, env: Any) -> str | None:
 
 def spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any = BUILT) -> None:
     words = policy.command_line(program, argv)
-    if _searching_again() and _refused(policy, words, env) is not None:
-        raise PermissionError(13, "refused again, found further on PATH")  # the first refusal is raised
     _start(policy, refuse, words, " ".join(words or _policy.words(argv)), env)
 
 

@@ -105,6 +105,13 @@ class Seen(NamedTuple):
     models: RecordedModel | None  # its model server (None: the live model answers)
 
 
+def _sealed_calls(refusals: list[Refusal], dropped: int) -> list[LiveCall]:
+    """What the seal refused, as live calls; ``dropped``: refused too, but no longer kept (counted, not
+    named)."""
+    calls = [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in refusals]
+    return calls + calls[-1:] * dropped
+
+
 def blank_spec(case: Case) -> AgentCase:
     """The spec of an in-code case: nothing recorded, so every tool call it makes is a ``no_fixture``."""
     return AgentCase.model_construct(id=case.id, prompt=case.task, status="accepted")
@@ -192,8 +199,7 @@ class Runner:
         seal = self._seals.pop(trace_id, None)
         own, total = seal.close() if seal is not None else ([], 0)
         check = sealed_check(own, total)
-        live = [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in own]
-        live += live[-1:] * (total - len(own))
+        live = _sealed_calls(own, total - len(own))
         error = f"ReplayTimeout: agent did not finish within {timeout:g}s"
         return Outcome(False, [check] if check is not None else [], None, error, timeout * 1000, tools, live=live)
 
@@ -258,8 +264,7 @@ class Runner:
         own, own_total = seen.seal.close() if seen.seal is not None else ([], 0)
         sealed = [*own, *outside]
         counted = self._count(outside) if not abandoned else []
-        live += [LiveCall(r.during or r.target, None, "sealed", r.summary()) for r in [*own, *counted]]
-        live += live[-1:] * (own_total - len(own))  # refused too, but no longer kept: counted, not named
+        live += _sealed_calls([*own, *counted], own_total - len(own))
         # a judge function is the caller's, not the agent's: the seal lets it ask its model (without one the
         # checks reach nothing, and stay sealed: a finalizer of the agent's the collector runs here is not ours)
         with seam.own_work() if self.judge is not None else contextlib.nullcontext():

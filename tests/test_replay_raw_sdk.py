@@ -10,7 +10,9 @@ body counts its real runs in ``shop.LIVE``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,13 +51,19 @@ LOOPS = [
     ("anthropic", "messages", "async-stream", "openinference"),
     ("anthropic", "messages", "stream", "openllmetry"),
     ("anthropic", "messages", "async", "openllmetry"),
+    ("openai", "chat", "sync", "otel-genai"),
+    ("openai", "chat", "async-stream", "otel-genai"),
 ]
 SCOPES = {
     ("openai", "openinference"): "openinference.instrumentation.openai",
     ("openai", "openllmetry"): "opentelemetry.instrumentation.openai.v1",
     ("anthropic", "openinference"): "openinference.instrumentation.anthropic",
     ("anthropic", "openllmetry"): "opentelemetry.instrumentation.anthropic",
+    ("openai", "otel-genai"): "opentelemetry.instrumentation.openai_v2",
 }
+# The scope an instrumentor's spans carry, where it is not the instrumentor's own: OpenTelemetry's writes
+# through opentelemetry-util-genai, whose scope names no client (the case remembers the instrumentor).
+PRODUCED = {SCOPES[("openai", "otel-genai")]: "opentelemetry.util.genai.handler"}
 
 
 @pytest.fixture
@@ -78,14 +86,16 @@ def harvested(module: Any, factory: str, scope: str) -> Any:
     provider = TracerProvider(resource=Resource({"service.name": "support"}))
     processor = HarvestingSpanProcessor("traces.db", redact=False)
     provider.add_span_processor(processor)
-    module.serve(provider, getattr(module, factory))
+    with _production_environment():
+        module.serve(provider, getattr(module, factory))
     processor.shutdown()
     assert shop.LIVE == {"kb_search": 1, "get_order": 1}, "production ran the real tools"
     shop.LIVE.clear()
     with TraceStore("traces.db") as ts:
         (run,) = ts.runs()
     assert run.trajectory() == ["kb_search", "get_order"] and all(c.status == "ok" for c in run.calls), run.calls
-    assert len(run.llm_calls) == 2 and run.llm_calls[0].requests and run.instrumentation == [scope]
+    assert len(run.llm_calls) == 2 and run.llm_calls[0].requests
+    assert run.instrumentation == [PRODUCED.get(scope, scope)]
     out = cli("incident", run.trace_id, "--why", "the order answer must come from the order lookup", "--json")
     assert out.exit_code == 0, out.output
     case_id = orjson.loads(out.output)["id"]
@@ -94,6 +104,16 @@ def harvested(module: Any, factory: str, scope: str) -> Any:
     assert case.recorded.instrumentation == [scope]  # the case remembers what traced its model calls
     assert case.recorded.cost is not None and case.recorded.cost >= 0.24  # two model calls, 100+10 tokens each
     return case
+
+
+@contextlib.contextmanager
+def _production_environment() -> Iterator[None]:
+    """What production sets for OpenTelemetry's OpenAI instrumentor to record content on its spans, as its
+    docs say; replay runs without it (a CI job does not have production's environment)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+        env.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+        yield
 
 
 def replay(monkeypatch: pytest.MonkeyPatch, target: str, variant: str) -> tuple[int, Any]:
@@ -181,7 +201,9 @@ def test_the_unchanged_loop_fails_naming_every_live_call(
     assert detail.count("ran for real") == 3
 
 
-@pytest.mark.parametrize(("app", "api", "client", "instrumentor"), [LOOPS[1], LOOPS[7]], ids=["openai", "anthropic"])
+@pytest.mark.parametrize(
+    ("app", "api", "client", "instrumentor"), [LOOPS[1], LOOPS[7], LOOPS[10]], ids=["openai", "anthropic", "otel"]
+)
 def test_a_requested_call_no_span_shows_is_unserved(
     app: str, api: str, client: str, instrumentor: str, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -192,8 +214,11 @@ def test_a_requested_call_no_span_shows_is_unserved(
     bare = {"openai": raw_openai_app.build_bare, "anthropic": raw_anthropic_app.build_bare}[app]
     code, r = replay(monkeypatch, f"{module.__name__}:{bare.__name__}", "baseline")
     assert shop.LIVE == {"kb_search": 1, "get_order": 1}
-    assert code == 1 and not r.passed and r.live_calls == 2
+    assert code == 1 and not r.passed and r.live_calls == 2, r.reasons()
     assert live_detail(r).count("was requested and never reached the executor") == 2
+    # OpenTelemetry's instrumentor records content as the environment says at each call: the replay
+    # set it (production's environment is not the replay's) and put it back after.
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" not in os.environ
 
 
 def test_tool_spans_without_a_run_are_the_runs_calls(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -167,7 +167,7 @@ def build_case(
             cost=cost,
             model_hosts=model_hosts([run]),
             mcp_tools=run.mcp_tools,
-            instrumentation=client_scopes(run.instrumentation),
+            instrumentation=client_scopes(run.instrumentation, {llm.provider for llm in run.llm_calls}),
         ),
         source=Source(
             trace_id=run.trace_id,

@@ -49,6 +49,10 @@ def _client_kind() -> str:
 
 def instrumentor() -> Any:
     """The OpenAI instrumentor production runs (each is a process-wide singleton)."""
+    if os.environ.get(INSTRUMENTOR_ENV, "openinference") == "otel-genai":
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as Contrib
+
+        return Contrib()
     if os.environ.get(INSTRUMENTOR_ENV, "openinference") == "openllmetry":
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor as Traceloop
 

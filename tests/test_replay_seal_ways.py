@@ -142,6 +142,31 @@ def test_a_connection_the_agent_module_opens_at_import_is_refused(payments, monk
     assert "error:" not in allowed.output and len(payments.seen) == 1, allowed.output
 
 
+def test_a_plugin_in_the_app_package_is_imported_sealed(payments, monkeypatch, tmp_path: Path):
+    """A config plugin that lives in the app's package (``myapp.checks``, as docs/checks.md lays it out)
+    imports the app first: imported before the seal, its import-time connection was open, the agent's
+    sealed import found the app imported already, and what the tool sent passed every case."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    package = tmp_path / "plugged_shop"
+    package.mkdir()
+    (package / "__init__.py").write_text((Path(__file__).parent / "apps" / "connects_at_import.py").read_text())
+    (package / "checks.py").write_text('"""The project\'s own checks."""\n')
+    (tmp_path / "pyproject.toml").write_text('[tool.harvester]\nplugins = ["plugged_shop.checks"]\n')
+    save_case(refund_case(), tmp_path / "cases")
+    try:
+        result = CliRunner().invoke(main, ["replay", "--agent", "plugged_shop:build"])
+        one_line_error(result, "plugin 'plugged_shop.checks'", f"sealed connect to 127.0.0.1:{payments.port}")
+        assert payments.seen == []
+        allowed = CliRunner().invoke(
+            main, ["replay", "--agent", "plugged_shop:build", "--allow-host", f"127.0.0.1:{payments.port}"]
+        )
+        assert "error:" not in allowed.output and len(payments.seen) == 1, allowed.output
+    finally:
+        for name in ("plugged_shop", "plugged_shop.checks"):
+            sys.modules.pop(name, None)
+
+
 def _replay_in_a_process(tmp_path: Path, agent: str, *options: str, **env: str) -> Report:
     """``harvester replay --agent`` in a process of its own (what the agent starts at import outlives
     the replay), its report read back."""

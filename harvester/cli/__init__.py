@@ -137,12 +137,14 @@ store_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 
 
-def project_config(path: str | None) -> Any:
-    """The project's ``Config`` with its plugins imported (custom checks must exist before cases load)."""
+def project_config(path: str | None, plugins: bool = True) -> Any:
+    """The project's ``Config`` with its plugins imported (custom checks must exist before cases load);
+    ``plugins=False`` leaves that to the command (one that replays imports them sealed)."""
     from ..config import load_config
 
     config = load_config(path)
-    config.import_plugins()
+    if plugins:
+        config.import_plugins()
     return config
 
 

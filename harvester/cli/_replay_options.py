@@ -12,7 +12,7 @@ import click
 
 from ..case import AgentCase
 from ..config import MODEL_MODES, Config, host_problem
-from ..replay import DEFAULT_CONCURRENCY, Sandbox, load_agent, sandbox_for
+from ..replay import DEFAULT_CONCURRENCY, Sandbox, importing_sealed, load_agent, sandbox_for
 from . import HarvesterCliError, is_program
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "sandbox_of",
     "sandbox_option",
     "seal_options",
+    "sealed_plugins",
     "shard_option",
     "timeout_option",
 ]
@@ -119,6 +120,25 @@ def sealed_agent(
         warn=lambda line: click.echo(f"warning: {line}", err=True),
         until_exit=is_program(),
     )
+
+
+def sealed_plugins(config: Config, allow_hosts: Sequence[str], no_seal: bool) -> tuple[str, ...]:
+    """The config's plugins imported sealed as the ``--agent`` module is (``sealed_agent``), before it:
+    a plugin in the app's package imports the app, whose import-time connection would otherwise be open
+    before any seal (and the agent's sealed import would find the app imported already). Before the
+    cases load, so allowing the hosts every case may reach, which it returns: the config's and
+    ``--allow-host``'s."""
+    hosts = (*config.replay.allow_hosts, *allow_hosts)
+    with importing_sealed(
+        "the config's plugins",
+        seal=bool(config.plugins) and not no_seal,
+        allow_hosts=hosts,
+        allow_commands=config.replay.allow_commands,
+        warn=lambda line: click.echo(f"warning: {line}", err=True),
+        until_exit=is_program(),
+    ):
+        config.import_plugins()
+    return hosts
 
 
 def agent_option(what: str) -> Callable[..., Any]:

@@ -31,27 +31,31 @@ __all__ = [
 
 
 # -- shared options -----------------------------------------------------------------------------
-def cases_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--cases DIR`` and ``--config PATH``, resolved into a ``CaseFolder`` and a ``Config``.
+def cases_options(fn: Callable[..., Any] | None = None, *, plugins: bool = True) -> Any:
+    """``--cases DIR`` and ``--config PATH``, resolved into a ``CaseFolder`` and a ``Config``; with
+    ``plugins=False`` the command imports the config's plugins itself (``replay`` and ``shadow``: sealed).
 
     Precedence: the option, then ``$HARVESTER_CASES``, then the config's ``cases_dir``. The folder reads
     files up to the config's ``max_file_bytes`` and scans a case for secrets with the project's rules.
     """
 
-    @handle_errors
-    @config_option
-    @click.option(
-        "--cases",
-        "cases_dir",
-        type=click.Path(file_okay=False),
-        help=f"Cases folder (default: ${CASES_ENV}, the config's cases_dir, or ./cases).",
-    )
-    @functools.wraps(fn)
-    def wrapper(*args: Any, config_path: str | None, cases_dir: str | None, **kwargs: Any) -> Any:
-        config = project_config(config_path)
-        return fn(*args, config=config, folder=CaseFolder.for_project(config, cases_dir), **kwargs)
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @handle_errors
+        @config_option
+        @click.option(
+            "--cases",
+            "cases_dir",
+            type=click.Path(file_okay=False),
+            help=f"Cases folder (default: ${CASES_ENV}, the config's cases_dir, or ./cases).",
+        )
+        @functools.wraps(fn)
+        def wrapper(*args: Any, config_path: str | None, cases_dir: str | None, **kwargs: Any) -> Any:
+            config = project_config(config_path, plugins)
+            return fn(*args, config=config, folder=CaseFolder.for_project(config, cases_dir), **kwargs)
 
-    return wrapper
+        return wrapper
+
+    return decorate(fn) if fn is not None else decorate
 
 
 # -- rendering ----------------------------------------------------------------------------------

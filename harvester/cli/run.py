@@ -46,6 +46,7 @@ from ._replay_options import (
     sandbox_option,
     seal_options,
     sealed_agent,
+    sealed_plugins,
     shard_option,
     timeout_option,
 )
@@ -170,7 +171,7 @@ def _finish(
 
 
 @main.command("replay")
-@cases_options
+@cases_options(plugins=False)
 @agent_option("case")
 @click.option(
     "--trials",
@@ -244,9 +245,9 @@ def replay(
     gate_list = _gates(config, gates, base)
     out = Outputs(json_path, junit_path, markdown_path, html_path)
     out.check()
+    hosts = sealed_plugins(config, allow_hosts, no_seal)
     read = plan_folder(folder.each_accepted(), inject, shard, sources=bool(otlp_endpoint or emit_otel), every=sandbox)
     sandboxed = sandbox_of(config, read.held, sandbox)  # its warnings printed before any case runs
-    hosts = (*config.replay.allow_hosts, *allow_hosts)
     mode = model or config.replay.model
     reached = plan_hosts(hosts, mode, [entry.model_hosts for entry in read.planned])  # as the suite's seal
     build = sealed_agent(agent_spec, config, reached, sandboxed, no_seal)

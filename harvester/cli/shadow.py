@@ -38,6 +38,7 @@ from ._replay_options import (
     sandbox_option,
     seal_options,
     sealed_agent,
+    sealed_plugins,
     shard_option,
     timeout_option,
 )
@@ -119,7 +120,7 @@ def _finish(
 
 
 @main.command("shadow")
-@cases_options
+@cases_options(plugins=False)
 @agent_option("run")  # the candidate
 @click.option("--since", metavar="T", help="Runs started at or after T (ISO 8601, or an age like 24h or 7d).")
 @click.option("--agent-filter", metavar="A", type=ENCODABLE, help="Only runs of agent A.")
@@ -195,8 +196,8 @@ def shadow(
     gate_list = _gates(gates)
     sandboxed = sandbox_of(config, (), sandbox)  # a glob over a mutating tool stops here, before any run
     check_outputs(json_path, html_path, markdown_path)
-    hosts = (*config.replay.allow_hosts, *allow_hosts)
     store = open_store(store_path, config, readonly=True)  # before the seal: the store is harvester's
+    hosts = sealed_plugins(config, allow_hosts, no_seal)
     build = sealed_agent(agent_spec, config, hosts, sandboxed, no_seal)
     selection = Selection(
         since=since, agent=agent_filter, failed=failed, shard=shard, sample=sample, exclude=_case_runs(folder)

@@ -14,7 +14,7 @@ evaluated, one report.
   disk as cases finish).
 """
 
-from ._agent import also_allowing, load_agent
+from ._agent import also_allowing, importing_sealed, load_agent
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
 from ._plan import FolderPlan, Planned, in_shard, plan, plan_folder
@@ -25,6 +25,7 @@ from ._suite import DEFAULT_CONCURRENCY, INJECT_NEEDS_A_MODEL, Progress, Suite, 
 
 __all__ = [
     "also_allowing",
+    "importing_sealed",
     "DEFAULT_CONCURRENCY",
     "FolderPlan",
     "INJECT_NEEDS_A_MODEL",

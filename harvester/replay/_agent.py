@@ -14,7 +14,7 @@ from ..errors import AgentLoadError
 from ._policy import Policy
 from ._seal import current, sealing
 
-__all__ = ["also_allowing", "factory_name", "load_agent", "wants"]
+__all__ = ["also_allowing", "factory_name", "importing_sealed", "load_agent", "wants"]
 
 
 def load_agent(
@@ -44,20 +44,18 @@ def load_agent(
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
-    refused: list[str] = []
     try:
-        policy = Policy(allow_hosts, allow_commands)
-        with sealing(policy, until_exit=until_exit) if seal else contextlib.nullcontext() as suite:
+        with importing_sealed(
+            module_name,
+            seal=seal,
+            allow_hosts=allow_hosts,
+            allow_commands=allow_commands,
+            warn=warn,
+            until_exit=until_exit,
+        ):
             module = importlib.import_module(module_name)
-            if suite is not None:
-                suite.collect()  # what a process it started refused, while the log is there
-                refused = [r.summary() for r in suite.refusals]
-                suite.handed = len(suite.refusals)
     except Exception as exc:
         raise AgentLoadError(f"--agent {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
-    if refused and warn is not None:
-        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
-        warn(f"importing {module_name}, the seal refused {refused[0]}{more}; the import carried on")
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -66,6 +64,33 @@ def load_agent(
     if not callable(obj):
         raise AgentLoadError(f"--agent {spec!r}: {attr} is a {type(obj).__name__}, not a callable that builds an agent")
     return obj
+
+
+@contextlib.contextmanager
+def importing_sealed(
+    what: str,
+    *,
+    seal: bool,
+    allow_hosts: Iterable[str] = (),
+    allow_commands: Iterable[str] = (),
+    warn: Callable[[str], None] | None = None,
+    until_exit: bool = False,
+) -> Iterator[None]:
+    """The block's imports (of ``what``) sealed, when ``seal``: as ``load_agent`` says. A refusal that
+    fails an import raises out of the block; those an import caught are told to ``warn``. The config's
+    plugins are imported so too: one in the app's package imports the app, which the agent's sealed
+    import would then find imported already."""
+    refused: list[str] = []
+    policy = Policy(allow_hosts, allow_commands)
+    with sealing(policy, until_exit=until_exit) if seal else contextlib.nullcontext() as suite:
+        yield
+        if suite is not None:
+            suite.collect()  # what a process it started refused, while the log is there
+            refused = [r.summary() for r in suite.refusals]
+            suite.handed = len(suite.refusals)
+    if refused and warn is not None:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        warn(f"importing {what}, the seal refused {refused[0]}{more}; the import carried on")
 
 
 @contextlib.contextmanager

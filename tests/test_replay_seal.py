@@ -22,6 +22,7 @@ from harvester.case import AgentCase, save_case
 from harvester.cli import main
 from harvester.replay import Finished, replay
 from harvester.replay._policy import Policy
+from harvester.replay._reach import Reach
 from harvester.report import Report, evaluate_gates, render_html
 from tests.apps import leaky_app
 from tests.builders.backends import Loopback, loopback, routes
@@ -90,14 +91,30 @@ def test_a_host_that_does_not_resolve_is_refused_by_name(payments, monkeypatch):
 
 def test_a_model_host_of_the_recording_is_allowed(payments, monkeypatch):
     monkeypatch.setenv(leaky_app.CLIENT_ENV, "httpx")
-    for host in (f"127.0.0.1:{payments.port}", "127.0.0.1", "localhost"):
-        if host == "localhost":  # a name: its lookup is allowed, and so are the addresses it gave
+    for host in (f"127.0.0.1:{payments.port}", f"localhost:{payments.port}"):
+        if host.startswith("localhost"):  # a name: its lookup is allowed, and so are the addresses it gave
             monkeypatch.setenv(leaky_app.URL_ENV, f"http://localhost:{payments.port}/refund")
         before = len(payments.seen)
         report = replay([refund_case(model_hosts=[host])], leaky_app.build, timeout=30)
         assert len(payments.seen) == before + 1, host
         assert not [c for c in report.results[0].checks if c.name == "sealed"], host
         assert "refunded" in (report.results[0].answer or "")
+
+
+def test_a_model_host_recorded_without_its_port_is_reached_at_the_web_ports_only(payments, monkeypatch):
+    """A span leaves the scheme's default port out (pydantic-ai's ``server.address`` for
+    ``http://localhost/v1``): the model was at HTTP's or HTTPS's port, and any other port of the host
+    (an internal service beside it) stays refused. ``allow_hosts`` without a port is still any port."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "httpx")
+    monkeypatch.setenv(leaky_app.URL_ENV, f"http://localhost:{payments.port}/refund")
+    for host in ("localhost", "127.0.0.1"):
+        report = replay([refund_case(model_hosts=[host])], leaky_app.build, timeout=30)
+        assert f"connect to localhost:{payments.port} during issue_refund" in failed(report, "sealed"), host
+        policy = Reach(Policy(), "live").case([host])
+        assert [policy.allows_host(host, port) for port in (80, 443, payments.port)] == [True, True, False]
+    assert payments.seen == []
+    report = replay([refund_case()], leaky_app.build, timeout=30, allow_hosts=["localhost"])
+    assert len(payments.seen) == 1 and not [c for c in report.results[0].checks if c.name == "sealed"]
 
 
 def test_allow_hosts_lets_a_named_host_through_and_nothing_else(payments, monkeypatch):
@@ -465,9 +482,11 @@ with loopback(routes({"/refund": {"refunded": "A1001"}})) as server:
     runs = {  # name: (client, url, model hosts, allow_hosts)
         "refused": ("httpx", server.origin + "/refund", [], []),
         "refused by name": ("requests", by_name, [f"localhost:{server.port + 1}"], []),
-        "model host by name": ("httpx", by_name, ["localhost"], []),
+        "model host by name": ("httpx", by_name, [f"localhost:{server.port}"], []),
+        "model host without its port": ("httpx", by_name, ["localhost"], []),
+        "allowed without a port": ("httpx", by_name, [], ["localhost"]),
         "model host by address": ("urllib", server.origin + "/refund", [f"127.0.0.1:{server.port}"], []),
-        "allowed by pattern": ("requests", by_name, ["*host"], []),
+        "allowed by pattern": ("requests", by_name, [f"*host:{server.port}"], []),
         "asyncio": ("asyncio", by_name, [f"localhost:{server.port}"], []),
     }
     for label, (client, url, hosts, allow) in runs.items():
@@ -509,7 +528,15 @@ def test_the_c_hook_and_the_python_hook_decide_alike():
     assert "connect to 127.0.0.1:PORT during issue_refund: not a model host" in runs["refused"]["sealed"][0]
     assert runs["refused by name"]["reached"] == 0
     assert "connect to localhost:PORT during issue_refund" in runs["refused by name"]["sealed"][0]
-    for allowed in ("model host by name", "model host by address", "allowed by pattern", "asyncio"):
+    assert runs["model host without its port"]["reached"] == 0  # HTTP's and HTTPS's ports only
+    allowed_ones = (
+        "model host by name",
+        "model host by address",
+        "allowed by pattern",
+        "asyncio",
+        "allowed without a port",
+    )
+    for allowed in allowed_ones:
         assert runs[allowed] == {"reached": 2, "sealed": []}, allowed
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from ..config import ModelMode
 from ..conventions import EVERY_PROVIDER_HOST
-from ._policy import Policy
+from ._policy import Policy, parse_host
 from ._seal import model_endpoint
 
 __all__ = ["Reach", "model_hosts", "plan_hosts"]
@@ -25,8 +25,18 @@ __all__ = ["Reach", "model_hosts", "plan_hosts"]
 
 def model_hosts(recorded: Sequence[str]) -> Sequence[str]:
     """The model hosts a case's agent may reach: its recording's (``recorded.model_hosts``), or (a case
-    recorded before harvester kept them, or whose spans named no model) every provider's documented host."""
-    return recorded or EVERY_PROVIDER_HOST
+    recorded before harvester kept them, or whose spans named no model) every provider's documented host.
+    One named without a port is reached at HTTP's or HTTPS's, never any port: a span leaves the
+    scheme's default port out (pydantic-ai's ``server.address`` for ``http://localhost/v1``), and a
+    documented host is an HTTPS URL's."""
+    return [at for host in (recorded or EVERY_PROVIDER_HOST) for at in _web_ports(host)]
+
+
+def _web_ports(host: str) -> tuple[str, ...]:
+    if host.startswith("unix:") or parse_host(host).port is not None:
+        return (host,)
+    shown = f"[{host}]" if ":" in host else host
+    return (f"{shown}:80", f"{shown}:443")
 
 
 class Reach:

@@ -29,6 +29,7 @@ from . import seam
 from .canonical import canonical_json, drop_paths, fixture_key, leaves
 from .case import AgentCase, Fixture, InjectSpec
 from .errors import NoFixture, ToolFailure
+from .redact import PLACEHOLDER, Redactor
 
 __all__ = [
     "HUGE_RESULTS",
@@ -39,7 +40,6 @@ __all__ = [
     "NoFixtureReason",
     "NoFixtureResult",
     "ToolLog",
-    "recovery_variants",
     "tool_failure",
 ]
 
@@ -178,9 +178,11 @@ class FixtureTools:
         *,
         raise_no_fixture: bool = False,
         ignore_args: Mapping[str, Sequence[str]] | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         """``ignore_args``: the project's (the config's ``ignore_args``), applied with the case's own:
-        a path either one names is left out of matching. Keys are recomputed from the fixtures' args."""
+        a path either one names is left out of matching. Keys are recomputed from the fixtures' args.
+        ``redactor``: capture's, for fixtures whose args hold its placeholders (``key_of``)."""
         self.case = case
         self.raise_no_fixture = raise_no_fixture
         self.log: list[ToolLog] = []
@@ -194,6 +196,8 @@ class FixtureTools:
             key = fixture_key(fx.tool, fx.args, self._ignore.get(fx.tool, ()))
             self._by_key.setdefault(key, []).append(fx)
             self._by_tool.setdefault(fx.tool, []).append(fx)
+        hidden = redactor is not None and any(PLACEHOLDER.search(canonical_json(fx.args)) for fx in case.fixtures)
+        self._redactor = redactor if hidden else None
         self._served: dict[str, int] = {}
         self._injected: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -239,8 +243,14 @@ class FixtureTools:
         return self.key_of(name, args) in self._by_key
 
     def key_of(self, name: str, args: Any) -> str:
-        """The fixture key of a call, as this executor matches it (``ignore_args`` applied)."""
-        return fixture_key(name, args, self._ignore.get(name, ()))
+        """The fixture key of a call, as this executor matches it: ``ignore_args`` applied, and the args
+        redacted where only that matches (``to="<email:8e65ee01>"`` recorded, the agent sends the address)."""
+        ignore = self._ignore.get(name, ())
+        key = fixture_key(name, args, ignore)
+        if self._redactor is None or key in self._by_key:
+            return key
+        redacted = fixture_key(name, self._redactor.redact_value(args), ignore)
+        return redacted if redacted in self._by_key else key
 
     # -- figures ------------------------------------------------------------------------------
     @property
@@ -373,26 +383,3 @@ def _copy(value: Any) -> Any:
     if isinstance(value, (dict, list)):
         return orjson.loads(orjson.dumps(value, default=str))
     return value
-
-
-def recovery_variants(case: AgentCase, modes: tuple[str, ...] = MODES) -> list[AgentCase]:
-    """One copy of ``case`` per failure mode on its first appropriate tool: ``<id>@<mode>``.
-
-    A variant is tagged ``recovery`` and ``recovery/<mode>`` and nothing else: it checks recovery, not
-    what the base case's tags promise (a ``tag:security>=1.0`` gate must not count broken-tool runs).
-    The tool is the first of ``appropriate_tools``, else the first recorded call; a case that used no
-    tool has nothing to break and gets no variants.
-    """
-    tool = next(iter(case.appropriate_tools or case.recorded.trajectory or [f.tool for f in case.fixtures]), None)
-    if tool is None:
-        return []
-    return [
-        case.model_copy(
-            update={
-                "id": f"{case.id}@{mode}",
-                "inject_failures": {tool: InjectSpec(mode=mode)},
-                "tags": ["recovery", f"recovery/{mode}"],
-            }
-        )
-        for mode in modes
-    ]

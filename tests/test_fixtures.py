@@ -13,7 +13,8 @@ import harvester
 from harvester.canonical import fixture_key
 from harvester.case import AgentCase
 from harvester.errors import NoFixture
-from harvester.fixtures import HUGE_RESULTS, MODES, FixtureTools, ToolFailure, recovery_variants
+from harvester.fixtures import HUGE_RESULTS, MODES, FixtureTools, ToolFailure
+from harvester.replay import recovery_variants
 from harvester.seam import serving as use_executor
 
 

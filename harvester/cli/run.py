@@ -22,6 +22,7 @@ from .._files import check_output, write_file
 from ..case import CaseFolder
 from ..config import Config, ModelMode
 from ..errors import AgentBuildError, GateError
+from ..redact import redaction_for
 from ..replay import INJECT_NEEDS_A_MODEL, also_allowing, plan_folder, plan_hosts
 from ..replay import replay as run_replay
 from ..report import (
@@ -268,6 +269,7 @@ def replay(
                 suite=suite_info(folder.root, read.content.result()),
                 prices=config if config.prices else None,
                 ignore_args=config.ignore_args,
+                redact=redaction_for(config),
                 seal=not no_seal,
                 allow_hosts=hosts,
                 allow_commands=config.replay.allow_commands,
@@ -362,9 +364,7 @@ def merge(
 @click.option(
     "--baseline", type=click.Path(dir_okay=False), help="A previous report: regressions, improvements, deltas."
 )
-@click.option(
-    "--html", "html_path", required=True, type=click.Path(dir_okay=False), help="Where to write the HTML page."
-)
+@click.option("--html", "html_path", required=True, type=click.Path(dir_okay=False), help="The HTML page to write.")
 @alpha_option
 @inconclusive_option
 @gate_option

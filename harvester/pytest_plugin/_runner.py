@@ -18,9 +18,9 @@ from ..case import AgentCase, CaseFolder
 from ..checks import Panel
 from ..config import MODEL_MODES, Config, ModelMode, load_config
 from ..errors import HarvesterError, InputError
-from ..fixtures import MODES, recovery_variants
+from ..fixtures import MODES
 from ..redact import Redactor, redaction_for
-from ..replay import load_agent, replay, variant_case
+from ..replay import load_agent, recovery_variants, replay, variant_case
 from ..report import CaseResult, Injected, Report, redacted
 
 __all__ = ["CaseRunner", "Settings", "failure_text"]

@@ -19,8 +19,7 @@ import pytest
 from .._files import shown_path
 from ..case import AgentCase
 from ..errors import CaseFileError, HarvesterError, InputError, OutputError
-from ..fixtures import recovery_variants
-from ..replay import load_agent
+from ..replay import load_agent, recovery_variants
 from ..report import (
     CaseResult,
     GateOutcome,

@@ -17,7 +17,7 @@ evaluated, one report.
 from ._agent import also_allowing, importing_sealed, load_agent
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
-from ._plan import FolderPlan, Planned, in_shard, plan, plan_folder
+from ._plan import FolderPlan, Planned, in_shard, plan, plan_folder, recovery_variants
 from ._reach import plan_hosts
 from ._results import CaseSink, Finished
 from ._sandbox import Sandbox, sandbox_for
@@ -49,4 +49,5 @@ __all__ = [
     "replay",
     "sandbox_for",
     "variant_case",
+    "recovery_variants",
 ]

@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..case import AgentCase, Case, CaseFile, Source, load_case
-from ..fixtures import recovery_variants
+from ..case import AgentCase, Case, CaseFile, InjectSpec, Source, load_case
+from ..fixtures import MODES
 from ..suite import SuiteContent
 from ._evaluate import variant_case
 
-__all__ = ["FolderPlan", "Planned", "in_shard", "plan", "plan_folder"]
+__all__ = ["FolderPlan", "Planned", "in_shard", "plan", "plan_folder", "recovery_variants"]
 
 
 def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
@@ -124,3 +124,26 @@ def plan_folder(
         if every or file.case.judges:
             out.held.append(file.case)
     return out
+
+
+def recovery_variants(case: AgentCase, modes: tuple[str, ...] = MODES) -> list[AgentCase]:
+    """One copy of ``case`` per failure mode on its first appropriate tool: ``<id>@<mode>``.
+
+    A variant is tagged ``recovery`` and ``recovery/<mode>`` and nothing else: it checks recovery, not
+    what the base case's tags promise (a ``tag:security>=1.0`` gate must not count broken-tool runs).
+    The tool is the first of ``appropriate_tools``, else the first recorded call; a case that used no
+    tool has nothing to break and gets no variants.
+    """
+    tool = next(iter(case.appropriate_tools or case.recorded.trajectory or [f.tool for f in case.fixtures]), None)
+    if tool is None:
+        return []
+    return [
+        case.model_copy(
+            update={
+                "id": f"{case.id}@{mode}",
+                "inject_failures": {tool: InjectSpec(mode=mode)},
+                "tags": ["recovery", f"recovery/{mode}"],
+            }
+        )
+        for mode in modes
+    ]

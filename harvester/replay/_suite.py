@@ -25,6 +25,7 @@ from ..checks import Panel
 from ..config import MODEL_MODES, Config, ModelMode, command_problem, entries_problem, host_problem
 from ..errors import AgentBuildError
 from ..fixtures import FixtureTools
+from ..redact import Redactor
 from ..report import MAX_NO_FIXTURE_CALLS, Judging, Report, ResultSpool
 from ._agent import factory_name
 from ._evaluate import Judge
@@ -81,6 +82,7 @@ def replay(
     sandbox: Sandbox | None = None,
     judges: Panel | None = None,
     on_case: CaseSink | None = None,
+    redact: bool | Redactor | Mapping[str, Any] = True,
 ) -> Report:
     """Replay every case ``trials`` times against fresh agents from ``build_agent`` and report.
 
@@ -89,9 +91,12 @@ def replay(
     name, or anything with ``.name``/``.version`` (the suite manifest). ``prices``: a
     ``Config`` or its ``prices`` mapping (USD per 1k tokens), used when a run has tokens and no cost.
     ``ignore_args``: the project's ``{tool: [arg paths]}`` (the config's), left out of fixture matching
-    along with each case's own. ``progress``: called as ``progress(done, total)`` each time a
-    case-trial finishes. ``confirm``: a case that fails is rerun up to that many times; a rerun that
-    passes makes it ``flaky`` (passed, its reruns counted as trials), all failing ``confirmed``.
+    along with each case's own. ``redact``: the redaction capture applied (``True``: the built-in
+    rules, keyed by ``$HARVESTER_REDACT_KEY``; a ``Redactor``, or its rules; ``False``): a call whose
+    args match a fixture only as that redaction writes them is served it. ``progress``: called as
+    ``progress(done, total)`` each time a case-trial finishes. ``confirm``: a case that fails is rerun
+    up to that many times; a rerun that passes makes it ``flaky`` (passed, its reruns counted as
+    trials), all failing ``confirmed``.
     ``seal``: refuse every connection and process start a case did not expect (its recording's model
     hosts, ``allow_hosts``, ``allow_commands``: docs/seal.md, checked as the config's fields are, a bad
     entry a ValueError before any case runs); ``False`` replays unsealed and says so.
@@ -123,7 +128,8 @@ def replay(
     price_config = prices if isinstance(prices, Config) or prices is None else Config(prices=dict(prices))
     hosts = (*allow_hosts, *(sandbox.hosts if sandbox is not None else ()))
     policy = Policy(hosts, allow_commands) if seal else None
-    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, sandbox, judges)
+    redactor = Redactor.from_option(redact)
+    runner = Runner(build_agent, timeout, judge, price_config, ignore_args, policy, model, sandbox, judges, redactor)
     refused_before, sealed_before = seam.STATE.seq, last_seq()
     sealed = (
         sealing(runner.reach.suite([entry.model_hosts for entry in planned]))

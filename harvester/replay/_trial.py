@@ -30,6 +30,7 @@ from ..config import Config, ModelMode
 from ..errors import ReplayTimeout, ToolFailure
 from ..fixtures import FixtureTools
 from ..model import ErrorInfo, Run
+from ..redact import Redactor
 from ..report import CheckResult, ModelServed
 from ._agent import wants
 from ._evaluate import Judge, evaluate, judged, recorded_calls_only, recordings_consumed
@@ -131,8 +132,10 @@ class Runner:
         model: ModelMode = "live",
         sandbox: Sandbox | None = None,
         panel: Panel | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.build_agent = build_agent
+        self.redactor = redactor  # the redaction capture applied: fixtures' args may hold its placeholders
         self.sandbox = sandbox  # None: every tool is served from fixtures
         self.panel = panel
         self.model = model
@@ -154,9 +157,9 @@ class Runner:
         """Start the job's thread; returns the trace id its spans are keyed by, and its executor."""
         spec = job.case.spec if job.case.spec is not None else blank_spec(job.case)
         tools = (
-            FixtureTools(spec, ignore_args=self.ignore_args)
+            FixtureTools(spec, ignore_args=self.ignore_args, redactor=self.redactor)
             if self.sandbox is None
-            else SandboxTools(spec, self.sandbox, ignore_args=self.ignore_args)
+            else SandboxTools(spec, self.sandbox, ignore_args=self.ignore_args, redactor=self.redactor)
         )
         root = self.tracer.start_span(
             f"{seam.ROOT_PREFIX}{job.case.id}",

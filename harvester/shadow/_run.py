@@ -18,6 +18,7 @@ from ..case import AgentCase, CaseFolder
 from ..config import Config, ModelMode
 from ..harvest import case_from_run
 from ..model import Run
+from ..redact import redaction_for
 from ..replay import DEFAULT_CONCURRENCY, Sandbox, replay
 from ._change import compare, run_key
 from ._propose import Proposer
@@ -75,6 +76,7 @@ def shadow(
             suite="shadow",
             prices=config if config.prices else None,
             ignore_args=config.ignore_args,
+            redact=redaction_for(config),
             seal=seal,
             allow_hosts=allow_hosts,
             allow_commands=allow_commands,

@@ -285,13 +285,14 @@ class FixtureTools:
         n = self._served.get(key, 0)
         self._served[key] = n + 1
         if n >= len(recorded):
-            if self.case.strict_repeats:
+            strict = self.case.strict_repeats
+            if strict is True or (isinstance(strict, list) and name in strict):
                 why = f"{name} with these arguments was recorded {len(recorded)} time(s) and every recording was "
-                fix = "the agent repeats a call the recorded run made fewer times: fix the repetition, or set "
+                fix = "the agent repeats a call the recorded run made fewer times: fix the repetition, or take "
                 missing = _no_fixture(
                     "already_played",
                     why + "already served (strict_repeats)",
-                    fix + "strict_repeats to false to serve the last recording again",
+                    fix + f"{name} out of strict_repeats to serve the last recording again",
                     [],
                 )
                 return ToolLog(name, args, key, "no_fixture", "already_played", result=missing)

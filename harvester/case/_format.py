@@ -196,7 +196,10 @@ class AgentCase(_Strict):
     tags: list[str] = Field(default_factory=list)
     inject_failures: dict[str, InjectSpec] = Field(default_factory=dict)
     ignore_args: dict[str, list[str]] = Field(default_factory=dict)
-    strict_repeats: bool = False
+    # A repeat of a call beyond the times the recording made it gets ``no_fixture`` (``already_played``)
+    # rather than its last recording again: for every tool (true), or the tools listed. Harvest lists the
+    # mutating tools the recording called: a refund issued twice is a second refund, not a redundant call.
+    strict_repeats: bool | list[Annotated[str, Field(min_length=1)]] = False
     # Fail the case when the replay leaves a recorded call unmade (its report lists them either way).
     strict_consumption: bool = False
     fixtures: list[Fixture] = Field(default_factory=list)

@@ -58,6 +58,15 @@ def case_from_run(
     )
 
 
+def _strict_repeats(fixtures: list[Fixture], forbidden: list[str], config: Config) -> list[str] | bool:
+    """The mutating tools the recording called (``mutating_tools``; a forbidden one fails the case
+    anyway): a repeat of one beyond its recorded times is a second refund, not a redundant call, so it
+    gets ``no_fixture`` (``already_played``) rather than its last recording again. False: none."""
+    return (
+        list(dict.fromkeys(f.tool for f in fixtures if f.tool not in forbidden and config.is_mutating(f.tool))) or False
+    )
+
+
 def build_case(
     run: Run,
     reading: Reading,
@@ -154,6 +163,7 @@ def build_case(
         **proposed,
         tags=list(dict.fromkeys([*(("regression", kind) if kind else ("typical",)), *stopped, *tags])),
         ignore_args=ignore_args,
+        strict_repeats=_strict_repeats(fixtures, forbidden, config),
         fixtures=fixtures,
         model_fixtures=turns,
         review_notes=notes,

@@ -23,7 +23,7 @@ CHANGE_ENV = "HARVESTER_TEST_CHANGE"
 PROMPT = "Can I still return order A1001?"
 ANSWER = "Yes: refunds are accepted within 30 days of delivery, and order A1001 was delivered 12 days ago."
 VARIANT_ENV = "HARVESTER_TEST_VARIANT"
-VARIANTS = ("baseline", "mutating", "new_args", "refund", "reorder", "skipped", "no_model")
+VARIANTS = ("baseline", "mutating", "new_args", "refund", "reorder", "twice", "skipped", "no_model")
 REFUNDED = "Refunded 40.00 on order A1001."
 KB = {"refund policy": "Refunds are accepted within 30 days of delivery."}
 ORDERS = {
@@ -39,6 +39,7 @@ STEPS: dict[str, list[Any]] = {
     "new_args": [[_LOOKUPS[0], ("get_order", {"order_id": "A1002"}, "call_2")], ANSWER],
     "refund": [[_LOOKUPS[1]], [_REFUND], REFUNDED],
     "reorder": [[_REFUND], [_LOOKUPS[1]], REFUNDED],
+    "twice": [[_LOOKUPS[1]], [_REFUND], [(*_REFUND[:2], "call_4")], REFUNDED],  # the same refund again
     "skipped": [[_LOOKUPS[0]], ANSWER],
     "no_model": [],
 }

@@ -1,7 +1,8 @@
 """What a sealed replay may reach: hosts (with their ports) and commands, matched the way users write them.
 
 A host entry is ``host``, ``host:port``, ``*.domain`` (any subdomain), an IP address (IPv6 in brackets
-with a port), or ``unix:/path`` for a local socket; a host is compared without case, an address by
+with a port), or ``unix:/path`` for a local socket; a host is compared without case and an international
+name in its IDNA (punycode) form, as clients look it up, an address by
 value (``::1`` and ``0:0::1`` are one). A command entry is words that must begin the command line; a
 first word without ``/`` matches the program's base name (``npx`` matches ``/usr/bin/npx``; ``python``
 any ``python3.X``), one with ``/`` the path itself. A shell line (``sh -c``, ``os.system``) matches only
@@ -18,6 +19,8 @@ import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
+
+from ..config import host_entry
 
 __all__ = ["Host", "Policy", "command_line", "parse_host", "words"]
 
@@ -47,6 +50,7 @@ def parse_host(entry: str) -> Host:
     """``host``/``host:port``/``[v6]:port``/``unix:/path`` -> ``Host`` (the config has checked the form)."""
     if entry.startswith("unix:"):
         return Host(entry, None)
+    entry = host_entry(entry)
     port: int | None = None
     if entry.startswith("["):
         host, _, rest = entry[1:].partition("]")
@@ -195,7 +199,7 @@ class Policy:
         address = _address(host)
         if address is not None:
             return _port_ok(self._addresses.get(address), port)
-        name = host.lower().rstrip(".")
+        name = host_entry(host).lower().rstrip(".")
         if _port_ok(self._names.get(name), port):
             return True
         return any(

@@ -311,7 +311,8 @@ def compare(
     if as_json:
         echo_json(outcome.to_dict())
     else:
-        for line in outcome.lines() + outcome.warnings(report) + [outcome.summary()]:
+        unsealed = [line for line in (report.unsealed_line(),) if line]
+        for line in outcome.lines() + unsealed + outcome.warnings(report) + [outcome.summary()]:
             click.echo(line)
     sys.exit(outcome.exit_code)
 

@@ -12,6 +12,7 @@ anything after it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
 import os
@@ -19,8 +20,6 @@ import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
-
-from ..config import host_entry
 
 __all__ = ["Host", "Policy", "command_line", "parse_host", "words"]
 
@@ -50,7 +49,6 @@ def parse_host(entry: str) -> Host:
     """``host``/``host:port``/``[v6]:port``/``unix:/path`` -> ``Host`` (the config has checked the form)."""
     if entry.startswith("unix:"):
         return Host(entry, None)
-    entry = host_entry(entry)
     port: int | None = None
     if entry.startswith("["):
         host, _, rest = entry[1:].partition("]")
@@ -73,8 +71,19 @@ def _pattern(name: str) -> str:
 
 
 def _canonical(host: str) -> str:
-    """A host as the policy compares it: an address's canonical text, a name in lower case."""
-    return _address(host) or host.lower().rstrip(".")
+    """A host as the policy compares it: an address's canonical text, or a ``_name``."""
+    return _address(host) or _name(host)
+
+
+def _name(host: str) -> str:
+    """A name as the policy compares it: lower case, no trailing dot, an international name in its IDNA
+    form, which is what clients look up (``config.host_entry`` keeps the config's entries so; this
+    module stays standard library only: a sealed child loads it by its path)."""
+    name = host.lower().rstrip(".")
+    if not name.isascii():
+        with contextlib.suppress(UnicodeError):
+            name = name.encode("idna").decode("ascii")
+    return name
 
 
 def words(argv: Any) -> list[str]:
@@ -199,7 +208,7 @@ class Policy:
         address = _address(host)
         if address is not None:
             return _port_ok(self._addresses.get(address), port)
-        name = host_entry(host).lower().rstrip(".")
+        name = _name(host)
         if _port_ok(self._names.get(name), port):
             return True
         return any(

@@ -311,8 +311,7 @@ def compare(
     if as_json:
         echo_json(outcome.to_dict())
     else:
-        unsealed = [line for line in (report.unsealed_line(),) if line]
-        for line in outcome.lines() + unsealed + outcome.warnings(report) + [outcome.summary()]:
+        for line in outcome.lines() + report.unsealed_lines() + outcome.warnings(report) + [outcome.summary()]:
             click.echo(line)
     sys.exit(outcome.exit_code)
 

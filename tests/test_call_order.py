@@ -115,6 +115,9 @@ def test_an_order_naming_a_call_the_case_does_not_record_is_one_line_naming_the_
     data["order"] = [{"call": "issue_refund", "after": "get_order"}]  # not a list
     path.write_bytes(orjson.dumps(data))
     one_line_error(cli("cases", "show", case.id), str(path), "order.0.after")
+    data["order"] = [{"call": "issue_refund", "after": ["get_order", "issue_refund"]}]  # could never pass
+    path.write_bytes(orjson.dumps(data))
+    one_line_error(cli("cases", "show", case.id), str(path), "order.0.after.1: 'issue_refund' cannot come after itself")
 
 
 def test_review_edits_the_order_and_refuses_a_call_the_case_does_not_record(project: Path) -> None:
@@ -127,6 +130,13 @@ def test_review_edits_the_order_and_refuses_a_call_the_case_does_not_record(proj
     assert folder.load(case.id).order == case.order
     out = CliRunner().invoke(main, ["review", case.id], input="e\norder\nissue_refund after get_order\ns\n")
     assert out.exit_code == 0 and "order:             issue_refund after get_order" in out.output
+    assert folder.load(case.id).order == [OrderRule(call="issue_refund", after=["get_order"])]
+    for no_rule in (" ; ", "- ; -"):  # only "-" drops every rule
+        out = CliRunner().invoke(main, ["review", case.id], input=f"e\norder\n{no_rule}\ns\n")
+        assert out.exit_code == 0 and "names no rule" in out.output, out.output
+        assert folder.load(case.id).order == [OrderRule(call="issue_refund", after=["get_order"])]
+    out = CliRunner().invoke(main, ["review", case.id], input="e\norder\nissue_refund after issue_refund\ns\n")
+    assert out.exit_code == 0 and "cannot come after itself" in out.output
     assert folder.load(case.id).order == [OrderRule(call="issue_refund", after=["get_order"])]
     out = CliRunner().invoke(main, ["review", case.id], input="e\norder\n-\ns\n")
     assert out.exit_code == 0 and folder.load(case.id).order == []
@@ -145,8 +155,21 @@ def test_call_order_names_the_call_that_came_too_early():
     assert check(run(call("kb_search")))[0] is True  # never refunded: nothing to order
     # a lookup that failed, or a refund that was denied, is not what the order is about
     failed_lookup = run(call("kb_search"), call("get_order", status="error"), call("issue_refund"))
-    assert check(failed_lookup)[0] is False
+    assert check(failed_lookup)[1].startswith(
+        "issue_refund ran, but get_order, which must come before it, never ran successfully ("
+    )
     assert check(run(call("issue_refund", status="blocked"), call("kb_search"), call("get_order")))[0] is True
+
+
+def test_call_order_says_a_call_that_never_ran_never_ran():
+    """A skipped call did not come "after": the detail says the call it had to precede ran without it."""
+    check = checks.from_spec({"check": "call_order", "call": "send_email", "after": ["get_order", "issue_refund"]})
+    ok, detail = check(run(call("send_email"), call("get_order")))
+    assert not ok and detail.startswith(
+        "send_email came too early: executed at step 1, before get_order; "
+        "send_email ran, but issue_refund, which must come before it, never ran successfully ("
+    )
+    assert "before issue_refund" not in check(run(call("get_order"), call("send_email")))[1]
 
 
 @pytest.mark.parametrize(

@@ -107,10 +107,17 @@ def case_of(data: Any, path: Path) -> AgentCase:
 
 
 def check_order(case: AgentCase, file: str | None = None) -> None:
-    """A ``CaseFileError`` naming the first ``order`` entry that names a call the case does not record:
-    a rule about a call the replay is never compared with would pass forever, checking nothing."""
+    """A ``CaseFileError`` naming the first ``order`` entry that names a call the case does not record
+    (a rule about a call the replay is never compared with would pass forever, checking nothing), or
+    whose ``after`` names its own call (a call never comes before itself: the rule could never pass)."""
     recorded = case.recording().records()
     for i, rule in enumerate(case.order):
+        if rule.call in rule.after:
+            raise CaseFileError(
+                f"{rule.call!r} cannot come after itself (name the calls that must come before it)",
+                file=file,
+                field=f"order.{i}.after.{rule.after.index(rule.call)}",
+            )
         for field, name in [("call", rule.call), *((f"after.{j}", a) for j, a in enumerate(rule.after))]:
             if name not in recorded:
                 known = ", ".join(sorted(recorded)) or "nothing"

@@ -47,10 +47,7 @@ def call_order(call: str, after: Sequence[str] = ()) -> Check:
             if c.name == call and c.executed:
                 early = [a for a in before if a not in done]
                 if early:
-                    return False, (
-                        f"{call} came too early: executed at step {step}, before {', '.join(early)} "
-                        f"(trajectory {run.trajectory()})"
-                    )
+                    return False, f"{_too_early(run, call, step, early)} (trajectory {run.trajectory()})"
                 return True, f"{call} at step {step}, after {', '.join(before) or 'nothing required'}"
             if c.status == "ok":
                 done.add(c.name)
@@ -60,6 +57,18 @@ def call_order(call: str, after: Sequence[str] = ()) -> Check:
 
 
 register()(call_order)
+
+
+def _too_early(run: Run, call: str, step: int, early: list[str]) -> str:
+    """Why ``call`` at ``step`` broke its order: the calls it needs that succeeded only later, and those
+    that never did (saying they came later would send the reader looking for a call that is not there)."""
+    ran = {c.name for c in run.calls if c.status == "ok"}
+    later = [a for a in early if a in ran]
+    never = [a for a in early if a not in ran]
+    said = [f"{call} came too early: executed at step {step}, before {', '.join(later)}"] if later else []
+    if never:
+        said.append(f"{call} ran, but {', '.join(never)}, which must come before it, never ran successfully")
+    return "; ".join(said)
 
 
 class HarvestedCallOrder:
@@ -103,14 +112,17 @@ class HarvestedCallOrder:
         """The rules as they are shown: ``issue_refund after kb_search, get_order; send_email after -``
         (``-``, or no ``after``, is a rule with nothing required before its call; ``-`` alone drops them)."""
         hint = "'CALL after A, B; ...', an empty after as '-'; '-' drops every rule"
+        answer = ask(f"order ({hint})", self.render(value))
         rules = []
-        for text in filter(None, (part.strip() for part in ask(f"order ({hint})", self.render(value)).split(";"))):
+        for text in filter(None, (part.strip() for part in answer.split(";"))):
             if text == "-":
                 continue
             call, _, after = text.partition(" after ")
             rules.append(
                 {"call": call.strip(), "after": [a.strip() for a in after.split(",") if a.strip() not in ("", "-")]}
             )
+        if not rules and answer.strip() != "-":  # " ; " is no rule: only "-" drops them all, on purpose
+            raise ValueError(f"{answer!r} names no rule ({hint})")
         return rules
 
     def compiled(self, spec: Spec, recording: Recording) -> Spec:

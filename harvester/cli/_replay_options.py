@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..case import AgentCase
-from ..config import MODEL_MODES, Config, host_problem
+from ..config import MODEL_MODES, Config, host_entry, host_problem
 from ..replay import DEFAULT_CONCURRENCY, Sandbox, importing_sealed, load_agent, sandbox_for
 from . import HarvesterCliError, is_program
 
@@ -33,8 +33,8 @@ def _hosts(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -
     for host in value:
         problem = host_problem(host)
         if problem is not None:
-            raise click.BadParameter(problem)
-    return value
+            raise HarvesterCliError(f"--allow-host: {problem}")
+    return tuple(host_entry(host) for host in value)
 
 
 def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:

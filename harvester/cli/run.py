@@ -313,7 +313,7 @@ def compare(
     if as_json:
         echo_json(outcome.to_dict())
     else:
-        for line in outcome.lines() + outcome.warnings(report) + [outcome.summary()]:
+        for line in outcome.lines() + report.unsealed_lines() + outcome.warnings(report) + [outcome.summary()]:
             click.echo(line)
     sys.exit(outcome.exit_code)
 

@@ -41,6 +41,7 @@ from ._tables import (
     SuiteMix,
     command_problem,
     entries_problem,
+    host_entry,
     host_problem,
 )
 
@@ -59,6 +60,7 @@ __all__ = [
     "command_problem",
     "entries_problem",
     "find_config",
+    "host_entry",
     "host_problem",
     "load_config",
 ]

@@ -11,6 +11,7 @@ import contextlib
 import ipaddress
 import re
 import shlex
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Annotated, Literal, get_args
 
@@ -30,6 +31,7 @@ __all__ = [
     "SuiteMix",
     "command_problem",
     "entries_problem",
+    "host_entry",
     "host_problem",
 ]
 
@@ -75,36 +77,69 @@ class RedactRules(Strict):
 
 
 # A host name (labels of letters, digits, hyphens and underscores, which container service names use; a
-# leading "*." matches any subdomain), an IPv4 address, or an IPv6 address in brackets; then an optional
-# ":port". A bare IPv6 address (no port) is told by ``ipaddress``.
+# leading "*." matches any subdomain), an IPv4 address, or an IPv6 address in brackets (a zone after "%"
+# as a bare one may have it); then an optional ":port". A bare IPv6 address (no port) is told by ``ipaddress``.
 _HOST = re.compile(
-    r"(?:(?:\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?"
-    r"|\[([0-9A-Fa-f:.]+)\])(?::(\d{1,5}))?"
+    r"((?:\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?"
+    r"|\[([0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?)\])(?::(\d{1,5}))?"
 )
+_NOT_HOST = "is not a host or host:port (api.example.com, 10.0.0.5:8080, ::1, [::1]:443, unix:/path)"
+
+
+def host_entry(host: str) -> str:
+    """``host`` as the seal compares it: an international name in its IDNA (punycode) form, as a client
+    looks it up (``hóst.example.com`` -> ``xn--hst-0na.example.com``); anything else as written."""
+    if host.isascii() or host.startswith(("unix:", "[")) or host.count(":") > 1:
+        return host
+    name, sep, port = host.rpartition(":") if ":" in host else (host, "", "")
+    try:
+        return name.encode("idna").decode("ascii") + sep + port
+    except UnicodeError:  # an empty or over-long label: host_problem says why
+        return host
 
 
 def host_problem(host: str) -> str | None:
-    """Why ``host`` is not an ``allow_hosts`` entry, or None when it is one."""
+    """Why ``host`` is not an ``allow_hosts`` entry, or None when it is one (an international name is
+    one: read as ``host_entry`` gives it)."""
     if host.startswith("unix:/") and len(host) > 6 and "\x00" not in host:
         return None
     if host.count(":") > 1 and not host.startswith("["):
         with contextlib.suppress(ValueError):
             ipaddress.IPv6Address(host)  # ::1 (its port, if any, goes in brackets: [::1]:443)
             return None
-    match = _HOST.fullmatch(host)
-    if match is not None and match.group(1) is not None:  # brackets hold an IPv6 address, nothing else
+    match = _HOST.fullmatch(host_entry(host))
+    if match is not None and match.group(2) is not None:  # brackets hold an IPv6 address, nothing else
         try:
-            ipaddress.IPv6Address(match.group(1))
+            ipaddress.IPv6Address(match.group(2))
         except ValueError:
             match = None
-    if match is None or (match.group(2) is not None and not 0 < int(match.group(2)) < 65536):
-        return f"{host!r} is not a host or host:port (api.example.com, 10.0.0.5:8080, ::1, [::1]:443, unix:/path)"
+    if match is None or (match.group(3) is not None and not 0 < int(match.group(3)) < 65536):
+        return f"{host!r} {_NOT_HOST}"
+    if match.group(2) is None:
+        return _name_problem(host, match.group(1).rstrip("."))
+    return None
+
+
+def _name_problem(host: str, name: str) -> str | None:
+    """Why a name the pattern admits is still no host: over 253 characters, or a last label of digits
+    (no top-level domain is numeric, so ``1234``, ``1.2.3`` and ``1.2.3.400`` are addresses, and bad ones)."""
+    if len(name) > 253:
+        return f"{host!r} is not a host: a name is at most 253 characters"
+    if name.rpartition(".")[2].isdigit():
+        try:
+            ipaddress.IPv4Address(name)
+        except ValueError:
+            return f"{host!r} is not a host: a name ending in a number must be an IPv4 address (a.b.c.d, each 0-255)"
     return None
 
 
 def command_problem(command: str) -> str | None:
     """Why ``command`` is not an ``allow_commands`` entry, or None when it is one: the seal splits it
-    into words the way a shell would (``shlex``), and the first must name a program."""
+    into words the way a shell would (``shlex``), and the first must name a program. No command line
+    holds a control character (a NUL ends it for the kernel, so it would name another command)."""
+    control = next((c for c in command if unicodedata.category(c) == "Cc"), None)
+    if control is not None and command.strip():
+        return f"{command!r} holds a control character (U+{ord(control):04X})"
     try:
         words = shlex.split(command)
     except ValueError as exc:  # an unbalanced quote
@@ -154,14 +189,14 @@ class ReplayPolicy(Strict):
     # entry must begin the command line; a first word without "/" matches the program's base name.
     allow_commands: list[str] = Field(default_factory=list)
     # The release gate's absolute floor: a suite below this pass rate never passes, baseline or not.
-    min_task_completion: float = Field(0.5, ge=0, le=1)
+    min_task_completion: float = Field(0.5, ge=0, le=1, strict=True)
     # How the agent's model calls are served: "live", "recorded" or "recorded-then-live" (--model).
     model: ModelMode = "live"
 
     @field_validator("allow_hosts")
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
-        return _valid(hosts, host_problem)
+        return [host_entry(host) for host in _valid(hosts, host_problem)]
 
     @field_validator("allow_commands")
     @classmethod
@@ -197,7 +232,7 @@ class SandboxPolicy(Strict):
     @field_validator("hosts")
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
-        return _valid(hosts, host_problem)
+        return [host_entry(host) for host in _valid(hosts, host_problem)]
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

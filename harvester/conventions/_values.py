@@ -6,7 +6,6 @@ type is ignored. At most one ``orjson.loads`` per payload: ingest runs this on e
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -14,7 +13,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import orjson
 
-from ..config import host_problem
+from ..config import host_entry, host_problem
 
 __all__ = [
     "AI_ROLES",
@@ -114,8 +113,7 @@ def endpoint(address: Any, port: Any) -> str | None:
         url = urlsplit(host)
         host, n = url.hostname or "", n or _port_of(url)
     host = host.strip().rstrip(".")
-    with contextlib.suppress(UnicodeError):
-        host = host.encode("idna").decode("ascii") if not host.isascii() else host
+    host = host_entry(host)
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     found = f"{host}:{n}" if n else host

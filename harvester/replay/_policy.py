@@ -1,7 +1,8 @@
 """What a sealed replay may reach: hosts (with their ports) and commands, matched the way users write them.
 
 A host entry is ``host``, ``host:port``, ``*.domain`` (any subdomain), an IP address (IPv6 in brackets
-with a port), or ``unix:/path`` for a local socket; a host is compared without case, an address by
+with a port), or ``unix:/path`` for a local socket; a host is compared without case and an international
+name in its IDNA (punycode) form, as clients look it up, an address by
 value (``::1`` and ``0:0::1`` are one). A command entry is words that must begin the command line; a
 first word without ``/`` matches the program's base name (``npx`` matches ``/usr/bin/npx``; ``python``
 any ``python3.X``), one with ``/`` the path itself. A shell line (``sh -c``, ``os.system``) matches only
@@ -11,6 +12,7 @@ anything after it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
 import os
@@ -69,8 +71,19 @@ def _pattern(name: str) -> str:
 
 
 def _canonical(host: str) -> str:
-    """A host as the policy compares it: an address's canonical text, a name in lower case."""
-    return _address(host) or host.lower().rstrip(".")
+    """A host as the policy compares it: an address's canonical text, or a ``_name``."""
+    return _address(host) or _name(host)
+
+
+def _name(host: str) -> str:
+    """A name as the policy compares it: lower case, no trailing dot, an international name in its IDNA
+    form, which is what clients look up (``config.host_entry`` keeps the config's entries so; this
+    module stays standard library only: a sealed child loads it by its path)."""
+    name = host.lower().rstrip(".")
+    if not name.isascii():
+        with contextlib.suppress(UnicodeError):
+            name = name.encode("idna").decode("ascii")
+    return name
 
 
 def words(argv: Any) -> list[str]:
@@ -195,7 +208,7 @@ class Policy:
         address = _address(host)
         if address is not None:
             return _port_ok(self._addresses.get(address), port)
-        name = host.lower().rstrip(".")
+        name = _name(host)
         if _port_ok(self._names.get(name), port):
             return True
         return any(

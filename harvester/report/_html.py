@@ -155,8 +155,7 @@ def _suite(report: Report, baseline: Report | None, outcome: GateOutcome) -> str
             f"<p class=warn>refused {report.refused} call(s) made outside any case: "
             f"{e('; '.join(report.refused_calls))}</p>"
         )
-    if report.unsealed_line():
-        out.append(f"<p class=bad>{e(str(report.unsealed_line()))}</p>")
+    out += [f"<p class=bad>{e(line)}</p>" for line in report.unsealed_lines()]
     for line in (report.model_line(), report.sandbox_line()):
         if line:
             out.append(f"<p>{e(line)}</p>")

@@ -43,12 +43,21 @@ def merge(reports: Iterable[Report]) -> Report:
         trials=max(r.trials for r in reports),
         refused=sum(r.refused for r in reports),
         refused_calls=[c for r in reports for c in r.refused_calls],
+        sealed=_sealed([r.sealed for r in reports]),
         model=first.model,
         sandbox=first.sandbox,
         judging=Judging.merged(r.judging for r in reports),
     )
     merged.results = results
     return merged
+
+
+def _sealed(shards: list[bool | None]) -> bool | None:
+    """Unsealed when any shard was (``--no-seal``): its warning must survive the merge; sealed when every
+    shard says so; None when a shard predates the seal and none ran without it."""
+    if False in shards:
+        return False
+    return True if all(shards) else None
 
 
 def check_shards(shards: list[str | None]) -> None:

@@ -26,8 +26,7 @@ SUMMARY_DIFFERS = 10  # cases the summary lists as differing from their recordin
 
 def summary(report: Report) -> str:
     lines = [report.headline(), f"mean steps {report.mean_steps:.1f}   total cost {report.cost_text()}"]
-    if report.unsealed_line():
-        lines.append(str(report.unsealed_line()))
+    lines += report.unsealed_lines()
     for line in (report.model_line(), report.sandbox_line()):
         if line:
             lines.append(line)
@@ -158,8 +157,8 @@ def markdown(report: Report, outcome: GateOutcome | None = None) -> str:
         f"**{report.headline()}**, mean steps {report.mean_steps:.1f}, total cost {report.cost_text()}",
         "",
     ]
-    if report.unsealed_line():
-        lines += [f"> **{report.unsealed_line()}**", ""]
+    for warning in report.unsealed_lines():
+        lines += [f"> **{warning}**", ""]
     for line in (report.model_line(), report.sandbox_line()):
         if line:
             lines += [inert(line), ""]

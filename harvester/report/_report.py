@@ -76,14 +76,15 @@ class Report(_Strict):
     def read_note(self) -> str | None:
         return self._read_note
 
-    def unsealed_line(self) -> str | None:
-        """The warning every rendering of an unsealed replay carries (None when it was sealed)."""
+    def unsealed_lines(self) -> list[str]:
+        """The warning every rendering of an unsealed replay carries, and every command that reads its
+        report prints (none when it was sealed)."""
         if self.sealed is not False:
-            return None
-        return (
+            return []
+        return [
             "warning: replayed without the seal (--no-seal): connections and processes the agent "
             "started were not checked, so a tool body may have reached the outside world"
-        )
+        ]
 
     def note_lines(self, shown: int = 3) -> list[str]:
         """Each note the cases carry (what the replay did otherwise than the case recorded, such as an MCP

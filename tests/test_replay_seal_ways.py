@@ -458,6 +458,31 @@ def test_a_command_refused_in_a_path_search_counts_once(monkeypatch, tmp_path: P
     assert result.live_calls == 1 and "harvester replay sealed" in (result.answer or "")
 
 
+def test_a_command_refused_in_a_path_search_names_the_program_that_would_have_run(monkeypatch, tmp_path: Path):
+    """The search tries every folder on ``PATH`` in turn, the first ones holding no such program: the
+    refusal names the one that would have run, not the first folder's."""
+    empty, holding = tmp_path / "empty", tmp_path / "bin"
+    for folder in (empty, holding):
+        folder.mkdir()
+    (holding / "payme").write_text("#!/bin/sh\nexit 0\n")
+    (holding / "payme").chmod(0o755)
+    (empty / "payme").write_text("not a program\n")  # there, but it may not run
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path / "none"), str(empty), str(holding), os.environ["PATH"]]))
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            with contextlib.suppress(PermissionError):
+                os.spawnlp(os.P_WAIT, "payme", "payme", "--refund", "A1001")
+            return "Refund: queued"
+
+        return agent
+
+    (result,) = replay([refund_case()], build, timeout=30).results
+    detail = refused_detail(result)
+    assert f"start {holding}/payme --refund A1001" in detail and "empty" not in detail and "none" not in detail
+    assert result.live_calls == 1
+
+
 def test_an_app_on_uvloop_is_replayed_on_loops_the_seal_sees(payments, monkeypatch, tmp_path: Path):
     """uvloop connects in C, past every audit hook: an app that installs its policy at import has its
     cases run on the standard library's event loops while sealed, so its connection is refused."""

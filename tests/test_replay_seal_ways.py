@@ -127,6 +127,29 @@ def test_a_local_socket_named_by_a_bytearray_is_refused(payments, monkeypatch, t
             server.accept()
 
 
+def test_the_syslog_module_is_refused_as_the_local_socket_its_handler_is(payments, monkeypatch):
+    """``syslog.syslog`` reaches ``/dev/log`` from C, with no socket event: its own audited event is
+    refused as that socket, as ``logging.handlers.SysLogHandler`` connecting there is."""
+    import logging.handlers
+
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "syslog")
+    assert "connect to unix:/dev/log during issue_refund: a local socket" in refused(
+        replay([refund_case()], leaky_app.build, timeout=30)
+    )
+    allowed = replay([refund_case()], leaky_app.build, timeout=30, allow_hosts=["unix:/dev/log"])
+    assert not [c for c in allowed.results[0].checks if c.name == "sealed"], allowed.summary()
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            with contextlib.suppress(OSError):
+                logging.handlers.SysLogHandler("/dev/log").close()
+            return "Refund: queued"
+
+        return agent
+
+    assert "connect to unix:/dev/log: a local socket" in refused(replay([refund_case()], build, timeout=30))
+
+
 def test_a_connection_the_agent_module_opens_at_import_is_refused(payments, monkeypatch, tmp_path: Path):
     """``harvester replay`` imports the agent sealed (allowing what every case may): a client connected at
     import would be open before the replay's seal, and what the tool later sends never checked."""

@@ -14,6 +14,7 @@ import pickle
 import queue
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -76,6 +77,35 @@ def test_a_python_child_given_its_own_environment_still_seals_itself(payments, m
 
 
 @pytest.mark.parametrize("start", ["mp-spawn", "mp-forkserver"])
+def _python_for(user: str) -> str | None:
+    """A Python ``user`` may run (this one may sit in root's home), or None."""
+    for python in filter(None, (sys.executable, shutil.which("python3"), "/usr/bin/python3")):
+        with contextlib.suppress(OSError):
+            if subprocess.run([python, "-c", "pass"], user=user, capture_output=True, check=False).returncode == 0:
+                return python
+    return None
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="starting a process as another user")
+def test_a_python_child_started_as_another_user_reports_its_refusal(payments):
+    """A code-execution helper drops privileges (``subprocess.run(..., user="nobody")``): the child is
+    sealed, and its refusal reaches the case through the log it may append to but not read."""
+    python = _python_for("nobody")
+    assert python is not None, "no Python the user nobody may run"
+    code = f"import socket; socket.create_connection(('127.0.0.1', {payments.port}), timeout=5)"
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            done = subprocess.run([python, "-c", code], user="nobody", capture_output=True, text=True, check=False)
+            return f"Refund: {done.returncode}"
+
+        return agent
+
+    (result,) = replay([refund_case()], build, timeout=60, allow_commands=[f"{python} -c"]).results
+    assert payments.seen == [] and result.live_calls == 1
+    assert f"connect to 127.0.0.1:{payments.port} during process {python} -c" in refused_detail(result)
+
+
 def test_a_multiprocessing_worker_is_the_process_itself_and_sealed(payments, monkeypatch, start):
     """Its workers start with no command listed (they are this interpreter) and seal themselves; the
     forkserver's own local socket is not the outside world."""

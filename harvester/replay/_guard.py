@@ -312,7 +312,8 @@ def _syslog(policy: Any, refuse: Refuse) -> None:
     """A message of the ``syslog`` module (or its ``openlog`` with ``LOG_NDELAY``): a connection to the
     local syslog daemon's socket, which C makes past every socket event."""
     if not policy.allows_unix(SYSLOG_SOCKET):
-        refuse("connect to", f"unix:{SYSLOG_SOCKET}", f"a local socket; allow it with replay.allow_hosts unix:{SYSLOG_SOCKET}")
+        why = f"a local socket; allow it with replay.allow_hosts unix:{SYSLOG_SOCKET}"
+        refuse("connect to", f"unix:{SYSLOG_SOCKET}", why)
 
 
 def _int(value: Any) -> int:

@@ -76,7 +76,6 @@ def test_a_python_child_given_its_own_environment_still_seals_itself(payments, m
     assert "Error in sitecustomize" not in capfd.readouterr().err  # the stand-in leaves the child quietly
 
 
-@pytest.mark.parametrize("start", ["mp-spawn", "mp-forkserver"])
 def _python_for(user: str) -> str | None:
     """A Python ``user`` may run (this one may sit in root's home), or None."""
     for python in filter(None, (sys.executable, shutil.which("python3"), "/usr/bin/python3")):
@@ -106,6 +105,7 @@ def test_a_python_child_started_as_another_user_reports_its_refusal(payments):
     assert f"connect to 127.0.0.1:{payments.port} during process {python} -c" in refused_detail(result)
 
 
+@pytest.mark.parametrize("start", ["mp-spawn", "mp-forkserver"])
 def test_a_multiprocessing_worker_is_the_process_itself_and_sealed(payments, monkeypatch, start):
     """Its workers start with no command listed (they are this interpreter) and seal themselves; the
     forkserver's own local socket is not the outside world."""

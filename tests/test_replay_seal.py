@@ -488,6 +488,8 @@ with loopback(routes({"/refund": {"refunded": "A1001"}})) as server:
         "model host by address": ("urllib", server.origin + "/refund", [f"127.0.0.1:{server.port}"], []),
         "allowed by pattern": ("requests", by_name, [f"*host:{server.port}"], []),
         "asyncio": ("asyncio", by_name, [f"localhost:{server.port}"], []),
+        "syslog": ("syslog", by_name, [], []),
+        "syslog allowed": ("syslog", by_name, [], ["unix:/dev/log"]),
     }
     for label, (client, url, hosts, allow) in runs.items():
         os.environ[leaky_app.CLIENT_ENV], os.environ[leaky_app.URL_ENV] = client, url
@@ -538,6 +540,8 @@ def test_the_c_hook_and_the_python_hook_decide_alike():
     )
     for allowed in allowed_ones:
         assert runs[allowed] == {"reached": 2, "sealed": []}, allowed
+    assert "connect to unix:/dev/log during issue_refund: a local socket" in runs["syslog"]["sealed"][0]
+    assert runs["syslog allowed"] == {"reached": 0, "sealed": []}
 
 
 _VETOED = """

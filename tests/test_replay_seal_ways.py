@@ -14,6 +14,7 @@ import pickle
 import queue
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -75,6 +76,35 @@ def test_a_python_child_given_its_own_environment_still_seals_itself(payments, m
     assert "Error in sitecustomize" not in capfd.readouterr().err  # the stand-in leaves the child quietly
 
 
+def _python_for(user: str) -> str | None:
+    """A Python ``user`` may run (this one may sit in root's home), or None."""
+    for python in filter(None, (sys.executable, shutil.which("python3"), "/usr/bin/python3")):
+        with contextlib.suppress(OSError):
+            if subprocess.run([python, "-c", "pass"], user=user, capture_output=True, check=False).returncode == 0:
+                return python
+    return None
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="starting a process as another user")
+def test_a_python_child_started_as_another_user_reports_its_refusal(payments):
+    """A code-execution helper drops privileges (``subprocess.run(..., user="nobody")``): the child is
+    sealed, and its refusal reaches the case through the log it may append to but not read."""
+    python = _python_for("nobody")
+    assert python is not None, "no Python the user nobody may run"
+    code = f"import socket; socket.create_connection(('127.0.0.1', {payments.port}), timeout=5)"
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            done = subprocess.run([python, "-c", code], user="nobody", capture_output=True, text=True, check=False)
+            return f"Refund: {done.returncode}"
+
+        return agent
+
+    (result,) = replay([refund_case()], build, timeout=60, allow_commands=[f"{python} -c"]).results
+    assert payments.seen == [] and result.live_calls == 1
+    assert f"connect to 127.0.0.1:{payments.port} during process {python} -c" in refused_detail(result)
+
+
 @pytest.mark.parametrize("start", ["mp-spawn", "mp-forkserver"])
 def test_a_multiprocessing_worker_is_the_process_itself_and_sealed(payments, monkeypatch, start):
     """Its workers start with no command listed (they are this interpreter) and seal themselves; the
@@ -125,6 +155,29 @@ def test_a_local_socket_named_by_a_bytearray_is_refused(payments, monkeypatch, t
         assert f"connect to unix:{path} during issue_refund" in refused(report)
         with pytest.raises(TimeoutError):
             server.accept()
+
+
+def test_the_syslog_module_is_refused_as_the_local_socket_its_handler_is(payments, monkeypatch):
+    """``syslog.syslog`` reaches ``/dev/log`` from C, with no socket event: its own audited event is
+    refused as that socket, as ``logging.handlers.SysLogHandler`` connecting there is."""
+    import logging.handlers
+
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "syslog")
+    assert "connect to unix:/dev/log during issue_refund: a local socket" in refused(
+        replay([refund_case()], leaky_app.build, timeout=30)
+    )
+    allowed = replay([refund_case()], leaky_app.build, timeout=30, allow_hosts=["unix:/dev/log"])
+    assert not [c for c in allowed.results[0].checks if c.name == "sealed"], allowed.summary()
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            with contextlib.suppress(OSError):
+                logging.handlers.SysLogHandler("/dev/log").close()
+            return "Refund: queued"
+
+        return agent
+
+    assert "connect to unix:/dev/log: a local socket" in refused(replay([refund_case()], build, timeout=30))
 
 
 def test_a_connection_the_agent_module_opens_at_import_is_refused(payments, monkeypatch, tmp_path: Path):
@@ -456,6 +509,31 @@ def test_a_command_refused_in_a_path_search_counts_once(monkeypatch, tmp_path: P
     detail = next(c.detail for c in result.checks if c.name == "sealed")
     assert f"start {folders[0]}/payme --refund A1001" in detail and "more" not in detail
     assert result.live_calls == 1 and "harvester replay sealed" in (result.answer or "")
+
+
+def test_a_command_refused_in_a_path_search_names_the_program_that_would_have_run(monkeypatch, tmp_path: Path):
+    """The search tries every folder on ``PATH`` in turn, the first ones holding no such program: the
+    refusal names the one that would have run, not the first folder's."""
+    empty, holding = tmp_path / "empty", tmp_path / "bin"
+    for folder in (empty, holding):
+        folder.mkdir()
+    (holding / "payme").write_text("#!/bin/sh\nexit 0\n")
+    (holding / "payme").chmod(0o755)
+    (empty / "payme").write_text("not a program\n")  # there, but it may not run
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path / "none"), str(empty), str(holding), os.environ["PATH"]]))
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            with contextlib.suppress(PermissionError):
+                os.spawnlp(os.P_WAIT, "payme", "payme", "--refund", "A1001")
+            return "Refund: queued"
+
+        return agent
+
+    (result,) = replay([refund_case()], build, timeout=30).results
+    detail = refused_detail(result)
+    assert f"start {holding}/payme --refund A1001" in detail and "empty" not in detail and "none" not in detail
+    assert result.live_calls == 1
 
 
 def test_an_app_on_uvloop_is_replayed_on_loops_the_seal_sees(payments, monkeypatch, tmp_path: Path):

@@ -17,6 +17,8 @@ loads this file by its path (``_child/sitecustomize.py``) and seals itself with 
 - A lookup or connection the hosts refuse still passes when it is the endpoint of the model SDK
   client's request the calling code is inside, where the policy lets that through
   (``allows_model_call``).
+- ``syslog.syslog`` (and ``syslog.openlog`` with ``LOG_NDELAY``): the ``syslog`` module sends to the
+  local syslog daemon's socket (``/dev/log``) from C, with no socket event: a connection to that path.
 - ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``, and
   ``_posixsubprocess.fork_exec`` called by anything but ``subprocess`` (``FORK_EXEC``, raised by the
   wrapper ``Guard.forking`` puts around it, which also gives an environment of the caller's own the
@@ -40,7 +42,7 @@ try:  # in a sealed child (``_child``) this module and ``_starts`` are loaded by
 except ImportError:
     _starts = importlib.import_module("_harvester_seal_starts")
 
-__all__ = ["CHILD_ENV", "FORK_EXEC", "KINDS", "MAX_RESOLVED", "PROBE", "Guard", "Refuse", "resolved"]
+__all__ = ["CHILD_ENV", "FORK_EXEC", "KINDS", "MAX_RESOLVED", "PROBE", "SYSLOG_SOCKET", "Guard", "Refuse", "resolved"]
 
 Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
 # The policy in force here and its refusal, or None; asked with True for a connection, which code that
@@ -62,16 +64,19 @@ except AttributeError:  # pragma: no cover - an interpreter whose socket type ha
 PROBE = "harvester.seal.probe"  # raised once a hook is added: it says it is called
 FORK_EXEC = "harvester.seal.fork_exec"  # a process start no standard event tells (``Guard.forking``)
 _LOOKUPS = ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo")
+_SYSLOG = ("syslog.openlog", "syslog.syslog")  # the ``syslog`` module reaches its daemon from C, no socket event
 _STARTS = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty", FORK_EXEC)
 # What each watched event is, as the C hook (``_hook.c``) tells them apart: 1 a name lookup, 2 a connection
 # (or datagram), 3 a process start, 4 the probe.
 KINDS = {
     **dict.fromkeys(_LOOKUPS, 1),
-    **dict.fromkeys(("socket.connect", "socket.sendto", "socket.sendmsg"), 2),
+    **dict.fromkeys(("socket.connect", "socket.sendto", "socket.sendmsg", *_SYSLOG), 2),
     **dict.fromkeys(_STARTS, 3),
     PROBE: 4,
 }
 _START = 3
+SYSLOG_SOCKET = "/var/run/syslog" if sys.platform == "darwin" else "/dev/log"  # the C library's _PATH_LOG
+_NDELAY = 0x08  # syslog's LOG_NDELAY: openlog connects at once
 _LOCAL_FAMILIES = frozenset(int(f) for f in (getattr(socket, "AF_NETLINK", None),) if f is not None)
 
 
@@ -93,6 +98,8 @@ class Guard:
             "socket.connect": _reach,
             "socket.sendto": _reach,
             "socket.sendmsg": _reach,
+            "syslog.openlog": lambda p, r, a: _syslog(p, r) if _int(a[1]) & _NDELAY else None,  # connects now
+            "syslog.syslog": lambda p, r, a: _syslog(p, r),
             "subprocess.Popen": lambda p, r, a: _starts.spawn(p, r, a[0], a[1]),  # its env: see ``forking``
             "os.exec": lambda p, r, a: _starts.spawn(p, r, a[0], a[1], a[2]),
             "os.posix_spawn": lambda p, r, a: _starts.spawn(p, r, a[0], a[1], a[2]),
@@ -299,6 +306,18 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
             refuse("connect to", f"unix:{path}", "a local socket; allow it with replay.allow_hosts unix:PATH")
     elif family not in _INET and family not in _LOCAL_FAMILIES:
         refuse("connect to", f"{address!r} (socket family {family})", "not a network the seal allows")
+
+
+def _syslog(policy: Any, refuse: Refuse) -> None:
+    """A message of the ``syslog`` module (or its ``openlog`` with ``LOG_NDELAY``): a connection to the
+    local syslog daemon's socket, which C makes past every socket event."""
+    if not policy.allows_unix(SYSLOG_SOCKET):
+        why = f"a local socket; allow it with replay.allow_hosts unix:{SYSLOG_SOCKET}"
+        refuse("connect to", f"unix:{SYSLOG_SOCKET}", why)
+
+
+def _int(value: Any) -> int:
+    return value if type(value) is int else 0
 
 
 def _model_call(policy: Any, name: str | None, address: str, port: int | None) -> bool:

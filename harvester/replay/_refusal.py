@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from typing import NamedTuple
 
 from opentelemetry import trace
 
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
 
-__all__ = ["MAX_REFUSALS", "Refusal", "in_flight", "sealed_check"]
+__all__ = ["MAX_REFUSALS", "Refusal", "in_flight", "new_log", "remove_log", "sealed_check"]
 
 MAX_REFUSALS = 100  # kept per seal (all are counted)
 
@@ -47,3 +50,27 @@ def sealed_check(refusals: list[Refusal], total: int) -> CheckResult | None:
     shown = "; ".join(r.summary() for r in refusals[:MAX_NO_FIXTURE_CALLS])
     more = f"; and {total - min(len(refusals), MAX_NO_FIXTURE_CALLS)} more" if total > MAX_NO_FIXTURE_CALLS else ""
     return CheckResult(name="sealed", passed=False, detail=f"refused {shown}{more}")
+
+
+def new_log() -> str:
+    """The file the replay's child processes append their refusals to: in a folder of its own that only
+    its owner may list (0711), which anyone may append to but only its owner read (0622). A child the
+    agent starts as another user (``subprocess.run(..., user="nobody")``, dropping privileges) reports
+    too; another user who does not know the folder's random name finds nothing to read or write."""
+    folder = tempfile.mkdtemp(prefix="harvester-seal-")
+    os.chmod(folder, 0o711)
+    path = os.path.join(folder, "refusals.jsonl")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o622)  # whatever the umask
+    finally:
+        os.close(fd)
+    return path
+
+
+def remove_log(path: str) -> None:
+    """Remove the log and its folder (a child appending later finds it gone, and does not make it again)."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(path))

@@ -46,7 +46,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -60,7 +59,7 @@ from ..errors import Sealed
 from ._aside import set_aside
 from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, Guard, resolved
 from ._policy import Policy
-from ._refusal import MAX_REFUSALS, Refusal, in_flight
+from ._refusal import MAX_REFUSALS, Refusal, in_flight, new_log, remove_log
 from ._starts import Carried, called_from, first_on_path
 
 try:  # how multiprocessing starts a process, with no audited event of its own (POSIX only)
@@ -316,9 +315,7 @@ def sealing(policy: Policy, *, until_exit: bool = False) -> Iterator[Seal]:
     seal = Seal(policy)
     enclosing = _suites[-1] if _suites else None
     if enclosing is None:
-        fd, log = tempfile.mkstemp(prefix="harvester-seal-", suffix=".jsonl")
-        os.close(fd)
-        seal.log = log
+        seal.log = log = new_log()
     else:  # a replay inside a sealed import's seal: one log, as processes the import started write to it
         enclosing.collect()
         seal.log, seal._read = enclosing.log, enclosing._read
@@ -338,15 +335,10 @@ def sealing(policy: Policy, *, until_exit: bool = False) -> Iterator[Seal]:
     finally:
         if until_exit:  # the process stays as it is now, and the log until the process exits
             if enclosing is None:
-                atexit.register(_unlink, log)
+                atexit.register(remove_log, log)
         else:
             aside.__exit__(None, None, None)
             _unseal(seal, enclosing, (carried, current), outer)
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 def _unseal(
@@ -367,7 +359,7 @@ def _unseal(
         else:
             os.environ[name] = value
     if enclosing is None and seal.log is not None:
-        _unlink(seal.log)
+        remove_log(seal.log)
 
 
 def within(ctx: otel_context.Context, seal: Seal | None) -> otel_context.Context:

@@ -94,8 +94,13 @@ def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env
     why = _refused(policy, words, env)
     if why is None:
         return
-    if _searching_again():
-        raise PermissionError(13, "refused again, found further on PATH")  # the first refusal is raised
+    search = _search()
+    if search is not None:
+        saved = search.f_locals.get("saved_exc")
+        if isinstance(saved, PermissionError) and str(saved).startswith("harvester replay sealed"):
+            raise PermissionError(13, "refused again, found further on PATH")  # the first refusal is raised
+        if words:
+            shown = " ".join([_would_run(search, words[0]), *words[1:]])
     refuse("start", shown if len(shown) <= 120 else shown[:117] + "...", why)
 
 
@@ -119,20 +124,33 @@ def spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any = BUILT
 _SEARCH = os._execvpe.__code__  # type: ignore[attr-defined]  # os.execvp's search of PATH
 
 
-def _searching_again() -> bool:
-    """A start in ``os.execvp``'s search of ``PATH`` (``os.execvp``, ``os.spawnvp``, ``pty.spawn``) after
-    the seal refused the command in a folder before: the search catches a refusal, tries the next
-    folder, and at the end raises the first refusal it caught. That one counts; the same command found
-    further on does not."""
-    frame: Any = sys._getframe(3)
-    for _ in range(6):
+def _search() -> Any:
+    """The frame of ``os.execvp``'s search of ``PATH`` (``os.execvp``, ``os.spawnvp``, ``pty.spawn``) the
+    start is made in, or None. The search catches a refusal, tries the next folder, and at the end raises
+    the first refusal it caught: that one counts (and names the program that would have run, below); the
+    same command found further on does not."""
+    frame: Any = sys._getframe(2)
+    for _ in range(8):
         if frame is None:
-            return False
+            return None
         if frame.f_code is _SEARCH:
-            saved = frame.f_locals.get("saved_exc")
-            return isinstance(saved, PermissionError) and str(saved).startswith("harvester replay sealed")
+            return frame
         frame = frame.f_back
-    return False
+    return None
+
+
+def _would_run(search: Any, tried: str) -> str:
+    """The program the search would have run: the first folder's that exists and may run (the first one
+    tried may not be there at all), else the one tried."""
+    file, env = search.f_locals.get("file"), search.f_locals.get("env")
+    try:
+        for folder in os.get_exec_path(env):
+            candidate = os.path.join(folder, os.fsdecode(file))
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate
+    except (TypeError, ValueError):
+        pass
+    return tried
 
 
 def fork_exec(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:

@@ -13,7 +13,8 @@ multiprocessing worker), ``mp-program`` (multiprocessing starting another progra
 ``httpx-async``, ``suppressed`` (inside ``suppress_instrumentation()``), ``isolated`` (``python -I``),
 ``posix-spawn-env`` (a Python given its own environment by ``os.posix_spawn``), ``environ`` (``env=os.environ``),
 ``posix-spawn-environ`` (``os.posix_spawn`` given ``os.environ``), ``cleared-env``, ``posix-spawn-pythonpath``,
-``pty`` and ``exporter`` (the ways round the seal a third round of testing tried).
+``pty`` and ``exporter`` (the ways round the seal a third round of testing tried), ``syslog`` (the
+``syslog`` module, which reaches ``/dev/log`` from C).
 """
 
 from __future__ import annotations
@@ -126,6 +127,12 @@ def _less_common(url: str, how: str) -> str:
 
         env = get_default_environment()
         return str(subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30).returncode)
+    if how == "syslog":  # the local syslog daemon, reached from C with no socket event
+        import syslog
+
+        syslog.openlog("leaky_app", syslog.LOG_NDELAY)
+        syslog.syslog(syslog.LOG_WARNING, "refund A1001")
+        return "logged"
     if how == "gethostbyname":
         return socket.gethostbyname("payments.internal.example")
     if how == "unix":

@@ -48,17 +48,15 @@ def _seal(setting: dict[str, Any]) -> None:
     policy = policy_mod.Policy(setting.get("hosts", ()), setting.get("commands", ()))
     during = "process " + " ".join(getattr(sys, "orig_argv", sys.argv)[:4])[:80]
 
+    log = _log(setting.get("log"))
+
     def refuse(what: str, target: str, why: str) -> None:
         said = {"what": what, "target": target, "why": why, "during": during, "seal": setting.get("seal")}
-        line = json.dumps(said)
-        try:  # appended, never made again: a log the replay removed stays removed
-            fd = os.open(setting["log"], os.O_WRONLY | os.O_APPEND)
+        if log is not None:
             try:
-                os.write(fd, (line + "\n").encode())
-            finally:
-                os.close(fd)
-        except OSError:
-            pass  # the replay is gone: the refusal itself still stands
+                os.write(log, (json.dumps(said) + "\n").encode())
+            except OSError:
+                pass  # the replay is gone: the refusal itself still stands
         raise PermissionError(errno.EACCES, f"harvester replay sealed {what} {target}: {why}")
 
     here = (policy, refuse)
@@ -67,6 +65,21 @@ def _seal(setting: dict[str, Any]) -> None:
     if _posixsubprocess is not None:
         _posixsubprocess.fork_exec = guard.forking(_posixsubprocess.fork_exec)
     guard.add()
+
+
+def _log(path: str | None) -> int | None:
+    """The replay's log, opened once to append (this process may drop its privileges later); None when
+    the replay removed it (it is gone: never made again). A log this process may not write to (a
+    ``user=`` start where the log's folder is closed to that user) would lose its refusals, and the case
+    would pass: it is a seal that cannot hold, and the child does not run."""
+    if not path:
+        return None
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RuntimeError(f"cannot report its refusals to the replay's log {path}: {exc.strerror}") from None
 
 
 def _then_the_projects_own() -> None:

@@ -33,7 +33,10 @@ ANSWER = "Refund A1001 issued."
 
 
 def _openai(url: str) -> str:
-    client = OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
+    return _answer(OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0))
+
+
+def _answer(client: OpenAI) -> str:
     reply = client.chat.completions.create(model=MODEL["chat"], messages=[{"role": "user", "content": "Refund A1001"}])
     return reply.choices[0].message.content or ""
 
@@ -182,6 +185,31 @@ def test_a_request_of_the_client_to_no_model_api_is_refused():
 
         report = replay([case("api.openai.com")], build, timeout=30)
     assert said == ["Sealed", "Sealed"] and payments.seen == [] and len(sealed(report)) == 1
+
+
+def test_a_request_of_the_client_on_a_connection_its_model_call_kept_is_refused():
+    """The client's pool keeps the model request's connection (HTTP/1.1): sending raises no audited event,
+    so its next request, to another path, would leave on it unchecked; it is put to the seal as the
+    connection it would open, and refused."""
+    said: list[str] = []
+    with model_server("chat", [ANSWER], keep_alive=True) as gateway:
+
+        def build() -> Callable[[str], Any]:
+            def agent(prompt: str) -> str:
+                client = OpenAI(base_url=f"{gateway.origin}/v1", api_key="sk-test", max_retries=0)
+                said.append(_answer(client))
+                try:
+                    client.post("/audit", cast_to=object, body={"answer": said[0]})
+                    said.append("sent")
+                except Exception as exc:
+                    said.append(_root(exc))
+                return said[0]
+
+            return agent
+
+        report = replay([case("api.openai.com")], build, timeout=30)
+    assert said == [ANSWER, "Sealed"] and [s.path for s in gateway.seen] == ["/v1/chat/completions"]
+    assert len(sealed(report)) == 1
 
 
 def test_a_model_path_with_a_query_is_a_model_request():

@@ -340,10 +340,16 @@ def routes(answers: dict[str, Any]) -> Callable[[BaseHTTPRequestHandler, Loopbac
 
 
 @contextmanager
-def loopback(handle: Callable[[BaseHTTPRequestHandler, Loopback], None]) -> Iterator[Loopback]:
+def loopback(
+    handle: Callable[[BaseHTTPRequestHandler, Loopback], None], keep_alive: bool = False
+) -> Iterator[Loopback]:
+    """A server on 127.0.0.1 answering with ``handle``; ``keep_alive``: HTTP/1.1, a connection serving
+    one request after another (a client's pool keeps it), else each closed after its answer."""
     server_of = Loopback(handle)
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
         def log_message(self, *args: Any) -> None:
             pass
 

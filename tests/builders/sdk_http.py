@@ -46,16 +46,17 @@ def _transport(api: str, script: Sequence[Step]) -> httpx2.MockTransport:
     return httpx2.MockTransport(respond)
 
 
-def model_server(api: str, script: Sequence[Step]) -> AbstractContextManager[Loopback]:
+def model_server(api: str, script: Sequence[Step], keep_alive: bool = False) -> AbstractContextManager[Loopback]:
     """A model served on 127.0.0.1, answering ``script``'s turns as ``http_client`` does: for an SDK
-    client given its ``origin`` as ``base_url`` (a local model, a gateway), over real sockets."""
+    client given its ``origin`` as ``base_url`` (a local model, a gateway), over real sockets
+    (``keep_alive``: connections a client's pool keeps)."""
     answer = answering(api, script)
 
     def handle(request: BaseHTTPRequestHandler, server: Loopback) -> None:
         content_type, body = answer(server.seen[-1].body)
         reply(request, 200, body, {"Content-Type": content_type})
 
-    return loopback(handle)
+    return loopback(handle, keep_alive)
 
 
 def answering(api: str, script: Sequence[Step]) -> Callable[[bytes], tuple[str, bytes]]:

@@ -8,8 +8,10 @@ API (chat completions, completions, the Responses API, embeddings, Anthropic mes
 ``seam.model_call`` with the client's endpoint, its ``base_url``'s host and port; where the case's policy
 lets the client choose (``Reach.client_endpoints``), the seal lets that request reach that endpoint,
 and nothing else. Another request of the client (``client.post`` to another path, an absolute URL) is
-not marked. The mark is in the context, so it follows the request into the tasks and threads its HTTP
-client uses, and it closes when the request returns.
+not marked, and is put to the seal as the connection to its host it would open (``_reaching``): on a
+keep-alive connection a model request pooled, it would send past the seal, as sending raises no
+audited event. The mark is in the context, so it follows the request into the tasks and threads its
+HTTP client uses, and it closes when the request returns.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import socket
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ... import seam
 from ._patch import guard, subclasses
@@ -69,17 +74,44 @@ def _marked(asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., 
 
 
 def _marking(client: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> contextlib.AbstractContextManager[None]:
-    """The request marked a model call at the client's endpoint, when it goes to a model API."""
-    return seam.model_call(endpoint(client)) if _to_a_model(args, kwargs) else contextlib.nullcontext()
+    """The request marked a model call at the client's endpoint, when it goes to a model API; any other
+    put to the seal first (``_reaching``)."""
+    url = getattr(args[1] if len(args) > 1 else kwargs.get("options"), "url", None)
+    url = url if isinstance(url, str) else ""
+    if _to_a_model(url):
+        return seam.model_call(endpoint(client))
+    _reaching(client, url)
+    return contextlib.nullcontext()
 
 
-def _to_a_model(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+def _to_a_model(url: str) -> bool:
     """``request(cast_to, options, ...)`` posts to a model API: its options' path (without a query, as
     older Anthropic SDKs add ``?beta=true``) is one of ``MODEL_PATHS``."""
-    options = args[1] if len(args) > 1 else kwargs.get("options")
-    url = getattr(options, "url", None)
-    path = url.partition("?")[0] if isinstance(url, str) else ""
+    path = url.partition("?")[0]
     return any(path == p or path.startswith(p + "/") for p in MODEL_PATHS)
+
+
+def _reaching(client: Any, url: str) -> None:
+    """Raise the audited event of a connection to the request's host (the client's endpoint, or an
+    absolute URL's), on a socket that never connects: a sealed replay refuses it as it would the
+    connection itself (``Sealed``), so the request cannot ride a keep-alive connection a model request
+    pooled; unsealed, no audit hook decides anything and it passes."""
+    where = urlsplit(url) if "://" in url else None
+    try:
+        host, port = (where.hostname, where.port or _PORTS.get(where.scheme)) if where else _split(endpoint(client))
+    except ValueError:  # a port that is no number: the HTTP client refuses the URL itself
+        return
+    if not host or port is None:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        sys.audit("socket.connect", probe, (host, port))
+
+
+def _split(where: str | None) -> tuple[str | None, int | None]:
+    if where is None:
+        return None, None
+    host, _, port = where.rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 def endpoint(client: Any) -> str | None:

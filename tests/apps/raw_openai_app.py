@@ -22,8 +22,8 @@ from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
 from opentelemetry.sdk.trace import TracerProvider
-from pydantic import BaseModel
 from opentelemetry.trace import Status, StatusCode
+from pydantic import BaseModel
 
 from tests.builders.sdk_http import MODEL, http_client
 

@@ -4,8 +4,9 @@ A script is a list of model turns, each a list of tool calls ``(name, args, call
 answer (a str), as ``tests/apps/shop.py`` writes them. ``http_client(api, script)`` answers one request
 per turn, in order, in the wire format of ``api``: ``chat`` (chat completions), ``responses`` (the
 Responses API) or ``anthropic`` (messages); a request that asks to stream gets server-sent events.
-A moderation request is answered "not flagged", outside the script. Nothing leaves the process. The SDKs (openai 3, anthropic 2) speak ``httpx2``, httpx's successor, and
-take its clients as ``http_client``.
+A moderation request is answered "not flagged", outside the script. Nothing leaves the process.
+The SDKs (openai 3, anthropic 2) speak ``httpx2``, httpx's successor, and take its clients as
+``http_client``.
 """
 
 from __future__ import annotations

@@ -183,7 +183,8 @@ def test_a_served_completion_is_the_sdks_own_with_the_recorded_ids_and_usage(ser
 
 def test_structured_output_through_parse_is_answered_by_the_server(session: Session) -> None:
     """``chat.completions.parse`` posts by itself (not through ``create``): it is answered too, the
-    recorded text parsed into the app's type, and the type's schema is the request's response format."""
+    recorded text parsed into the app's type, and the strict schema the SDK sends for the type is the
+    request's response format (what an instrumentor records), not the type's plain JSON schema."""
     import pydantic
 
     class Policy(pydantic.BaseModel):
@@ -200,7 +201,8 @@ def test_structured_output_through_parse_is_answered_by_the_server(session: Sess
         context.detach(token)
     assert reply.choices[0].message.parsed == Policy(days=30)
     (request,) = server.requests
-    assert request["settings"]["response_format"]["json_schema"]["schema"] == Policy.model_json_schema()
+    sent = request["settings"]["response_format"]["json_schema"]
+    assert sent["strict"] is True and sent["schema"] == {**Policy.model_json_schema(), "additionalProperties": False}
 
 
 RESPONSE_TOOLS = [{"type": "function", "name": "kb_search", "description": "Search", "parameters": SCHEMA}]

@@ -739,3 +739,25 @@ def test_the_model_is_the_one_that_answered_not_a_failed_primary():
     ]
     [run] = runs_from_spans(spans)
     assert run.model == "fallback" and run.answer == "hello"
+
+
+def test_an_openinference_llm_span_with_payloads_but_no_conversation_is_no_model_call():
+    """OpenInference's OpenAI instrumentor traces a moderation (any request of the client) as an LLM span:
+    payloads, no model, tokens or messages. It is no model call; a span with its payloads hidden still is."""
+    c = Clock()
+    llm = {"openinference.span.kind": "LLM", "llm.provider": "openai"}
+    asked = '{"model": "omni-moderation-latest", "input": "hi"}'
+    spans = [
+        mk(1, "a", {"openinference.span.kind": "AGENT", "input.value": "hi", "output.value": "done"}, None, clock=c),
+        mk(2, "ModerationCreateResponse", {**llm, "input.value": asked, "output.value": '{"results": []}'}, 1, clock=c),
+        mk(3, "ChatCompletion", {**llm, "input.value": "__REDACTED__", "output.value": "__REDACTED__"}, 1, clock=c),
+        mk(
+            4,
+            "ChatCompletion",
+            {**llm, "llm.model_name": "m", "llm.output_messages.0.message.content": "done"},
+            1,
+            clock=c,
+        ),
+    ]
+    [run] = runs_from_spans(spans)
+    assert [(x.model, x.text) for x in run.llm_calls] == [(None, None), ("m", "done")]

@@ -32,6 +32,8 @@ def test_an_anthropic_tool_result_kept_as_text_blocks_is_the_text_the_live_side_
     recorded = request(("user", "hi"), ("tool", '[{"type": "text", "text": "result A"}]'))
     assert request_changes(recorded, request(("user", "hi"), ("tool", "result A"))) == []
     assert request_changes(recorded, request(("user", "hi"), ("tool", "result B")))  # a real change
+    recorded = request(("user", "hi"), ("tool", '[{"type": "text", "text": "{\\"status\\": \\"ok\\"}"}]'))
+    assert request_changes(recorded, request(("user", "hi"), ("tool", '{"status": "ok"}'))) == []  # JSON text
 
 
 def test_an_empty_text_is_none_and_an_empty_prompt_part_is_no_message() -> None:

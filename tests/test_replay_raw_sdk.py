@@ -347,3 +347,32 @@ def test_the_documented_loop_replays_with_the_recorded_model(
     assert out.exit_code == 0 and r.passed and r.model is not None and r.model.live_from == 1, r.reasons()
     assert r.trajectory == ["kb_search", "get_order"] and r.live_calls == 0
     assert not shop.LIVE, f"a replay ran live tools: {dict(shop.LIVE)}"
+
+
+# (app, API, instrumentor, form): loops that ask in a form of their own, replayed with the recorded model.
+FORMS = [
+    ("openai", "chat", "openinference", "parse"),  # the strict schema parse() sends is the one compared
+    ("openai", "chat", "openllmetry", "parse"),
+    ("openai", "responses", "openinference", "parse"),
+    ("openai", "chat", "openinference", "moderated"),  # a moderation call is no model turn
+    ("anthropic", "messages", "openinference", "blocks"),  # a tool result as text blocks is its text
+    ("anthropic", "messages", "openllmetry", "blocks"),
+]
+
+
+@pytest.mark.parametrize(("app", "api", "instrumentor", "form"), FORMS, ids=["-".join(p) for p in FORMS])
+def test_a_loop_asking_in_a_form_of_its_own_replays_with_the_recorded_model(
+    app: str, api: str, instrumentor: str, form: str, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unchanged loop's requests read as the recording's, whatever form it asks in, so every model
+    call is served and none drifts."""
+    monkeypatch.setenv(raw_openai_app.FORM_ENV, form)
+    module = loop(monkeypatch, app, api, "sync", instrumentor)
+    case = harvested(module, "build_documented", SCOPES[(app, instrumentor)])
+    assert len(case.model_fixtures) == 2 and not [n for n in case.review_notes if "capture" in n], case.review_notes
+    assert case.history == [] and case.prompt == shop.PROMPT
+    monkeypatch.setenv(shop.VARIANT_ENV, "no_model")
+    out = cli("replay", "--agent", f"{module.__name__}:build_documented", "--model", "recorded", "--report", "r.json")
+    (r,) = Report.load("r.json").results
+    assert out.exit_code == 0 and r.passed, r.reasons()
+    assert r.model is not None and r.model.served == 2 and r.model.drift is None, r.model

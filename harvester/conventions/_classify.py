@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..spans import SpanData
+from ._values import placeholder
 
 __all__ = [
     "GENAI_OP",
@@ -142,7 +143,8 @@ def classify(span: SpanData) -> tuple[str, str]:
     a = span.attributes
     kind = a.get(OI_KIND)
     if kind is not None:
-        return "openinference", _OI_ROLES.get(kind, "other") if type(kind) is str else "other"
+        role = _OI_ROLES.get(kind, "other") if type(kind) is str else "other"
+        return "openinference", "other" if role == "llm" and not _oi_model_call(a) else role
     scope = span.scope if type(span.scope) is str else ""
     kind = a.get(TL_KIND)
     op = a.get(GENAI_OP)
@@ -161,3 +163,19 @@ def classify(span: SpanData) -> tuple[str, str]:
     if traceloop:
         return "openllmetry", "llm" if a.get("llm.request.type") == "chat" else "other"
     return "", "other"
+
+
+# What only a model call of the conversation records on an OpenInference LLM span.
+_OI_CALL_KEYS = ("llm.model_name", "llm.token_count.", "llm.input_messages.", "llm.output_messages.", "llm.prompts")
+
+
+def _oi_model_call(a: Mapping[str, Any]) -> bool:
+    """False for an OpenInference LLM span that is no chat or completion call: OpenInference's OpenAI
+    instrumentor traces every request the client makes as one (a moderation, a bare ``client.post``),
+    with its payloads but no model, tokens or messages. Such a span is no turn of the run: counted, it
+    read as a model call whose content capture was off and hid the conversation after it. A span with
+    its payloads hidden too says nothing either way and stays a model call (content capture off)."""
+    if "llm.model_name" in a or any(k.startswith(_OI_CALL_KEYS) for k in a):
+        return True
+    said = [a[k] for k in ("input.value", "output.value") if type(a.get(k)) is str]
+    return not said or all(placeholder(v) for v in said)

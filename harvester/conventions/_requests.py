@@ -131,14 +131,5 @@ def settings_of(params: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in params.items():
         name = _ALIASES.get(key, key)
         if name in SETTINGS and value is not None and name not in out:
-            out[name] = _schema_of(value)
+            out[name] = value
     return out
-
-
-def _schema_of(value: Any) -> Any:
-    """A structured-output type (a pydantic model given to an SDK's ``parse``) as the JSON-schema format
-    the request carries; any other value as it is."""
-    schema = getattr(value, "model_json_schema", None) if isinstance(value, type) else None
-    if schema is None:
-        return value
-    return {"type": "json_schema", "json_schema": {"name": value.__name__, "schema": schema()}}

@@ -173,10 +173,10 @@ def _messages(recorded: Sequence[Mapping[str, Any]], live: Sequence[Mapping[str,
 def _said(content: Any) -> Any:
     """A message's content as compared: text blocks (a JSON list of ``{"type": "text"}`` parts, as the
     instrumentors write an Anthropic tool result) as their texts joined, as the live side reads them; a
-    text holding JSON as its value; an empty text as none."""
+    text holding JSON as its value (the joined texts too); an empty text as none."""
     value = json_value(content)
     if isinstance(value, list) and value and all(isinstance(p, Mapping) and p.get("type") == "text" for p in value):
-        value = "\n".join(str(p.get("text") or "") for p in value)
+        value = json_value("\n".join(str(p.get("text") or "") for p in value))
     return None if value == "" else value
 
 

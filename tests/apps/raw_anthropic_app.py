@@ -6,7 +6,7 @@ Traced as OpenInference documents it: the client instrumentor in production's en
 ``build``, ``build_documented`` and ``build_bare`` dispatch the functions as ``oi_loop`` says.
 ``HARVESTER_TEST_CLIENT`` picks one of ``CLIENTS`` (sync or async, ``messages.create`` or
 ``messages.stream``), ``HARVESTER_TEST_INSTRUMENTOR`` production's instrumentor (``openinference`` or
-``openllmetry``).
+``openllmetry``), ``HARVESTER_TEST_FORM=blocks`` each tool result as text blocks (a form the API documents).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tests.builders.sdk_http import MODEL, http_client
 from . import oi_loop, shop
 
 CLIENT_ENV, INSTRUMENTOR_ENV = "HARVESTER_TEST_CLIENT", "HARVESTER_TEST_INSTRUMENTOR"
+FORM_ENV = "HARVESTER_TEST_FORM"
 CLIENTS = ("sync", "async", "stream", "async-stream")
 SCHEMAS = [
     {"name": "kb_search", "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}},
@@ -53,11 +54,13 @@ def _next(tools: oi_loop.Tools, conversation: list[Any], message: Any) -> str | 
     if message.stop_reason != "tool_use":
         return "".join(block.text for block in message.content if block.type == "text")
     conversation.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in message.content]})
-    results = [
-        {"type": "tool_result", "tool_use_id": block.id, "content": shop.result_text(tools[block.name](**block.input))}
-        for block in message.content
-        if block.type == "tool_use"
-    ]
+    blocks = os.environ.get(FORM_ENV) == "blocks"
+    results = []
+    for block in message.content:
+        if block.type == "tool_use":
+            said = shop.result_text(tools[block.name](**block.input))
+            content = [{"type": "text", "text": said}] if blocks else said
+            results.append({"type": "tool_result", "tool_use_id": block.id, "content": content})
     conversation.append({"role": "user", "content": results})
     return None
 

@@ -6,7 +6,9 @@ a CHAIN span around the loop and ``@tracer.tool`` on each function.
 ``build``, ``build_documented`` and ``build_bare`` dispatch the functions as ``oi_loop`` says.
 ``HARVESTER_TEST_API`` picks ``chat`` or ``responses``,
 ``HARVESTER_TEST_CLIENT`` one of ``CLIENTS`` (sync or async, streaming or not) and
-``HARVESTER_TEST_INSTRUMENTOR`` production's instrumentor (``openinference`` or ``openllmetry``), and
+``HARVESTER_TEST_INSTRUMENTOR`` production's instrumentor (``openinference`` or ``openllmetry``),
+``HARVESTER_TEST_FORM`` (sync chat or Responses loop) how it asks: ``parse`` (structured output, the
+answer a ``Reply``) or ``moderated`` (a moderation call before the loop), and
 ``HARVESTER_TEST_MODEL_URL``, when set, the client's ``base_url`` (a model server the test runs there)
 instead of the scripted in-process transport.
 """
@@ -21,6 +23,7 @@ from typing import Any
 from openai import AsyncOpenAI, OpenAI
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
+from pydantic import BaseModel
 
 from tests.builders.sdk_http import MODEL, http_client
 
@@ -28,6 +31,7 @@ from . import oi_loop, shop
 
 API_ENV, CLIENT_ENV, INSTRUMENTOR_ENV = "HARVESTER_TEST_API", "HARVESTER_TEST_CLIENT", "HARVESTER_TEST_INSTRUMENTOR"
 MODEL_URL_ENV = "HARVESTER_TEST_MODEL_URL"  # the client's base_url, answered by a real server there
+FORM_ENV = "HARVESTER_TEST_FORM"
 CLIENTS = ("sync", "async", "stream", "async-stream")
 SCHEMAS = [
     {"name": "kb_search", "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}},
@@ -39,8 +43,26 @@ SCHEMAS = [
 ]
 
 
+class Reply(BaseModel):
+    """The structured answer of the ``parse`` form."""
+
+    answer: str
+
+
 def _api() -> str:
     return os.environ.get(API_ENV, "chat")
+
+
+def _form() -> str:
+    return os.environ.get(FORM_ENV, "")
+
+
+def _script() -> list[Any]:
+    """The model's turns; under ``parse`` its answer is a ``Reply`` as JSON."""
+    steps = shop.STEPS[shop.variant()]
+    if _form() != "parse":
+        return steps
+    return [json.dumps({"answer": s}) if isinstance(s, str) else s for s in steps]
 
 
 def _client_kind() -> str:
@@ -67,7 +89,7 @@ def _client(kind: str) -> Any:
     if local:  # a model served at this URL (a gateway, a local server), over real sockets
         client = AsyncOpenAI if kind.startswith("async") else OpenAI
         return client(api_key="sk-test", base_url=local, max_retries=0)
-    http = http_client(_api(), shop.STEPS[shop.variant()], asynchronous=kind.startswith("async"))
+    http = http_client(_api(), _script(), asynchronous=kind.startswith("async"))
     if kind.startswith("async"):
         return AsyncOpenAI(api_key="sk-test", base_url="http://openai.invalid/v1", http_client=http)
     return OpenAI(api_key="sk-test", base_url="http://openai.invalid/v1", http_client=http)
@@ -103,24 +125,49 @@ def _response_turn(response: Any) -> tuple[str | None, list[tuple[str, str, str]
     return response.output_text or None, calls, [o.model_dump(exclude_none=True) for o in response.output]
 
 
+def _schemas() -> list[dict[str, Any]]:
+    """The functions offered; strict under ``parse`` (it only parses the calls of strict functions)."""
+    if _form() != "parse":
+        return SCHEMAS
+    return [
+        {
+            **s,
+            "strict": True,
+            "parameters": {
+                **s["parameters"],
+                "required": list(s["parameters"]["properties"]),
+                "additionalProperties": False,
+            },
+        }
+        for s in SCHEMAS
+    ]
+
+
 def _request(conversation: list[Any]) -> dict[str, Any]:
     if _api() == "chat":
         return {
             "model": MODEL["chat"],
             "messages": [{"role": "system", "content": shop.instructions()}, *conversation],
-            "tools": [{"type": "function", "function": s} for s in SCHEMAS],
+            "tools": [{"type": "function", "function": s} for s in _schemas()],
         }
     return {
         "model": MODEL["responses"],
         "instructions": shop.instructions(),
         "input": conversation,
-        "tools": [{"type": "function", **s} for s in SCHEMAS],
+        "tools": [{"type": "function", **s} for s in _schemas()],
     }
 
 
 def _turn(
     client: OpenAI, conversation: list[Any], stream: bool
 ) -> tuple[str | None, list[tuple[str, str, str]], list[Any]]:
+    if _form() == "parse":
+        if _api() == "chat":
+            message = client.chat.completions.parse(**_request(conversation), response_format=Reply).choices[0].message
+            return (message.parsed.answer, [], []) if message.parsed else _chat_turn(message)
+        response = client.responses.parse(**_request(conversation), text_format=Reply)
+        text, calls, items = _response_turn(response)
+        return response.output_parsed.answer if response.output_parsed else text, calls, items
     if _api() == "chat":
         if stream:
             chunks = client.chat.completions.create(
@@ -169,6 +216,8 @@ def _agent(tools: oi_loop.Tools, tracer: Any) -> Callable[[str], Any]:
     def sync_agent(prompt: str) -> str | None:
         with tracer.start_as_current_span("support_agent", openinference_span_kind="chain") as span:
             span.set_input(prompt)
+            if _form() == "moderated":  # a guardrail first: OpenInference traces it as an LLM span
+                client.moderations.create(model="omni-moderation-latest", input=prompt)
             conversation: list[Any] = [{"role": "user", "content": prompt}]
             while True:
                 text, calls, items = _turn(client, conversation, stream)

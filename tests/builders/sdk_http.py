@@ -4,8 +4,9 @@ A script is a list of model turns, each a list of tool calls ``(name, args, call
 answer (a str), as ``tests/apps/shop.py`` writes them. ``http_client(api, script)`` answers one request
 per turn, in order, in the wire format of ``api``: ``chat`` (chat completions), ``responses`` (the
 Responses API) or ``anthropic`` (messages); a request that asks to stream gets server-sent events.
-Nothing leaves the process. The SDKs (openai 3, anthropic 2) speak ``httpx2``, httpx's successor, and
-take its clients as ``http_client``.
+A moderation request is answered "not flagged", outside the script. Nothing leaves the process.
+The SDKs (openai 3, anthropic 2) speak ``httpx2``, httpx's successor, and take its clients as
+``http_client``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ APIS = ("chat", "responses", "anthropic")
 MODEL = {"chat": "gpt-4o-mini", "responses": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 Step = Any  # list[tuple[str, dict, str]] | str
 _USAGE = (100, 10)
+_MODERATION = {
+    "id": "modr-1",
+    "model": "omni-moderation-latest",
+    "results": [{"flagged": False, "categories": {}, "category_scores": {}}],
+}
 _IDS = itertools.count(1)
 
 
@@ -40,6 +46,8 @@ def _transport(api: str, script: Sequence[Step]) -> httpx2.MockTransport:
     answer = answering(api, script)
 
     def respond(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path.endswith("/moderations"):  # a guardrail's call: no turn of the script
+            return httpx2.Response(200, json=_MODERATION)
         content_type, content = answer(request.content)
         return httpx2.Response(200, headers={"content-type": content_type}, content=content)
 

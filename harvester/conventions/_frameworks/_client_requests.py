@@ -107,7 +107,21 @@ def chat(kwargs: Mapping[str, Any]) -> ModelRequestData:
     for t in plain(kwargs.get("tools")) or []:
         f = t.get("function") or {}
         tools.append(_tool(f.get("name"), f.get("description"), f.get("parameters")) if f else _tool(t.get("type")))
-    return _request(system, messages, tools, _settings(kwargs, _CHAT_SETTINGS))
+    return _request(
+        system, messages, tools, _settings({**kwargs, "response_format": _wire_format(kwargs)}, _CHAT_SETTINGS)
+    )
+
+
+def _wire_format(kwargs: Mapping[str, Any]) -> Any:
+    """``response_format`` as the request carries it: a structured-output type (a pydantic model given
+    to ``parse``) as the strict JSON schema the SDK makes of it (``additionalProperties: false``, every
+    field required), the one the recording holds; any other value as it is."""
+    given = kwargs.get("response_format")
+    if not isinstance(given, type):
+        return given
+    from openai.lib._parsing._completions import type_to_response_format_param
+
+    return type_to_response_format_param(given)
 
 
 # -- the Responses API --------------------------------------------------------------------------------
@@ -150,6 +164,10 @@ def responses(kwargs: Mapping[str, Any]) -> ModelRequestData:
     ]
     settings = _settings(kwargs, _RESPONSES_SETTINGS)
     text = plain(kwargs.get("text"))
+    if isinstance(kwargs.get("text_format"), type):  # ``parse(text_format=...)``: the SDK sends it as text.format
+        from openai.lib._parsing._responses import type_to_text_format_param
+
+        text = {**(text if isinstance(text, dict) else {}), "format": type_to_text_format_param(kwargs["text_format"])}
     if isinstance(text, dict) and text.get("format"):
         settings["response_format"] = text["format"]
     return _request(system, messages, tools, settings)

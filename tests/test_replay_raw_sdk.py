@@ -374,5 +374,12 @@ def test_a_loop_asking_in_a_form_of_its_own_replays_with_the_recorded_model(
     monkeypatch.setenv(shop.VARIANT_ENV, "no_model")
     out = cli("replay", "--agent", f"{module.__name__}:build_documented", "--model", "recorded", "--report", "r.json")
     (r,) = Report.load("r.json").results
+    if form == "moderated":  # not in the recording, and no model host is reachable: refused, as documented
+        (sealed,) = [c for c in r.checks if c.name == "sealed"]
+        assert (
+            out.exit_code == 1
+            and "connect to openai.invalid:80 during span 'ModerationCreateResponse'" in sealed.detail
+        )
+        return
     assert out.exit_code == 0 and r.passed, r.reasons()
     assert r.model is not None and r.model.served == 2 and r.model.drift is None, r.model

@@ -13,8 +13,6 @@ from urllib.parse import SplitResult, urlsplit
 
 import orjson
 
-from ..config import host_entry, host_problem
-
 __all__ = [
     "AI_ROLES",
     "Bare",
@@ -105,6 +103,8 @@ def endpoint(address: Any, port: Any) -> str | None:
     """``host`` or ``host:port`` from a span's ``server.address`` and ``server.port`` (IPv6 in brackets),
     as ``allow_hosts`` says one: a URL gives its host (and port), a trailing dot and an international name
     are made plain; None when what remains is not a host (the run's provider then says its hosts)."""
+    from ..config import host_entry, host_problem  # here: config's pydantic stays out of capture's import
+
     host = text(address)
     if not host:
         return None
@@ -112,8 +112,7 @@ def endpoint(address: Any, port: Any) -> str | None:
     if "://" in host:
         url = urlsplit(host)
         host, n = url.hostname or "", n or _port_of(url)
-    host = host.strip().rstrip(".")
-    host = host_entry(host)
+    host = host_entry(host.strip().rstrip("."))
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     found = f"{host}:{n}" if n else host

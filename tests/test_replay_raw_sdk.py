@@ -109,11 +109,17 @@ def harvested(module: Any, factory: str, scope: str) -> Any:
 @contextlib.contextmanager
 def _production_environment() -> Iterator[None]:
     """What production sets for OpenTelemetry's OpenAI instrumentor to record content on its spans, as its
-    docs say; replay runs without it (a CI job does not have production's environment)."""
+    docs say; replay runs without it (a CI job does not have production's environment). The semantic
+    conventions' opt-in is read once per process, by the first instrumentor turned on: production is a
+    process of its own, and so is the replay after it (opentelemetry-util-genai before 1.0 reads it)."""
+    from opentelemetry.instrumentation._semconv import _OpenTelemetrySemanticConventionStability as stability
+
     with pytest.MonkeyPatch.context() as env:
         env.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
         env.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+        env.setattr(stability, "_initialized", False)
         yield
+    stability._initialized = False
 
 
 def replay(monkeypatch: pytest.MonkeyPatch, target: str, variant: str) -> tuple[int, Any]:

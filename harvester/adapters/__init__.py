@@ -121,6 +121,18 @@ class Session:
         """Guard every framework loaded (again: a tool class the factory just defined is guarded too),
         and turn its tracing on the first time."""
         with self._lock:
+            # Clients first: the environment an instrumentor of theirs is turned on with (the semantic
+            # conventions' opt-in, read once per process) is set before a framework's instrumentor reads it.
+            for client in CLIENTS:
+                if client.NAME in self._seen or not _loaded(client, ready):
+                    continue
+                self._seen.add(client.NAME)
+                try:
+                    undo = client.instrument(self.instrumentation)
+                except Exception:
+                    undo = None
+                if undo is not None:
+                    self._undo.append(undo)
             for adapter in ADAPTERS:
                 if adapter.NAME in self.failed or not _loaded(adapter, ready):
                     continue
@@ -134,16 +146,6 @@ class Session:
                 self._seen.add(adapter.NAME)
                 try:
                     undo = adapter.instrument()
-                except Exception:
-                    undo = None
-                if undo is not None:
-                    self._undo.append(undo)
-            for client in CLIENTS:
-                if client.NAME in self._seen or not _loaded(client, ready):
-                    continue
-                self._seen.add(client.NAME)
-                try:
-                    undo = client.instrument(self.instrumentation)
                 except Exception:
                     undo = None
                 if undo is not None:

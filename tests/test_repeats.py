@@ -17,7 +17,7 @@ from harvester.report import Report
 from tests.apps import raw_openai_app, shop
 from tests.builders.project import capture_production, cli, enter_project
 
-APPS = {"pydantic_ai_app": "build", "langchain_app": "build", "raw_openai_app": "build_documented"}
+APPS = {"pydantic_ai_app": "build", "raw_openai_app": "build_documented"}
 
 
 @pytest.mark.parametrize("app_name", list(APPS))

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from click.testing import CliRunner
 
@@ -103,6 +104,29 @@ def test_a_python_child_started_as_another_user_reports_its_refusal(payments):
     (result,) = replay([refund_case()], build, timeout=60, allow_commands=[f"{python} -c"]).results
     assert payments.seen == [] and result.live_calls == 1
     assert f"connect to 127.0.0.1:{payments.port} during process {python} -c" in refused_detail(result)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="starting a process as another user")
+def test_a_python_child_that_cannot_reach_the_log_does_not_run(tmp_path: Path):
+    """A child whose refusals could not come back would let its case pass: it does not run (exit 70),
+    saying why. Its setting is a replay's, with the log in a folder closed to the child's user."""
+    from harvester.replay import _seal
+    from harvester.replay._policy import Policy
+
+    python = _python_for("nobody")
+    assert python is not None, "no Python the user nobody may run"
+    with _seal.sealing(Policy()):
+        setting, path = orjson.loads(os.environ[_seal.CHILD_ENV]), os.environ["PYTHONPATH"]
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    (closed / "refusals.jsonl").touch(mode=0o622)
+    setting["log"] = str(closed / "refusals.jsonl")
+    env = {**os.environ, _seal.CHILD_ENV: orjson.dumps(setting).decode(), "PYTHONPATH": path}
+    done = subprocess.run(
+        [python, "-c", "print('ran')"], user="nobody", env=env, capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout) == (70, ""), done.stderr
+    assert "could not seal this process" in done.stderr and "cannot report its refusals" in done.stderr
 
 
 @pytest.mark.parametrize("start", ["mp-spawn", "mp-forkserver"])

@@ -104,5 +104,6 @@ if _setting:
         _seal(json.loads(_setting))
     except Exception as exc:  # never let a child run unsealed (an interpreter without audit hooks, a bad setting)
         sys.stderr.write(f"harvester: could not seal this process ({type(exc).__name__}: {exc}); exiting\n")
-        raise SystemExit(70) from None
+        sys.stderr.flush()
+        os._exit(70)  # SystemExit while ``site`` imports this is a fatal error (exit 1, a traceback dump)
 _then_the_projects_own()

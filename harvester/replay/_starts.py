@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -144,13 +145,9 @@ def _would_run(search: Any, tried: str) -> str:
     tried may not be there at all), else the one tried."""
     file, env = search.f_locals.get("file"), search.f_locals.get("env")
     try:
-        for folder in os.get_exec_path(env):
-            candidate = os.path.join(folder, os.fsdecode(file))
-            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                return candidate
+        return shutil.which(os.fsdecode(file), path=os.pathsep.join(os.get_exec_path(env))) or tried
     except (TypeError, ValueError):
-        pass
-    return tried
+        return tried
 
 
 def fork_exec(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:

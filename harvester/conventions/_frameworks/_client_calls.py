@@ -98,7 +98,7 @@ def _reaching(client: Any, url: str) -> None:
     pooled; unsealed, no audit hook decides anything and it passes."""
     where = urlsplit(url) if "://" in url else None
     try:
-        host, port = (where.hostname, where.port or _PORTS.get(where.scheme)) if where else _split(endpoint(client))
+        host, port = (where.hostname, where.port or _PORTS.get(where.scheme)) if where else _host_port(client)
     except ValueError:  # a port that is no number: the HTTP client refuses the URL itself
         return
     if not host or port is None:
@@ -107,21 +107,19 @@ def _reaching(client: Any, url: str) -> None:
         sys.audit("socket.connect", probe, (host, port))
 
 
-def _split(where: str | None) -> tuple[str | None, int | None]:
-    if where is None:
-        return None, None
-    host, _, port = where.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
 def endpoint(client: Any) -> str | None:
-    """``host:port`` of the client's ``base_url``, the name as it is looked up (an international name
-    IDNA-encoded) and the port its scheme implies when it names none; None when it has none the seal
-    could compare."""
-    url = getattr(client, "base_url", None)
-    raw, scheme, port = getattr(url, "raw_host", None), getattr(url, "scheme", None), getattr(url, "port", None)
-    host = raw.decode("ascii", "replace") if isinstance(raw, bytes) else None
-    port = port if isinstance(port, int) else _PORTS.get(scheme) if isinstance(scheme, str) else None
+    """``host:port`` of the client's ``base_url`` (``_host_port``); None when it has none the seal could
+    compare."""
+    host, port = _host_port(client)
     if not host or port is None:
         return None
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _host_port(client: Any) -> tuple[str | None, int | None]:
+    """The client's ``base_url`` host, as it is looked up (an international name IDNA-encoded), and the
+    port its scheme implies when it names none."""
+    url = getattr(client, "base_url", None)
+    raw, scheme, port = getattr(url, "raw_host", None), getattr(url, "scheme", None), getattr(url, "port", None)
+    host = raw.decode("ascii", "replace") if isinstance(raw, bytes) else None
+    return host, port if isinstance(port, int) else _PORTS.get(scheme) if isinstance(scheme, str) else None

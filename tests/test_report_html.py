@@ -204,6 +204,19 @@ def test_a_baseline_of_another_suite_is_one_warning_line(reports):
     assert (reports / "x.html").exists()
 
 
+def test_a_report_judged_against_a_baseline_says_so_when_rendered_without_one(reports):
+    merged = run("merge", "now.json", "-o", "all.json", "--baseline", "base.json")
+    assert merged.exit_code == 1 and "1 case regressed" in merged.output
+    result = run("report", "all.json", "--html", "all.html")
+    warnings = [ln for ln in result.output.splitlines() if ln.startswith("warning:")]
+    assert result.exit_code == 0 and len(warnings) == 1, result.output
+    assert "all.json was judged against a baseline" in warnings[0] and "1 case regressed" in warnings[0]
+    assert "pass --baseline" in warnings[0]
+    for args in (("all.json", "--baseline", "base.json"), ("now.json",)):  # nothing left unsaid
+        result = run("report", *args, "--html", "x.html")
+        assert result.exit_code == 0 and "warning:" not in result.output, result.output
+
+
 @pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="needs /proc")
 def test_an_unwritable_html_path_is_one_line_exit_2_and_nothing_else_lost(reports):
     result = run("report", "now.json", "--html", "/proc/x.html")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -35,3 +37,14 @@ def test_compare_says_the_report_was_unsealed(tmp_path):
         now = _shard(tmp_path / "now.json", "a", "1/1", sealed)
         result = CliRunner().invoke(main, ["compare", now, "--baseline", base])
         assert result.exit_code == 0 and (WARNING in result.output) is (not sealed), result.output
+
+
+def test_compare_json_carries_the_warning_a_machine_reads(tmp_path):
+    base = _shard(tmp_path / "base.json", "a", "1/1", True)
+    for sealed in (False, True):
+        now = _shard(tmp_path / "now.json", "a", "1/1", sealed)
+        result = CliRunner().invoke(main, ["compare", now, "--baseline", base, "--json"])
+        assert result.exit_code == 0, result.output
+        said = json.loads(result.output)
+        assert said["sealed"] is sealed and said["verdict"] == "release gate: PASS"
+        assert [WARNING in w for w in said["warnings"]] == ([True] if not sealed else [])

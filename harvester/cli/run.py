@@ -310,10 +310,11 @@ def compare(
     report, base = Report.load(report_path), Report.load(baseline)
     gate_list = _gates(config, gates, base)
     outcome = _judge(report, gate_list, base, (alpha, inconclusive), config)
+    warnings = report.unsealed_lines() + outcome.warnings(report)
     if as_json:
-        echo_json(outcome.to_dict())
+        echo_json({**outcome.to_dict(), "sealed": report.sealed, "warnings": warnings})
     else:
-        for line in outcome.lines() + report.unsealed_lines() + outcome.warnings(report) + [outcome.summary()]:
+        for line in outcome.lines() + warnings + [outcome.summary()]:
             click.echo(line)
     sys.exit(outcome.exit_code)
 
@@ -391,6 +392,13 @@ def report(
         click.echo(
             f"warning: {baseline}: baseline of suite {base.suite} {base.suite_version or '(unversioned)'}, "
             f"{report_path} is {rep.suite} {rep.suite_version or '(unversioned)'}: comparing the cases both ran",
+            err=True,
+        )
+    made = rep.release_gate or {}
+    if base is None and isinstance(made.get("comparison"), dict):  # what its command said would go unsaid
+        click.echo(
+            f"warning: {report_path} was judged against a baseline when it was made ({made.get('verdict')}); "
+            "this page is judged without one: pass --baseline to show the comparison",
             err=True,
         )
     gate_list = _gates(config, gates, base)

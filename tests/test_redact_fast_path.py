@@ -168,9 +168,10 @@ def test_the_one_pass_ascii_scan_decides_as_the_card_test_and_the_triggers_do(te
 
 def test_a_card_shaped_uuid_in_the_resource_keeps_the_fast_path_and_a_card_does_not() -> None:
     """Every process's resource holds a random UUID (``service.instance.id``); one in seven has groups
-    that look like a card's ("...-4382-9040-..."). The scan used to send every trace of such a
-    process down the walk; it asks the card test itself now, and a real card still goes to the walk."""
-    uuid = "c04ae19f-fd2e-4382-9040-310c370b8b39"
+    that look like a card's ("...-4382-9040-3101234567ab": 18 digits). The scan used to send every
+    trace of such a process down the walk; it asks the card test itself now, and a real card still goes
+    to the walk."""
+    uuid = "c04ae19f-fd2e-4382-9040-3101234567ab"
     assert _card_shaped_bytes(uuid.encode())
     r = Redactor(key="")
     for resource, clean in (({"service.instance.id": uuid}, True), ({"card.note": "4111-1111-1111-1111"}, False)):
@@ -280,6 +281,18 @@ long_texts = st.builds(
     st.one_of(texts, st.sampled_from(SECRETS)),
     st.one_of(texts, st.sampled_from(SECRETS)),
 )
+
+
+def test_a_card_in_groups_of_any_size_is_one_the_walk_and_the_scan_both_find() -> None:
+    """13 to 19 digits with single separators that pass Luhn are a card whatever the groups: the walk's
+    cheap test looked for four digits then three (or 13 in a row), so "38414-25-003799" was kept, unless
+    another card-shaped run in the same value (a UUID's) sent it to the walk, where the scan kept it."""
+    card = "38414-25-003799"
+    for value in (card, f"order {card}", f"c04ae19f-fd2e-4382-9040-310c370b8b39 {POLICY} {card}"):
+        trace = _trace(**{"tool.result": value})
+        walked = [R._span(s, _Pass()) for s in trace]
+        assert R.redact_spans(trace) == walked and card not in str(walked[0].attributes), value
+        assert R.redact_text(value).endswith("<card:f0db6e9c>")
 
 
 @pytest.mark.slow

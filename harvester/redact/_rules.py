@@ -204,7 +204,7 @@ _FOLD = {0x131: "i", 0x17F: "s", 0x307: None}
 # '0' in a single translation, which both the triggers (their digit classes hold '0') and the card run read.
 _FOLDED = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", b"abcdefghijklmnopqrstuvwxyz" + b"0" * 10)
 _TRIGGERS_FOLDED = tuple((gate.encode(), re.compile(pattern.encode()).search) for gate, pattern in _TRIGGER_PATTERNS)
-_CARD_RUN_FOLDED = re.compile(rb"0000(?:000000000|[ -]000)")
+_CARD_RUN_FOLDED = re.compile(rb"0(?:[ -]?0){12}")  # 13 digits, a single separator allowed between any two
 
 
 def clean_ascii(raw: bytes) -> bool:
@@ -237,7 +237,7 @@ ESCAPES = ("\\n", "\\t", "\\r")
 CARD_MIN = 10**12  # a card number has 13 digits or more
 BIG_INT = re.compile(r"[0-9]{20}")
 CARD = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])")
-# Bytes -> digits '0', separators '1', everything else '2': a card leaves '0'*13 or '00001000'.
+# Bytes -> digits '0', separators '1', everything else '2': a card leaves 13 '0's, a '1' between any two.
 _CARD_SHAPE = bytes.maketrans(
     bytes(range(256)),
     b"".join(b"0" if chr(i).isdigit() and i < 128 else b"1" if i in (32, 45) else b"2" for i in range(256)),
@@ -246,7 +246,9 @@ _CARD_SHAPE = bytes.maketrans(
 # encoders escape every slash: "https:\\/\\/hooks.slack.com\\/services\\/..." is a Slack webhook once read).
 HIDING_ESCAPES = ("\\u", "\\/")
 ESCAPED = re.compile(b"|".join(re.escape(e.encode()) for e in HIDING_ESCAPES))  # one in serialized JSON text
-_CARD_RUN = re.compile(b"0000(?:000000000|1000)")  # in a _CARD_SHAPE translation: 13 digits, or 4+3 across a separator
+# In a _CARD_SHAPE translation: 13 digits, a single separator allowed between any two (as ``CARD`` reads
+# them: "38414-25-003799" is 13 digits, whatever its groups)
+_CARD_RUN = re.compile(b"0(?:1?0){12}")
 _WORDY = re.compile("[g-z]{3}")
 LOCAL_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 

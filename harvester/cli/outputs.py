@@ -26,6 +26,7 @@ __all__ = [
     "check_outputs",
     "html_bytes",
     "html_option",
+    "rendering_warnings",
     "junit_option",
     "markdown_option",
     "output_options",
@@ -149,3 +150,21 @@ def check_outputs(*paths: str | None) -> None:
     for path in paths:
         if path and path != "-":
             check_output(path)
+
+
+def rendering_warnings(report: tuple[str, Report], baseline: tuple[str | None, Report | None]) -> list[str]:
+    """What ``harvester report`` says before it renders a saved report (each ``(path, report)``): a
+    baseline of another suite, or a report that was judged against a baseline, rendered without one."""
+    (path, rep), (base_path, base) = report, baseline
+    if base is not None and (base.suite, base.suite_version) != (rep.suite, rep.suite_version):
+        return [
+            f"warning: {base_path}: baseline of suite {base.suite} {base.suite_version or '(unversioned)'}, "
+            f"{path} is {rep.suite} {rep.suite_version or '(unversioned)'}: comparing the cases both ran"
+        ]
+    made = rep.release_gate or {}
+    if base is None and isinstance(made.get("comparison"), dict):  # what its command said would go unsaid
+        return [
+            f"warning: {path} was judged against a baseline when it was made ({made.get('verdict')}); "
+            "this page is judged without one: pass --baseline to show the comparison"
+        ]
+    return []

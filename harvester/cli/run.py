@@ -61,6 +61,7 @@ from .outputs import (
     output_options,
     outputs,
     redacted,
+    rendering_warnings,
     report_path_of,
     write_outputs,
 )
@@ -388,19 +389,8 @@ def report(
     """
     check_output(html_path)
     rep, base = Report.load(report_path), Report.load(baseline) if baseline else None
-    if base is not None and (base.suite, base.suite_version) != (rep.suite, rep.suite_version):
-        click.echo(
-            f"warning: {baseline}: baseline of suite {base.suite} {base.suite_version or '(unversioned)'}, "
-            f"{report_path} is {rep.suite} {rep.suite_version or '(unversioned)'}: comparing the cases both ran",
-            err=True,
-        )
-    made = rep.release_gate or {}
-    if base is None and isinstance(made.get("comparison"), dict):  # what its command said would go unsaid
-        click.echo(
-            f"warning: {report_path} was judged against a baseline when it was made ({made.get('verdict')}); "
-            "this page is judged without one: pass --baseline to show the comparison",
-            err=True,
-        )
+    for line in rendering_warnings((report_path, rep), (baseline, base)):
+        click.echo(line, err=True)
     gate_list = _gates(config, gates, base)
     rep = redacted(rep, config)
     outcome = _judge(rep, gate_list, base, (alpha, inconclusive), config)

@@ -35,14 +35,25 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 try:  # in a sealed child (``_child``) this module and ``_starts`` are loaded by their paths
     from . import _starts
 except ImportError:
     _starts = importlib.import_module("_harvester_seal_starts")
 
-__all__ = ["CHILD_ENV", "FORK_EXEC", "KINDS", "MAX_RESOLVED", "PROBE", "SYSLOG_SOCKET", "Guard", "Refuse", "resolved"]
+__all__ = [
+    "CHILD_ENV",
+    "FORK_EXEC",
+    "KINDS",
+    "MAX_RESOLVED",
+    "PROBE",
+    "SYSLOG_SOCKET",
+    "CSocket",
+    "Guard",
+    "Refuse",
+    "resolved",
+]
 
 Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
 # The policy in force here and its refusal, or None; asked with True for a connection, which code that
@@ -59,6 +70,13 @@ try:  # a socket's family as the int it is (``socket.family`` makes an enum on e
     _family: Callable[[Any], Any] = _socket.socket.family.__get__
 except AttributeError:  # pragma: no cover - an interpreter whose socket type has no such member
     _family = operator.attrgetter("family")
+
+
+class CSocket(NamedTuple):
+    """A socket C code connects past the ``socket`` module (``_libc``): what the checks read of it."""
+
+    family: int
+    fd: int
 
 
 PROBE = "harvester.seal.probe"  # raised once a hook is added: it says it is called

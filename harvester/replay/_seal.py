@@ -30,6 +30,10 @@ an allowed name: ``socket.getaddrinfo`` is wrapped to remember which name each a
 which is also how a refusal names the host rather than its address. An address found some other way
 (a resolver outside Python) is refused, and named by its address: the seal fails closed.
 
+C code that connects past Python's sockets (libpq, libcurl, gRPC's core, a uvloop loop, ``ctypes``)
+raises no audited event: on Linux, ``_libc.c`` points each loaded library's imported ``connect``,
+``sendto``, ``sendmsg`` and ``getaddrinfo`` at the same checks (``_c_calls``).
+
 The hook is installed once (an audit hook cannot be removed). It is ``_hook.c``'s where it was built:
 an event it does not watch costs a few string compares, and a connection the policy allows by its
 exact name or address (the policy's ``fast``) is decided there. Anything else calls the same Python
@@ -56,6 +60,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from .. import seam
 from ..errors import Sealed
+from . import _c_calls
 from ._aside import set_aside
 from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, Guard, resolved
 from ._policy import Policy
@@ -293,6 +298,7 @@ def install() -> None:
                 subprocess._fork_exec = Guard.forking(subprocess._fork_exec)  # type: ignore[attr-defined]
             # posix_spawn reads a given environment before its audited event, past the seal: fork_exec
             setattr(subprocess, "_USE_POSIX_SPAWN", False)  # noqa: B010 (a Final of the stubs)
+        _c_calls.seal(_GUARD.audit, _suites)
 
 
 def installed() -> str | None:

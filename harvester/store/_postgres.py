@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from .. import seam
 from ..errors import StoreError
 from ._connection import default_path
 from ._host import HostBase
@@ -55,6 +56,25 @@ _SCHEMES = ("postgresql", "postgres")
 _cursor_ids = itertools.count()
 _orphans: list[Any] = []  # a parent's pools in a forked child: kept, never closed (their sockets are the parent's)
 _Self = TypeVar("_Self", bound="PgConnection")
+
+
+_own_class: list[Any] = []  # ``_own``'s class, made once
+
+
+def _own(psycopg: Any) -> Any:
+    """psycopg's connection class, connecting as harvester's own work (``seam.own_work``): the seal sees
+    libpq's connections in C too, and the store's are never the agent's (a shadow reads the store while
+    the program is sealed, and the pool connects from threads of its own)."""
+    if not _own_class:
+
+        class OwnConnection(psycopg.Connection):
+            @classmethod
+            def connect(cls, *args: Any, **kwargs: Any) -> Any:
+                with seam.own_work():
+                    return super().connect(*args, **kwargs)
+
+        _own_class.append(OwnConnection)
+    return _own_class[0]
 
 
 def is_postgres_url(path: object) -> bool:
@@ -136,7 +156,7 @@ class PgConnection(HostBase):
     def _check(self) -> None:
         psycopg = self._pg
         try:
-            with psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+            with _own(psycopg).connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
                 self._current = pg_check(conn, readonly=self.readonly, error=self._error) >= SCHEMA_VERSION
         except psycopg.OperationalError as exc:
             raise self._error(self._cannot_connect(exc)) from None
@@ -192,6 +212,7 @@ class PgConnection(HostBase):
                 timeout=POOL_WAIT_S,
                 check=getattr(ConnectionPool, "check_connection", None),  # a connection the server dropped: another
                 name="harvester-store",
+                connection_class=_own(self._pg),
                 open=False,
             )
             self._pool.open(wait=False)

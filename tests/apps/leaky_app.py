@@ -14,7 +14,10 @@ multiprocessing worker), ``mp-program`` (multiprocessing starting another progra
 ``posix-spawn-env`` (a Python given its own environment by ``os.posix_spawn``), ``environ`` (``env=os.environ``),
 ``posix-spawn-environ`` (``os.posix_spawn`` given ``os.environ``), ``cleared-env``, ``posix-spawn-pythonpath``,
 ``pty`` and ``exporter`` (the ways round the seal a third round of testing tried), ``syslog`` (the
-``syslog`` module, which reaches ``/dev/log`` from C).
+``syslog`` module, which reaches ``/dev/log`` from C), ``ctypes`` (the C library's ``connect`` and
+``send`` called through ctypes: C code, no socket event), ``uvloop`` (a uvloop loop made directly with
+``uvloop.run``: libuv connects in C), ``psycopg`` (a row written to the PostgreSQL database
+``LEAKY_URL`` names, through libpq's own C code).
 """
 
 from __future__ import annotations
@@ -55,16 +58,11 @@ def _post(url: str, how: str) -> str:
             sock.sendall(b"POST /refund HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
             return sock.recv(100).decode()
     if how == "asyncio":
+        return asyncio.run(_send(host, port))
+    if how == "uvloop":  # a uvloop loop made directly, not by a policy: libuv connects in C
+        import uvloop
 
-        async def send() -> str:
-            reader, writer = await asyncio.open_connection(host, port)
-            writer.write(b"POST /refund HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
-            await writer.drain()
-            data = await reader.read(100)
-            writer.close()
-            return data.decode()
-
-        return asyncio.run(send())
+        return uvloop.run(_send(host, port))
     if how == "subprocess":
         code = f"import urllib.request; urllib.request.urlopen({url!r}, data=b'{{}}', timeout=5)"
         return str(subprocess.run([sys.executable, "-c", code], check=True, timeout=30).returncode)
@@ -133,6 +131,14 @@ def _less_common(url: str, how: str) -> str:
         syslog.openlog("leaky_app", syslog.LOG_NDELAY)
         syslog.syslog(syslog.LOG_WARNING, "refund A1001")
         return "logged"
+    if how == "psycopg":  # a database write through libpq, which connects from its own C code
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            conn.execute("INSERT INTO refunds (order_id) VALUES ('A1001')")
+        return "written"
+    if how == "ctypes":  # libc's connect and send called through ctypes: C code, no socket event
+        return _libc_post(url)
     if how == "gethostbyname":
         return socket.gethostbyname("payments.internal.example")
     if how == "unix":
@@ -153,6 +159,37 @@ def _less_common(url: str, how: str) -> str:
         worker.join(30)
         return f"worker exited {worker.exitcode}"
     raise ValueError(how)
+
+
+def _libc_post(url: str) -> str:
+    """POST to ``url`` (an IPv4 address) with the C library's own socket calls, through ctypes."""
+    import ctypes
+    import struct
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parts = urlsplit(url)
+    address = struct.pack("=H", socket.AF_INET) + struct.pack("!H", parts.port or 80)
+    address += socket.inet_aton(parts.hostname or "") + bytes(8)
+    fd = libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0)
+    try:
+        if libc.connect(fd, address, len(address)) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error))
+        request = b"POST /refund HTTP/1.0\r\nContent-Length: 0\r\n\r\n"
+        libc.send(fd, request, len(request))
+        answer = ctypes.create_string_buffer(100)
+        return answer.raw[: max(libc.recv(fd, answer, 100), 0)].decode()
+    finally:
+        libc.close(fd)
+
+
+async def _send(host: str, port: int) -> str:
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(b"POST /refund HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+    await writer.drain()
+    data = await reader.read(100)
+    writer.close()
+    return data.decode()
 
 
 async def _post_async(url: str) -> str:

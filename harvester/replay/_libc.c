@@ -308,30 +308,30 @@ static uintptr_t at(const struct dl_phdr_info *info, uintptr_t ptr) {
     return ptr < info->dlpi_addr ? ptr + info->dlpi_addr : ptr;
 }
 
-/* Point the table entry at ``slot`` to ``to``. An entry in the object's RELRO range is read-only once
- * loaded: made writable for the one write, then read-only again; one in a writable segment is written;
- * one anywhere else is left alone. */
+/* Point the table entry at ``slot`` to ``to``. The loader makes the whole pages of an object's RELRO
+ * range read-only once it is loaded (its last page, shared with writable data, stays writable): an entry
+ * there is made writable for the one write, then read-only again. An entry in a writable segment is
+ * written; one anywhere else is left alone. */
 static void point(const struct dl_phdr_info *info, uintptr_t slot, void *to) {
     void **entry = (void **)slot;
     if (*entry == to) {
         return;
     }
-    int relro = 0, writable = 0;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = slot & ~(page - 1);
+    int read_only = 0, writable = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t from = info->dlpi_addr + ph->p_vaddr, upto = from + ph->p_memsz;
         if (slot < from || slot + sizeof(void *) > upto) {
             continue;
         }
-        if (ph->p_type == PT_GNU_RELRO) {
-            relro = 1;
+        if (ph->p_type == PT_GNU_RELRO && start + page <= (upto & ~(page - 1))) {
+            read_only = 1;
         } else if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W)) {
             writable = 1;
         }
     }
-    if (relro) {
-        long page = sysconf(_SC_PAGESIZE);
-        uintptr_t start = slot & ~(uintptr_t)(page - 1);
+    if (read_only) {
         if (mprotect((void *)start, (size_t)page, PROT_READ | PROT_WRITE) == 0) {
             __atomic_store_n(entry, to, __ATOMIC_SEQ_CST);
             mprotect((void *)start, (size_t)page, PROT_READ);

@@ -5,6 +5,7 @@ the other side receives nothing; an allowed host is still reached; outside a rep
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 
@@ -78,6 +79,16 @@ def test_c_code_connecting_itself_is_refused_and_the_service_receives_nothing(pa
     assert _c_calls.sealed()
 
 
+def test_localhost_allowed_lets_c_code_reach_the_loopback_address_it_never_looked_up(payments, monkeypatch):
+    """libcurl answers ``localhost`` itself, asking no resolver, then connects to ``::1`` or 127.0.0.1:
+    ``localhost:PORT`` allowed is the loopback addresses at that port."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "ctypes")
+    report = replay([refund_case()], leaky_app.build, timeout=30, allow_hosts=[f"localhost:{payments.port}"])
+    (result,) = report.results
+    assert not [c for c in result.checks if c.name == "sealed" and c.passed is False], result.checks
+    assert len(payments.seen) == 1
+
+
 def test_a_database_write_through_libpq_is_refused_and_no_row_is_written(ledger, postgres_server):
     report = replay([refund_case()], leaky_app.build, timeout=30)
     detail = sealed_detail(report)
@@ -113,12 +124,14 @@ def test_without_the_c_library_seal_the_same_write_goes_through(ledger, monkeypa
         "from harvester.replay import replay, _c_calls;"
         "case = AgentCase.model_validate({**grpc_app.CASE, 'recorded': {'trajectory': ['issue_refund']}});"
         "r = replay([case], leaky_app.build, timeout=30).results[0];"
-        "print(_c_calls.sealed(), r.answer)"
+        "print(_c_calls.sealed(), r.answer); print(r.notes)"
     )
     env = {**os.environ, "HARVESTER_SEAL_LIBC": "0"}
     said = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert said.returncode == 0, said.stderr
-    assert said.stdout.split() == ["False", "Refund:", "written"]
+    said_line, notes = said.stdout.splitlines()
+    assert said_line.split() == ["False", "Refund:", "written"]
+    assert "HARVESTER_SEAL_LIBC=0: connections C code made itself (libpq, libcurl, gRPC, ctypes)" in notes
     assert refunds(ledger) == 1
 
 
@@ -187,3 +200,149 @@ with grpc_app.payments() as (port, seen):
     said = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert said.returncode == 0, said.stderr[-2000:]
     assert said.stdout.strip() == "Refund failed: StatusCode.UNAVAILABLE | Refund: refunded | [b'A1001']"
+
+
+def _c_way(how: str, port: int) -> str:
+    """What C code does to reach 127.0.0.1:``port`` (UDP) or a name, past ``connect``: each call through
+    ctypes (or cffi), as a C library would make it."""
+    import ctypes
+    import socket
+    import struct
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    v4 = struct.pack("=H", socket.AF_INET) + struct.pack("!H", port) + socket.inet_aton("127.0.0.1") + bytes(8)
+    if how in ("sendmmsg", "sendto-unspec"):
+        fd = libc.socket(socket.AF_INET, socket.SOCK_DGRAM, 0)
+        try:
+            if how == "sendto-unspec":  # family 0: Linux sends it as IPv4
+                address = struct.pack("=H", 0) + v4[2:]
+                sent = libc.sendto(fd, b"refund A1001", 12, 0, address, len(address))
+            else:
+
+                class Iovec(ctypes.Structure):
+                    _fields_ = [("base", ctypes.c_char_p), ("len", ctypes.c_size_t)]
+
+                class Msghdr(ctypes.Structure):
+                    _fields_ = [
+                        ("name", ctypes.c_char_p),
+                        ("namelen", ctypes.c_uint32),
+                        ("iov", ctypes.POINTER(Iovec)),
+                        ("iovlen", ctypes.c_size_t),
+                        ("control", ctypes.c_void_p),
+                        ("controllen", ctypes.c_size_t),
+                        ("flags", ctypes.c_int),
+                    ]
+
+                class Mmsghdr(ctypes.Structure):
+                    _fields_ = [("hdr", Msghdr), ("len", ctypes.c_uint)]
+
+                iov = Iovec(b"refund A1001", 12)
+                message = Mmsghdr(Msghdr(v4, len(v4), ctypes.pointer(iov), 1, None, 0, 0), 0)
+                sent = libc.sendmmsg(fd, ctypes.byref(message), 1, 0)
+        finally:
+            libc.close(fd)
+    elif how == "connect-ipv6-24":  # RFC 2133's sockaddr_in6, without the scope: 24 bytes
+        fd = libc.socket(socket.AF_INET6, socket.SOCK_STREAM, 0)
+        address = (
+            struct.pack("=H", socket.AF_INET6) + struct.pack("!HI", port, 0) + socket.inet_pton(socket.AF_INET6, "::1")
+        )
+        sent = libc.connect(fd, address, len(address))
+        libc.close(fd)
+    elif how == "cffi":
+        import cffi
+
+        ffi = cffi.FFI()
+        ffi.cdef("int socket(int, int, int); int connect(int, const void *, unsigned int); int close(int);")
+        c = ffi.dlopen(None)
+        fd = c.socket(socket.AF_INET, socket.SOCK_DGRAM, 0)
+        sent = c.connect(fd, v4, len(v4))
+        c.close(fd)
+    elif how == "gethostbyname":
+        libc.gethostbyname.restype = ctypes.c_void_p
+        sent = 0 if libc.gethostbyname(b"payments.internal.invalid") else -1
+    else:  # res_query: a DNS query of the C library's resolver (an SRV record, as a database driver asks)
+        answer = ctypes.create_string_buffer(512)
+        sent = libc.res_query(b"_payments._tcp.internal.invalid", 1, 33, answer, 512)
+    if sent < 0:
+        raise OSError(ctypes.get_errno(), f"{how} failed")
+    return f"{how}: sent"
+
+
+@pytest.mark.parametrize(
+    ("how", "refused"),
+    [
+        ("sendmmsg", "127.0.0.1:PORT"),
+        ("sendto-unspec", "127.0.0.1:PORT"),
+        ("connect-ipv6-24", "[::1]:PORT"),
+        ("cffi", "127.0.0.1:PORT"),
+        ("gethostbyname", "payments.internal.invalid"),
+        ("res_query", "_payments._tcp.internal.invalid"),
+    ],
+)
+def test_c_calls_past_connect_are_refused_and_nothing_arrives(how, refused):
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.settimeout(0.3)
+        port = listener.getsockname()[1]
+
+        def build():  # type: ignore[no-untyped-def]
+            def agent(prompt: str) -> str:
+                try:
+                    return _c_way(how, port)
+                except OSError as exc:
+                    return f"failed: {exc}"
+
+            return agent
+
+        report = replay([AgentCase.model_validate(grpc_app.CASE)], build, timeout=30)
+        assert f"connect to {refused.replace('PORT', str(port))}" in sealed_detail(report)
+        with pytest.raises(TimeoutError):
+            listener.recv(100)  # nothing arrived
+
+
+def test_a_name_stays_remembered_when_its_address_is_looked_up_again(ledger, postgres_server):
+    """psycopg looks the URL's name up in Python, then hands libpq the address, which libpq looks up
+    again: the address must keep the name, or a database allowed by its name is refused by its address."""
+    import socket
+
+    from harvester.replay import _guard
+
+    named = ledger.replace("127.0.0.1", "localhost")
+    replay([refund_case()], lambda: lambda p: "x", timeout=30)  # the seal, installed
+    socket.getaddrinfo("localhost", postgres_server.port)
+    socket.getaddrinfo("127.0.0.1", postgres_server.port)
+    assert _guard.resolved[("127.0.0.1", postgres_server.port)] == "localhost"
+    os.environ[leaky_app.URL_ENV] = named
+    report = replay([refund_case()], leaky_app.build, timeout=30, allow_hosts=[f"localhost:{postgres_server.port}"])
+    (result,) = report.results
+    assert not [c for c in result.checks if c.name == "sealed" and c.passed is False], result.checks
+    assert "Refund: written" in (result.answer or "") and refunds(ledger) == 1
+
+
+def test_a_database_the_agent_module_connects_to_at_import_is_one_line_naming_the_refusal(
+    ledger, postgres_server, monkeypatch, tmp_path
+):
+    """libpq's own words for a refused connection are "Permission denied ... Is the server running?":
+    the error line says it was the seal, and how to allow it."""
+    from click.testing import CliRunner
+
+    from harvester.case import save_case
+    from harvester.cli import main
+    from tests.builders.cli import one_line_error
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
+    (tmp_path / "ledger_at_import.py").write_text(
+        "import os\nimport psycopg\n\n_conn = psycopg.connect(os.environ['LEAKY_URL'], connect_timeout=5)\n\n\n"
+        "def build():\n    return lambda prompt: 'ok'\n"
+    )
+    save_case(refund_case(), tmp_path / "cases")
+    result = CliRunner().invoke(main, ["replay", "--agent", "ledger_at_import:build"])
+    port = postgres_server.port
+    line = one_line_error(result, "cannot import ledger_at_import", "Permission denied", "the seal refused connect to ")
+    # named by the name this process last looked the address up by, if one did (another test: localhost)
+    assert re.search(rf"the seal refused connect to (127\.0\.0\.1|localhost):{port}: not a model host", line), line
+    assert "allow it with replay.allow_hosts" in line

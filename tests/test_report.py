@@ -52,6 +52,14 @@ def test_summary_lists_failures_with_why_and_details():
     assert "FAIL c: why c\n  - agent error: RuntimeError: boom" in text
 
 
+def test_an_error_with_line_breaks_is_one_line_in_the_summary():
+    r = rep(res("c", passed=False, error="OperationalError: connection failed:\n\tIs the server running?", checks=[]))
+    r.results.append(res("d", passed=False, errored=True, error="ValueError: bad\nvalue"))
+    text = r.summary()
+    assert "  - agent error: OperationalError: connection failed: Is the server running?" in text
+    assert "d: ValueError: bad value" in text and "\tIs" not in text
+
+
 def test_by_tag_exposes_compensating_movement():
     r = rep(
         res("e1", tags=["easy"]),

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..errors import AgentLoadError
+from ..errors import AgentLoadError, Sealed
 from ._policy import Policy
 from ._seal import current, sealing
 
@@ -55,7 +55,11 @@ def load_agent(
         ):
             module = importlib.import_module(module_name)
     except Exception as exc:
-        raise AgentLoadError(f"--agent {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
+        said = " ".join(str(exc).split())  # one line, whatever the library's message holds
+        seal_note = next((f"; {n}" for n in getattr(exc, "__notes__", ()) if str(n).startswith("the seal refused")), "")
+        raise AgentLoadError(
+            f"--agent {spec!r}: cannot import {module_name} ({type(exc).__name__}: {said}){seal_note}"
+        ) from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -83,7 +87,14 @@ def importing_sealed(
     refused: list[str] = []
     policy = Policy(allow_hosts, allow_commands)
     with sealing(policy, until_exit=until_exit) if seal else contextlib.nullcontext() as suite:
-        yield
+        try:
+            yield
+        except Exception as exc:  # C code's refusal reads as its library's error ("Permission denied")
+            if suite is not None and not isinstance(exc, Sealed):
+                suite.collect()
+                if suite.refusals:
+                    exc.add_note(f"the seal refused {suite.refusals[0].summary()}")
+            raise
         if suite is not None:
             suite.collect()  # what a process it started refused, while the log is there
             refused = [r.summary() for r in suite.refusals]

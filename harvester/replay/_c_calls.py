@@ -19,7 +19,7 @@ try:  # built where a compiler is (Linux only does anything)
 except ImportError:  # pragma: no cover - a machine without a C compiler
     _libc = None  # type: ignore[assignment]
 
-__all__ = ["LIBC_ENV", "sealed", "seal"]
+__all__ = ["LIBC_ENV", "seal", "sealed", "unchecked_note"]
 
 LIBC_ENV = "HARVESTER_SEAL_LIBC"  # "0": C code's own calls of the C library left unchecked
 _sealed: list[bool] = []
@@ -40,3 +40,11 @@ def seal(audit: Callable[[str, tuple[Any, ...]], None], suites: list[Any]) -> No
 def sealed() -> bool:
     """Whether C code's own connections are checked in this process."""
     return bool(_sealed)
+
+
+def unchecked_note() -> str | None:
+    """The note every sealed case carries where ``HARVESTER_SEAL_LIBC=0`` turned the checks off (a
+    report that says ``sealed`` must not hide that C code went unchecked); None otherwise."""
+    if _libc is None or not _libc.SUPPORTED or os.environ.get(LIBC_ENV, "") != "0":
+        return None
+    return f"{LIBC_ENV}=0: connections C code made itself (libpq, libcurl, gRPC, ctypes) were not checked"

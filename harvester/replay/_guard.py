@@ -195,6 +195,8 @@ class Guard:
             found = lookup(host, port, *args, **kwargs)
             if isinstance(host, (str, bytes)) and found:
                 name = _ascii(host) if isinstance(host, bytes) else host
+                if _is_address(name):
+                    return found  # an address looked up is no name: the name it came from stays
                 if len(resolved) > MAX_RESOLVED:
                     resolved.clear()  # a lookup is remembered until then: a connection follows it at once
                 for entry in found:  # (family, type, proto, canonname, (address, port, ...))
@@ -309,12 +311,16 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
         if allowed is None:
             host, port = str(address[0]), _port(address[1])
             allowed = policy.allows_host(host, port) or (name is not None and policy.allows_host(name, port))
+            if not allowed and name is None and _loopback(host):  # what ``localhost`` is (libcurl never asks)
+                allowed = policy.allows_host("localhost", port)
             if key is not None:
                 policy.remember(key, allowed)
         if not allowed and not _model_call(policy, name, str(address[0]), _port(address[1])):
             refuse("connect to", _host_text(name or str(address[0]), _port(address[1])), _NOT_ALLOWED_HOST)
     elif address is None:
         return  # ``sendmsg`` on a connected socket: its connection was checked
+    elif family in _INET:  # an address too short to read (C code's): what cannot be read is not allowed
+        refuse("connect to", f"{address!r} (socket family {family})", "an address the seal cannot read")
     elif family == getattr(socket, "AF_UNIX", None):
         try:  # str, or any bytes-like path (a bytearray, a memoryview)
             path = address if isinstance(address, str) else os.fsdecode(bytes(address))

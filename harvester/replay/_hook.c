@@ -295,6 +295,24 @@ static PyObject *install(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Whether ``name`` is an address (IPv4's dotted digits, or IPv6's colons), which names nothing: looking
+ * it up must not replace the name it came from (psycopg looks a name up, then hands libpq the address). */
+static int is_address(PyObject *name) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(name), dots = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ_CHAR(name, i);
+        if (c == ':') {
+            return 1;
+        }
+        if (c == '.') {
+            dots++;
+        } else if (c < '0' || c > '9') {
+            return 0;
+        }
+    }
+    return dots == 3;
+}
+
 /* remembering(lookup, resolved, limit) -> getaddrinfo: ``lookup``, remembering each address's name. */
 static PyObject *remember(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     PyObject *lookup = PyTuple_GET_ITEM(self, 0), *names = PyTuple_GET_ITEM(self, 1);
@@ -323,6 +341,10 @@ static PyObject *remember(PyObject *self, PyObject *const *args, Py_ssize_t narg
             return NULL;
         }
     } else {
+        return found;
+    }
+    if (is_address(name)) {
+        Py_DECREF(name);
         return found;
     }
     if (PyDict_GET_SIZE(names) > PyLong_AsSsize_t(PyTuple_GET_ITEM(self, 2))) { /* checked by remembering */

@@ -40,6 +40,13 @@ typedef int (*connect_f)(int, const struct sockaddr *, socklen_t);
 typedef ssize_t (*sendto_f)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
 typedef ssize_t (*sendmsg_f)(int, const struct msghdr *, int);
 typedef int (*getaddrinfo_f)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+typedef int (*sendmmsg_f)(int, struct mmsghdr *, unsigned int, int);
+typedef struct hostent *(*gethostbyname_f)(const char *);
+typedef struct hostent *(*gethostbyname2_f)(const char *, int);
+typedef int (*gethostbyname_r_f)(const char *, struct hostent *, char *, size_t, struct hostent **, int *);
+typedef int (*gethostbyname2_r_f)(const char *, int, struct hostent *, char *, size_t, struct hostent **, int *);
+typedef int (*getnameinfo_f)(const struct sockaddr *, socklen_t, char *, socklen_t, char *, socklen_t, int);
+typedef int (*res_query_f)(const char *, int, int, unsigned char *, int);
 typedef void *(*dlopen_f)(const char *, int);
 typedef void *(*dlsym_f)(void *, const char *);
 
@@ -47,6 +54,13 @@ static connect_f real_connect;
 static sendto_f real_sendto;
 static sendmsg_f real_sendmsg;
 static getaddrinfo_f real_getaddrinfo;
+static sendmmsg_f real_sendmmsg;
+static gethostbyname_f real_gethostbyname;
+static gethostbyname2_f real_gethostbyname2;
+static gethostbyname_r_f real_gethostbyname_r;
+static gethostbyname2_r_f real_gethostbyname2_r;
+static getnameinfo_f real_getnameinfo;
+static res_query_f real_res_query, real_res_search;
 static dlopen_f real_dlopen;
 static dlsym_f real_dlsym;
 
@@ -81,14 +95,15 @@ static PyObject *address_of(const struct sockaddr *addr, socklen_t len) {
         inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
         return Py_BuildValue("(si)", text, ntohs(in->sin_port));
     }
-    if (addr->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+    if (addr->sa_family == AF_INET6 && len >= 24) { /* 24: RFC 2133's, without the scope, which Linux takes */
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
+        uint32_t scope = len >= (socklen_t)sizeof(struct sockaddr_in6) ? in6->sin6_scope_id : 0;
         if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) { /* ::ffff:a.b.c.d, as gRPC connects: the IPv4 address */
             inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], text, sizeof text);
             return Py_BuildValue("(si)", text, ntohs(in6->sin6_port));
         }
         inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
-        return Py_BuildValue("(siII)", text, ntohs(in6->sin6_port), ntohl(in6->sin6_flowinfo), in6->sin6_scope_id);
+        return Py_BuildValue("(siII)", text, ntohs(in6->sin6_port), ntohl(in6->sin6_flowinfo), scope);
     }
     if (addr->sa_family == AF_UNIX) {
         const struct sockaddr_un *un = (const struct sockaddr_un *)addr;
@@ -99,7 +114,7 @@ static PyObject *address_of(const struct sockaddr *addr, socklen_t len) {
         if (un->sun_path[0] == '\0') { /* Linux's abstract namespace: bytes, as Python gives it */
             return PyBytes_FromStringAndSize(un->sun_path, size);
         }
-        return PyUnicode_DecodeFSDefault(un->sun_path);
+        return PyUnicode_DecodeFSDefaultAndSize(un->sun_path, (Py_ssize_t)strnlen(un->sun_path, (size_t)size));
     }
     return PyBytes_FromStringAndSize((const char *)addr, (Py_ssize_t)len);
 }
@@ -139,8 +154,21 @@ static int nowhere(const struct sockaddr *addr, socklen_t len) {
 
 /* Whether a connection from ``fd`` to ``addr`` may be made: 0 yes, -1 refused (errno set). */
 static int reach(const char *event, int fd, const struct sockaddr *addr, socklen_t len) {
-    if (addr == NULL || len < (socklen_t)sizeof(sa_family_t) || addr->sa_family == AF_UNSPEC || !sealed_now() ||
-        nowhere(addr, len) || finalizing()) {
+    struct sockaddr_in unspecified;
+    if (addr == NULL || len < (socklen_t)sizeof(sa_family_t) || !sealed_now() || finalizing()) {
+        return 0;
+    }
+    if (addr->sa_family == AF_UNSPEC) {
+        if (event[7] == 'c') { /* socket.connect: AF_UNSPEC dissolves a connection, reaching nothing */
+            return 0;
+        }
+        if (len >= (socklen_t)sizeof unspecified) { /* a datagram to AF_UNSPEC goes out as IPv4: read so */
+            memcpy(&unspecified, addr, sizeof unspecified);
+            unspecified.sin_family = AF_INET;
+            addr = (const struct sockaddr *)&unspecified;
+        }
+    }
+    if (nowhere(addr, len)) {
         return 0;
     }
     int saved = errno;
@@ -177,6 +205,114 @@ static ssize_t sealed_sendmsg(int fd, const struct msghdr *msg, int flags) {
         return -1;
     }
     return real_sendmsg(fd, msg, flags);
+}
+
+static int sealed_sendmmsg(int fd, struct mmsghdr *messages, unsigned int n, int flags) {
+    for (unsigned int i = 0; messages != NULL && i < n; i++) {
+        const struct msghdr *msg = &messages[i].msg_hdr;
+        if (reach("socket.sendmsg", fd, (const struct sockaddr *)msg->msg_name, msg->msg_namelen) < 0) {
+            return -1; /* nothing sent: a refused one among them refuses the call */
+        }
+    }
+    return real_sendmmsg(fd, messages, n, flags);
+}
+
+/* A lookup C code makes past ``getaddrinfo`` (the C library's own resolver: ``gethostbyname``, a DNS
+ * query of ``res_query``): 0 allowed, -1 refused (recorded by the check). */
+static int lookup(const char *event, PyObject *(*args_of)(const void *), const void *what) {
+    if (what == NULL || !sealed_now() || finalizing()) {
+        return 0;
+    }
+    int saved = errno;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    int decided = put_to_seal(event, args_of(what));
+    PyGILState_Release(gil);
+    errno = saved;
+    return decided;
+}
+
+static PyObject *name_args(const void *name) {
+    return Py_BuildValue("(N)", PyUnicode_DecodeASCII((const char *)name, (Py_ssize_t)strlen(name), "replace"));
+}
+
+static struct hostent *sealed_gethostbyname(const char *name) {
+    if (lookup("socket.gethostbyname", name_args, name) < 0) {
+        h_errno = NO_RECOVERY;
+        return NULL;
+    }
+    return real_gethostbyname(name);
+}
+
+static struct hostent *sealed_gethostbyname2(const char *name, int family) {
+    if (lookup("socket.gethostbyname", name_args, name) < 0) {
+        h_errno = NO_RECOVERY;
+        return NULL;
+    }
+    return real_gethostbyname2(name, family);
+}
+
+static int sealed_gethostbyname_r(const char *name, struct hostent *ret, char *buf, size_t size, struct hostent **result,
+                                  int *error) {
+    if (lookup("socket.gethostbyname", name_args, name) < 0) {
+        *result = NULL;
+        *error = NO_RECOVERY;
+        return EACCES;
+    }
+    return real_gethostbyname_r(name, ret, buf, size, result, error);
+}
+
+static int sealed_gethostbyname2_r(const char *name, int family, struct hostent *ret, char *buf, size_t size,
+                                   struct hostent **result, int *error) {
+    if (lookup("socket.gethostbyname", name_args, name) < 0) {
+        *result = NULL;
+        *error = NO_RECOVERY;
+        return EACCES;
+    }
+    return real_gethostbyname2_r(name, family, ret, buf, size, result, error);
+}
+
+static int sealed_res_query(const char *name, int class, int type, unsigned char *answer, int size) {
+    if (lookup("socket.gethostbyname", name_args, name) < 0) {
+        h_errno = NO_RECOVERY;
+        return -1;
+    }
+    return real_res_query(name, class, type, answer, size);
+}
+
+static int sealed_res_search(const char *name, int class, int type, unsigned char *answer, int size) {
+    if (lookup("socket.gethostbyname", name_args, name) < 0) {
+        h_errno = NO_RECOVERY;
+        return -1;
+    }
+    return real_res_search(name, class, type, answer, size);
+}
+
+typedef struct {
+    const struct sockaddr *addr;
+    socklen_t len;
+} Address;
+
+static PyObject *address_args(const void *what) {
+    const Address *a = what;
+    return Py_BuildValue("(Ni)", address_of(a->addr, a->len), 0);
+}
+
+static int sealed_getnameinfo(const struct sockaddr *addr, socklen_t len, char *host, socklen_t hostlen, char *serv,
+                              socklen_t servlen, int flags) {
+    Address asked = {addr, len};
+    /* a name asked of an address is a query (PTR); a numeric answer, or none, is not */
+    if (addr != NULL && host != NULL && hostlen > 0 && !(flags & NI_NUMERICHOST) &&
+        (addr->sa_family == AF_INET || addr->sa_family == AF_INET6) &&
+        lookup("socket.getnameinfo", address_args, &asked) < 0) {
+        return EAI_FAIL;
+    }
+    return real_getnameinfo(addr, len, host, hostlen, serv, servlen, flags);
+}
+
+/* Whether ``node`` is an address, not a name: looking it up gives no name to remember. */
+static int numeric(const char *node) {
+    unsigned char buf[sizeof(struct in6_addr)];
+    return inet_pton(AF_INET, node, buf) == 1 || inet_pton(AF_INET6, node, buf) == 1 || strchr(node, ':') != NULL;
 }
 
 /* Each address found, remembered with the name it was looked up by (the GIL held). */
@@ -230,7 +366,7 @@ static int sealed_getaddrinfo(const char *node, const char *service, const struc
     }
     errno = saved;
     int found = real_getaddrinfo(node, service, hints, res);
-    if (found == 0 && res != NULL && *res != NULL && sealed_now() && !finalizing()) {
+    if (found == 0 && res != NULL && *res != NULL && !numeric(node) && sealed_now() && !finalizing()) {
         gil = PyGILState_Ensure();
         remember(node, *res);
         PyGILState_Release(gil);
@@ -249,31 +385,48 @@ static void *sealed_dlopen(const char *file, int flags) {
     return handle;
 }
 
-static void *sealed_dlsym(void *handle, const char *symbol) {
-    void *found = real_dlsym(handle, symbol);
-    if (found != NULL && symbol != NULL) {
-        if (found == (void *)real_connect) return (void *)sealed_connect;
-        if (found == (void *)real_sendto) return (void *)sealed_sendto;
-        if (found == (void *)real_sendmsg) return (void *)sealed_sendmsg;
-        if (found == (void *)real_getaddrinfo) return (void *)sealed_getaddrinfo;
-    }
-    return found;
-}
-
 enum { SOCKETS = 1, LOADER = 2, SYMBOLS = 4 }; /* which redirects an object gets */
 
 typedef struct {
     const char *name;
     void *to;
     int where;
+    void **real; /* where the C library's own function is kept */
 } Redirect;
 
+static void *sealed_dlsym(void *handle, const char *symbol);
+
+#define CHECKED(name, function) {name, (void *)sealed_##function, SOCKETS, (void **)&real_##function}
 static Redirect redirects[] = {
-    {"connect", (void *)sealed_connect, SOCKETS},         {"sendto", (void *)sealed_sendto, SOCKETS},
-    {"sendmsg", (void *)sealed_sendmsg, SOCKETS},         {"getaddrinfo", (void *)sealed_getaddrinfo, SOCKETS},
-    {"dlopen", (void *)sealed_dlopen, LOADER},            {"dlsym", (void *)sealed_dlsym, SYMBOLS},
+    CHECKED("connect", connect),
+    CHECKED("sendto", sendto),
+    CHECKED("sendmsg", sendmsg),
+    CHECKED("sendmmsg", sendmmsg),
+    CHECKED("getaddrinfo", getaddrinfo),
+    CHECKED("gethostbyname", gethostbyname),
+    CHECKED("gethostbyname2", gethostbyname2),
+    CHECKED("gethostbyname_r", gethostbyname_r),
+    CHECKED("gethostbyname2_r", gethostbyname2_r),
+    CHECKED("getnameinfo", getnameinfo),
+    CHECKED("res_query", res_query),
+    CHECKED("__res_query", res_query), /* <resolv.h> names them so */
+    CHECKED("res_search", res_search),
+    CHECKED("__res_search", res_search),
+    {"dlopen", (void *)sealed_dlopen, LOADER, (void **)&real_dlopen},
+    {"dlsym", (void *)sealed_dlsym, SYMBOLS, (void **)&real_dlsym},
 };
 #define N_REDIRECTS (sizeof redirects / sizeof redirects[0])
+
+/* ``dlsym`` that answers with the checked function where it found the C library's own (ctypes, cffi). */
+static void *sealed_dlsym(void *handle, const char *symbol) {
+    void *found = real_dlsym(handle, symbol);
+    for (size_t r = 0; found != NULL && r < N_REDIRECTS; r++) {
+        if (redirects[r].where == SOCKETS && found == *redirects[r].real) {
+            return redirects[r].to;
+        }
+    }
+    return found;
+}
 
 static void *self_base = NULL; /* this module's own object: never pointed at itself */
 
@@ -295,10 +448,10 @@ static int how_far(const struct dl_phdr_info *info) {
         return 0;
     }
     if (path[0] == '\0' || strncmp(name, "libpython", 9) == 0 || strncmp(name, "_socket.", 8) == 0) {
-        return LOADER; /* the executable, libpython, the socket module */
+        return LOADER | SYMBOLS; /* the executable, libpython (ctypes may be built in), the socket module */
     }
-    if (strncmp(name, "_ctypes.", 8) == 0) {
-        return SOCKETS | LOADER | SYMBOLS;
+    if (strncmp(name, "_ctypes.", 8) == 0 || strncmp(name, "_cffi_backend.", 14) == 0) {
+        return SOCKETS | LOADER | SYMBOLS; /* what Python code calls C through */
     }
     return SOCKETS;
 }
@@ -356,7 +509,7 @@ static void patch_relocations(const struct dl_phdr_info *info, const ElfW(Rela) 
         }
         const char *name = strings + symbol->st_name;
         for (size_t r = 0; r < N_REDIRECTS; r++) {
-            if ((redirects[r].where & where) && strcmp(name, redirects[r].name) == 0) {
+            if ((redirects[r].where & where) && *redirects[r].real != NULL && strcmp(name, redirects[r].name) == 0) {
                 point(info, info->dlpi_addr + rela[i].r_offset, redirects[r].to);
             }
         }
@@ -444,15 +597,14 @@ static PyObject *seal(PyObject *module, PyObject *args) {
         return NULL;
     }
     self_base = self.dli_fbase;
-    real_connect = (connect_f)dlsym(RTLD_DEFAULT, "connect");
-    real_sendto = (sendto_f)dlsym(RTLD_DEFAULT, "sendto");
-    real_sendmsg = (sendmsg_f)dlsym(RTLD_DEFAULT, "sendmsg");
-    real_getaddrinfo = (getaddrinfo_f)dlsym(RTLD_DEFAULT, "getaddrinfo");
-    real_dlopen = (dlopen_f)dlsym(RTLD_DEFAULT, "dlopen");
-    real_dlsym = (dlsym_f)dlsym(RTLD_DEFAULT, "dlsym");
-    if (!real_connect || !real_sendto || !real_sendmsg || !real_getaddrinfo || !real_dlopen || !real_dlsym) {
-        PyErr_SetString(PyExc_RuntimeError, "the C library lacks a function the seal points at");
-        return NULL;
+    for (size_t r = 0; r < N_REDIRECTS; r++) {
+        void *found = dlsym(RTLD_DEFAULT, redirects[r].name);
+        if (found != NULL) {
+            *redirects[r].real = found;
+        } else if (redirects[r].name[0] != '_' && strncmp(redirects[r].name, "res_", 4) != 0) {
+            PyErr_Format(PyExc_RuntimeError, "the C library lacks %s, which the seal points at", redirects[r].name);
+            return NULL;
+        }
     }
     max_resolved = limit;
     suites = Py_NewRef(running);

@@ -28,6 +28,7 @@ from ..fixtures import FixtureTools
 from ..redact import Redactor
 from ..report import MAX_NO_FIXTURE_CALLS, Judging, Report, ResultSpool
 from ._agent import factory_name
+from ._c_calls import unchecked_note
 from ._evaluate import Judge
 from ._live import LiveCall
 from ._plan import Planned, plan
@@ -147,6 +148,8 @@ def replay(
         failed_builds += len(failed)
         build_error = build_error or next((o.error for o in failed if o.error), None)
         result = case_result(case, outs, variant_of, verdict)
+        if policy is not None and (note := unchecked_note()) is not None:
+            result.notes.append(note)
         spool.add(result, index)
         planned[index].release()
         if on_case is not None:

@@ -45,7 +45,7 @@ def summary(report: Report) -> str:
         )
     errored, n_errored = _first((r for r in report.results if r.errored), 3)
     if n_errored:
-        shown = "; ".join(f"{r.id}: {r.error or ', '.join(r.reasons()) or 'not evaluated'}" for r in errored)
+        shown = "; ".join(f"{r.id}: {_line(r.error or ', '.join(r.reasons()) or 'not evaluated')}" for r in errored)
         lines.append(f"errored {n_errored} (not evaluated, out of the pass rates): {shown}")
     rec = report.recovery()
     if rec["by_mode"]:
@@ -55,7 +55,9 @@ def summary(report: Report) -> str:
         sure = " (confirmed: every rerun failed too)" if r.confirmation == "confirmed" else ""
         lines.append(f"FAIL {r.id}: {r.why}{sure}" if r.why else f"FAIL {r.id}{sure}")
         # a check that only restates the agent error ("stopped with error (<error>)") is left out here
-        lines.extend(f"  - {reason}" for reason in r.reasons() if not (r.error and reason.endswith(f"({r.error})")))
+        lines.extend(
+            f"  - {_line(reason)}" for reason in r.reasons() if not (r.error and reason.endswith(f"({r.error})"))
+        )
         if r.trials > 1:
             lines.append(f"  - passed {r.passes}/{r.trials} trials")
     if n_failing > SUMMARY_FAILURES:
@@ -239,3 +241,8 @@ _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 def _xml(text: str) -> str:
     """XML 1.0 cannot carry control characters at all, escaped or not: drop them."""
     return _XML_BAD.sub("", text)
+
+
+def _line(text: str) -> str:
+    """A reason or an error on one terminal line: an exception's text may hold line breaks."""
+    return " ".join(text.split())

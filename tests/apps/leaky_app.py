@@ -176,9 +176,9 @@ def _libc_post(url: str) -> str:
             error = ctypes.get_errno()
             raise OSError(error, os.strerror(error))
         request = b"POST /refund HTTP/1.0\r\nContent-Length: 0\r\n\r\n"
-        libc.send(fd, request, len(request))
+        libc.send(fd, request, len(request), 0)
         answer = ctypes.create_string_buffer(100)
-        return answer.raw[: max(libc.recv(fd, answer, 100), 0)].decode()
+        return answer.raw[: max(libc.recv(fd, answer, 100, 0), 0)].decode()
     finally:
         libc.close(fd)
 

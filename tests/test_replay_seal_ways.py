@@ -412,7 +412,7 @@ def test_a_case_s_refusals_count_every_one_it_did_not_keep(payments):
 
     (r,) = replay([refund_case()], build, timeout=30).results
     assert payments.seen == [] and r.live_calls == 150
-    assert refused_detail(r).endswith("; and 145 more")
+    assert refused_detail(r).endswith(" (100 times); and 50 more")  # the same refusal, kept 100 times, once
 
 
 def test_the_program_sends_its_report_to_the_otlp_endpoint_and_nothing_else_after_the_replay(

@@ -47,9 +47,14 @@ def sealed_check(refusals: list[Refusal], total: int) -> CheckResult | None:
     ``total`` counts every refusal, kept or not."""
     if not refusals:
         return None
-    shown = "; ".join(r.summary() for r in refusals[:MAX_NO_FIXTURE_CALLS])
-    more = f"; and {total - min(len(refusals), MAX_NO_FIXTURE_CALLS)} more" if total > MAX_NO_FIXTURE_CALLS else ""
-    return CheckResult(name="sealed", passed=False, detail=f"refused {shown}{more}")
+    times: dict[str, int] = {}  # the same refusal again (a client's retries, a lookup per address family): once
+    for r in refusals:
+        times[r.summary()] = times.get(r.summary(), 0) + 1
+    shown = list(times.items())[:MAX_NO_FIXTURE_CALLS]
+    said = "; ".join(f"{text} ({n} times)" if n > 1 else text for text, n in shown)
+    left = total - sum(n for _, n in shown)
+    more = f"; and {left} more" if left > 0 else ""
+    return CheckResult(name="sealed", passed=False, detail=f"refused {said}{more}")
 
 
 def new_log() -> str:

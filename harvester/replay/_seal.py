@@ -320,8 +320,9 @@ def sealing(policy: Policy, *, until_exit: bool = False) -> Iterator[Seal]:
         raise RuntimeError("OpenTelemetry's runtime context was replaced after the seal's C hook was installed")
     seal = Seal(policy)
     enclosing = _suites[-1] if _suites else None
-    if enclosing is None:
+    if enclosing is None:  # names looked up before are forgotten: an address is named as this replay found it
         seal.log = log = new_log()
+        resolved.clear()
     else:  # a replay inside a sealed import's seal: one log, as processes the import started write to it
         enclosing.collect()
         seal.log, seal._read = enclosing.log, enclosing._read

@@ -89,6 +89,7 @@ def test_demo_widened_allowlist_is_exactly_the_gift_card_runs_mutating_first(pro
     assert not (project / "cases").exists()
     lines = out.stdout.splitlines()
     assert lines[0].startswith(f"newly mutating: {len(gift)} (") and "issue_refund" in lines[0]
+    assert "called a mutating tool more often than production did" in lines[0]  # twice where it ran once too
     assert lines[1].split(":")[0].strip() in gift  # the newly mutating runs are listed right under it
     assert "gate new_mutating<=0: FAIL" in out.stdout and "gate newly_failed<=0.02: ok" in out.stdout
     assert support.REFUNDS == []  # sealed: the refund tool's body never ran

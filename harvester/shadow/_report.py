@@ -89,7 +89,7 @@ class ShadowReport(BaseModel):
             ran = ", ".join(f"{tool} ({n})" for tool, n in sorted(self.sandbox.items())) or "nothing"
             skipped += f"; sandbox ran for real: {ran}"
         return [
-            f"newly mutating: {t.rate_text('new_mutating')} called a mutating tool production did not"
+            f"newly mutating: {t.rate_text('new_mutating')} called a mutating tool more often than production did"
             + (f" ({', '.join(tools)})" if tools else ""),
             f"runs: {t.runs} production runs{since}{shard} shadowed with {self.candidate or 'the candidate'} "
             f"({seal}, model {self.model}){skipped}",
@@ -104,7 +104,9 @@ class ShadowReport(BaseModel):
         t = self.total
         parts = [
             f"{t.count('errored')} not evaluated (errored)" if t.count("errored") else "",
-            f"{t.count('live_tool_calls')} with a tool run around the executor" if t.count("live_tool_calls") else "",
+            f"{t.count('live_tool_calls')} with a live call (a tool run around the executor, or a refusal)"
+            if t.count("live_tool_calls")
+            else "",
             f"{self.refused} call(s) refused outside any run" if self.refused else "",
         ]
         return "".join(f"; {p}" for p in parts if p)

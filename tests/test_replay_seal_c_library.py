@@ -89,6 +89,14 @@ def test_localhost_allowed_lets_c_code_reach_the_loopback_address_it_never_looke
     assert len(payments.seen) == 1
 
 
+def test_c_code_in_a_python_child_is_refused_there_and_fails_the_case(payments, monkeypatch):
+    """A Python child the agent starts (an MCP server, a worker) seals itself, its C code's calls too."""
+    monkeypatch.setenv(leaky_app.CLIENT_ENV, "child-ctypes")
+    report = replay([refund_case()], leaky_app.build, timeout=60, allow_commands=[sys.executable])
+    assert payments.seen == []
+    assert f"connect to 127.0.0.1:{payments.port} during process" in sealed_detail(report)
+
+
 def test_a_database_write_through_libpq_is_refused_and_no_row_is_written(ledger, postgres_server):
     report = replay([refund_case()], leaky_app.build, timeout=30)
     detail = sealed_detail(report)

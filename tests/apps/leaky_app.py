@@ -15,7 +15,8 @@ multiprocessing worker), ``mp-program`` (multiprocessing starting another progra
 ``posix-spawn-environ`` (``os.posix_spawn`` given ``os.environ``), ``cleared-env``, ``posix-spawn-pythonpath``,
 ``pty`` and ``exporter`` (the ways round the seal a third round of testing tried), ``syslog`` (the
 ``syslog`` module, which reaches ``/dev/log`` from C), ``ctypes`` (the C library's ``connect`` and
-``send`` called through ctypes: C code, no socket event), ``uvloop`` (a uvloop loop made directly with
+``send`` called through ctypes: C code, no socket event; ``child-ctypes``: in a Python child),
+``uvloop`` (a uvloop loop made directly with
 ``uvloop.run``: libuv connects in C), ``psycopg`` (a row written to the PostgreSQL database
 ``LEAKY_URL`` names, through libpq's own C code).
 """
@@ -137,6 +138,11 @@ def _less_common(url: str, how: str) -> str:
         with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
             conn.execute("INSERT INTO refunds (order_id) VALUES ('A1001')")
         return "written"
+    if how == "child-ctypes":  # a Python child whose C code connects (an MCP server's libpq, say)
+        child = f"from tests.apps.leaky_app import _libc_post; print(_libc_post({url!r}))"
+        return subprocess.run(
+            [sys.executable, "-c", child], check=True, timeout=30, capture_output=True
+        ).stdout.decode()
     if how == "ctypes":  # libc's connect and send called through ctypes: C code, no socket event
         return _libc_post(url)
     if how == "gethostbyname":

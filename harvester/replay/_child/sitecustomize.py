@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -65,6 +66,26 @@ def _seal(setting: dict[str, Any]) -> None:
     if _posixsubprocess is not None:
         _posixsubprocess.fork_exec = guard.forking(_posixsubprocess.fork_exec)
     guard.add()
+    _seal_c_library(setting["dir"], guard, guard_mod, here)
+
+
+def _seal_c_library(folder: str, guard: Any, guard_mod: Any, here: Any) -> None:
+    """C code's own connections checked here too (``_libc.c``), where this interpreter can load the
+    extension the replay's was built as (the same ABI: another Python goes on with its audit hook)."""
+    import sysconfig
+
+    path = os.path.join(folder, "_libc" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    if not os.path.exists(path) or os.environ.get("HARVESTER_SEAL_LIBC", "") == "0":
+        return
+    loader = importlib.machinery.ExtensionFileLoader("harvester.replay._libc", path)
+    spec = importlib.util.spec_from_file_location("harvester.replay._libc", path, loader=loader)
+    if spec is None:
+        return
+    libc = importlib.util.module_from_spec(spec)
+    loader.exec_module(libc)
+    if libc.SUPPORTED:
+        libc.seal(guard.audit, [here], guard_mod.resolved, guard_mod.CSocket, guard_mod.MAX_RESOLVED)
+        os.environ.setdefault("GRPC_DNS_RESOLVER", "native")
 
 
 def _log(path: str | None) -> int | None:

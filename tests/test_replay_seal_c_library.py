@@ -270,7 +270,8 @@ def _c_way(how: str, port: int) -> str:
         sent = 0 if libc.gethostbyname(b"payments.internal.invalid") else -1
     else:  # res_query: a DNS query of the C library's resolver (an SRV record, as a database driver asks)
         answer = ctypes.create_string_buffer(512)
-        sent = libc.res_query(b"_payments._tcp.internal.invalid", 1, 33, answer, 512)
+        name = b"1.2.3.4" if how == "res_query-address" else b"_payments._tcp.internal.invalid"
+        sent = libc.res_query(name, 1, 33, answer, 512)  # a query, even of a name that reads as an address
     if sent < 0:
         raise OSError(ctypes.get_errno(), f"{how} failed")
     return f"{how}: sent"
@@ -285,6 +286,7 @@ def _c_way(how: str, port: int) -> str:
         ("cffi", "127.0.0.1:PORT"),
         ("gethostbyname", "payments.internal.invalid"),
         ("res_query", "_payments._tcp.internal.invalid"),
+        ("res_query-address", "1.2.3.4."),
     ],
 )
 def test_c_calls_past_connect_are_refused_and_nothing_arrives(how, refused):
@@ -354,3 +356,23 @@ def test_a_database_the_agent_module_connects_to_at_import_is_one_line_naming_th
     # named by the name this process last looked the address up by, if one did (another test: localhost)
     assert re.search(rf"the seal refused connect to (127\.0\.0\.1|localhost):{port}: not a model host", line), line
     assert "allow it with replay.allow_hosts" in line
+
+
+def test_a_name_that_starts_like_a_loopback_address_is_not_one():
+    """``localhost:PORT`` allowed is the loopback addresses at that port, not a name such as
+    ``127.evil.example`` given to ``connect`` (which looks it up and goes wherever it points)."""
+    import socket
+
+    from harvester.replay import _guard
+    from harvester.replay._policy import Policy
+
+    refused: list[str] = []
+
+    def refuse(what: str, target: str, why: str) -> None:
+        refused.append(target)
+
+    policy = Policy(["localhost:8080"], ())
+    sock = _guard.CSocket(int(socket.AF_INET), -1)
+    for host in ("127.0.0.1", "::1", "127.evil.example", "127.0.0.1.evil.example"):
+        _guard._reach(policy, refuse, (sock, (host, 8080)))
+    assert refused == ["127.evil.example:8080", "127.0.0.1.evil.example:8080"]

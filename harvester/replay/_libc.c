@@ -155,8 +155,12 @@ static int nowhere(const struct sockaddr *addr, socklen_t len) {
 /* Whether a connection from ``fd`` to ``addr`` may be made: 0 yes, -1 refused (errno set). */
 static int reach(const char *event, int fd, const struct sockaddr *addr, socklen_t len) {
     struct sockaddr_in unspecified;
-    if (addr == NULL || len < (socklen_t)sizeof(sa_family_t) || !sealed_now() || finalizing()) {
+    if (addr == NULL || len < (socklen_t)sizeof(sa_family_t) || !sealed_now()) {
         return 0;
+    }
+    if (finalizing()) { /* sealed to the end: no check can run now, so nothing is allowed */
+        errno = EACCES;
+        return -1;
     }
     if (addr->sa_family == AF_UNSPEC) {
         if (event[7] == 'c') { /* socket.connect: AF_UNSPEC dissolves a connection, reaching nothing */
@@ -220,8 +224,11 @@ static int sealed_sendmmsg(int fd, struct mmsghdr *messages, unsigned int n, int
 /* A lookup C code makes past ``getaddrinfo`` (the C library's own resolver: ``gethostbyname``, a DNS
  * query of ``res_query``): 0 allowed, -1 refused (recorded by the check). */
 static int lookup(const char *event, PyObject *(*args_of)(const void *), const void *what) {
-    if (what == NULL || !sealed_now() || finalizing()) {
+    if (what == NULL || !sealed_now()) {
         return 0;
+    }
+    if (finalizing()) {
+        return -1;
     }
     int saved = errno;
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -271,8 +278,16 @@ static int sealed_gethostbyname2_r(const char *name, int family, struct hostent 
     return real_gethostbyname2_r(name, family, ret, buf, size, result, error);
 }
 
+/* The name a DNS query asks: checked as a name even where it reads as an address ("1.2.3.4", "fe80::1%x"),
+ * which the other lookups answer without a query and ``res_query`` sends all the same. */
+static PyObject *query_args(const void *name) {
+    const char *text = name;
+    size_t n = strlen(text);
+    return Py_BuildValue("(N)", PyUnicode_FromFormat(n && text[n - 1] == '.' ? "%s" : "%s.", text));
+}
+
 static int sealed_res_query(const char *name, int class, int type, unsigned char *answer, int size) {
-    if (lookup("socket.gethostbyname", name_args, name) < 0) {
+    if (lookup("socket.gethostbyname", query_args, name) < 0) {
         h_errno = NO_RECOVERY;
         return -1;
     }
@@ -280,7 +295,7 @@ static int sealed_res_query(const char *name, int class, int type, unsigned char
 }
 
 static int sealed_res_search(const char *name, int class, int type, unsigned char *answer, int size) {
-    if (lookup("socket.gethostbyname", name_args, name) < 0) {
+    if (lookup("socket.gethostbyname", query_args, name) < 0) {
         h_errno = NO_RECOVERY;
         return -1;
     }
@@ -342,8 +357,11 @@ static void remember(const char *node, const struct addrinfo *found) {
 
 static int sealed_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
                               struct addrinfo **res) {
-    if (node == NULL || !sealed_now() || finalizing()) {
+    if (node == NULL || !sealed_now()) {
         return real_getaddrinfo(node, service, hints, res);
+    }
+    if (finalizing()) {
+        return EAI_FAIL;
     }
     int saved = errno;
     PyGILState_STATE gil = PyGILState_Ensure();

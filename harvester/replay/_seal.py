@@ -298,6 +298,7 @@ def install() -> None:
                 subprocess._fork_exec = Guard.forking(subprocess._fork_exec)  # type: ignore[attr-defined]
             # posix_spawn reads a given environment before its audited event, past the seal: fork_exec
             setattr(subprocess, "_USE_POSIX_SPAWN", False)  # noqa: B010 (a Final of the stubs)
+        Guard.resolving(socket.socket)  # a name given to connect is looked up before its event
         _c_calls.seal(_GUARD.audit, _suites)
 
 
@@ -320,9 +321,8 @@ def sealing(policy: Policy, *, until_exit: bool = False) -> Iterator[Seal]:
         raise RuntimeError("OpenTelemetry's runtime context was replaced after the seal's C hook was installed")
     seal = Seal(policy)
     enclosing = _suites[-1] if _suites else None
-    if enclosing is None:  # names looked up before are forgotten: an address is named as this replay found it
+    if enclosing is None:
         seal.log = log = new_log()
-        resolved.clear()
     else:  # a replay inside a sealed import's seal: one log, as processes the import started write to it
         enclosing.collect()
         seal.log, seal._read = enclosing.log, enclosing._read

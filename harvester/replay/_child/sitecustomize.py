@@ -63,6 +63,7 @@ def _seal(setting: dict[str, Any]) -> None:
     here = (policy, refuse)
     guard = guard_mod.Guard(lambda reaching: here)
     socket.getaddrinfo = guard.remembering(socket.getaddrinfo)  # type: ignore[assignment,unused-ignore]
+    guard_mod.Guard.resolving(socket.socket)
     if _posixsubprocess is not None:
         _posixsubprocess.fork_exec = guard.forking(_posixsubprocess.fork_exec)
     guard.add()

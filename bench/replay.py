@@ -472,7 +472,7 @@ def _connect_us(hooked: bool, port: int, n: int, cert: str | None = None):
     def probe(tools):
         def agent(prompt):
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=10).close()
+                socket.create_connection(("127.0.0.1", port + 1), timeout=10).close()  # a port no case may reach
             except Sealed:
                 refused.append(True)
             return "Answer: " + tools.execute("kb_search", ARGS)

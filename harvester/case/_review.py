@@ -157,13 +157,24 @@ def field_update(case: AgentCase, name: str, ask: Ask, *, default_judge: str | N
         return placed(
             harvested, case.model_dump(by_alias=True), harvested.edit(case.held(harvested), case.recording(), ask)
         )
-    raw = ask(f"{name} (lists comma-separated, '-' to clear)", "-")
-    if isinstance(getattr(case, name), list):
+    listed = isinstance(getattr(case, name), list)
+    raw = ask(f"{name} ({'comma-separated, ' if listed else ''}'-' to clear)", current_text(case, name))
+    if listed:
         return {name: [] if raw.strip() == "-" else [v.strip() for v in raw.split(",") if v.strip()]}
     update: dict[str, Any] = {name: None if raw.strip() == "-" else raw}
     if name == "expected" and update["expected"] is not None and not case.judges and default_judge:
         update["judges"] = [default_judge]
     return update
+
+
+def current_text(case: AgentCase, name: str) -> str:
+    """A plain field's value as its answer would set it again, the default a reviewer keeps by pressing
+    Enter (a list comma-separated; none: '-'); the review notes as '-', which clears them once the case is
+    fixed."""
+    value = getattr(case, name, None)
+    if name == "review_notes" or value is None or value == []:
+        return "-"
+    return ", ".join(value) if isinstance(value, list) else str(value)
 
 
 def labelled(case: AgentCase, label: Label) -> AgentCase:

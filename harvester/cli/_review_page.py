@@ -254,7 +254,7 @@ def _field(case: AgentCase, name: str) -> str:
         return f"{head}<span class=mute>{t(asked)}</span></form>"
     inputs = []
     for q in asked:
-        now = _current(case, name) if q.default == "-" and not q.choices else q.default
+        now = q.default  # the field's current value (``field_update`` asks with it)
         if q.choices:
             options = "".join(
                 f'<option{" selected" if c == q.default else ""} value="{a(c)}">{t(c)}</option>' for c in q.choices
@@ -263,12 +263,3 @@ def _field(case: AgentCase, name: str) -> str:
         else:
             inputs.append(f'<input type=text name=answer value="{a(now)}" title="{a(q.text)}" aria-label="{a(name)}">')
     return f"{head}{''.join(inputs)}<button type=submit>save</button></form>"
-
-
-def _current(case: AgentCase, name: str) -> str:
-    """A plain field's value as its answer would set it again (a list comma-separated; none: '-'); the
-    review notes (shown above) as '-', which clears them once the case is fixed."""
-    value = getattr(case, name, None)
-    if name == "review_notes" or value is None or value == []:
-        return "-"
-    return ", ".join(value) if isinstance(value, list) else str(value)

@@ -131,7 +131,7 @@ class HarvesterSession:
                         check_output(out)
                     except OutputError as exc:
                         raise pytest.UsageError(f"--harvester-{kind} {exc}") from None
-            build = load_agent(spec)
+            build = _load_sealed(spec, settings)
         except (HarvesterError, ValueError) as exc:  # the option as this run spells it
             raise pytest.UsageError(str(exc).replace("--agent ", "--harvester-agent ", 1)) from None
         return cls(config, CaseRunner(settings, build), baseline)
@@ -264,3 +264,11 @@ def _why_empty(runner: CaseRunner) -> str | None:
     if accepted:
         return None
     return f"harvester: no accepted cases in {shown_path(folder.root)}/"
+
+
+def _load_sealed(spec: str, settings: Settings) -> Any:
+    """The agent's module imported sealed, as ``harvester replay`` imports it (allowing the config's
+    hosts and commands): a connection it opened at import would be open before any case's seal, and
+    what the cases send on it never checked. pytest's process is unsealed again after the import."""
+    replay = settings.config.replay
+    return load_agent(spec, seal=True, allow_hosts=replay.allow_hosts, allow_commands=replay.allow_commands)

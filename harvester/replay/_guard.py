@@ -49,6 +49,7 @@ __all__ = [
     "MAX_RESOLVED",
     "PROBE",
     "SYSLOG_SOCKET",
+    "COMMON_FAMILIES",
     "CSocket",
     "Guard",
     "Refuse",
@@ -91,8 +92,14 @@ KINDS = {
     **dict.fromkeys(("socket.connect", "socket.sendto", "socket.sendmsg", *_SYSLOG), 2),
     **dict.fromkeys(_STARTS, 3),
     PROBE: 4,
+    "socket.__new__": 5,
 }
 _START = 3
+# Sockets made without a check: what they reach is checked as they connect or send (netlink and AF_ALG reach
+# the kernel only). Any other family (a raw packet socket, CAN, vsock) sends with ``send()`` once bound,
+# past every other event: refused as it is made.
+_FAMILIES = ("AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK", "AF_ALG")
+COMMON_FAMILIES = frozenset({-1, *(int(getattr(socket, f)) for f in _FAMILIES if hasattr(socket, f))})
 SYSLOG_SOCKET = "/var/run/syslog" if sys.platform == "darwin" else "/dev/log"  # the C library's _PATH_LOG
 _NDELAY = 0x08  # syslog's LOG_NDELAY: openlog connects at once
 _LOCAL_FAMILIES = frozenset(int(f) for f in (getattr(socket, "AF_NETLINK", None),) if f is not None)
@@ -127,6 +134,7 @@ class Guard:
             "os.forkpty": lambda p, r, a: None,  # a child that inherits the seal (``pty.fork``, ``pty.spawn``)
             FORK_EXEC: _starts.fork_exec,
             PROBE: _probe,
+            "socket.__new__": _new_socket,
         }
         # event -> (its check, whether it reaches out over a socket rather than starts a process)
         self._checks = {event: (by_event[event], kind != _START) for event, kind in KINDS.items()}
@@ -189,17 +197,18 @@ class Guard:
 
     @staticmethod
     def resolving(socket_class: type) -> None:
-        """``connect``, ``connect_ex`` and ``sendto`` of ``socket_class`` that raise ``socket.getaddrinfo``
-        for a name before the socket module looks it up: CPython resolves a name given to them before it
-        raises the event the seal checks, so the query itself left (and a name that does not resolve was
-        never refused). An address, or a path, costs a type check and a cached parse."""
-        for name in ("connect", "connect_ex", "sendto"):
+        """``connect``, ``connect_ex``, ``sendto``, ``sendmsg`` and ``bind`` of ``socket_class`` that raise
+        ``socket.getaddrinfo`` for a name before the socket module looks it up: CPython resolves a name
+        given to them before it raises the event the seal checks (``bind`` raises none), so the query
+        itself left (and a name that does not resolve was never refused). An address, or a path, costs a
+        type check and a cached parse."""
+        for name in ("connect", "connect_ex", "sendto", "sendmsg", "bind"):
             method = getattr(socket_class, name)
             if getattr(method, "__wrapped__", None) is not None:
                 continue  # once
 
             def looking_up(self: Any, *args: Any, _method: Callable[..., Any] = method) -> Any:
-                address = args[-1] if args else None  # connect(address); sendto(data[, flags], address)
+                address = args[-1] if args else None  # connect(address); sendto(data[, flags], address); ...
                 if type(address) is tuple and len(address) >= 2 and type(address[0]) is str and address[0]:
                     host = address[0]
                     if not _is_address(host) and _family(self) in _INET:
@@ -334,7 +343,7 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
         if allowed is None:
             host, port = str(address[0]), _port(address[1])
             allowed = policy.allows_host(host, port) or (name is not None and policy.allows_host(name, port))
-            if not allowed and name is None and _is_address(host) and _loopback(host):  # libcurl never asks
+            if not allowed and name is None and (not host or _is_address(host) and _loopback(host)):  # libcurl
                 allowed = policy.allows_host("localhost", port)
             if key is not None:
                 policy.remember(key, allowed)
@@ -353,6 +362,14 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
             refuse("connect to", f"unix:{path}", "a local socket; allow it with replay.allow_hosts unix:PATH")
     elif family not in _INET and family not in _LOCAL_FAMILIES:
         refuse("connect to", f"{address!r} (socket family {family})", "not a network the seal allows")
+
+
+def _new_socket(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
+    """``socket.__new__(sock, family, type, proto)``: a family whose sends carry no address the seal
+    reads (``AF_PACKET`` bound to an interface sends frames with ``send()``) is refused as it is made."""
+    family = args[1] if len(args) > 1 else -1
+    if family not in COMMON_FAMILIES:
+        refuse("open a socket of family", str(family), "not a network the seal allows")
 
 
 def _syslog(policy: Any, refuse: Refuse) -> None:

@@ -23,7 +23,7 @@
 #include <structmember.h>
 #include <string.h>
 
-enum { NONE = 0, LOOKUP = 1, REACH = 2, START = 3, PROBE = 4 };
+enum { NONE = 0, LOOKUP = 1, REACH = 2, START = 3, PROBE = 4, SOCKET = 5 };
 #define PROBE_EVENT "harvester.seal.probe" /* raised by install: the hook says it is called */
 #ifdef Py_T_OBJECT_EX
 #define OBJECT_SLOT Py_T_OBJECT_EX
@@ -40,6 +40,7 @@ static PyObject *context_var = NULL;  /* OpenTelemetry's context variable, or No
 static PyObject *seal_key = NULL;     /* the context key of a case's seal */
 static PyObject *suites = NULL;       /* the list of the sealed replays running now */
 static PyObject *resolved = NULL;     /* address -> the name it was looked up by */
+static PyObject *families = NULL;     /* the socket families made without a check (IP, local, netlink) */
 static int hooked = 0; /* added to the runtime's hooks (it cannot be removed) */
 static int probed = 0; /* the hook saw the probe */
 static PyInterpreterState *sealed_interpreter = NULL; /* a C hook is the runtime's: other interpreters' events pass */
@@ -165,6 +166,12 @@ static int hook(const char *event, PyObject *args, void *data) {
     if (kind == NONE || check == NULL || PyInterpreterState_Get() != sealed_interpreter) {
         return 0;
     }
+    if (kind == SOCKET && PyTuple_Check(args) && PyTuple_GET_SIZE(args) >= 2) {
+        int common = PySet_Contains(families, PyTuple_GET_ITEM(args, 1)); /* socket.__new__(sock, family, ...) */
+        if (common != 0) {
+            return common < 0 ? -1 : 0; /* an IP, local or netlink socket: what connects is checked */
+        }
+    }
     PyObject *seal;
     if (seal_here(&seal) < 0) {
         return -1;
@@ -212,9 +219,9 @@ static int watch(PyObject *events) {
             forget_events();
             return 0;
         }
-        if (value < LOOKUP || value > PROBE) {
+        if (value < LOOKUP || value > SOCKET) {
             forget_events();
-            PyErr_Format(PyExc_ValueError, "an event's kind must be 1 to 4, not %ld", value);
+            PyErr_Format(PyExc_ValueError, "an event's kind must be 1 to 5, not %ld", value);
             return 0;
         }
         watched[n_watched] = strdup(text);
@@ -246,10 +253,10 @@ static Py_ssize_t fast_slot(PyObject *type) {
 
 static PyObject *install(PyObject *module, PyObject *args) {
     (void)module;
-    PyObject *events, *var, *seal, *running, *names, *kind_type;
+    PyObject *events, *var, *seal, *running, *names, *kind_type, *common;
     PyObject *callable;
-    if (!PyArg_ParseTuple(args, "OO!OOO!O!O!", &callable, &PyDict_Type, &events, &var, &seal, &PyList_Type, &running,
-                          &PyDict_Type, &names, &PyType_Type, &kind_type)) {
+    if (!PyArg_ParseTuple(args, "OO!OOO!O!O!O!", &callable, &PyDict_Type, &events, &var, &seal, &PyList_Type, &running,
+                          &PyDict_Type, &names, &PyType_Type, &kind_type, &PyFrozenSet_Type, &common)) {
         return NULL;
     }
     if (PyInterpreterState_Get() != PyInterpreterState_Main()) {
@@ -290,6 +297,7 @@ static PyObject *install(PyObject *module, PyObject *args) {
     seal_key = Py_NewRef(seal);
     suites = Py_NewRef(running);
     resolved = Py_NewRef(names);
+    families = Py_NewRef(common);
     sealed_interpreter = PyInterpreterState_Get();
     check = Py_NewRef(callable); /* last: the hook decides from here on */
     Py_RETURN_NONE;
@@ -399,7 +407,7 @@ static PyObject *remembering(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"install", install, METH_VARARGS,
-     "install(check, events, context_var, seal_key, suites, resolved, seal_type): add the hook, once."},
+     "install(check, events, context_var, seal_key, suites, resolved, seal_type, families): add the hook, once."},
     {"remembering", remembering, METH_VARARGS,
      "remembering(lookup, resolved, limit): getaddrinfo that remembers each address's name."},
     {NULL, NULL, 0, NULL},

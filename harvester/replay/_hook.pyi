@@ -12,6 +12,7 @@ def install(
     suites: list[Any],
     resolved: dict[Any, str],
     seal_type: type,
+    families: frozenset[int],
     /,
 ) -> None: ...
 def remembering(lookup: Callable[..., Any], resolved: dict[Any, str], limit: int, /) -> Callable[..., Any]: ...

@@ -62,7 +62,7 @@ from .. import seam
 from ..errors import Sealed
 from . import _c_calls
 from ._aside import set_aside
-from ._guard import CHILD_ENV, KINDS, MAX_RESOLVED, Guard, resolved
+from ._guard import CHILD_ENV, COMMON_FAMILIES, KINDS, MAX_RESOLVED, Guard, resolved
 from ._policy import Policy
 from ._refusal import MAX_REFUSALS, Refusal, in_flight, new_log, remove_log
 from ._starts import Carried, called_from, first_on_path
@@ -282,7 +282,7 @@ def install() -> None:
         variable = _context_variable() if native else None
         if variable is not None:
             try:
-                _hook.install(_GUARD.audit, dict(KINDS), variable, SEAL, _suites, resolved, Seal)
+                _hook.install(_GUARD.audit, dict(KINDS), variable, SEAL, _suites, resolved, Seal, COMMON_FAMILIES)
             except RuntimeError:  # a subinterpreter, or vetoed: the Python hook says which
                 variable = None
         if variable is not None:

@@ -216,7 +216,11 @@ def test_a_connection_the_agent_module_opens_at_import_is_refused(payments, monk
     assert "allow it with replay.allow_hosts" in line
     assert payments.seen == []
     allowed = CliRunner().invoke(main, [*agent, "--allow-host", f"127.0.0.1:{payments.port}"])
-    assert "error:" not in allowed.output and len(payments.seen) == 1, allowed.output
+    assert "error:" not in allowed.output, allowed.output
+    deadline = time.monotonic() + 10  # the tool sends and answers at once: the server records it a moment later
+    while not payments.seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(payments.seen) == 1
 
 
 def test_a_plugin_in_the_app_package_is_imported_sealed(payments, monkeypatch, tmp_path: Path):
@@ -263,6 +267,31 @@ def _replay_in_a_process(tmp_path: Path, agent: str, *options: str, **env: str) 
     )
     assert done.returncode in (0, 1), done.stdout + done.stderr  # a verdict, not a usage error or a crash
     return Report.load(tmp_path / "r.json")
+
+
+def test_a_refusal_after_the_replay_ended_is_said_and_fails_the_program(payments, monkeypatch, tmp_path: Path):
+    """A thread the agent left running posts after the verdict was printed: the program waits for it (as
+    Python would), names the refusal in a warning line and exits 1, not 0."""
+    import os
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
+    save_case(refund_case().model_copy(update={"checks": []}), tmp_path / "cases")
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "harvester", "replay", "--agent", "tests.apps.posts_late:build"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert payments.seen == []
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "release gate: PASS" in done.stdout  # the verdict, printed before the thread tried
+    assert f"after the replay ended, the seal refused connect to 127.0.0.1:{payments.port}" in done.stderr
 
 
 def test_a_thread_the_agent_module_starts_at_import_finds_no_moment_unsealed(payments, monkeypatch, tmp_path: Path):

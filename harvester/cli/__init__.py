@@ -259,7 +259,29 @@ def program() -> None:
     code (a test's ``CliRunner``, an app embedding the CLI), ``main`` unseals as each command ends."""
     global _program
     _program = True
-    main()
+    try:
+        main()
+    except SystemExit as done:
+        if "harvester.replay" in sys.modules:  # a command that sealed the process (never --version's)
+            _late_refusals(done)
+        raise
+
+
+def _late_refusals(done: SystemExit) -> None:
+    """After a sealed command: what its seal refused once the replay had ended (a thread the agent left
+    running, which the process waits for), said in a warning line; a passing exit becomes 1."""
+    from ..replay import refused_after_replay
+
+    late = refused_after_replay()
+    if late:
+        more = f" (and {len(late) - 1} more)" if len(late) > 1 else ""
+        click.echo(
+            f"warning: after the replay ended, the seal refused {late[0]}{more}: a thread the agent left "
+            "running, which no case counted",
+            err=True,
+        )
+        if done.code in (0, None):
+            done.code = 1
 
 
 def is_program() -> bool:

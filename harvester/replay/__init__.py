@@ -14,7 +14,7 @@ evaluated, one report.
   disk as cases finish).
 """
 
-from ._agent import also_allowing, importing_sealed, load_agent
+from ._agent import also_allowing, importing_sealed, load_agent, refused_after_replay
 from ._evaluate import Judge, divergence, evaluate, recovered, variant_case
 from ._live import LiveCall, live_calls
 from ._plan import FolderPlan, Planned, in_shard, plan, plan_folder, recovery_variants
@@ -46,6 +46,7 @@ __all__ = [
     "plan_folder",
     "plan_hosts",
     "recovered",
+    "refused_after_replay",
     "replay",
     "sandbox_for",
     "variant_case",

@@ -7,6 +7,8 @@ import importlib
 import inspect
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -14,7 +16,7 @@ from ..errors import AgentLoadError, Sealed
 from ._policy import Policy
 from ._seal import current, sealing
 
-__all__ = ["also_allowing", "factory_name", "importing_sealed", "load_agent", "wants"]
+__all__ = ["also_allowing", "factory_name", "importing_sealed", "load_agent", "refused_after_replay", "wants"]
 
 
 def load_agent(
@@ -115,6 +117,22 @@ def also_allowing(hosts: Iterable[str]) -> Iterator[None]:
         return
     with sealing(Policy((*suite.policy.hosts, *hosts), suite.policy.commands)):
         yield
+
+
+def refused_after_replay(wait_s: float = 10.0) -> list[str]:
+    """What the program's seal refused after its replay ended (a thread the agent left running), once the
+    threads that keep the process alive (not daemons: Python waits for them at exit anyway) have ended,
+    or ``wait_s`` passed. The verdict was printed before them and would say nothing of them."""
+    suite = current()
+    if suite is None:
+        return []
+    deadline, here = time.monotonic() + wait_s, threading.current_thread()
+    for thread in threading.enumerate():  # an executor's idle workers wait for its shutdown at exit: not them
+        idle = getattr(getattr(thread, "_target", None), "__module__", "") == "concurrent.futures.thread"
+        if thread is not here and not thread.daemon and not idle:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    suite.collect()
+    return [r.summary() for r in suite.refusals[suite.handed :]]
 
 
 def factory_name(factory: Callable[..., Any]) -> str:

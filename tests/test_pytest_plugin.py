@@ -154,6 +154,15 @@ def test_the_agent_module_is_imported_sealed_and_a_connection_it_opens_is_a_usag
         assert server.seen == []
 
 
+def test_a_failure_s_reasons_are_one_line_each():
+    from harvester.pytest_plugin._runner import failure_text
+
+    error = "OperationalError: connection failed: Permission denied\n\tIs the server running on that host?"
+    text = failure_text(CaseResult(id="c", passed=False, error=error), "harvester case c failed")
+    assert "  agent error: OperationalError: connection failed: Permission denied Is the server running" in text
+    assert "\t" not in text
+
+
 MUTE = "def build():\n    return lambda prompt: 'no'\n"  # answers without a tool: fails every demo case
 
 

@@ -718,3 +718,26 @@ def test_a_raw_packet_socket_is_refused_as_it_is_made():
     assert r.answer == "failed: Sealed"
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW):  # outside a replay, as ever
         pass
+
+
+def test_a_refused_shell_line_says_what_would_allow_it():
+    """With no command allowed, a shell line is refused as not allowed (its redirect is beside the point);
+    with commands allowed, one that is not a plain command is refused as such."""
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            try:
+                subprocess.run("echo refund >> /dev/null", shell=True, check=False)
+            except PermissionError:
+                return "refused"
+            return "ran"
+
+        return agent
+
+    (r,) = replay([refund_case()], build, timeout=30).results
+    assert "start /bin/sh -c echo refund >> /dev/null" in refused_detail(r)
+    assert "not in replay.allow_commands" in refused_detail(r)
+    (r,) = replay([refund_case()], build, timeout=30, allow_commands=["echo refund"]).results
+    assert "a shell line that is not one plain command (a ';', '|', '&', '$', backquote or redirection)" in (
+        refused_detail(r)
+    )

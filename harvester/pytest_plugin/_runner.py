@@ -161,7 +161,8 @@ def failure_text(result: CaseResult, headline: str) -> str:
         lines.append(f"  why: {result.why}")
     if result.injected is not None:
         lines.append(f"  injected: {result.injected.mode} on {result.injected.tool}")
-    lines += [f"  {reason}" for reason in result.reasons()] or ["  (no check failed in the trial shown)"]
+    reasons = [f"  {' '.join(reason.split())}" for reason in result.reasons()]  # one line: psycopg's run to two
+    lines += reasons or ["  (no check failed in the trial shown)"]
     differences = result.differences()
     if differences:
         lines.append(f"  divergence: {differences}")

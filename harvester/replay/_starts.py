@@ -108,7 +108,9 @@ def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env
 def _refused(policy: Any, words: list[str] | None, env: Any) -> str | None:
     """Why the seal refuses to start ``words``, or None."""
     if not policy.allows_command(words) and not probing():
-        return "not in replay.allow_commands" if words is not None else "a shell line of more than one plain command"
+        if words is not None or not policy.commands:  # with nothing allowed, what would allow it says more
+            return "not in replay.allow_commands"
+        return "a shell line that is not one plain command (a ';', '|', '&', '$', backquote or redirection)"
     if words and _is_python(words[0]):
         if skips_site(words):
             return "a Python run with -I, -E or -S skips the seal's environment: run it without"

@@ -210,9 +210,9 @@ class Guard:
             def looking_up(self: Any, *args: Any, _method: Callable[..., Any] = method) -> Any:
                 address = args[-1] if args else None  # connect(address); sendto(data[, flags], address); ...
                 if type(address) is tuple and len(address) >= 2 and type(address[0]) is str and address[0]:
-                    host = address[0]
-                    if not _is_address(host) and _family(self) in _INET:
-                        sys.audit("socket.getaddrinfo", host, address[1], _family(self), 0, 0, 0)
+                    host, family = address[0], _family(self)
+                    if family in _INET and not _is_address(host):
+                        sys.audit("socket.getaddrinfo", host, address[1], family, 0, 0, 0)
                 return _method(self, *args)
 
             looking_up.__wrapped__ = method  # type: ignore[attr-defined]

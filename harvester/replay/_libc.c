@@ -3,8 +3,9 @@
  * Audit hooks see what goes through Python. A library that connects from its own C code (libpq under
  * psycopg, libcurl under pycurl, gRPC's C core, libuv under uvloop) or ``ctypes`` calling libc's
  * ``connect`` raise no audited event. Every one of them still calls the C library's ``connect``,
- * ``sendto``, ``sendmsg`` and ``getaddrinfo`` through its own table of imported functions (the GOT).
- * ``seal(check, suites, resolved, socket_type)`` points those entries, in every object loaded now and
+ * ``sendto``, ``sendmsg``, ``sendmmsg`` and its name lookups (``getaddrinfo``, ``gethostbyname``,
+ * ``getnameinfo``, ``res_query``...) through its own table of imported functions (the GOT).
+ * ``seal(check, suites, resolved, socket_type, limit)`` points those entries, in every object loaded now and
  * in every one loaded later (``dlopen`` is pointed here too), at the functions below; ``dlsym`` of one
  * of them (how ``ctypes`` finds ``connect``) answers with its function here.
  *

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections import Counter
 from typing import NamedTuple
 
 from opentelemetry import trace
@@ -47,10 +48,8 @@ def sealed_check(refusals: list[Refusal], total: int) -> CheckResult | None:
     ``total`` counts every refusal, kept or not."""
     if not refusals:
         return None
-    times: dict[str, int] = {}  # the same refusal again (a client's retries, a lookup per address family): once
-    for r in refusals:
-        times[r.summary()] = times.get(r.summary(), 0) + 1
-    shown = list(times.items())[:MAX_NO_FIXTURE_CALLS]
+    # the same refusal again (a client's retries, a lookup per address family): once, in the order first made
+    shown = list(Counter(r.summary() for r in refusals).items())[:MAX_NO_FIXTURE_CALLS]
     said = "; ".join(f"{text} ({n} times)" if n > 1 else text for text, n in shown)
     left = total - sum(n for _, n in shown)
     more = f"; and {left} more" if left > 0 else ""

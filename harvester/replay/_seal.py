@@ -31,8 +31,8 @@ which is also how a refusal names the host rather than its address. An address f
 (a resolver outside Python) is refused, and named by its address: the seal fails closed.
 
 C code that connects past Python's sockets (libpq, libcurl, gRPC's core, a uvloop loop, ``ctypes``)
-raises no audited event: on Linux, ``_libc.c`` points each loaded library's imported ``connect``,
-``sendto``, ``sendmsg`` and ``getaddrinfo`` at the same checks (``_c_calls``).
+raises no audited event: on Linux, ``_libc.c`` points each loaded library's imported connections and
+name lookups at the same checks (``_c_calls``).
 
 The hook is installed once (an audit hook cannot be removed). It is ``_hook.c``'s where it was built:
 an event it does not watch costs a few string compares, and a connection the policy allows by its

@@ -26,6 +26,7 @@ the server restarts, the pool reconnects by itself; what it logs meanwhile is on
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -58,23 +59,19 @@ _orphans: list[Any] = []  # a parent's pools in a forked child: kept, never clos
 _Self = TypeVar("_Self", bound="PgConnection")
 
 
-_own_class: list[Any] = []  # ``_own``'s class, made once
-
-
+@functools.cache
 def _own(psycopg: Any) -> Any:
     """psycopg's connection class, connecting as harvester's own work (``seam.own_work``): the seal sees
     libpq's connections in C too, and the store's are never the agent's (a shadow reads the store while
     the program is sealed, and the pool connects from threads of its own)."""
-    if not _own_class:
 
-        class OwnConnection(psycopg.Connection):
-            @classmethod
-            def connect(cls, *args: Any, **kwargs: Any) -> Any:
-                with seam.own_work():
-                    return super().connect(*args, **kwargs)
+    class OwnConnection(psycopg.Connection):
+        @classmethod
+        def connect(cls, *args: Any, **kwargs: Any) -> Any:
+            with seam.own_work():
+                return super().connect(*args, **kwargs)
 
-        _own_class.append(OwnConnection)
-    return _own_class[0]
+    return OwnConnection
 
 
 def is_postgres_url(path: object) -> bool:

@@ -43,7 +43,9 @@ def build_for(target: str) -> Callable[[], Callable[[str], str]]:
     def build() -> Callable[[str], str]:
         def agent(prompt: str) -> str:
             try:
-                with grpc.insecure_channel(target) as channel:
+                # a channel of its own subchannels: gRPC's shared pool keeps a refused address in its
+                # reconnect backoff, and the next case's channel would fail at once, without trying
+                with grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
                     return "Refund: " + channel.unary_unary("/pay/Refund")(b"A1001", timeout=5).decode()
             except grpc.RpcError as exc:
                 return f"Refund failed: {exc.code()}"  # type: ignore[attr-defined]

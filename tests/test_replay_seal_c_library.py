@@ -210,6 +210,9 @@ with grpc_app.payments() as (port, seen):
     assert said.stdout.strip() == "Refund failed: StatusCode.UNAVAILABLE | Refund: refunded | [b'A1001']"
 
 
+_NEEDS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="a raw socket needs root")
+
+
 def _c_way(how: str, port: int) -> str:
     """What C code does to reach 127.0.0.1:``port`` (UDP) or a name, past ``connect``: each call through
     ctypes (or cffi), as a C library would make it."""
@@ -249,6 +252,13 @@ def _c_way(how: str, port: int) -> str:
                 sent = libc.sendmmsg(fd, ctypes.byref(message), 1, 0)
         finally:
             libc.close(fd)
+    elif how == "raw-port0":  # a raw socket: the port is in the packet, the address's port is 0
+        fd = libc.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+        payload = b"refund A1001"
+        packet = struct.pack("!HHHH", 40000, port, 8 + len(payload), 0) + payload
+        nowhere = v4[:2] + bytes(2) + v4[4:]
+        sent = libc.sendto(fd, packet, len(packet), 0, nowhere, len(nowhere))
+        libc.close(fd)
     elif how == "connect-ipv6-24":  # RFC 2133's sockaddr_in6, without the scope: 24 bytes
         fd = libc.socket(socket.AF_INET6, socket.SOCK_STREAM, 0)
         address = (
@@ -282,6 +292,7 @@ def _c_way(how: str, port: int) -> str:
     [
         ("sendmmsg", "127.0.0.1:PORT"),
         ("sendto-unspec", "127.0.0.1:PORT"),
+        pytest.param("raw-port0", "127.0.0.1:0", marks=_NEEDS_ROOT),
         ("connect-ipv6-24", "[::1]:PORT"),
         ("cffi", "127.0.0.1:PORT"),
         ("gethostbyname", "payments.internal.invalid"),

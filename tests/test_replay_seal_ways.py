@@ -223,6 +223,26 @@ def test_a_connection_the_agent_module_opens_at_import_is_refused(payments, monk
     assert len(payments.seen) == 1
 
 
+def test_a_connection_refused_at_the_agent_s_import_is_said_once_by_the_program(payments, tmp_path: Path):
+    """The program's import error names the refusal; its exit does not say it again as a thread's."""
+    (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
+    save_case(refund_case(), tmp_path / "cases")
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "harvester", "replay", "--agent", "tests.apps.connects_at_import:build"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"sealed connect to 127.0.0.1:{payments.port}" in done.stderr
+    assert done.stderr.count(f"127.0.0.1:{payments.port}") == 1, done.stderr
+    assert "after the replay ended" not in done.stderr and payments.seen == []
+
+
 def test_a_plugin_in_the_app_package_is_imported_sealed(payments, monkeypatch, tmp_path: Path):
     """A config plugin that lives in the app's package (``myapp.checks``, as docs/checks.md lays it out)
     imports the app first: imported before the seal, its import-time connection was open, the agent's
@@ -365,6 +385,37 @@ def test_a_refusal_made_after_its_case_ended_is_counted_in_the_replay(payments):
     assert not any(c.name == "sealed" for c in one.checks)
     detail = next(c.detail for c in two.checks if c.name == "sealed")
     assert f"connect to 127.0.0.1:{payments.port}" in detail and "after its case ended" in detail
+
+
+def test_a_thread_a_case_started_reaches_the_world_again_once_the_replay_returned(payments):
+    """A sender the app starts on first use, inside a case, keeps that case's context; once ``replay()``
+    returned the process is unsealed, and what it sends then is the app's live work."""
+    jobs: queue.Queue[str | None] = queue.Queue()
+    done: queue.Queue[str] = queue.Queue()
+
+    def sender() -> None:
+        while (order := jobs.get()) is not None:
+            try:
+                leaky_app.issue_refund(order)
+                done.put("sent")
+            except OSError as exc:
+                done.put(f"failed: {exc}")
+
+    worker = threading.Thread(target=sender, daemon=True)
+
+    def build() -> Any:
+        def agent(prompt: str) -> str:
+            if not worker.is_alive():
+                worker.start()
+            return "queued nothing"
+
+        return agent
+
+    replay([refund_case()], build, timeout=30)
+    jobs.put("A1001")
+    assert done.get(timeout=30) == "sent"
+    jobs.put(None)
+    assert len(payments.seen) == 1
 
 
 def test_a_timed_out_case_s_refusals_are_counted_before_and_after_it_was_given_up(payments):

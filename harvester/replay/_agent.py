@@ -92,10 +92,11 @@ def importing_sealed(
         try:
             yield
         except Exception as exc:  # C code's refusal reads as its library's error ("Permission denied")
-            if suite is not None and not isinstance(exc, Sealed):
+            if suite is not None:
                 suite.collect()
-                if suite.refusals:
+                if suite.refusals and not isinstance(exc, Sealed):
                     exc.add_note(f"the seal refused {suite.refusals[0].summary()}")
+                suite.handed = len(suite.refusals)  # said by the import's error: not again at the exit
             raise
         if suite is not None:
             suite.collect()  # what a process it started refused, while the log is there

@@ -67,6 +67,7 @@ CHILD_ENV = _starts.CHILD_ENV
 resolved: dict[tuple[str, int], str] = {}
 _NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
 _INET = frozenset({int(socket.AF_INET), int(socket.AF_INET6)})
+_HOST_TYPES = (str, bytes, bytearray)  # what CPython takes as a host in an address
 try:  # a socket's family as the int it is (``socket.family`` makes an enum on every read)
     _family: Callable[[Any], Any] = _socket.socket.family.__get__
 except AttributeError:  # pragma: no cover - an interpreter whose socket type has no such member
@@ -125,7 +126,7 @@ class Guard:
             "socket.sendmsg": _reach,
             "syslog.openlog": lambda p, r, a: _syslog(p, r) if _int(a[1]) & _NDELAY else None,  # connects now
             "syslog.syslog": lambda p, r, a: _syslog(p, r),
-            "subprocess.Popen": lambda p, r, a: _starts.spawn(p, r, a[0], a[1]),  # its env: see ``forking``
+            "subprocess.Popen": lambda p, r, a: _starts.spawn(p, r, a[0], a[1], given=a[3]),  # see ``forking``
             "os.exec": lambda p, r, a: _starts.spawn(p, r, a[0], a[1], a[2]),
             "os.posix_spawn": lambda p, r, a: _starts.spawn(p, r, a[0], a[1], a[2]),
             "os.spawn": lambda p, r, a: _starts.spawn(p, r, a[1], a[2], a[3]),
@@ -198,10 +199,10 @@ class Guard:
     @staticmethod
     def resolving(socket_class: type) -> None:
         """``connect``, ``connect_ex``, ``sendto``, ``sendmsg`` and ``bind`` of ``socket_class`` that raise
-        ``socket.getaddrinfo`` for a name before the socket module looks it up: CPython resolves a name
-        given to them before it raises the event the seal checks (``bind`` raises none), so the query
-        itself left (and a name that does not resolve was never refused). An address, or a path, costs a
-        type check and a cached parse."""
+        ``socket.getaddrinfo`` for a name (text, bytes or a bytearray) before the socket module looks it
+        up: CPython resolves a name given to them before it raises the event the seal checks (``bind``
+        raises none), so the query itself left (and a name that does not resolve was never refused). An
+        address, or a path, costs a type check and a cached parse."""
         for name in ("connect", "connect_ex", "sendto", "sendmsg", "bind"):
             method = getattr(socket_class, name)
             if getattr(method, "__wrapped__", None) is not None:
@@ -209,8 +210,10 @@ class Guard:
 
             def looking_up(self: Any, *args: Any, _method: Callable[..., Any] = method) -> Any:
                 address = args[-1] if args else None  # connect(address); sendto(data[, flags], address); ...
-                if type(address) is tuple and len(address) >= 2 and type(address[0]) is str and address[0]:
+                if type(address) is tuple and len(address) >= 2 and type(address[0]) in _HOST_TYPES and address[0]:
                     host, family = address[0], _family(self)
+                    if type(host) is not str:  # a name as bytes or a bytearray: CPython takes those too
+                        host = _ascii(host)
                     if family in _INET and not _is_address(host):
                         sys.audit("socket.getaddrinfo", host, address[1], family, 0, 0, 0)
                 return _method(self, *args)
@@ -340,15 +343,16 @@ def _reach(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
             allowed = policy.allowed.get(key)
         except TypeError:  # a host given as a bytearray
             name, key, allowed = None, None, None
+        host = _ascii(address[0]) if isinstance(address[0], (bytes, bytearray)) else str(address[0])
         if allowed is None:
-            host, port = str(address[0]), _port(address[1])
+            port = _port(address[1])
             allowed = policy.allows_host(host, port) or (name is not None and policy.allows_host(name, port))
             if not allowed and name is None and (not host or _is_address(host) and _loopback(host)):  # libcurl
                 allowed = policy.allows_host("localhost", port)
             if key is not None:
                 policy.remember(key, allowed)
-        if not allowed and not _model_call(policy, name, str(address[0]), _port(address[1])):
-            refuse("connect to", _host_text(name or str(address[0]), _port(address[1])), _NOT_ALLOWED_HOST)
+        if not allowed and not _model_call(policy, name, host, _port(address[1])):
+            refuse("connect to", _host_text(name or host, _port(address[1])), _NOT_ALLOWED_HOST)
     elif address is None:
         return  # ``sendmsg`` on a connected socket: its connection was checked
     elif family in _INET:  # an address too short to read (C code's): what cannot be read is not allowed
@@ -390,7 +394,10 @@ def _model_call(policy: Any, name: str | None, address: str, port: int | None) -
 
 
 def _multiprocessing_own(path: str) -> bool:
-    """A socket in this process's multiprocessing folder: its forkserver's or a manager's, not the world."""
+    """A socket in this process's multiprocessing folder (there, not a link from there to elsewhere): its
+    forkserver's or a manager's, not the world."""
     process = sys.modules.get("multiprocessing.process")
     folder = process.current_process()._config.get("tempdir") if process is not None else None
-    return bool(folder) and os.path.dirname(path) == folder
+    if not folder or os.path.dirname(path) != folder:
+        return False
+    return os.path.dirname(os.path.realpath(path)) == os.path.realpath(folder)  # not a link to elsewhere

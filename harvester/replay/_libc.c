@@ -141,16 +141,23 @@ static int put_to_seal(const char *event, PyObject *args) {
     return -1;
 }
 
-/* Port 0 of an IP address: nothing can be sent there. A resolver sorting the addresses it found connects
- * a datagram socket to each (c-ares does, in gRPC) only to learn the source address it would use. */
-static int nowhere(const struct sockaddr *addr, socklen_t len) {
+/* A UDP socket connected to port 0 of an IP address: nothing can be sent there. A resolver sorting the
+ * addresses it found connects a datagram socket to each (c-ares does, in gRPC) only to learn the source
+ * address it would use. Only UDP: on a raw or ICMP ("ping") socket the port means nothing, and what is sent
+ * goes to the address. */
+static int nowhere(int fd, const struct sockaddr *addr, socklen_t len) {
+    int zero = 0, type = 0, protocol = 0;
     if (addr->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
-        return ((const struct sockaddr_in *)addr)->sin_port == 0;
+        zero = ((const struct sockaddr_in *)addr)->sin_port == 0;
+    } else if (addr->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+        zero = ((const struct sockaddr_in6 *)addr)->sin6_port == 0;
     }
-    if (addr->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
-        return ((const struct sockaddr_in6 *)addr)->sin6_port == 0;
+    socklen_t size = sizeof type;
+    if (!zero || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) != 0 || type != SOCK_DGRAM) {
+        return 0;
     }
-    return 0;
+    size = sizeof protocol;
+    return getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &size) == 0 && protocol == IPPROTO_UDP;
 }
 
 /* Whether a connection from ``fd`` to ``addr`` may be made: 0 yes, -1 refused (errno set). */
@@ -173,10 +180,11 @@ static int reach(const char *event, int fd, const struct sockaddr *addr, socklen
             addr = (const struct sockaddr *)&unspecified;
         }
     }
-    if (nowhere(addr, len)) {
+    int saved = errno;
+    if (event[7] == 'c' && nowhere(fd, addr, len)) { /* a connect: a datagram sent to port 0 is checked */
+        errno = saved;
         return 0;
     }
-    int saved = errno;
     PyGILState_STATE gil = PyGILState_Ensure();
     PyObject *sock = PyObject_CallFunction(socket_type, "ii", (int)addr->sa_family, fd);
     PyObject *address = sock == NULL ? NULL : address_of(addr, len);

@@ -21,10 +21,10 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["Host", "Policy", "command_line", "parse_host", "words"]
+__all__ = ["SHELLS", "Host", "Policy", "command_line", "parse_host", "words"]
 
 _MAX_REMEMBERED = 4096
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
 _SHELL_META = frozenset(";|&$`<>(){}\n*?")
 _PYTHON = re.compile(r"python(3(\.\d+)?)?")
 
@@ -99,7 +99,7 @@ def command_line(program: Any, argv: Any) -> list[str] | None:
     line = words(argv)
     if program is not None:
         line = [os.fsdecode(program), *line[1:]] if line else [os.fsdecode(program)]
-    if len(line) >= 3 and os.path.basename(line[0]) in _SHELLS and line[1] == "-c":
+    if len(line) >= 3 and os.path.basename(line[0]) in SHELLS and line[1] == "-c":
         return shell_words(line[2])
     return line
 

@@ -16,12 +16,13 @@ child loads both by their paths (``_child/sitecustomize.py``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 try:  # in a sealed child (``_child``) the seal's modules are loaded by their paths
@@ -49,14 +50,32 @@ __all__ = [
 
 Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
 CHILD_ENV = "HARVESTER_SEAL"  # the policy a Python child of a sealed replay seals itself with (``_child``)
-# Starts that are not the agent's actions: the standard library's probes of the machine, and harvester's own
-# capture process (an app that installs capture at import starts it; it writes to the trace store only).
+# Starts that are not the agent's actions: the standard library's probes of the machine (the programs they
+# run, from their files: a private helper of theirs given another program is a start like any), and
+# harvester's own capture process (an app that installs capture at import starts it; it writes to the trace
+# store only), a Python run from its file.
 _PROBES = frozenset(
+    os.path.join(os.path.dirname(os.__file__), name) for name in ("ctypes/util.py", "platform.py", "uuid.py")
+)
+_PROBE_PROGRAMS = frozenset(
     (
-        *(os.path.join(os.path.dirname(os.__file__), name) for name in ("ctypes/util.py", "platform.py", "uuid.py")),
-        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "intake", "_capture_process.py"),
+        "ldconfig",
+        "gcc",
+        "cc",
+        "ld",
+        "objdump",
+        "dump",
+        "crle",
+        "uname",
+        "file",
+        "ifconfig",
+        "ip",
+        "arp",
+        "netstat",
+        "lanscan",
     )
 )
+_CAPTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "intake", "_capture_process.py")
 SUBPROCESS = os.path.join(os.path.dirname(os.__file__), "subprocess.py")
 MP_UTIL = os.path.join(os.path.dirname(os.__file__), "multiprocessing", "util.py")
 
@@ -82,17 +101,31 @@ def called_from(frame: Any, test: Callable[[str], bool], limit: int) -> bool:
     return False
 
 
-def probing() -> bool:
-    """Called from the standard library's own probes of the machine, or harvester's capture process
-    (within 40 frames)."""
-    return called_from(sys._getframe(3), _PROBES.__contains__, 40)
+def probing(words: list[str] | None) -> bool:
+    """``words`` are one of the standard library's own probes of the machine, or harvester's capture
+    process, started from its file (within 40 frames)."""
+    if not words:
+        return False
+    if os.path.basename(words[0]) in _PROBE_PROGRAMS:
+        return called_from(sys._getframe(3), _PROBES.__contains__, 40)
+    return _is_python(words[0]) and called_from(sys._getframe(3), _CAPTURE.__eq__, 40)
 
 
 BUILT = object()  # the environment is the one ``fork_exec`` gets, which the seal's wrapper gives the seal
 
 
-def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env: Any = BUILT) -> None:
-    why = _refused(policy, words, env)
+def _start(
+    policy: Any,
+    refuse: Refuse,
+    words: list[str] | None,
+    shown: str,
+    env: Any = BUILT,
+    given: Any = None,
+    startup: str | None = None,
+) -> None:
+    why = _refused(policy, words, env, given)
+    if why is None and startup is not None:
+        why = f"a shell line given {startup}, which makes the shell run more than the line: unset it for the replay"
     if why is None:
         return
     search = _search()
@@ -105,9 +138,9 @@ def _start(policy: Any, refuse: Refuse, words: list[str] | None, shown: str, env
     refuse("start", shown if len(shown) <= 120 else shown[:117] + "...", why)
 
 
-def _refused(policy: Any, words: list[str] | None, env: Any) -> str | None:
-    """Why the seal refuses to start ``words``, or None."""
-    if not policy.allows_command(words) and not probing():
+def _refused(policy: Any, words: list[str] | None, env: Any, given: Any = None) -> str | None:
+    """Why the seal refuses to start ``words`` (``env``, ``given``: as ``spawn`` takes them), or None."""
+    if not policy.allows_command(words) and not probing(words):
         if words is not None or not policy.commands:  # with nothing allowed, what would allow it says more
             return "not in replay.allow_commands"
         return "a shell line that is not one plain command (a ';', '|', '&', '$', backquote or redirection)"
@@ -116,12 +149,91 @@ def _refused(policy: Any, words: list[str] | None, env: Any) -> str | None:
             return "a Python run with -I, -E or -S skips the seal's environment: run it without"
         if env is not BUILT and not _has_seal(env):
             return "a Python given an environment without the seal's (HARVESTER_SEAL, PYTHONPATH)"
+        if _isolated(words[0]):
+            return "a Python with a ._pth file beside it runs isolated, skipping the seal's environment"
+        moved = _moved_site(given if env is BUILT else env)
+        if moved is not None:
+            return f"a Python given another {moved} runs the .pth lines there before it seals itself"
     return None
 
 
-def spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any = BUILT) -> None:
+# Where a Python child finds the site folders whose .pth lines it runs before ``sitecustomize`` seals it:
+# as this process was started (a sealed child's: as its parent's seal let it start).
+_SITE_HOMES = ("PYTHONHOME", "PYTHONUSERBASE", "PYTHONPLATLIBDIR")
+_STARTED_WITH = {name: os.environ.get(name) for name in _SITE_HOMES}
+
+
+def _moved_site(env: Any) -> str | None:
+    """The variable of ``env`` (None: this process's) that points a Python child at other site folders than
+    this process started with, or None."""
+    for name in _SITE_HOMES:
+        try:
+            value = os.environ.get(name) if env is None else _value(env, name)
+        except (TypeError, ValueError):
+            return name
+        if value != _STARTED_WITH[name]:
+            return name
+    return None
+
+
+def _value(env: Any, name: str) -> str | None:
+    """``name``'s value in an environment given to a start: a mapping (str or bytes keys) or fork_exec's
+    ``b"NAME=value"`` entries."""
+    if isinstance(env, Mapping):
+        for key in (name, name.encode()):
+            with contextlib.suppress(TypeError):  # os.environ takes str keys only
+                if (found := env.get(key)) is not None:
+                    return os.fsdecode(found)
+        return None
+    prefix = name.encode() + b"="
+    for entry in env:
+        if isinstance(entry, (bytes, bytearray)) and entry.startswith(prefix):
+            return os.fsdecode(bytes(entry[len(prefix) :]))
+    return None
+
+
+def _isolated(program: str) -> bool:
+    """A ``._pth`` file beside the Python (``<program>._pth``, by the path it is run by or the file it
+    is): CPython then runs isolated, reading neither ``PYTHONPATH`` nor ``site``."""
+    found = shutil.which(program) or program
+    return any(os.path.exists(path + "._pth") for path in {found, os.path.realpath(found)})
+
+
+def spawn(policy: Any, refuse: Refuse, program: Any, argv: Any, env: Any = BUILT, given: Any = None) -> None:
+    """``env``: the environment the program gets, where the seal reads it before the start (``BUILT``: the
+    one ``fork_exec``'s wrapper gives the seal); ``given``: then the one it was given (None: this
+    process's)."""
     words = policy.command_line(program, argv)
-    _start(policy, refuse, words, " ".join(words or _policy.words(argv)), env)
+    startup = _shell_startup(given if env is BUILT else env) if _shell_line(program, argv) else None
+    _start(policy, refuse, words, " ".join(words or _policy.words(argv)), env, given, startup)
+
+
+def _shell_line(program: Any, argv: Any) -> bool:
+    line = _policy.words(argv)
+    first = os.fsdecode(program) if isinstance(program, (str, bytes, os.PathLike)) else (line[0] if line else "")
+    return len(line) >= 3 and os.path.basename(first) in _policy.SHELLS and line[1] == "-c"
+
+
+_SHELL_STARTUP = frozenset(("BASH_ENV", "ZDOTDIR", "SHELLOPTS", "BASHOPTS"))
+
+
+def _shell_startup(env: Any) -> str | None:
+    """The variable of ``env`` (None: this process's) that makes a shell run more than its ``-c`` line, or
+    None: a file it reads first (bash's ``BASH_ENV``, zsh's ``ZDOTDIR``), options it takes in (``SHELLOPTS``
+    with ``xtrace`` runs what ``PS4`` holds), or a function exported in a command's place
+    (``BASH_FUNC_name%%``). The seal judged the line, not those."""
+    env = os.environb if env is None else env
+    if isinstance(env, Mapping):
+        pairs: Iterable[Any] = env.items()
+    elif isinstance(env, (list, tuple)):  # fork_exec's b"NAME=value" entries
+        pairs = (bytes(e).split(b"=", 1) for e in env if isinstance(e, (bytes, bytearray)) and b"=" in e)
+    else:
+        return None
+    for name, value in pairs:
+        text = os.fsdecode(name) if isinstance(name, (str, bytes)) else ""
+        if value and (text in _SHELL_STARTUP or text.startswith("BASH_FUNC_")):
+            return text
+    return None
 
 
 _SEARCH = os._execvpe.__code__  # type: ignore[attr-defined]  # os.execvp's search of PATH
@@ -156,9 +268,9 @@ def fork_exec(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:
     """``FORK_EXEC``'s (executables, argv, cwd, env, own): a multiprocessing worker of this interpreter
     (``own``) is the process itself, sealed with it; anything else is a command like the rest (its
     environment is given the seal by the wrapper, after this check)."""
-    executables, argv, _, _, own = args
+    executables, argv, _, env, own = args
     if not own:
-        spawn(policy, refuse, executables[0] if executables else None, argv)
+        spawn(policy, refuse, executables[0] if executables else None, argv, given=env)
 
 
 def _is_python(program: str) -> bool:
@@ -279,4 +391,6 @@ def first_on_path(folder: str, path: str | bytes | None) -> str:
 
 
 def shell(policy: Any, refuse: Refuse, line: Any) -> None:
-    _start(policy, refuse, policy.shell_words(str(line)), str(line), None)  # the shell gets os.environ
+    """``os.system``'s line (CPython raises it as bytes) or a shell's: judged as its words."""
+    text = os.fsdecode(line) if isinstance(line, (str, bytes, os.PathLike)) else str(line)
+    _start(policy, refuse, policy.shell_words(text), text, None, None, _shell_startup(None))  # os.environ

@@ -8,10 +8,13 @@ child loads both by their paths (``_child/sitecustomize.py``).
   (``ctypes.util.find_library`` runs ldconfig and gcc, trio does at import) and harvester's capture
   process are not actions, and multiprocessing's workers of this very interpreter are the process itself.
 - A Python child seals itself from its environment (``HARVESTER_SEAL``, ``_child`` first on
-  ``PYTHONPATH``): one started with ``-I``, ``-E`` or ``-S`` would not read it, and one given an
-  environment without it by ``os.execve``/``os.posix_spawn`` (which read it before their audited event)
-  would not have it: both are refused. ``fork_exec`` (``subprocess``, multiprocessing) gets the seal
-  added to an environment of the caller's own (``with_seal``, a new list).
+  ``PYTHONPATH``): one started with ``-I``, ``-E`` or ``-S``, or with a ``._pth`` file beside it, would
+  not read it, one given an environment without it by ``os.execve``/``os.posix_spawn`` (which read it
+  before their audited event) would not have it, and one given other site folders would run their
+  ``.pth`` lines before it seals itself: all are refused. ``fork_exec`` (``subprocess``,
+  multiprocessing) gets the seal added to an environment of the caller's own (``with_seal``, a new list).
+- A shell's ``-c`` line is judged by its words; a shell whose environment makes it run more than the
+  line (``BASH_ENV``, an exported function) is refused.
 """
 
 from __future__ import annotations

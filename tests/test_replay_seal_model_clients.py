@@ -212,6 +212,48 @@ def test_a_request_of_the_client_on_a_connection_its_model_call_kept_is_refused(
     assert len(sealed(report)) == 1
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_request_of_an_http_client_shared_with_the_model_client_is_refused(asynchronous):
+    """An ``http_client=`` the app shares with its model client holds the connection the model request
+    pooled: the app's own request on it, to that same endpoint, is put to the seal and refused."""
+    import asyncio
+
+    said: list[str] = []
+    with model_server("chat", [ANSWER], keep_alive=True) as gateway:
+
+        async def agent_async() -> str:
+            async with httpx2.AsyncClient() as shared:
+                client = AsyncOpenAI(base_url=f"{gateway.origin}/v1", api_key="sk-test", http_client=shared)
+                reply = await client.chat.completions.create(
+                    model=MODEL["chat"], messages=[{"role": "user", "content": "Refund A1001"}]
+                )
+                said.append(reply.choices[0].message.content or "")
+                try:
+                    await shared.post(f"{gateway.origin}/refunds", json={"order_id": "A1001"})
+                    said.append("sent")
+                except Exception as exc:
+                    said.append(_root(exc))
+            return said[0]
+
+        def agent_sync() -> str:
+            with httpx2.Client() as shared:
+                client = OpenAI(base_url=f"{gateway.origin}/v1", api_key="sk-test", http_client=shared)
+                said.append(_answer(client))
+                try:
+                    shared.post(f"{gateway.origin}/refunds", json={"order_id": "A1001"})
+                    said.append("sent")
+                except Exception as exc:
+                    said.append(_root(exc))
+            return said[0]
+
+        def build() -> Callable[[str], Any]:
+            return (lambda prompt: asyncio.run(agent_async())) if asynchronous else (lambda prompt: agent_sync())
+
+        report = replay([case("api.openai.com")], build, timeout=30)
+    assert said == [ANSWER, "Sealed"] and [s.path for s in gateway.seen] == ["/v1/chat/completions"]
+    assert len(sealed(report)) == 1
+
+
 def test_a_model_path_with_a_query_is_a_model_request():
     """Older Anthropic SDKs post their beta messages to ``/v1/messages?beta=true`` (pydantic-ai's and
     LangChain's Anthropic models with betas)."""

@@ -11,7 +11,10 @@ and nothing else. Another request of the client (``client.post`` to another path
 not marked, and is put to the seal as the connection to its host it would open (``_reaching``): on a
 keep-alive connection a model request pooled, it would send past the seal, as sending raises no
 audited event. The mark is in the context, so it follows the request into the tasks and threads its
-HTTP client uses, and it closes when the request returns.
+HTTP client uses, and it closes when the request returns. The same holds for every request sent through
+``httpx`` (and ``httpx2``, the transport of newer SDKs) outside a model call (``_check_sends``): an
+``httpx.Client`` the app shares as the SDK's ``http_client=`` holds the connection its model request
+pooled, and the app's own request to that endpoint would otherwise ride it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from opentelemetry import context as otel_context
+
 from ... import seam
 from ._patch import guard, subclasses
 
@@ -35,6 +40,9 @@ DOORS = {"openai": "openai._base_client", "anthropic": "anthropic._base_client"}
 # A model API's path, as a request's options give it (relative to ``base_url``).
 MODEL_PATHS = ("/chat/completions", "/completions", "/responses", "/embeddings", "/v1/messages", "/v1/complete")
 _PORTS = {"https": 443, "http": 80}
+_TRANSPORTS = ("httpx", "httpx2")  # the SDKs' HTTP clients: httpx, and httpx2 in openai 3 and anthropic 2
+# A socket per family that never connects: what a request's audited connection names (made once).
+_PROBES: dict[int, socket.socket] = {}
 
 
 def mark(client: str) -> None:
@@ -52,6 +60,48 @@ def mark(client: str) -> None:
             raw = owner.__dict__.get("request")
             if raw is not None:
                 guard(owner, "request", _marked(inspect.iscoroutinefunction(inspect.unwrap(raw))))
+    _check_sends()
+
+
+def _check_sends() -> None:
+    """``Client.send`` and ``AsyncClient.send`` of the SDKs' HTTP clients that put each request made
+    outside a model call to the seal as the connection to its host it would open (once): sending on a
+    pooled connection raises no audited event."""
+    for name in _TRANSPORTS:
+        module = sys.modules.get(name)
+        for owner in (getattr(module, "Client", None), getattr(module, "AsyncClient", None)):
+            if isinstance(owner, type):
+                guard(owner, "send", _checked(owner.__name__ == "AsyncClient"))
+
+
+def _checked(asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        if asynchronous:
+
+            async def asend(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+                _sending(request)
+                return await original(self, request, *args, **kwargs)
+
+            return asend
+
+        def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+            _sending(request)
+            return original(self, request, *args, **kwargs)
+
+        return send
+
+    return make
+
+
+def _sending(request: Any) -> None:
+    """A request about to be sent, outside a model call (the SDK's model request was let through at its
+    door): put to the seal as its connection."""
+    if seam.model_endpoint(otel_context.get_current()) is not None:
+        return
+    url = getattr(request, "url", None)
+    raw, scheme, port = getattr(url, "raw_host", None), getattr(url, "scheme", None), getattr(url, "port", None)
+    if isinstance(raw, bytes) and raw:
+        _connecting(raw.decode("ascii", "replace"), port if isinstance(port, int) else _PORTS.get(str(scheme)))
 
 
 def _marked(asynchronous: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -101,10 +151,18 @@ def _reaching(client: Any, url: str) -> None:
         host, port = (where.hostname, where.port or _PORTS.get(where.scheme)) if where else _host_port(client)
     except ValueError:  # a port that is no number: the HTTP client refuses the URL itself
         return
+    _connecting(host, port)
+
+
+def _connecting(host: str | None, port: int | None) -> None:
+    """Raise the audited event of a connection to ``host:port`` on a socket that never connects."""
     if not host or port is None:
         return
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        sys.audit("socket.connect", probe, (host, port))
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    probe = _PROBES.get(family)
+    if probe is None:
+        probe = _PROBES.setdefault(family, socket.socket(family))
+    sys.audit("socket.connect", probe, (host, port))
 
 
 def endpoint(client: Any) -> str | None:

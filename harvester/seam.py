@@ -88,6 +88,8 @@ __all__ = [
     "replaying",
     "replaying_now",
     "route",
+    "running_tool",
+    "running_tool_now",
     "sandboxed",
     "serving",
 ]
@@ -96,6 +98,7 @@ EXECUTOR = otel_context.create_key("harvester.executor")
 MODELS = otel_context.create_key("harvester.models")  # the case's ModelServer, in a recorded-model replay
 OWN = otel_context.create_key("harvester.own")  # harvester's own work in a replay (a judge, a callback)
 MODEL_CALL = otel_context.create_key("harvester.model_call")  # a model SDK client's request in flight
+TOOL = otel_context.create_key("harvester.tool")  # a sandbox tool's body an adapter runs for real
 MARK_KEY, MARK_VALUE = "harvester", "replay"
 MARK = f"{MARK_KEY}={MARK_VALUE}"  # as it reads in OTLP's traceState
 CASE_ATTRIBUTE = "harvester.case"  # on the replay root span of every case-trial
@@ -341,9 +344,8 @@ def _open(ctx: otel_context.Context, key: str) -> _Open | None:
 
 
 def own_work() -> contextlib.AbstractContextManager[None]:
-    """What runs here is harvester's or its caller's own work during a replay (a judge deciding a check,
-    a progress or case callback), not the agent's: the seal does not hold it to a case's hosts. Only
-    while it runs: a thread it leaves behind is held again after."""
+    """harvester's or its caller's own work in a replay (a judge, a progress or case callback), not the
+    agent's: the seal does not hold it to a case's hosts while it runs (a thread it leaves is held again)."""
     return _marking(OWN)
 
 
@@ -363,6 +365,17 @@ def model_call(endpoint: str | None) -> contextlib.AbstractContextManager[None]:
 def model_endpoint(ctx: otel_context.Context) -> str | None:
     """The endpoint of the model SDK client's request ``ctx`` is inside, while it runs."""
     mark = _open(ctx, MODEL_CALL)
+    return mark.said if mark is not None else None
+
+
+def running_tool(name: str) -> contextlib.AbstractContextManager[None]:
+    """A sandbox tool's body an adapter runs for real: what the seal names a refusal in it by, where no
+    current span says (LangChain's OpenInference tracer never makes its tool span current)."""
+    return _marking(TOOL, name)
+
+
+def running_tool_now(ctx: otel_context.Context) -> str | None:
+    mark = _open(ctx, TOOL)
     return mark.said if mark is not None else None
 
 

@@ -219,6 +219,25 @@ def test_every_framework_runs_a_sandbox_tool_for_real_and_serves_the_rest(app_na
     assert [(c.tool, c.traced, c.differs) for c in r.sandboxed] == [("kb_search", True, [])]
 
 
+@pytest.mark.parametrize("app_name", APPS)
+def test_a_refusal_in_a_sandbox_tool_names_the_tool_in_every_framework(app_name, tmp_path, monkeypatch):
+    """A sandbox tool's body that posts where the seal refuses: the refusal names the tool, also where the
+    framework's tracer never makes its tool span current (LangChain's)."""
+    require_app(app_name)
+    app = importlib.import_module(f"tests.apps.{app_name}")
+    root = user.enter_project(tmp_path, monkeypatch, config=user.CONFIG + '[sandbox]\ntools = ["kb_search"]\n')
+    run = user.capture_production(app, root / "traces.db")
+    out = cli("incident", run.trace_id, "--why", "the answer comes from the policy", "--json")
+    assert cli("accept", orjson.loads(out.output)["id"]).exit_code == 0
+    with loopback(routes({"/audit": {"ok": True}})) as audit:
+        monkeypatch.setenv(shop.LEAK_ENV, f"{audit.origin}/audit")
+        _, report = user.replay(f"tests.apps.{app_name}:build", "baseline", monkeypatch, "r.json", "--sandbox")
+        assert audit.seen == []
+    (r,) = report.results
+    (sealed,) = [c.detail for c in r.checks if c.name == "sealed"]
+    assert f"refused connect to 127.0.0.1:{audit.port} during kb_search:" in (sealed or "")
+
+
 @pytest.mark.slow
 def test_an_mcp_servers_tools_stay_served_under_sandbox(tmp_path, monkeypatch):
     """An MCP server is never started in a replay: a sandbox entry naming its tool serves it from fixtures."""

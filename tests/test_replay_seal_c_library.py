@@ -292,7 +292,7 @@ def _c_way(how: str, port: int) -> str:
     [
         ("sendmmsg", "127.0.0.1:PORT"),
         ("sendto-unspec", "127.0.0.1:PORT"),
-        pytest.param("raw-port0", "127.0.0.1:0", marks=_NEEDS_ROOT),
+        pytest.param("raw-port0", ":0", marks=_NEEDS_ROOT),  # by a name 127.0.0.1 was looked up by, if one
         ("connect-ipv6-24", "[::1]:PORT"),
         ("cffi", "127.0.0.1:PORT"),
         ("gethostbyname", "payments.internal.invalid"),
@@ -318,7 +318,8 @@ def test_c_calls_past_connect_are_refused_and_nothing_arrives(how, refused):
             return agent
 
         report = replay([AgentCase.model_validate(grpc_app.CASE)], build, timeout=30)
-        assert f"connect to {refused.replace('PORT', str(port))}" in sealed_detail(report)
+        detail = sealed_detail(report)
+        assert f"connect to {refused.replace('PORT', str(port))}" in detail or f"{refused}: not a model host" in detail
         with pytest.raises(TimeoutError):
             listener.recv(100)  # nothing arrived
 

@@ -210,3 +210,25 @@ def test_a_link_in_multiprocessing_s_folder_to_another_socket_is_refused(tmp_pat
             link.unlink()
     assert f"refused connect to unix:{link}: a local socket" in refused_detail(result)
     assert result.answer == "refused"
+
+
+def test_a_refusal_in_a_span_made_inside_a_tool_span_names_the_tool():
+    """A model client's request inside a tool body (OpenInference's OpenAI instrumentor makes a span of
+    it) is refused naming the tool its span was made in, not that span."""
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("tests.own_loop")
+    with loopback(routes({"/": {"ok": True}})) as server:
+
+        def agent(prompt: str) -> str:
+            with tracer.start_as_current_span("issue_refund", attributes={"tool.name": "issue_refund"}):
+                with tracer.start_as_current_span("Response"):
+                    try:
+                        socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+                    except PermissionError:
+                        return "refused"
+            return "sent"
+
+        result = _replay(agent)
+        assert server.seen == []
+    assert f"refused connect to 127.0.0.1:{server.port} during issue_refund:" in refused_detail(result)

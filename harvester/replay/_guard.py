@@ -67,7 +67,6 @@ CHILD_ENV = _starts.CHILD_ENV
 resolved: dict[tuple[str, int], str] = {}
 _NOT_ALLOWED_HOST = "not a model host of this case's recording; allow it with replay.allow_hosts (or --allow-host)"
 _INET = frozenset({int(socket.AF_INET), int(socket.AF_INET6)})
-_HOST_TYPES = (str, bytes, bytearray)  # what CPython takes as a host in an address
 try:  # a socket's family as the int it is (``socket.family`` makes an enum on every read)
     _family: Callable[[Any], Any] = _socket.socket.family.__get__
 except AttributeError:  # pragma: no cover - an interpreter whose socket type has no such member
@@ -199,10 +198,9 @@ class Guard:
     @staticmethod
     def resolving(socket_class: type) -> None:
         """``connect``, ``connect_ex``, ``sendto``, ``sendmsg`` and ``bind`` of ``socket_class`` that raise
-        ``socket.getaddrinfo`` for a name (text, bytes or a bytearray) before the socket module looks it
-        up: CPython resolves a name given to them before it raises the event the seal checks (``bind``
-        raises none), so the query itself left (and a name that does not resolve was never refused). An
-        address, or a path, costs a type check and a cached parse."""
+        ``socket.getaddrinfo`` for a name (text, bytes or a bytearray) before CPython looks it up, which it
+        does before the event the seal checks (``bind`` raises none): the query left, and a name that does
+        not resolve was never refused. An address or a path costs a type check and a cached parse."""
         for name in ("connect", "connect_ex", "sendto", "sendmsg", "bind"):
             method = getattr(socket_class, name)
             if getattr(method, "__wrapped__", None) is not None:
@@ -210,10 +208,9 @@ class Guard:
 
             def looking_up(self: Any, *args: Any, _method: Callable[..., Any] = method) -> Any:
                 address = args[-1] if args else None  # connect(address); sendto(data[, flags], address); ...
-                if type(address) is tuple and len(address) >= 2 and type(address[0]) in _HOST_TYPES and address[0]:
-                    host, family = address[0], _family(self)
-                    if type(host) is not str:  # a name as bytes or a bytearray: CPython takes those too
-                        host = _ascii(host)
+                host = address[0] if type(address) is tuple and len(address) >= 2 else None
+                if isinstance(host, (str, bytes, bytearray)) and host:
+                    host, family = host if type(host) is str else _ascii(host), _family(self)
                     if family in _INET and not _is_address(host):
                         sys.audit("socket.getaddrinfo", host, address[1], family, 0, 0, 0)
                 return _method(self, *args)
@@ -394,8 +391,7 @@ def _model_call(policy: Any, name: str | None, address: str, port: int | None) -
 
 
 def _multiprocessing_own(path: str) -> bool:
-    """A socket in this process's multiprocessing folder (there, not a link from there to elsewhere): its
-    forkserver's or a manager's, not the world."""
+    """A socket in this process's multiprocessing folder (a forkserver's, a manager's), not a link to elsewhere."""
     process = sys.modules.get("multiprocessing.process")
     folder = process.current_process()._config.get("tempdir") if process is not None else None
     if not folder or os.path.dirname(path) != folder:

@@ -24,6 +24,7 @@ from ..conventions import runs_from_spans
 from ..fixtures import FixtureTools, ToolLog
 from ..model import ErrorInfo, Run, ToolCall
 from ..spans import SpanData, from_readable
+from ._refusal import open_tools, tool_name
 
 __all__ = ["SpanCollector", "observed_run", "observer"]
 
@@ -40,10 +41,16 @@ class SpanCollector(SpanProcessor):
     def release(self, trace_id: int) -> list[ReadableSpan]:
         return self._buckets.pop(trace_id, [])
 
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if span.context.trace_id in self._buckets and (name := tool_name(span.attributes)) is not None:
+            open_tools[span.context.span_id] = name  # what a refusal made in a span inside it names
+
     def on_end(self, span: ReadableSpan) -> None:
         bucket = self._buckets.get(span.context.trace_id)
         if bucket is not None:
             bucket.append(span)
+            if open_tools:
+                open_tools.pop(span.context.span_id, None)
 
 
 _collectors: weakref.WeakKeyDictionary[Any, SpanCollector] = weakref.WeakKeyDictionary()

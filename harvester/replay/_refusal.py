@@ -6,13 +6,15 @@ import contextlib
 import os
 import tempfile
 from collections import Counter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from .. import seam
 from ..report import MAX_NO_FIXTURE_CALLS, CheckResult
 
-__all__ = ["MAX_REFUSALS", "Refusal", "in_flight", "new_log", "remove_log", "sealed_check"]
+__all__ = ["MAX_REFUSALS", "Refusal", "in_flight", "new_log", "open_tools", "remove_log", "sealed_check", "tool_name"]
 
 MAX_REFUSALS = 100  # kept per seal (all are counted)
 
@@ -31,16 +33,34 @@ class Refusal(NamedTuple):
         return f"{self.what} {self.target}{during}: {self.why}"
 
 
-def in_flight() -> str | None:
-    """The tool call (or failing that, the span) the refused code ran in: what the refusal names."""
-    span = trace.get_current_span()
-    attributes = getattr(span, "attributes", None) or {}
+# The tool spans open in the traces being replayed, by span id: a span made inside one (a model client's
+# request in a tool body) names the tool its parent is (filled by the replay's span collector).
+open_tools: dict[int, str] = {}
+
+
+def tool_name(attributes: Any) -> str | None:
+    """The tool a span's attributes name (GenAI's ``gen_ai.tool.name``, OpenInference's ``tool.name``)."""
     for key in ("gen_ai.tool.name", "tool.name"):
-        name = attributes.get(key)
+        name = (attributes or {}).get(key)
         if isinstance(name, str) and name:
             return name
-    name = getattr(span, "name", None)
-    return f"span {name!r}" if isinstance(name, str) and name else None
+    return None
+
+
+def in_flight() -> str | None:
+    """The tool call (or failing that, the span) the refused code ran in: what the refusal names. The
+    current span's tool; else the sandbox tool an adapter runs; else the tool span the current span was
+    made in; else the current span."""
+    ctx = otel_context.get_current()
+    span = trace.get_current_span(ctx)
+    name = tool_name(getattr(span, "attributes", None)) or seam.running_tool_now(ctx)
+    if name is None and open_tools:
+        parent = getattr(span, "parent", None)
+        name = open_tools.get(parent.span_id) if parent is not None else None
+    if name is not None:
+        return name
+    said = getattr(span, "name", None)
+    return f"span {said!r}" if isinstance(said, str) and said else None
 
 
 def sealed_check(refusals: list[Refusal], total: int) -> CheckResult | None:

@@ -227,18 +227,16 @@ def _policy_here(reaching: bool) -> tuple[Policy, Callable[[str, str, str], None
     seal = ctx.get(SEAL)
     if seal is None:
         return _suites[-1].here if _suites else None
-    if not isinstance(seal, Seal) or (seal.closed and not _suites):
-        return None  # a case's seal in a thread that outlived its replay: the process is unsealed again
-    return seal.here
+    # a case's seal in a thread that outlived its replay: the process is unsealed again
+    return seal.here if isinstance(seal, Seal) and (_suites or not seal.closed) else None
 
 
 _SDK = os.sep + os.path.join("opentelemetry", "sdk") + os.sep  # its processors and readers export from here
 
 
 def _exporting() -> bool:
-    """Called from the OpenTelemetry SDK's span or log processors or metric readers (within 80 frames):
-    an exporter the agent calls itself is the agent's. Logs and metrics pass as spans do, unmarked (an
-    app exporting them would otherwise fail every case: docs/seal.md)."""
+    """Called from the OpenTelemetry SDK's span or log processors or metric readers (within 80 frames;
+    docs/seal.md): an exporter the agent calls itself is the agent's."""
     return called_from(sys._getframe(2), lambda name: _SDK in name, 80)
 
 

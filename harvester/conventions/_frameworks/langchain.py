@@ -134,7 +134,8 @@ def _make_run(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, *args, **kwargs)
         served = _served_args(self, args, kwargs)
         if _hands_over(self, ex, served) or seam.sandboxed(ex, self.name, served):
-            return original(self, *args, **kwargs)
+            with seam.running_tool(self.name):
+                return original(self, *args, **kwargs)
         return _content(self, ex.execute(self.name, served))
 
     return _run
@@ -147,7 +148,8 @@ def _make_arun(original: Callable[..., Any]) -> Callable[..., Any]:
             return await original(self, *args, **kwargs)
         served = _served_args(self, args, kwargs)
         if _hands_over(self, ex, served) or seam.sandboxed(ex, self.name, served):
-            return await original(self, *args, **kwargs)
+            with seam.running_tool(self.name):
+                return await original(self, *args, **kwargs)
         return _content(self, await ex.aexecute(self.name, served))
 
     return _arun
@@ -179,7 +181,8 @@ def _make_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, input, *args, **kwargs)
         call_args, call_id = _call_input(self, input)
         if seam.sandboxed(ex, self.name, call_args):
-            return original(self, input, *args, **kwargs)
+            with seam.running_tool(self.name):
+                return original(self, input, *args, **kwargs)
         return _as_invoked(self, ex.execute(self.name, call_args), call_id)
 
     return invoke
@@ -192,7 +195,8 @@ def _make_ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
             return await original(self, input, *args, **kwargs)
         call_args, call_id = _call_input(self, input)
         if seam.sandboxed(ex, self.name, call_args):
-            return await original(self, input, *args, **kwargs)
+            with seam.running_tool(self.name):
+                return await original(self, input, *args, **kwargs)
         return _as_invoked(self, await ex.aexecute(self.name, call_args), call_id)
 
     return ainvoke

@@ -134,7 +134,8 @@ def _served_tool(function_tool: Any, ex: seam.Executor) -> Any:
         parse = getattr(sdk, "_parse_function_tool_json_input", None)
         args = parse(tool_name=name, input_json=input_json) if parse else json.loads(input_json or "{}")
         if seam.sandboxed(ex, name, args):
-            return await invoker(ctx, input_json)
+            with seam.running_tool(name):
+                return await invoker(ctx, input_json)
         return await ex.aexecute(name, args)
 
     served = copy.copy(function_tool)

@@ -81,6 +81,9 @@ class Outcome:
     live: list[LiveCall] | None = None
     harness_failed: bool = False  # harvester itself raised reading or checking the run
     model: ModelServed | None = None  # how its model was served (None: live)
+    # The seal refused something while it ran (its failed ``sealed`` check): the agent, or code running
+    # then, tried to leave the process. No other trial or --confirm rerun makes such a case pass.
+    sealed: bool = False
 
     @property
     def errored(self) -> bool:
@@ -204,7 +207,8 @@ class Runner:
         check = sealed_check(own, total)
         live = _sealed_calls(own, total - len(own))
         error = f"ReplayTimeout: agent did not finish within {timeout:g}s"
-        return Outcome(False, [check] if check is not None else [], None, error, timeout * 1000, tools, live=live)
+        checks = [check] if check is not None else []
+        return Outcome(False, checks, None, error, timeout * 1000, tools, live=live, sealed=check is not None)
 
     def _body(self, job: Job, root: Any, trace_id: int, tools: FixtureTools, seen: Seen, done: Done) -> None:
         attempt = Attempt(job, tools, seen, time.perf_counter())
@@ -272,11 +276,12 @@ class Runner:
         # checks reach nothing, and stay sealed: a finalizer of the agent's the collector runs here is not ours)
         with seam.own_work() if self.judge is not None else contextlib.nullcontext():
             checks = evaluate(job.case, run, judge=self.judge)
+        breach = sealed_check(sealed, own_total + len(outside))
         checks.extend(
             c
             for c in (
                 seen.models.check() if seen.models is not None else None,
-                sealed_check(sealed, own_total + len(outside)),
+                breach,
                 recorded_calls_only(job.case, tools),
                 recordings_consumed(job.case, tools),
                 no_live_calls([c for c in live if c.how != "sealed"]),
@@ -301,6 +306,7 @@ class Runner:
             build_failed=not attempt.built,
             live=live,
             model=seen.models.result() if seen.models is not None else None,
+            sealed=breach is not None,
         )
 
     def _count(self, outside: list[Refusal]) -> list[Refusal]:

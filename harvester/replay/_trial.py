@@ -24,6 +24,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import adapters, seam
+from .._threads import case_thread
 from ..case import AgentCase, Case
 from ..checks import Panel
 from ..config import Config, ModelMode
@@ -187,12 +188,8 @@ class Runner:
         seen = Seen(seam.STATE.seq, last_seq(), seal, models)
         if seal is not None:
             self._seals[trace_id] = seal
-        threading.Thread(
-            target=ctx.run,
-            args=(self._body, job, root, trace_id, tools, seen, done),
-            name=f"harvester-{job.case.id}",
-            daemon=True,
-        ).start()
+        # a daemon (a hung agent is abandoned); the threads the agent makes on it are not, as in production
+        case_thread(ctx.run, (self._body, job, root, trace_id, tools, seen, done), f"harvester-{job.case.id}").start()
         return trace_id, tools
 
     def release(self, trace_id: int) -> list[ReadableSpan]:

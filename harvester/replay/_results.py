@@ -35,7 +35,8 @@ def case_result(
     case: Case, outcomes: list[Outcome], variant_of: str | None, confirmation: str | None = None
 ) -> CaseResult:
     """The case's trials (and ``--confirm`` reruns) folded into one result; a ``flaky`` case passed on
-    a rerun, so it is not called failed, and its trials say how often it did."""
+    a rerun, so it is not called failed, and its trials say how often it did. A case the seal refused
+    something in, in any trial or rerun, fails: trying to leave the process is not flakiness."""
     rep = next((o for o in outcomes if not o.passed), outcomes[-1])
     run, spec, tools = rep.run, case.spec, rep.tools
     costs = [o.run.cost for o in outcomes if o.run is not None and o.run.cost is not None]
@@ -48,9 +49,10 @@ def case_result(
         injected = Injected(tool=tool, mode=inj.mode)
     trajectory = run.trajectory() if run is not None else []
     errored = any(o.errored for o in outcomes)
+    sealed = any(o.sealed for o in outcomes)
     return CaseResult(
         id=case.id,
-        passed=not errored and (all(o.passed for o in outcomes) or confirmation == "flaky"),
+        passed=not errored and not sealed and (all(o.passed for o in outcomes) or confirmation == "flaky"),
         errored=errored,
         confirmation=confirmation,
         tags=list(case.tags),

@@ -97,7 +97,7 @@ def replay(
     args match a fixture only as that redaction writes them is served it. ``progress``: called as
     ``progress(done, total)`` each time a case-trial finishes. ``confirm``: a case that fails is rerun
     up to that many times; a rerun that passes makes it ``flaky`` (passed, its reruns counted as
-    trials), all failing ``confirmed``.
+    trials), all failing ``confirmed``; a case the seal refused something in fails, and is not rerun.
     ``seal``: refuse every connection and process start a case did not expect (its recording's model
     hosts, ``allow_hosts``, ``allow_commands``: docs/seal.md, checked as the config's fields are, a bad
     entry a ValueError before any case runs); ``False`` replays unsealed and says so.
@@ -173,7 +173,7 @@ def replay(
                 total,
             ):
                 index, _, _, outs = ran
-                if confirm and not all(o.passed for o in outs) and not any(o.errored for o in outs):
+                if confirm and _rerunnable(outs):
                     held[index] = ran
                 else:
                     finish(*ran, None)
@@ -230,12 +230,19 @@ def _judging(panel: Panel | None, plan: list[Planned]) -> Judging | None:
     return Judging(judges=[t for t in panel.tallies() if t.name in named])
 
 
+def _rerunnable(outs: list[Outcome]) -> bool:
+    """A case ``--confirm`` may rerun: it failed, not errored, and the seal refused nothing in it (an
+    attempt to leave the process is not flakiness: no rerun that passes can undo it)."""
+    return not all(o.passed for o in outs) and not any(o.errored or o.sealed for o in outs)
+
+
 def _confirm(
     runner: Runner, held: dict[int, Ran], confirm: int, limit: int, timeout: float
 ) -> Iterator[tuple[Ran, str | None]]:
-    """Rerun each failed (not errored) case up to ``confirm`` times, one round at a time, until a rerun
-    passes ("flaky") or every rerun failed ("confirmed"); the reruns join the case's outcomes, and each
-    case is handed back with its verdict as soon as it has one."""
+    """Rerun each failed (not errored, not sealed) case up to ``confirm`` times, one round at a time,
+    until a rerun passes ("flaky") or every rerun failed ("confirmed"); the reruns join the case's
+    outcomes, and each case is handed back with its verdict as soon as it has one. A rerun the seal
+    refused something in ends the case's reruns: it is "confirmed", and fails."""
     for _ in range(confirm):
         if not held:
             break
@@ -244,6 +251,8 @@ def _confirm(
             held[index][3].extend(outs)
             if outs and outs[0].passed:
                 yield held.pop(index), "flaky"
+            elif any(o.sealed for o in outs):
+                yield held.pop(index), "confirmed"
     for ran in held.values():
         yield ran, "confirmed" if confirm else None
 

@@ -24,6 +24,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import adapters, seam
+from .._threads import case_thread
 from ..case import AgentCase, Case
 from ..checks import Panel
 from ..config import Config, ModelMode
@@ -81,6 +82,9 @@ class Outcome:
     live: list[LiveCall] | None = None
     harness_failed: bool = False  # harvester itself raised reading or checking the run
     model: ModelServed | None = None  # how its model was served (None: live)
+    # The seal refused something while it ran (its failed ``sealed`` check): the agent, or code running
+    # then, tried to leave the process. No other trial or --confirm rerun makes such a case pass.
+    sealed: bool = False
 
     @property
     def errored(self) -> bool:
@@ -184,12 +188,8 @@ class Runner:
         seen = Seen(seam.STATE.seq, last_seq(), seal, models)
         if seal is not None:
             self._seals[trace_id] = seal
-        threading.Thread(
-            target=ctx.run,
-            args=(self._body, job, root, trace_id, tools, seen, done),
-            name=f"harvester-{job.case.id}",
-            daemon=True,
-        ).start()
+        # a daemon (a hung agent is abandoned); the threads the agent makes on it are not, as in production
+        case_thread(ctx.run, (self._body, job, root, trace_id, tools, seen, done), f"harvester-{job.case.id}").start()
         return trace_id, tools
 
     def release(self, trace_id: int) -> list[ReadableSpan]:
@@ -204,7 +204,8 @@ class Runner:
         check = sealed_check(own, total)
         live = _sealed_calls(own, total - len(own))
         error = f"ReplayTimeout: agent did not finish within {timeout:g}s"
-        return Outcome(False, [check] if check is not None else [], None, error, timeout * 1000, tools, live=live)
+        checks = [check] if check is not None else []
+        return Outcome(False, checks, None, error, timeout * 1000, tools, live=live, sealed=check is not None)
 
     def _body(self, job: Job, root: Any, trace_id: int, tools: FixtureTools, seen: Seen, done: Done) -> None:
         attempt = Attempt(job, tools, seen, time.perf_counter())
@@ -272,11 +273,12 @@ class Runner:
         # checks reach nothing, and stay sealed: a finalizer of the agent's the collector runs here is not ours)
         with seam.own_work() if self.judge is not None else contextlib.nullcontext():
             checks = evaluate(job.case, run, judge=self.judge)
+        breach = sealed_check(sealed, own_total + len(outside))
         checks.extend(
             c
             for c in (
                 seen.models.check() if seen.models is not None else None,
-                sealed_check(sealed, own_total + len(outside)),
+                breach,
                 recorded_calls_only(job.case, tools),
                 recordings_consumed(job.case, tools),
                 no_live_calls([c for c in live if c.how != "sealed"]),
@@ -301,6 +303,7 @@ class Runner:
             build_failed=not attempt.built,
             live=live,
             model=seen.models.result() if seen.models is not None else None,
+            sealed=breach is not None,
         )
 
     def _count(self, outside: list[Refusal]) -> list[Refusal]:

@@ -18,6 +18,7 @@ import pytest
 from harvester.case import save_case
 from harvester.replay import replay
 from harvester.report import Report
+from harvester.report._html import case_verdict
 from tests.apps.starts_at_import import post
 from tests.builders.agents import GOOD, case, scripted
 
@@ -106,6 +107,8 @@ def test_with_trials_one_sealed_trial_fails_the_case_and_confirm_does_not_rerun_
     assert runs["n"] == 3
     assert (c1.passed, c1.confirmation, c1.trials, c1.passes) == (False, None, 3, 2)
     assert payments.accepted == 0
+    assert not c1.flaky and case_verdict(c1) == "failed"  # trying to leave the process is no flakiness
+    assert "flaky []" in report.summary()
 
 
 def test_the_program_with_confirm_reports_the_sealed_case_failed_everywhere(payments, tmp_path: Path):

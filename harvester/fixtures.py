@@ -19,7 +19,7 @@ import builtins
 import re
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, cast
 
@@ -241,6 +241,14 @@ class FixtureTools:
     def recorded(self, name: str, args: Any) -> bool:
         """The case holds a fixture of this call (``@harvester.tool`` asks with and without defaults)."""
         return self.key_of(name, args) in self._by_key
+
+    def holds_args(self, name: str, names: Iterable[str]) -> bool:
+        """A recording of ``name`` holds every one of these arguments (``@harvester.tool`` asks, for the
+        defaults a caller left out, which form of a call the recordings are in)."""
+        wanted = list(names)
+        return any(
+            isinstance(fx.args, dict) and all(n in fx.args for n in wanted) for fx in self._by_tool.get(name, ())
+        )
 
     def key_of(self, name: str, args: Any) -> str:
         """The fixture key of a call, as this executor matches it: ``ignore_args`` applied, and the args

@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from harvester.case import AgentCase, load_case, save_case
 from harvester.cli import main
+from harvester.harvest._store import NO_MUTATING_TOOLS
 from harvester.instrument import agent_run, tool
 from harvester.model import ErrorInfo, Run, ToolCall
 from harvester.spans import from_readable, to_otlp
@@ -171,6 +172,33 @@ def test_harvest_summary_and_json(env):
     assert (data["runs"], data["new"], data["updated"]) == (1, 0, 0)  # already counted: not counted again
     (order_case,) = (root / "cases/pending").glob("order-*.json")  # named after the first run read
     assert load_case(order_case).source.seen == 3
+
+
+def test_harvest_notes_a_project_with_no_mutating_tools_once_its_cases_hold_tool_calls(env):
+    """Without ``mutating_tools`` a case has no ``order`` rule and no ``strict_repeats``: a second refund
+    passes. Harvest says so in one line on stderr (in ``--json``, under ``notes``), what setting it
+    turns on and where, only when a new case holds a tool call."""
+    root, store = env
+    hello = Run(trace_id="e" * 32, agent="support", prompt="Hello", answer="Hi.", stop="answered")
+    store.add(hello.model_copy(update={"started_at": "2026-12-01T00:00:00Z"}))  # newer than the refund
+    (root / "harvester.toml").write_text("")
+    no_calls = invoke("harvest", "--limit", "1")  # newest first: the run with no tool call
+    assert no_calls.exit_code == 0 and "mutating_tools" not in no_calls.output
+    result = invoke("harvest")
+    assert result.exit_code == 0, result.output
+    assert "mutating_tools" not in result.stdout
+    (note,) = result.stderr.splitlines()
+    assert note == f"note: {NO_MUTATING_TOOLS}" and note.startswith("note: no mutating_tools configured")
+    assert "order" in note and "strict_repeats" in note and "harvester.toml" in note
+    for path in (root / "cases" / "pending").glob("*.json"):
+        path.unlink()
+    assert json.loads(invoke("harvest", "--json").output)["notes"] == [NO_MUTATING_TOOLS]
+    for path in (root / "cases" / "pending").glob("*.json"):
+        path.unlink()
+    (root / "harvester.toml").write_text('mutating_tools = ["issue_refund"]\n')
+    configured = invoke("harvest", "--json")
+    assert configured.exit_code == 0 and json.loads(configured.output)["notes"] == []
+    assert "note:" not in invoke("harvest").output
 
 
 def test_accept_and_reject_move_files(env):

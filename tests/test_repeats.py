@@ -12,10 +12,15 @@ import pytest
 
 from harvester.canonical import fixture_key
 from harvester.case import AgentCase, CaseFolder
+from harvester.config import Config
 from harvester.fixtures import FixtureTools
+from harvester.harvest import case_from_run, rerecord
 from harvester.report import Report
 from tests.apps import raw_openai_app, shop
 from tests.builders.project import capture_production, cli, enter_project
+from tests.builders.runs import call, run
+
+ORDER = {"order_id": "A1001"}
 
 APPS = {"pydantic_ai_app": "build", "raw_openai_app": "build_documented"}
 
@@ -58,3 +63,42 @@ def test_strict_repeats_names_the_tools_it_holds_to_their_recorded_times() -> No
     assert tools.log[-1].reason == "already_played"
     assert "take issue_refund out of strict_repeats" in tools.log[-1].result["hint"]
     assert orjson.loads(case.model_dump_json(by_alias=True))["strict_repeats"] == ["issue_refund"]
+
+
+def test_rerecord_after_configuring_mutating_tools_holds_the_refund_to_its_recorded_times() -> None:
+    """A case harvested with no ``mutating_tools`` has ``strict_repeats: false``: the default then, not
+    a reviewer's choice. Rerecorded once the refund is configured mutating, it gains the refund, as its
+    ``order`` gains the rule, and a second refund fails it."""
+    recording = run(call("get_order", args=ORDER), call("issue_refund", args=ORDER))
+    old = case_from_run(recording, config=Config()).model_copy(update={"status": "accepted"})
+    assert old.strict_repeats is False and old.order == []
+    refreshed = rerecord(old, recording, config=Config(mutating_tools=["issue_refund"]))
+    assert refreshed.case.strict_repeats == ["issue_refund"]
+    assert "strict_repeats: False  =>  ['issue_refund']" in refreshed.changes
+    assert "order: (none)  =>  issue_refund after get_order" in refreshed.changes
+    tools = FixtureTools(refreshed.case)
+    for _ in range(2):
+        tools.execute("issue_refund", ORDER)
+    assert [e.outcome for e in tools.log] == ["served", "no_fixture"] and tools.log[-1].reason == "already_played"
+
+
+@pytest.mark.parametrize(
+    ("reviewed", "kept"),
+    [
+        (["send_email"], ["send_email", "issue_refund"]),  # the reviewer's list, plus the new recording's
+        (["issue_refund"], ["issue_refund"]),
+        (True, True),  # every tool held: a reviewer's choice no config makes
+    ],
+)
+def test_rerecord_keeps_the_reviewers_strict_repeats_and_adds_the_new_recordings(reviewed, kept) -> None:
+    recording = run(call("get_order", args=ORDER), call("issue_refund", args=ORDER))
+    mutating = Config(mutating_tools=["issue_refund"])
+    case = case_from_run(recording, config=mutating).model_copy(update={"strict_repeats": reviewed})
+    assert rerecord(case, recording, config=mutating).case.strict_repeats == kept
+
+
+def test_rerecord_without_mutating_tools_leaves_strict_repeats_false() -> None:
+    recording = run(call("get_order", args=ORDER), call("issue_refund", args=ORDER))
+    case = case_from_run(recording, config=Config())
+    refreshed = rerecord(case, recording, config=Config())
+    assert refreshed.case.strict_repeats is False and refreshed.changes == []

@@ -90,3 +90,36 @@ def test_a_tool_s_defaults_left_out_by_the_caller_match_either_recording(recorde
     (r,) = replay_cases([case], lambda: lambda prompt: str(get_order("A1001"))).results
     assert r.passed and r.no_fixture == 0 and ran == [], r.reasons()
     assert json.loads(r.calls[0].args) == recorded  # the call as the recording holds it
+
+
+@pytest.mark.parametrize(
+    ("recorded", "differs"),
+    [
+        ({"order_id": "A1001", "include_items": True, "source": "web"}, ["include_items"]),  # defaults recorded
+        ({"order_id": "A1001", "source": "app"}, ["source"]),  # as a caller gave them
+    ],
+)
+def test_a_call_no_recording_answers_names_only_the_arguments_that_differ(recorded: dict, differs: list) -> None:
+    """A default changed since the recording (``include_items`` was True): the call is no_fixture, and its
+    closest recording differs at that argument alone, not at every default the caller left out."""
+
+    @tool
+    def get_order(order_id: str, include_items: bool = False, source: str = "web") -> dict:
+        raise AssertionError("a replay ran the tool body")
+
+    case = AgentCase.model_validate(
+        {
+            "id": "defaults",
+            "status": "accepted",
+            "prompt": "Where is A1001?",
+            "fixtures": [
+                {"key": fixture_key("get_order", recorded), "tool": "get_order", "args": recorded, "result": "FIX"}
+            ],
+            "recorded": {"trajectory": ["get_order"]},
+        }
+    )
+    (r,) = replay_cases([case], lambda: lambda prompt: str(get_order("A1001"))).results
+    (missed,) = r.no_fixture_calls
+    assert not r.passed and missed.reason == "no_match", r.reasons()
+    assert missed.differs == differs
+    assert f"differs at {', '.join(differs)}" in missed.summary()

@@ -112,6 +112,8 @@ def harvest(
         _show_changes(r)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
     click.echo(result.summary())
     if result.twins:
         click.echo(f"{result.twins} of them repeat a reported incident: tagged twin, its harmful calls forbidden")

@@ -6,11 +6,13 @@ lose what the reviewer decided; ``rerecord`` instead takes the recording from th
 model fixtures (so an older case gains them), ``recorded``, ``min_steps``, ``appropriate_tools``,
 ``max_cost``, the source) and keeps every field a reviewer owns: ``why``, ``status``, ``tags``,
 ``checks``, ``required_elements``, ``expected``, ``forbidden_tools``, ``ignore_args``,
-``strict_repeats``, ``strict_consumption``, ``inject_failures``, ``rejected_why``; each harvested
-check (``checks.HARVESTED``: the trajectory check, ``order``) keeps the reviewer's edits its own way,
-against the new recording (its ``refresh``). A tool the case forbids is never what it expects: a
-newer run that executed one still gets a fixture for it, but not a place
-in ``appropriate_tools``, ``min_steps`` or a harvested check.
+``strict_consumption``, ``inject_failures``, ``rejected_why``; each harvested check
+(``checks.HARVESTED``: the trajectory check, ``order``) keeps the reviewer's edits its own way,
+against the new recording (its ``refresh``). ``strict_repeats`` is kept as ``order`` is: the
+reviewer's (``true``, or the tools listed) plus the new recording's mutating tools it does not name,
+so a case harvested before ``mutating_tools`` was configured (``false``, the default then) gains them.
+A tool the case forbids is never what it expects: a newer run that executed one still gets a fixture
+for it, but not a place in ``appropriate_tools``, ``min_steps`` or a harvested check.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ _KEPT = (
     "expected",
     "forbidden_tools",
     "ignore_args",
-    "strict_repeats",
     "strict_consumption",
     "inject_failures",
     "rejected_why",
@@ -85,6 +86,7 @@ def rerecord(case: AgentCase, run: Run, *, config: Config | None = None) -> Refr
     old = case.model_dump(by_alias=True)
     for name in _KEPT:
         data[name] = old[name]
+    data["strict_repeats"] = _strict_repeats(case.strict_repeats, fresh.strict_repeats)
     data["id"] = case.id
     # the refreshed case's recording: the new run's calls, the reviewer's forbidden tools and ignored args
     recording = checklib.Recording(fresh.fixtures, fresh.recorded.trajectory, case.forbidden_tools, case.ignore_args)
@@ -99,6 +101,18 @@ def rerecord(case: AgentCase, run: Run, *, config: Config | None = None) -> Refr
     data["source"] = {**data["source"], "seen": seen, "earlier_signatures": earlier}
     new = AgentCase.model_validate(data)
     return Refreshed(new, _changes(case, new))
+
+
+def _strict_repeats(reviewed: bool | list[str], fresh: bool | list[str]) -> bool | list[str]:
+    """The reviewer's ``strict_repeats`` and the new recording's mutating tools it does not name, as
+    ``order`` keeps the reviewer's rules and adds the new recording's: ``true`` stays (every tool held),
+    and ``false`` cannot tell a reviewer's choice from the default of a config without
+    ``mutating_tools``, so it takes the new recording's list (still ``false`` when that has none)."""
+    if reviewed is True:
+        return True
+    kept = list(reviewed or [])
+    proposed = fresh if isinstance(fresh, list) else []
+    return kept + [tool for tool in proposed if tool not in kept] or False
 
 
 def _changes(old: AgentCase, new: AgentCase) -> list[str]:
@@ -120,6 +134,8 @@ def _changes(old: AgentCase, new: AgentCase) -> list[str]:
         out.append(f"stop: {old.recorded.stop}  =>  {new.recorded.stop}")
     for check in checklib.HARVESTED:
         out += check.changes(old.held(check), new.held(check))
+    if old.strict_repeats != new.strict_repeats:
+        out.append(f"strict_repeats: {old.strict_repeats!r}  =>  {new.strict_repeats!r}")
     if old.model_fixtures != new.model_fixtures:
         out.append(f"model fixtures: {len(old.model_fixtures)} turns  =>  {len(new.model_fixtures)} turns")
     for name in _REFRESHED[3:]:

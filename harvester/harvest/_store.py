@@ -20,7 +20,15 @@ from ._case import build_case
 from ._kinds import read_run
 from ._signature import normalize_prompt, signature_of
 
-__all__ = ["HarvestResult", "harvest"]
+__all__ = ["NO_MUTATING_TOOLS", "HarvestResult", "harvest"]
+
+# Said by a harvest whose new cases hold tool calls when the config names no mutating tool: such a case
+# has no ``order`` rule and no ``strict_repeats``, so a refund issued twice, or before the lookup, passes.
+NO_MUTATING_TOOLS = (
+    "no mutating_tools configured: no order rule before a mutating call, no strict_repeats (a second refund "
+    'passes); set mutating_tools = ["issue_refund", ...] in harvester.toml and redo these cases '
+    "(docs/cases.md#tools-with-side-effects)"
+)
 
 
 @dataclass
@@ -33,6 +41,7 @@ class HarvestResult:
     new_ids: list[str] = field(default_factory=list)
     twins: int = 0  # new cases that repeat a reported incident (marked so in the case)
     warnings: list[str] = field(default_factory=list)  # config the store contradicts (a mutating tool no run has)
+    notes: list[str] = field(default_factory=list)  # config the new cases lack (no mutating tool named)
 
     @property
     def cases(self) -> int:
@@ -56,6 +65,7 @@ class HarvestResult:
             "new_ids": self.new_ids,
             "twins": self.twins,
             "warnings": self.warnings,
+            "notes": self.notes,
         }
 
 
@@ -183,6 +193,8 @@ def harvest(
         created.add(path)
         result.new += 1
         result.new_ids.append(case.id)
+        if case.fixtures and not config.mutating_tools and NO_MUTATING_TOOLS not in result.notes:
+            result.notes.append(NO_MUTATING_TOOLS)
 
     runs = store.runs(failed=True if failed_only else None, agent=agent, since=since, limit=limit)
     for n, run in enumerate(runs, 1):

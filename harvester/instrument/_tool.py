@@ -114,12 +114,19 @@ def _as_recorded(
 ) -> dict[str, Any]:
     """The call's args as its recording holds them: with the defaults the caller left out when only that
     form was recorded (another tracer's tool decorator above this one records them, OpenInference's
-    does), else as the caller gave them."""
+    does), else as the caller gave them. When neither form is recorded (a default or an argument
+    changed), the form the tool's recordings are in, so the ``no_fixture`` names only the arguments
+    that differ, not every default the caller left out."""
     recorded = getattr(executor, "recorded", None)
     if recorded is None:
         return args
     whole = full()
-    return whole if whole != args and not recorded(name, args) and recorded(name, whole) else args
+    if whole == args or recorded(name, args):
+        return args
+    if recorded(name, whole):
+        return whole
+    holds = getattr(executor, "holds_args", None)
+    return whole if holds is not None and holds(name, whole.keys() - args.keys()) else args
 
 
 def _served_by(name: str, args: Any) -> seam.Executor | None:

@@ -34,8 +34,9 @@ def request_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any])
     if recorded is None:
         return []
     out: list[Change] = []
-    if recorded.get("system") is not None and recorded.get("system") != live.get("system"):
-        out.append(("system prompt", f"system prompt: {text_diff(recorded.get('system'), live.get('system'))}"))
+    before, now = recorded.get("system"), live.get("system")
+    if before != now and (before is not None or (now and _captured(recorded))):
+        out.append(("system prompt", f"system prompt: {text_diff(before, now)}"))
     if recorded.get("tools") is not None:
         line = _tools(recorded["tools"], live.get("tools") or [])
         if line:
@@ -47,6 +48,14 @@ def request_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any])
     if line:
         out.append(("settings", f"settings: {line}"))
     return out
+
+
+def _captured(recorded: Mapping[str, Any]) -> bool:
+    """The recorded request says what its messages said, so a system prompt it does not hold was none:
+    every reader lifts the system prompt out of the same input messages (or the attribute beside them)
+    it reads the others from. Messages whose text is not there (their content was not captured) say
+    nothing of it either."""
+    return any(m.get("content") is not None for m in recorded.get("messages") or ())
 
 
 def answer_changes(answer: Mapping[str, Any], live: Mapping[str, Any]) -> list[Change]:

@@ -5,6 +5,9 @@ differs, the settings).
 Both sides are ``ModelRequestData`` (the recorded one read from spans, the live one from the framework's
 own objects), normalized alike: text only, tool-call args as JSON values, no ids. A recorded piece that
 is None was not recorded, so it is not compared: a case recorded without tool definitions still replays.
+The system prompt is read with the messages (every reader lifts it out of the input messages, or the
+attribute beside them), so where a recorded request holds what its messages said, None there was none
+sent, and one the agent sends now is a change.
 A text that holds JSON (a tool's result) is compared as the JSON value, so key order and spacing, which
 differ between a framework's serializer and an instrumentor's, are no change. A setting is compared
 where both sides set it: instrumentors record the defaults a client fills in (``tool_choice: auto``)
@@ -34,8 +37,9 @@ def request_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any])
     if recorded is None:
         return []
     out: list[Change] = []
-    if recorded.get("system") is not None and recorded.get("system") != live.get("system"):
-        out.append(("system prompt", f"system prompt: {text_diff(recorded.get('system'), live.get('system'))}"))
+    before, now = recorded.get("system"), live.get("system")
+    if before != now and (before is not None or (now and _captured(recorded))):
+        out.append(("system prompt", f"system prompt: {text_diff(before, now)}"))
     if recorded.get("tools") is not None:
         line = _tools(recorded["tools"], live.get("tools") or [])
         if line:
@@ -47,6 +51,12 @@ def request_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any])
     if line:
         out.append(("settings", f"settings: {line}"))
     return out
+
+
+def _captured(recorded: Mapping[str, Any]) -> bool:
+    """The recorded request says what its messages said, so a system prompt it does not hold was none.
+    Messages whose text is not there (their content was not captured) say nothing of it either."""
+    return any(m.get("content") is not None for m in recorded.get("messages") or ())
 
 
 def answer_changes(answer: Mapping[str, Any], live: Mapping[str, Any]) -> list[Change]:

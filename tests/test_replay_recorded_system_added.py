@@ -186,11 +186,6 @@ def test_a_raw_sdk_loop_recorded_without_a_system_prompt_is_held_to_none(
     assert held_to_none(f"{RAW[app].__name__}:build_documented", monkeypatch) == DRIFT
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the live side reads Anthropic's system=NOT_GIVEN (or omit) as the text 'NOT_GIVEN': "
-    "harvester/conventions/_frameworks/_client_requests.py anthropic() must treat it as unset",
-)
 @pytest.mark.parametrize("sentinel", ["NOT_GIVEN", "omit"])
 def test_an_anthropic_loop_that_passes_the_sdks_not_given_sends_no_system_prompt(
     sentinel: str, project: Path, monkeypatch: pytest.MonkeyPatch

@@ -206,7 +206,8 @@ def anthropic(kwargs: Mapping[str, Any]) -> ModelRequestData:
     tools = [
         _tool(t.get("name"), t.get("description"), t.get("input_schema")) for t in plain(kwargs.get("tools")) or []
     ]
-    return _request([text_of(plain(kwargs.get("system")))], messages, tools, _settings(kwargs, _ANTHROPIC_SETTINGS))
+    system = None if unset(kwargs.get("system")) else text_of(plain(kwargs.get("system")))
+    return _request([system], messages, tools, _settings(kwargs, _ANTHROPIC_SETTINGS))
 
 
 REQUESTS: dict[str, Callable[[Mapping[str, Any]], ModelRequestData]] = {

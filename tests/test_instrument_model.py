@@ -119,6 +119,7 @@ EXPECTED_REQUEST = {
         {"name": "kb_search", "description": None, "parameters": None},
     ],
     "settings": {"temperature": 0.2, "max_tokens": 300, "stop": ["END"]},
+    "model": "m-1",
 }
 
 

@@ -116,7 +116,10 @@ def llm_request(a: dict[str, Any]) -> tuple[ModelRequestData | None, bool]:
     system = loads(a.get("gen_ai.system_instructions"))
     said = message_text(system) if isinstance(system, list) else text(a.get("gen_ai.system_instructions"))
     settings = {v: a[f"gen_ai.request.{k}"] for k, v in _SETTINGS.items() if f"gen_ai.request.{k}" in a}
-    return model_request(messages, system=[said] if said else (), tools=_tools(a), settings=settings), False
+    asked = text(a.get("gen_ai.request.model"))
+    return model_request(
+        messages, system=[said] if said else (), tools=_tools(a), settings=settings, model=asked
+    ), False
 
 
 def _cut(raw: Any, parsed: Any) -> bool:

@@ -59,8 +59,10 @@ def llm_request(
     a: dict[str, Any], params: dict[str, Any], at: dict[str, list[int]] | None = None
 ) -> ModelRequestData | None:
     """What a model call was asked: ``llm.input_messages.N.message.*`` (system ones lifted out),
-    ``llm.tools.N.tool.json_schema`` (None when no tool is listed: not recorded is not none offered) and
-    the settings in ``llm.invocation_parameters``. None when the messages were not captured."""
+    ``llm.tools.N.tool.json_schema`` (None when no tool is listed: not recorded is not none offered),
+    the settings in ``llm.invocation_parameters`` and the model asked for (``llm.request.model_name``,
+    else the invocation parameters' ``model``; never ``llm.model_name``, which may be the answer's).
+    None when the messages were not captured."""
     messages = openinference_messages(a, at)
     if messages is None:
         return None
@@ -68,7 +70,8 @@ def llm_request(
     while f"llm.tools.{n}.tool.json_schema" in a:
         tools.append(a[f"llm.tools.{n}.tool.json_schema"])
         n += 1
-    return model_request(messages, tools=tool_specs(tools) if tools else None, settings=params)
+    asked = text(a.get("llm.request.model_name")) or text(params.get("model")) or text(params.get("model_name"))
+    return model_request(messages, tools=tool_specs(tools) if tools else None, settings=params, model=asked)
 
 
 def llm_first_user(span: SpanData) -> str | None:

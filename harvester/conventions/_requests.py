@@ -44,8 +44,10 @@ def model_request(
     system: Iterable[str] = (),
     tools: list[ToolSpecData] | None = None,
     settings: Mapping[str, Any] | None = None,
+    model: str | None = None,
 ) -> ModelRequestData:
-    """The request from neutral messages (system ones lifted out, after ``system``), tools and settings."""
+    """The request from neutral messages (system ones lifted out, after ``system``), tools, settings and
+    the model asked for (None: not said)."""
     said = [s for s in system if s]
     said += [m["content"] for m in messages if m["role"] == "system" and m["content"]]
     return {
@@ -53,6 +55,7 @@ def model_request(
         "messages": [m for m in messages if m["role"] != "system"],
         "tools": tools,
         "settings": settings_of(settings or {}),
+        "model": model or None,
     }
 
 

@@ -99,6 +99,7 @@ class AgentRun:
         Returns the answer with its tool call ids filled in.
         """
         req = _genai.request(**request)
+        req["model"] = model  # the model asked for: a recording another model answered is a drift
         served = self._served(req)
         with self._chat(model, req) as span:
             return self._answered(span, model, served if served is not None else _answer_of(call()))
@@ -112,6 +113,7 @@ class AgentRun:
     ) -> ModelAnswer:
         """``model`` for an async model: ``call()`` returns an awaitable."""
         req = _genai.request(**request)
+        req["model"] = model  # the model asked for: a recording another model answered is a drift
         served = self._served(req)
         with self._chat(model, req) as span:
             return self._answered(span, model, served if served is not None else _answer_of(await call()))

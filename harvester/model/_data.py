@@ -91,12 +91,14 @@ class ModelRequestData(TypedDict):
     conversation the model saw, system messages left out. ``tools``: the tools offered (None: the
     recording does not say; []: none). ``settings``: the request settings that shape the answer
     (temperature, top_p, max_tokens, seed, response format, tool choice), by their OpenAI names.
+    ``model``: the model asked for, as the request named it (absent or None: not said).
     """
 
     system: str | None
     messages: list[MessageData]
     tools: list[ToolSpecData] | None
     settings: dict[str, Any]
+    model: NotRequired[str | None]
 
 
 class ModelAnswerData(TypedDict):

@@ -134,12 +134,14 @@ class ToolSpec(_Model):
 
 class ModelRequest(_Model):
     """What one model call received (``ModelRequestData``): a recorded-model replay compares the
-    agent's request with it. ``tools`` None: the recording does not say which were offered."""
+    agent's request with it. ``tools`` None: the recording does not say which were offered. ``model``:
+    the model asked for (None: the recording does not say; cases harvested before it was kept)."""
 
     system: str | None = None
     messages: list[Message] = Field(default_factory=list)
     tools: list[ToolSpec] | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    model: str | None = None
 
 
 class ModelAnswer(_Model):

@@ -29,7 +29,7 @@ DIFF_LINES = 4  # changed lines of a text shown per change
 TEXT_CHARS = 80  # each shown line cut to this
 MORE_CALLS = "more calls"
 
-Change = tuple[str, str]  # (what changed: "system prompt", "tools", "message", "settings"; the line)
+Change = tuple[str, str]  # (what changed: "model", "system prompt", "tools", "message", "settings"; the line)
 
 
 def request_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any]) -> list[Change]:
@@ -37,6 +37,8 @@ def request_changes(recorded: Mapping[str, Any] | None, live: Mapping[str, Any])
     if recorded is None:
         return []
     out: list[Change] = []
+    if recorded.get("model") and live.get("model") and recorded["model"] != live["model"]:
+        out.append(("model", f"model: {recorded['model']} -> {live['model']}"))  # another model's answers
     before, now = recorded.get("system"), live.get("system")
     if before != now and (before is not None or (now and _captured(recorded))):
         out.append(("system prompt", f"system prompt: {text_diff(before, now)}"))

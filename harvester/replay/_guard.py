@@ -207,10 +207,10 @@ class Guard:
                 continue  # once
 
             def looking_up(self: Any, *args: Any, _method: Callable[..., Any] = method) -> Any:
-                address = args[-1] if args else None  # connect(address); sendto(data[, flags], address); ...
+                address: Any = args[-1] if args else None  # connect(address); sendto(data[, flags], address)
                 host = address[0] if type(address) is tuple and len(address) >= 2 else None
                 if isinstance(host, (str, bytes, bytearray)) and host:
-                    host, family = host if type(host) is str else _ascii(host), _family(self)
+                    host, family = host if isinstance(host, str) else _ascii(host), _family(self)
                     if family in _INET and not _is_address(host):
                         sys.audit("socket.getaddrinfo", host, address[1], family, 0, 0, 0)
                 return _method(self, *args)

@@ -60,10 +60,21 @@ def _settings(kwargs: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, 
 
 
 def _request(
-    system: list[str | None], messages: list[MessageData], tools: list[ToolSpecData], settings: dict[str, Any]
+    kwargs: Mapping[str, Any],
+    system: list[str | None],
+    messages: list[MessageData],
+    tools: list[ToolSpecData],
+    settings: dict[str, Any],
 ) -> ModelRequestData:
     parts = [s for s in system if s]
-    return {"system": "\n\n".join(parts) if parts else None, "messages": messages, "tools": tools, "settings": settings}
+    model = kwargs.get("model")
+    return {
+        "system": "\n\n".join(parts) if parts else None,
+        "messages": messages,
+        "tools": tools,
+        "settings": settings,
+        "model": model if isinstance(model, str) and model else None,
+    }
 
 
 def _tool(name: Any, description: Any = None, parameters: Any = None) -> ToolSpecData:
@@ -108,7 +119,7 @@ def chat(kwargs: Mapping[str, Any]) -> ModelRequestData:
         f = t.get("function") or {}
         tools.append(_tool(f.get("name"), f.get("description"), f.get("parameters")) if f else _tool(t.get("type")))
     return _request(
-        system, messages, tools, _settings({**kwargs, "response_format": _wire_format(kwargs)}, _CHAT_SETTINGS)
+        kwargs, system, messages, tools, _settings({**kwargs, "response_format": _wire_format(kwargs)}, _CHAT_SETTINGS)
     )
 
 
@@ -170,7 +181,7 @@ def responses(kwargs: Mapping[str, Any]) -> ModelRequestData:
         text = {**(text if isinstance(text, dict) else {}), "format": type_to_text_format_param(kwargs["text_format"])}
     if isinstance(text, dict) and text.get("format"):
         settings["response_format"] = text["format"]
-    return _request(system, messages, tools, settings)
+    return _request(kwargs, system, messages, tools, settings)
 
 
 # -- Anthropic messages -------------------------------------------------------------------------------
@@ -207,7 +218,7 @@ def anthropic(kwargs: Mapping[str, Any]) -> ModelRequestData:
         _tool(t.get("name"), t.get("description"), t.get("input_schema")) for t in plain(kwargs.get("tools")) or []
     ]
     system = None if unset(kwargs.get("system")) else text_of(plain(kwargs.get("system")))
-    return _request([system], messages, tools, _settings(kwargs, _ANTHROPIC_SETTINGS))
+    return _request(kwargs, [system], messages, tools, _settings(kwargs, _ANTHROPIC_SETTINGS))
 
 
 REQUESTS: dict[str, Callable[[Mapping[str, Any]], ModelRequestData]] = {

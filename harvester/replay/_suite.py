@@ -137,6 +137,7 @@ def replay(
         if runner.reach is not None
         else contextlib.nullcontext()
     )
+    unchecked = unchecked_note() if policy is not None else None  # read once: each sealed case carries it
     spool = ResultSpool()  # each case's result goes to disk as the case finishes, in plan order
     builds = failed_builds = 0
     build_error: str | None = None
@@ -148,8 +149,8 @@ def replay(
         failed_builds += len(failed)
         build_error = build_error or next((o.error for o in failed if o.error), None)
         result = case_result(case, outs, variant_of, verdict)
-        if policy is not None and (note := unchecked_note()) is not None:
-            result.notes.append(note)
+        if unchecked is not None:
+            result.notes.append(unchecked)
         spool.add(result, index)
         planned[index].release()
         if on_case is not None:

@@ -488,6 +488,8 @@ with loopback(routes({"/refund": {"refunded": "A1001"}})) as server:
         "model host by address": ("urllib", server.origin + "/refund", [f"127.0.0.1:{server.port}"], []),
         "allowed by pattern": ("requests", by_name, [f"*host:{server.port}"], []),
         "asyncio": ("asyncio", by_name, [f"localhost:{server.port}"], []),
+        "a name given to connect": ("connect-name", f"http://refunds.exfil.invalid:{server.port}/", [], []),
+        "a name given to connect as bytes": ("connect-bytes", by_name, [f"localhost:{server.port}"], []),
         "syslog": ("syslog", by_name, [], []),
         "syslog allowed": ("syslog", by_name, [], ["unix:/dev/log"]),
     }
@@ -540,6 +542,9 @@ def test_the_c_hook_and_the_python_hook_decide_alike():
     )
     for allowed in allowed_ones:
         assert runs[allowed] == {"reached": 2, "sealed": []}, allowed
+    assert runs["a name given to connect"]["reached"] == 0
+    assert "connect to refunds.exfil.invalid:PORT during issue_refund" in runs["a name given to connect"]["sealed"][0]
+    assert runs["a name given to connect as bytes"] == {"reached": 2, "sealed": []}
     assert "connect to unix:/dev/log during issue_refund: a local socket" in runs["syslog"]["sealed"][0]
     assert runs["syslog allowed"] == {"reached": 0, "sealed": []}
 

@@ -4,25 +4,18 @@ Standard library only, importing nothing of harvester: a Python process that a s
 loads this file by its path (``_child/sitecustomize.py``) and seals itself with the same checks.
 
 - ``socket.getaddrinfo``, ``gethostbyname(_ex)``: a name the policy does not allow is refused at its
-  lookup (a host that does not resolve offline was still one the agent tried to reach; the query itself
-  leaves the process); an address is left to the connection, and ``localhost`` or the machine's own name
-  (``socket.getfqdn()``) is answered from the machine.
-- ``gethostbyaddr``, ``getnameinfo``: an address's name is a query too, unless the address is this
-  machine's, one the policy allows, or one an allowed name was looked up to.
+  lookup (the query itself leaves the process); an address is left to the connection, and ``localhost``
+  or the machine's own name is answered from the machine. ``gethostbyaddr``, ``getnameinfo``: an
+  address's name is a query too, unless the address is this machine's, allowed, or an allowed name's.
 - ``socket.connect`` (and ``connect_ex``), ``sendto``, ``sendmsg``: an address is allowed when the policy
-  allows it, or the name it was looked up by. ``getaddrinfo`` is wrapped to remember which name each
-  address came from; one found another way (a resolver outside Python) is refused by its address. A
-  local socket is allowed by its path, or when it is multiprocessing's own (its forkserver, a manager);
-  a socket of any other family but netlink (the kernel) is refused.
-- A lookup or connection the hosts refuse still passes when it is the endpoint of the model SDK
-  client's request the calling code is inside, where the policy lets that through
-  (``allows_model_call``).
-- ``syslog.syslog`` (and ``syslog.openlog`` with ``LOG_NDELAY``): the ``syslog`` module sends to the
-  local syslog daemon's socket (``/dev/log``) from C, with no socket event: a connection to that path.
+  allows it, or the name it was looked up by (``getaddrinfo`` is wrapped to remember it). A local
+  socket is allowed by its path, or when it is multiprocessing's own; a socket of any other family but
+  netlink (the kernel) is refused. The endpoint of the model SDK client's request the calling code is
+  inside passes where the policy lets it (``allows_model_call``).
+- ``syslog.syslog`` (and ``openlog`` with ``LOG_NDELAY``) sends to ``/dev/log`` from C: that connection.
 - ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``, and
-  ``_posixsubprocess.fork_exec`` called by anything but ``subprocess`` (``FORK_EXEC``, raised by the
-  wrapper ``Guard.forking`` puts around it, which also gives an environment of the caller's own the
-  seal): checked by ``_starts``.
+  ``_posixsubprocess.fork_exec`` called by anything but ``subprocess`` (``FORK_EXEC``, raised by
+  ``Guard.forking``, which also gives an environment of the caller's own the seal): ``_starts``.
 """
 
 from __future__ import annotations
@@ -57,8 +50,7 @@ __all__ = [
 ]
 
 Refuse = Callable[[str, str, str], None]  # (what, target, why): records the refusal, then raises
-# The policy in force here and its refusal, or None; asked with True for a connection, which code that
-# exports telemetry makes unsealed.
+# The policy in force here and its refusal, or None; asked with True for a connection (telemetry's pass).
 Current = Callable[[bool], "tuple[Any, Refuse] | None"]
 
 MAX_RESOLVED = 4096  # addresses remembered with the name they were looked up by
@@ -196,23 +188,24 @@ class Guard:
         return checked
 
     @staticmethod
-    def resolving(socket_class: type) -> None:
+    def resolving(socket_class: type, native: Any = None) -> None:
         """``connect``, ``connect_ex``, ``sendto``, ``sendmsg`` and ``bind`` of ``socket_class`` that raise
         ``socket.getaddrinfo`` for a name (text, bytes or a bytearray) before CPython looks it up, which it
         does before the event the seal checks (``bind`` raises none): the query left, and a name that does
-        not resolve was never refused. An address or a path costs a type check and a cached parse."""
+        not resolve was never refused. ``native``: the C hook's module, whose ``resolving`` costs an
+        address a type check (the Python frame here cost an allowed connection microseconds)."""
         for name in ("connect", "connect_ex", "sendto", "sendmsg", "bind"):
             method = getattr(socket_class, name)
             if getattr(method, "__wrapped__", None) is not None:
                 continue  # once
+            if native is not None:
+                setattr(socket_class, name, native.resolving(method, _name_given))
+                continue
 
             def looking_up(self: Any, *args: Any, _method: Callable[..., Any] = method) -> Any:
                 address: Any = args[-1] if args else None  # connect(address); sendto(data[, flags], address)
-                host = address[0] if type(address) is tuple and len(address) >= 2 else None
-                if isinstance(host, (str, bytes, bytearray)) and host:
-                    host, family = host if isinstance(host, str) else _ascii(host), _family(self)
-                    if family in _INET and not _is_address(host):
-                        sys.audit("socket.getaddrinfo", host, address[1], family, 0, 0, 0)
+                if type(address) is tuple and len(address) >= 2 and isinstance(address[0], (str, bytes, bytearray)):
+                    _name_given(self, address)
                 return _method(self, *args)
 
             looking_up.__wrapped__ = method  # type: ignore[attr-defined]
@@ -238,6 +231,14 @@ class Guard:
         getaddrinfo.__wrapped__ = lookup  # type: ignore[attr-defined]
         getaddrinfo.__doc__ = lookup.__doc__
         return getaddrinfo
+
+
+def _name_given(sock: Any, address: tuple[Any, ...]) -> None:
+    """A name given to a socket method (``Guard.resolving``): its lookup put to the seal first."""
+    host = address[0] if isinstance(address[0], str) else _ascii(address[0])
+    family = _family(sock)
+    if host and family in _INET and not _is_address(host):
+        sys.audit("socket.getaddrinfo", host, address[1], family, 0, 0, 0)
 
 
 def _probe(policy: Any, refuse: Refuse, args: tuple[Any, ...]) -> None:

@@ -14,7 +14,9 @@
  * Anything else (a name a pattern allows, the first time; a refusal; a process start) calls the Python
  * check (``_guard``), which decides and raises on a refusal.
  * ``remembering(lookup, resolved, limit)`` is ``socket.getaddrinfo`` that remembers which name each
- * address came from, as ``_guard.Guard.remembering`` does in Python.
+ * address came from, as ``_guard.Guard.remembering`` does in Python; ``resolving(method, lookup)`` is a
+ * socket's ``connect`` (``sendto``...) that puts a name it is given to the seal first, as
+ * ``_guard.Guard.resolving`` does, at the cost of a type check for an address.
  *
  * Optional: a machine that cannot build it runs the same checks through the Python hook.
  */
@@ -22,6 +24,12 @@
 #include <Python.h>
 #include <structmember.h>
 #include <string.h>
+#ifdef _WIN32
+#include <ws2tcpip.h>
+#else
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#endif
 
 enum { NONE = 0, LOOKUP = 1, REACH = 2, START = 3, PROBE = 4, SOCKET = 5 };
 #define PROBE_EVENT "harvester.seal.probe" /* raised by install: the hook says it is called */
@@ -405,11 +413,128 @@ static PyObject *remembering(PyObject *module, PyObject *args) {
     return function;
 }
 
+/* ``resolving(method, lookup)``: ``method`` of ``socket.socket`` (``connect``, ``connect_ex``, ``sendto``,
+ * ``sendmsg``, ``bind``: the address its last argument) that first calls ``lookup(sock, address)`` when the
+ * address names its host by a name (text that is no IP address, or bytes): CPython looks such a name up
+ * before it raises the event the seal checks. A method descriptor, so ``sock.connect(address)`` calls it
+ * with the socket first, as it calls the socket type's own method. */
+typedef struct {
+    PyObject_HEAD PyObject *method;
+    PyObject *lookup;
+    vectorcallfunc vectorcall;
+} Resolving;
+
+/* 1: ``address`` is (host, port, ...) whose host is a name; 0: an address, a path, or none. */
+static int names_a_host(PyObject *address) {
+    if (!PyTuple_CheckExact(address) || PyTuple_GET_SIZE(address) < 2) {
+        return 0;
+    }
+    PyObject *host = PyTuple_GET_ITEM(address, 0);
+    if (PyBytes_Check(host) || PyByteArray_Check(host)) {
+        return Py_SIZE(host) > 0; /* the Python side reads it */
+    }
+    if (!PyUnicode_Check(host)) {
+        return 0;
+    }
+    Py_ssize_t size;
+    const char *text = PyUnicode_AsUTF8AndSize(host, &size);
+    if (text == NULL) {
+        PyErr_Clear();
+        return 1; /* not even UTF-8: the Python side says what it is */
+    }
+    const char *zone = memchr(text, '%', (size_t)size); /* fe80::1%eth0 */
+    size_t n = zone != NULL ? (size_t)(zone - text) : (size_t)size;
+    char plain[64];
+    unsigned char packed[16];
+    if (size == 0) {
+        return 0;
+    }
+    if (n >= sizeof plain) {
+        return 1;
+    }
+    memcpy(plain, text, n);
+    plain[n] = '\0';
+    return inet_pton(AF_INET, plain, packed) != 1 && inet_pton(AF_INET6, plain, packed) != 1;
+}
+
+static PyObject *resolving_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Resolving *self = (Resolving *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs >= 2 && names_a_host(args[nargs - 1])) {
+        PyObject *said = PyObject_CallFunctionObjArgs(self->lookup, args[0], args[nargs - 1], NULL);
+        if (said == NULL) {
+            return NULL; /* refused: the name never reaches a resolver */
+        }
+        Py_DECREF(said);
+    }
+    return PyObject_Vectorcall(self->method, args, nargsf, kwnames);
+}
+
+static PyObject *resolving_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        return Py_NewRef(self);
+    }
+    return PyMethod_New(self, obj);
+}
+
+static void resolving_dealloc(PyObject *self) {
+    Py_XDECREF(((Resolving *)self)->method);
+    Py_XDECREF(((Resolving *)self)->lookup);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *resolving_name(PyObject *self, void *closure) {
+    (void)closure;
+    return PyObject_GetAttrString(((Resolving *)self)->method, "__name__");
+}
+
+static PyMemberDef resolving_members[] = {
+    {"__wrapped__", OBJECT_SLOT, offsetof(Resolving, method), READONLY, "the socket type's own method"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef resolving_getset[] = {
+    {"__name__", resolving_name, NULL, "the method's name", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ResolvingType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "harvester.replay._hook.Resolving",
+    .tp_basicsize = sizeof(Resolving),
+    .tp_dealloc = resolving_dealloc,
+    .tp_vectorcall_offset = offsetof(Resolving, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "A socket method that puts a name it is given to the seal before CPython looks it up.",
+    .tp_members = resolving_members,
+    .tp_getset = resolving_getset,
+    .tp_descr_get = resolving_get,
+};
+
+static PyObject *resolving(PyObject *module, PyObject *args) {
+    PyObject *method, *lookup;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OO", &method, &lookup)) {
+        return NULL;
+    }
+    Resolving *self = PyObject_New(Resolving, &ResolvingType);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->method = Py_NewRef(method);
+    self->lookup = Py_NewRef(lookup);
+    self->vectorcall = resolving_call;
+    return (PyObject *)self;
+}
+
 static PyMethodDef methods[] = {
     {"install", install, METH_VARARGS,
      "install(check, events, context_var, seal_key, suites, resolved, seal_type, families): add the hook, once."},
     {"remembering", remembering, METH_VARARGS,
      "remembering(lookup, resolved, limit): getaddrinfo that remembers each address's name."},
+    {"resolving", resolving, METH_VARARGS,
+     "resolving(method, lookup): a socket method that calls lookup(sock, address) first for a name."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -417,4 +542,9 @@ static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_hook", "The seal's audit hook in C.", -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__hook(void) { return PyModule_Create(&module_def); }
+PyMODINIT_FUNC PyInit__hook(void) {
+    if (PyType_Ready(&ResolvingType) < 0) {
+        return NULL;
+    }
+    return PyModule_Create(&module_def);
+}

@@ -299,7 +299,7 @@ def install() -> None:
                 subprocess._fork_exec = Guard.forking(subprocess._fork_exec)  # type: ignore[attr-defined]
             # posix_spawn reads a given environment before its audited event, past the seal: fork_exec
             setattr(subprocess, "_USE_POSIX_SPAWN", False)  # noqa: B010 (a Final of the stubs)
-        Guard.resolving(socket.socket)  # a name given to connect is looked up before its event
+        Guard.resolving(socket.socket, _hook if _installed == "C" else None)  # a name: looked up before its event
         _c_calls.seal(_GUARD.audit, _suites)
 
 

@@ -3,7 +3,8 @@ route: its own loop, a plain dict of functions, the tool span written by hand as
 ``@tool`` decorator would. Only the seal stands between a replay and the payments service.
 
 ``LEAKY_URL`` is the payments service; ``LEAKY_CLIENT`` says how the tool reaches it (``httpx``,
-``requests``, ``urllib``, ``socket``, ``asyncio``, ``subprocess``, ``name`` for a host name that
+``requests``, ``urllib``, ``socket``, ``connect-name`` / ``connect-bytes`` (a name given to ``connect``
+itself), ``asyncio``, ``subprocess``, ``name`` for a host name that
 does not resolve, ``thread`` for a worker thread started before any replay, ``fork`` for a forked
 child, ``telemetry`` for a span exported to the service by the OpenTelemetry SDK instead). Less
 common ways: ``own-env`` (a Python child given an environment of its own, as an MCP client gives its
@@ -56,6 +57,12 @@ def _post(url: str, how: str) -> str:
             return r.read().decode()
     if how == "socket":
         with socket.create_connection((host, port), timeout=5) as sock:
+            sock.sendall(b"POST /refund HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+            return sock.recv(100).decode()
+    if how in ("connect-name", "connect-bytes"):  # a name given to connect itself, as text or as bytes
+        with socket.socket() as sock:
+            sock.settimeout(5)
+            sock.connect((host.encode() if how == "connect-bytes" else host, port))
             sock.sendall(b"POST /refund HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
             return sock.recv(100).decode()
     if how == "asyncio":

@@ -74,8 +74,11 @@ NAME = FRAMEWORK.name  # one name in capture and in replay
 def _make_run_async(original: Callable[..., Any]) -> Callable[..., Any]:
     async def run_async(self: Any, *, args: dict[str, Any], tool_context: Any) -> Any:
         ex = seam.route()
-        if ex is None or _is_agent(self) or seam.sandboxed(ex, self.name, args):
+        if ex is None or _is_agent(self):
             return await original(self, args=args, tool_context=tool_context)
+        if seam.sandboxed(ex, self.name, args):
+            with seam.running_tool(self.name):  # ADK names its span's tool only as the call ends
+                return await original(self, args=args, tool_context=tool_context)
         return await ex.aexecute(self.name, args)
 
     return run_async

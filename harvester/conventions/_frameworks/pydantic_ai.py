@@ -97,7 +97,8 @@ def _make_call_tool(original: Callable[..., Any]) -> Callable[..., Any]:
         # the call as the model made it; else a toolset called outside an agent's run
         called, args = (pending[1], pending[2]) if pending is not None and pending[0] is ex else (name, tool_args)
         if not _mcp(self) and seam.sandboxed(ex, called, args):
-            return await original(self, name, tool_args, ctx, tool)
+            with seam.running_tool(called):
+                return await original(self, name, tool_args, ctx, tool)
         return await ex.aexecute(called, args)
 
     return call_tool

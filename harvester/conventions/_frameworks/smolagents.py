@@ -128,7 +128,8 @@ def _make_forward(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, *args, **kwargs)
         called = _args(self, args, kwargs)
         if seam.sandboxed(ex, self.name, called):
-            return original(self, *args, **kwargs)
+            with seam.running_tool(self.name):
+                return original(self, *args, **kwargs)
         return ex.execute(self.name, called)
 
     return forward

@@ -388,7 +388,7 @@ def test_a_refusal_made_after_its_case_ended_is_counted_in_the_replay(payments):
     one, two = report.results
     assert not any(c.name == "sealed" for c in one.checks)
     detail = next(c.detail for c in two.checks if c.name == "sealed")
-    assert f"connect to 127.0.0.1:{payments.port}" in detail and "after its case ended" in detail
+    assert f"connect to 127.0.0.1:{payments.port}" in detail and "after case refund-1 ended" in detail
 
 
 def test_a_thread_a_case_started_reaches_the_world_again_once_the_replay_returned(payments):
@@ -447,7 +447,7 @@ def test_a_timed_out_case_s_refusals_are_counted_before_and_after_it_was_given_u
     assert payments.seen == []
     assert "ReplayTimeout" in (one.error or "") and one.live_calls == 1
     assert f"connect to 127.0.0.1:{payments.port}" in refused_detail(one)
-    assert "after its case ended" in refused_detail(two) and two.live_calls == 1
+    assert "after case refund-1 ended" in refused_detail(two) and two.live_calls == 1
 
 
 def test_the_suite_seal_keeps_its_newest_refusals_and_counts_every_one(payments):

@@ -104,6 +104,7 @@ class Seal:
         "__weakref__",
         "_read",
         "_setting",
+        "case",
         "closed",
         "fast",
         "handed",
@@ -117,8 +118,8 @@ class Seal:
         "refusals",
     )
 
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
+    def __init__(self, policy: Policy, case: str | None = None) -> None:
+        self.policy, self.case = policy, case  # a case's id: what a refusal made after it ended names
         self.refusals: list[Refusal] = []  # the first MAX_REFUSALS
         self.refused = 0
         self.lock = threading.Lock()
@@ -157,7 +158,7 @@ class Seal:
         # seal while its replay runs: code without a case's context, the current suite's.
         current = _suites[-1] if _suites else None
         if current is not None and current is not self:
-            late = "(started by an earlier case)" if child else "after its case ended"  # a forkserver's worker
+            late = "(started by an earlier case)" if child else f"after case {self.case or '?'} ended"
             during = f"{during or 'code'} {late}" if self.closed else during
             current._keep(what, target, why, during, child=child)
 
@@ -264,8 +265,7 @@ def _case_setting() -> str | None:
 
 
 def _context_variable() -> ContextVar[otel_context.Context] | None:
-    """The variable OpenTelemetry keeps its context in, when it is the default runtime context (one the
-    C hook can read); None otherwise."""
+    """The variable OpenTelemetry keeps its context in (the default runtime's, which the C hook reads)."""
     variable = getattr(getattr(otel_context, "_RUNTIME_CONTEXT", None), "_current_context", None)
     return variable if isinstance(variable, ContextVar) else None
 

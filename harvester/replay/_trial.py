@@ -175,7 +175,7 @@ class Runner:
         if self.collector is not None:
             self.collector.watch(trace_id)
         recorded = job.case.spec.recorded.model_hosts if job.case.spec is not None else ()
-        seal = Seal(self.reach.case(recorded)) if self.reach is not None else None
+        seal = Seal(self.reach.case(recorded), job.case.id) if self.reach is not None else None
         models = recorded_model(job.case.spec, self.model)
         refusal = models.refusal() if models is not None else None
         if refusal is not None:  # the recording cannot serve this case's model: it is not run

@@ -4,10 +4,6 @@ flakiness: the headline, the JSON report and JUnit all call such a case failed, 
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -21,37 +17,14 @@ from harvester.report import Report
 from harvester.report._html import case_verdict
 from tests.apps.starts_at_import import post
 from tests.builders.agents import GOOD, case, scripted
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class Listener:
-    """A TCP listener on 127.0.0.1 that counts every connection it accepts (nothing may reach it)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
+from tests.builders.backends import Listener, payments_listener
+from tests.builders.cli import program
 
 
 @pytest.fixture
 def payments(monkeypatch: pytest.MonkeyPatch) -> Iterator[Listener]:
-    listener = Listener()
-    monkeypatch.setenv("LEAKY_URL", f"http://127.0.0.1:{listener.port}/refund")
-    try:
+    with payments_listener(monkeypatch) as listener:
         yield listener
-    finally:
-        listener.sock.close()
 
 
 def _leaking(runs: dict[str, int], leak_on: int, bad_on: tuple[int, ...] = ()):
@@ -117,16 +90,8 @@ def test_the_program_with_confirm_reports_the_sealed_case_failed_everywhere(paym
     JUnit file with no failure."""
     (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
     save_case(case("c1"), tmp_path / "cases")
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-m", "harvester", "replay", "--agent", "tests.apps.leaks_once:build"]
-    done = subprocess.run(
-        [*command, "--confirm", "2", "--report", "r.json", "--junit", "junit.xml"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    command = ["replay", "--agent", "tests.apps.leaks_once:build", "--confirm", "2"]
+    done = program(tmp_path, *command, "--report", "r.json", "--junit", "junit.xml")
     output = done.stdout + done.stderr
     assert done.returncode == 1, output
     assert "0/1 passed  (0%)" in done.stdout, output

@@ -7,10 +7,7 @@ refused, and exits 1; a hung one still lets the program end."""
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,37 +17,14 @@ import pytest
 
 from harvester.case import AgentCase, save_case
 from harvester.replay import replay
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class Listener:
-    """A TCP listener on 127.0.0.1 that counts every connection it accepts (nothing may reach it)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
+from tests.builders.backends import Listener, payments_listener
+from tests.builders.cli import program
 
 
 @pytest.fixture
 def payments(monkeypatch: pytest.MonkeyPatch) -> Iterator[Listener]:
-    listener = Listener()
-    monkeypatch.setenv("LEAKY_URL", f"http://127.0.0.1:{listener.port}/refund")
-    try:
+    with payments_listener(monkeypatch) as listener:
         yield listener
-    finally:
-        listener.sock.close()
 
 
 def _case() -> AgentCase:
@@ -62,15 +36,9 @@ def _case() -> AgentCase:
 def _program(tmp_path: Path, how: str, *options: str) -> tuple[subprocess.CompletedProcess[str], float]:
     (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
     save_case(_case(), tmp_path / "cases")
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "harvester", "replay", "--agent", "tests.apps.posts_late_plain:build", *options],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": path, "LATE_THREAD": how},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = program(
+        tmp_path, "replay", "--agent", "tests.apps.posts_late_plain:build", *options, env={"LATE_THREAD": how}
     )
     return done, time.monotonic() - started
 

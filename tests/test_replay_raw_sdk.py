@@ -10,7 +10,6 @@ body counts its real runs in ``shop.LIVE``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -32,28 +31,15 @@ from harvester.replay import replay as replay_cases
 from harvester.report import Report
 from harvester.store import TraceStore
 from tests.apps import raw_anthropic_app, raw_openai_app, shop
+from tests.builders.capture import production_environment
 from tests.builders.project import CONFIG as SHOP_CONFIG
-from tests.builders.project import cli, enter_project
-from tests.builders.sdk_http import MODEL, http_client, model_server
+from tests.builders.project import accept_incident, cli, enter_project
+from tests.builders.sdk_http import MODEL, RAW_LOOPS, http_client, model_server
 
 CONFIG = SHOP_CONFIG + '[prices."gpt-4o-mini"]\ninput = 1.0\noutput = 2.0\n'
 CONFIG += '[prices."claude-sonnet-4-5"]\ninput = 1.0\noutput = 2.0\n'
 APPS = {"openai": raw_openai_app, "anthropic": raw_anthropic_app}
-# (app, API, client, production's instrumentor): every API sync and async, streamed and not, under both.
-LOOPS = [
-    ("openai", "chat", "sync", "openinference"),
-    ("openai", "chat", "stream", "openinference"),
-    ("openai", "chat", "async-stream", "openllmetry"),
-    ("openai", "responses", "sync", "openllmetry"),
-    ("openai", "responses", "async", "openinference"),
-    ("openai", "responses", "async-stream", "openinference"),
-    ("anthropic", "messages", "sync", "openinference"),
-    ("anthropic", "messages", "async-stream", "openinference"),
-    ("anthropic", "messages", "stream", "openllmetry"),
-    ("anthropic", "messages", "async", "openllmetry"),
-    ("openai", "chat", "sync", "otel-genai"),
-    ("openai", "chat", "async-stream", "otel-genai"),
-]
+LOOPS = RAW_LOOPS
 SCOPES = {
     ("openai", "openinference"): "openinference.instrumentation.openai",
     ("openai", "openllmetry"): "opentelemetry.instrumentation.openai.v1",
@@ -86,7 +72,7 @@ def harvested(module: Any, factory: str, scope: str) -> Any:
     provider = TracerProvider(resource=Resource({"service.name": "support"}))
     processor = HarvestingSpanProcessor("traces.db", redact=False)
     provider.add_span_processor(processor)
-    with _production_environment():
+    with production_environment():
         module.serve(provider, getattr(module, factory))
     processor.shutdown()
     assert shop.LIVE == {"kb_search": 1, "get_order": 1}, "production ran the real tools"
@@ -96,30 +82,11 @@ def harvested(module: Any, factory: str, scope: str) -> Any:
     assert run.trajectory() == ["kb_search", "get_order"] and all(c.status == "ok" for c in run.calls), run.calls
     assert len(run.llm_calls) == 2 and run.llm_calls[0].requests
     assert run.instrumentation == [PRODUCED.get(scope, scope)]
-    out = cli("incident", run.trace_id, "--why", "the order answer must come from the order lookup", "--json")
-    assert out.exit_code == 0, out.output
-    case_id = orjson.loads(out.output)["id"]
-    assert cli("accept", case_id).exit_code == 0
+    accept_incident(run.trace_id, "the order answer must come from the order lookup")
     (case,) = load_cases("cases")
     assert case.recorded.instrumentation == [scope]  # the case remembers what traced its model calls
     assert case.recorded.cost is not None and case.recorded.cost >= 0.24  # two model calls, 100+10 tokens each
     return case
-
-
-@contextlib.contextmanager
-def _production_environment() -> Iterator[None]:
-    """What production sets for OpenTelemetry's OpenAI instrumentor to record content on its spans, as its
-    docs say; replay runs without it (a CI job does not have production's environment). The semantic
-    conventions' opt-in is read once per process, by the first instrumentor turned on: production is a
-    process of its own, and so is the replay after it (opentelemetry-util-genai before 1.0 reads it)."""
-    from opentelemetry.instrumentation._semconv import _OpenTelemetrySemanticConventionStability as stability
-
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
-        env.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
-        env.setattr(stability, "_initialized", False)
-        yield
-    stability._initialized = False
 
 
 def replay(monkeypatch: pytest.MonkeyPatch, target: str, variant: str) -> tuple[int, Any]:

@@ -29,9 +29,7 @@ def accepted(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest
     run = user.capture_production(app, tmp_path / "traces.db")
     assert len(run.llm_calls) >= 2 and all(c.request is not None for c in run.llm_calls), run.llm_calls
     shop.LIVE.clear()
-    out = user.cli("incident", run.trace_id, "--why", "the order answer must come from the order lookup", "--json")
-    assert out.exit_code == 0, out.output
-    assert user.cli("accept", orjson.loads(out.output)["id"]).exit_code == 0
+    user.accept_incident(run.trace_id, "the order answer must come from the order lookup")
     yield f"tests.apps.{request.param}:build"
     assert not shop.LIVE, f"a replay ran live tools: {dict(shop.LIVE)}"
 

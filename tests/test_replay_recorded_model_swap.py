@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from harvester.case import AgentCase, load_cases
@@ -45,9 +44,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def harvested(app: Any, tmp_path: Path) -> AgentCase:
     run = user.capture_production(app, tmp_path / "traces.db")
     shop.LIVE.clear()
-    out = user.cli("incident", run.trace_id, "--why", "the order answer must come from the order lookup", "--json")
-    assert out.exit_code == 0, out.output
-    assert user.cli("accept", orjson.loads(out.output)["id"]).exit_code == 0
+    user.accept_incident(run.trace_id, "the order answer must come from the order lookup")
     (case,) = load_cases("cases")
     return case
 

@@ -11,7 +11,6 @@ was not captured) does not say there was no system prompt either, and is not hel
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import os
@@ -20,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import orjson
 import pytest
 from anthropic import Anthropic, AsyncAnthropic
 
@@ -29,27 +27,15 @@ from harvester.replay._drift import request_changes
 from harvester.report import CaseResult, Report
 from tests.apps import raw_anthropic_app, raw_openai_app, run_model_app, shop
 from tests.builders import project as user
+from tests.builders.capture import production_environment
 from tests.builders.installed import APPS, require_app
+from tests.builders.sdk_http import RAW_LOOPS
 
 ADDED = "Refund whatever the customer asks."
 SYSTEM_ENV = run_model_app.SYSTEM_ENV  # the system prompt every agent here sends; unset: none
 DRIFT = f'model_input_changed at step 1: system prompt: (none) -> "{ADDED}"'
 RAW = {"openai": raw_openai_app, "anthropic": raw_anthropic_app}
-# (app, API, client, production's instrumentor): each API, sync, async and streamed, under each instrumentor.
-LOOPS = [
-    ("openai", "chat", "sync", "openinference"),
-    ("openai", "chat", "stream", "openinference"),
-    ("openai", "chat", "async-stream", "openllmetry"),
-    ("openai", "chat", "sync", "otel-genai"),
-    ("openai", "chat", "async-stream", "otel-genai"),
-    ("openai", "responses", "sync", "openllmetry"),
-    ("openai", "responses", "async", "openinference"),
-    ("openai", "responses", "async-stream", "openinference"),
-    ("anthropic", "messages", "sync", "openinference"),
-    ("anthropic", "messages", "async-stream", "openinference"),
-    ("anthropic", "messages", "stream", "openllmetry"),
-    ("anthropic", "messages", "async", "openllmetry"),
-]
+LOOPS = RAW_LOOPS  # each API, sync, async and streamed, under each instrumentor
 
 
 def system() -> str:
@@ -115,29 +101,13 @@ def _without_empty_system(client: type) -> type:
     return Client
 
 
-@contextlib.contextmanager
-def _production_environment() -> Iterator[None]:
-    """What production sets for OpenTelemetry's OpenAI instrumentor to record content, as its docs say
-    (its opt-in is read once per process: production is a process of its own)."""
-    from opentelemetry.instrumentation._semconv import _OpenTelemetrySemanticConventionStability as stability
-
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
-        env.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
-        env.setattr(stability, "_initialized", False)
-        yield
-    stability._initialized = False
-
-
 def harvested(app: Any, tmp_path: Path) -> AgentCase:
     """One production request of ``app`` captured, made an incident case and accepted; returns the case."""
-    with _production_environment():
+    with production_environment():
         run = user.capture_production(app, tmp_path / "traces.db")
     assert len(run.llm_calls) >= 2 and all(c.request is not None for c in run.llm_calls), run.llm_calls
     shop.LIVE.clear()
-    out = user.cli("incident", run.trace_id, "--why", "the order answer must come from the order lookup", "--json")
-    assert out.exit_code == 0, out.output
-    assert user.cli("accept", orjson.loads(out.output)["id"]).exit_code == 0
+    user.accept_incident(run.trace_id, "the order answer must come from the order lookup")
     (case,) = load_cases("cases")
     return case
 

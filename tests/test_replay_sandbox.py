@@ -61,9 +61,7 @@ def project(
     monkeypatch.setenv(sandbox_app.INVENTORY_ENV, services["inventory"].origin)
     run = user.capture_production(sandbox_app, root / "traces.db")
     assert run.trajectory() == ["get_order", "check_stock"], run.calls
-    out = cli("incident", run.trace_id, "--why", "the order status comes from the orders service", "--json")
-    assert out.exit_code == 0, out.output
-    assert cli("accept", orjson.loads(out.output)["id"]).exit_code == 0
+    user.accept_incident(run.trace_id, "the order status comes from the orders service")
     for service in services.values():
         service.seen.clear()
     yield root, services
@@ -199,17 +197,22 @@ def test_sandbox_for_reads_the_cases_forbidden_tools_as_mutating():
 APPS = (*FRAMEWORK_APPS, "own_loop_app")
 
 
+def _accepted_with_kb_search_sandboxed(app_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project whose ``[sandbox]`` names ``kb_search``, holding the accepted case of one production
+    request to the app."""
+    require_app(app_name)
+    app = importlib.import_module(f"tests.apps.{app_name}")
+    root = user.enter_project(tmp_path, monkeypatch, config=user.CONFIG + '[sandbox]\ntools = ["kb_search"]\n')
+    run = user.capture_production(app, root / "traces.db")
+    user.accept_incident(run.trace_id, "the answer comes from the policy")
+
+
 @pytest.mark.parametrize("app_name", APPS)
 def test_every_framework_runs_a_sandbox_tool_for_real_and_serves_the_rest(app_name, tmp_path, monkeypatch):
     """Each framework's tool dispatch lets the sandbox tool's own body run (the shop counts it) and
     serves the others; the call pairs with its tool span, so it is no live call, and it answers as
     production did."""
-    require_app(app_name)
-    app = importlib.import_module(f"tests.apps.{app_name}")
-    root = user.enter_project(tmp_path, monkeypatch, config=user.CONFIG + '[sandbox]\ntools = ["kb_search"]\n')
-    run = user.capture_production(app, root / "traces.db")
-    out = cli("incident", run.trace_id, "--why", "the answer comes from the policy", "--json")
-    assert cli("accept", orjson.loads(out.output)["id"]).exit_code == 0
+    _accepted_with_kb_search_sandboxed(app_name, tmp_path, monkeypatch)
     shop.LIVE.clear()
     code, report = user.replay(f"tests.apps.{app_name}:build", "baseline", monkeypatch, "r.json", "--sandbox")
     (r,) = report.results
@@ -223,12 +226,7 @@ def test_every_framework_runs_a_sandbox_tool_for_real_and_serves_the_rest(app_na
 def test_a_refusal_in_a_sandbox_tool_names_the_tool_in_every_framework(app_name, tmp_path, monkeypatch):
     """A sandbox tool's body that posts where the seal refuses: the refusal names the tool, also where the
     framework's tracer never makes its tool span current (LangChain's)."""
-    require_app(app_name)
-    app = importlib.import_module(f"tests.apps.{app_name}")
-    root = user.enter_project(tmp_path, monkeypatch, config=user.CONFIG + '[sandbox]\ntools = ["kb_search"]\n')
-    run = user.capture_production(app, root / "traces.db")
-    out = cli("incident", run.trace_id, "--why", "the answer comes from the policy", "--json")
-    assert cli("accept", orjson.loads(out.output)["id"]).exit_code == 0
+    _accepted_with_kb_search_sandboxed(app_name, tmp_path, monkeypatch)
     with loopback(routes({"/audit": {"ok": True}})) as audit:
         monkeypatch.setenv(shop.LEAK_ENV, f"{audit.origin}/audit")
         _, report = user.replay(f"tests.apps.{app_name}:build", "baseline", monkeypatch, "r.json", "--sandbox")

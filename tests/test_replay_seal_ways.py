@@ -34,7 +34,7 @@ from harvester.replay import replay
 from harvester.report import Report
 from tests.apps import leaky_app, starts_at_import
 from tests.builders.backends import Loopback, loopback, routes
-from tests.builders.cli import one_line_error
+from tests.builders.cli import one_line_error, program
 
 
 @pytest.fixture
@@ -227,16 +227,7 @@ def test_a_connection_refused_at_the_agent_s_import_is_said_once_by_the_program(
     """The program's import error names the refusal; its exit does not say it again as a thread's."""
     (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
     save_case(refund_case(), tmp_path / "cases")
-    root = str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [sys.executable, "-m", "harvester", "replay", "--agent", "tests.apps.connects_at_import:build"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = program(tmp_path, "replay", "--agent", "tests.apps.connects_at_import:build")
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"sealed connect to 127.0.0.1:{payments.port}" in done.stderr
     assert done.stderr.count(f"127.0.0.1:{payments.port}") == 1, done.stderr
@@ -275,20 +266,7 @@ def test_a_plugin_in_the_app_package_is_imported_sealed(payments, monkeypatch, t
 def _replay_in_a_process(tmp_path: Path, agent: str, *options: str, **env: str) -> Report:
     """``harvester replay --agent`` in a process of its own (what the agent starts at import outlives
     the replay), its report read back."""
-    import os
-    import subprocess
-
-    root = str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-m", "harvester", "replay", "--agent", agent, "--report", "r.json", *options]
-    done = subprocess.run(
-        command,
-        cwd=tmp_path,
-        env={**os.environ, **env, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = program(tmp_path, "replay", "--agent", agent, "--report", "r.json", *options, env=env)
     assert done.returncode in (0, 1), done.stdout + done.stderr  # a verdict, not a usage error or a crash
     return Report.load(tmp_path / "r.json")
 
@@ -296,22 +274,11 @@ def _replay_in_a_process(tmp_path: Path, agent: str, *options: str, **env: str) 
 def test_a_refusal_after_the_replay_ended_is_said_and_fails_the_program(payments, monkeypatch, tmp_path: Path):
     """A thread the agent left running posts after the verdict was printed: the program waits for it (as
     Python would), names the refusal in a warning line and exits 1, not 0."""
-    import os
-    import subprocess
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
     save_case(refund_case().model_copy(update={"checks": []}), tmp_path / "cases")
-    root = str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [sys.executable, "-m", "harvester", "replay", "--agent", "tests.apps.posts_late:build"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = program(tmp_path, "replay", "--agent", "tests.apps.posts_late:build")
     assert payments.seen == []
     assert done.returncode == 1, done.stdout + done.stderr
     assert "release gate: PASS" in done.stdout  # the verdict, printed before the thread tried
@@ -647,16 +614,11 @@ def test_a_command_refused_in_a_path_search_names_the_program_that_would_have_ru
 def test_an_app_on_uvloop_is_replayed_on_loops_the_seal_sees(payments, monkeypatch, tmp_path: Path):
     """uvloop connects in C, past every audit hook: an app that installs its policy at import has its
     cases run on the standard library's event loops while sealed, so its connection is refused."""
-    import os
-    import subprocess
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.harvester]\n")
     save_case(refund_case(), tmp_path / "cases")
-    root = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    command = [sys.executable, "-m", "harvester", "replay", "--agent", "tests.apps.uvloop_app:build", "--json"]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = program(tmp_path, "replay", "--agent", "tests.apps.uvloop_app:build", "--json")
     assert payments.seen == [], done.stdout + done.stderr
     assert f"sealed connect to 127.0.0.1:{payments.port}" in done.stdout, done.stdout + done.stderr
 

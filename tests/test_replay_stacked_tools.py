@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,21 +76,25 @@ def test_a_tool_s_defaults_left_out_by_the_caller_match_either_recording(recorde
         ran.append(order_id)
         return {"id": order_id}
 
-    case = AgentCase.model_validate(
+    case = _order_case(recorded, checks=[{"check": "contains", "needles": ["FIX"]}])
+    (r,) = replay_cases([case], lambda: lambda prompt: str(get_order("A1001"))).results
+    assert r.passed and r.no_fixture == 0 and ran == [], r.reasons()
+    assert json.loads(r.calls[0].args) == recorded  # the call as the recording holds it
+
+
+def _order_case(recorded: dict, **more: Any) -> AgentCase:
+    """A case whose one recording is ``get_order(**recorded)``, answered ``FIX``."""
+    fixture = {"key": fixture_key("get_order", recorded), "tool": "get_order", "args": recorded, "result": "FIX"}
+    return AgentCase.model_validate(
         {
             "id": "defaults",
             "status": "accepted",
             "prompt": "Where is A1001?",
-            "fixtures": [
-                {"key": fixture_key("get_order", recorded), "tool": "get_order", "args": recorded, "result": "FIX"}
-            ],
+            "fixtures": [fixture],
             "recorded": {"trajectory": ["get_order"]},
-            "checks": [{"check": "contains", "needles": ["FIX"]}],
+            **more,
         }
     )
-    (r,) = replay_cases([case], lambda: lambda prompt: str(get_order("A1001"))).results
-    assert r.passed and r.no_fixture == 0 and ran == [], r.reasons()
-    assert json.loads(r.calls[0].args) == recorded  # the call as the recording holds it
 
 
 @pytest.mark.parametrize(
@@ -107,17 +112,7 @@ def test_a_call_no_recording_answers_names_only_the_arguments_that_differ(record
     def get_order(order_id: str, include_items: bool = False, source: str = "web") -> dict:
         raise AssertionError("a replay ran the tool body")
 
-    case = AgentCase.model_validate(
-        {
-            "id": "defaults",
-            "status": "accepted",
-            "prompt": "Where is A1001?",
-            "fixtures": [
-                {"key": fixture_key("get_order", recorded), "tool": "get_order", "args": recorded, "result": "FIX"}
-            ],
-            "recorded": {"trajectory": ["get_order"]},
-        }
-    )
+    case = _order_case(recorded)
     (r,) = replay_cases([case], lambda: lambda prompt: str(get_order("A1001"))).results
     (missed,) = r.no_fixture_calls
     assert not r.passed and missed.reason == "no_match", r.reasons()

@@ -272,20 +272,11 @@ LATE_WAIT_S = 10.0  # how long the program waits, at most, for the threads the a
 
 def _late_refusals(done: SystemExit) -> None:
     """After a sealed command: what its seal refused once the replay had ended (a thread the agent left
-    running, which the process waits for), said in a warning line; a passing exit becomes 1. The threads
-    waited for are those that keep the process alive, and those the agent made on a case's thread that
-    production would not have made daemons (``_threads.kept``: daemons here, so a hung one cannot hold
-    the exit); all of them for ``LATE_WAIT_S`` at most."""
-    import time
-
-    from .._threads import kept
+    running, which the process waits for, ``LATE_WAIT_S`` at most), said in a warning line; a passing exit
+    becomes 1."""
     from ..replay import refused_after_replay
 
-    deadline = time.monotonic() + LATE_WAIT_S
-    while (left := kept()) and time.monotonic() < deadline:  # one may start another before it ends
-        for thread in left:
-            thread.join(max(0.0, deadline - time.monotonic()))
-    late = refused_after_replay(max(0.0, deadline - time.monotonic()))
+    late = refused_after_replay(LATE_WAIT_S)
     if late:
         more = f" (and {len(late) - 1} more)" if len(late) > 1 else ""
         click.echo(

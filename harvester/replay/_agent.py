@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .._threads import kept
 from ..errors import AgentLoadError, Sealed
 from ._policy import Policy
 from ._seal import current, sealing
@@ -122,12 +123,17 @@ def also_allowing(hosts: Iterable[str]) -> Iterator[None]:
 
 def refused_after_replay(wait_s: float = 10.0) -> list[str]:
     """What the program's seal refused after its replay ended (a thread the agent left running), once the
-    threads that keep the process alive (not daemons: Python waits for them at exit anyway) have ended,
-    or ``wait_s`` passed. The verdict was printed before them and would say nothing of them."""
+    threads that keep the process alive have ended, or ``wait_s`` passed: those that are not daemons
+    (Python waits for them at exit anyway), and those the agent made on a case's thread that production
+    would not have made daemons (``_threads.kept``: daemons here, so a hung one cannot hold the exit).
+    The verdict was printed before them and would say nothing of them."""
+    deadline, here = time.monotonic() + wait_s, threading.current_thread()
+    while (left := kept()) and time.monotonic() < deadline:  # one may start another before it ends
+        for thread in left:
+            thread.join(max(0.0, deadline - time.monotonic()))
     suite = current()
     if suite is None:
         return []
-    deadline, here = time.monotonic() + wait_s, threading.current_thread()
     for thread in threading.enumerate():  # an executor's idle workers wait for its shutdown at exit: not them
         idle = getattr(getattr(thread, "_target", None), "__module__", "") == "concurrent.futures.thread"
         if thread is not here and not thread.daemon and not idle:

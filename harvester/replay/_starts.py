@@ -19,7 +19,6 @@ child loads both by their paths (``_child/sitecustomize.py``).
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
@@ -169,30 +168,26 @@ _STARTED_WITH = {name: os.environ.get(name) for name in _SITE_HOMES}
 def _moved_site(env: Any) -> str | None:
     """The variable of ``env`` (None: this process's) that points a Python child at other site folders than
     this process started with, or None."""
-    for name in _SITE_HOMES:
-        try:
-            value = os.environ.get(name) if env is None else _value(env, name)
-        except (TypeError, ValueError):
-            return name
-        if value != _STARTED_WITH[name]:
-            return name
-    return None
+    variables = _variables(env)
+    if variables is None:
+        return _SITE_HOMES[0]  # an environment the seal cannot read: not one it can vouch for
+    return next((name for name in _SITE_HOMES if variables.get(name) != _STARTED_WITH[name]), None)
 
 
-def _value(env: Any, name: str) -> str | None:
-    """``name``'s value in an environment given to a start: a mapping (str or bytes keys) or fork_exec's
-    ``b"NAME=value"`` entries."""
+def _variables(env: Any) -> dict[str, str] | None:
+    """An environment given to a start, as text (None: this process's): a mapping (str or bytes keys) or
+    fork_exec's ``b"NAME=value"`` entries; None when it is neither."""
+    env = os.environb if env is None else env
     if isinstance(env, Mapping):
-        for key in (name, name.encode()):
-            with contextlib.suppress(TypeError):  # os.environ takes str keys only
-                if (found := env.get(key)) is not None:
-                    return os.fsdecode(found)
+        pairs: Iterable[Any] = env.items()
+    elif isinstance(env, (list, tuple)):
+        pairs = (bytes(e).split(b"=", 1) for e in env if isinstance(e, (bytes, bytearray)) and b"=" in e)
+    else:
         return None
-    prefix = name.encode() + b"="
-    for entry in env:
-        if isinstance(entry, (bytes, bytearray)) and entry.startswith(prefix):
-            return os.fsdecode(bytes(entry[len(prefix) :]))
-    return None
+    try:
+        return {os.fsdecode(name): os.fsdecode(value) for name, value in pairs}
+    except (TypeError, ValueError):
+        return None
 
 
 def _isolated(program: str) -> bool:
@@ -225,18 +220,8 @@ def _shell_startup(env: Any) -> str | None:
     None: a file it reads first (bash's ``BASH_ENV``, zsh's ``ZDOTDIR``), options it takes in (``SHELLOPTS``
     with ``xtrace`` runs what ``PS4`` holds), or a function exported in a command's place
     (``BASH_FUNC_name%%``). The seal judged the line, not those."""
-    env = os.environb if env is None else env
-    if isinstance(env, Mapping):
-        pairs: Iterable[Any] = env.items()
-    elif isinstance(env, (list, tuple)):  # fork_exec's b"NAME=value" entries
-        pairs = (bytes(e).split(b"=", 1) for e in env if isinstance(e, (bytes, bytearray)) and b"=" in e)
-    else:
-        return None
-    for name, value in pairs:
-        text = os.fsdecode(name) if isinstance(name, (str, bytes)) else ""
-        if value and (text in _SHELL_STARTUP or text.startswith("BASH_FUNC_")):
-            return text
-    return None
+    variables = _variables(env) or {}
+    return next((n for n, v in variables.items() if v and (n in _SHELL_STARTUP or n.startswith("BASH_FUNC_"))), None)
 
 
 _SEARCH = os._execvpe.__code__  # type: ignore[attr-defined]  # os.execvp's search of PATH

@@ -11,7 +11,8 @@ from typing import Any
 from tests.apps.starts_at_import import post
 
 
-def _later() -> None:
+def post_later() -> None:
+    """Half a second from now, post to the payments service (a refusal is the seal's to report)."""
     time.sleep(0.5)
     try:
         post()
@@ -22,7 +23,7 @@ def _later() -> None:
 def build() -> Any:
     def agent(prompt: str) -> str:
         # not a daemon (one started in the replay's trial thread would be one): the process waits for it
-        threading.Thread(target=_later, name="audit-later", daemon=False).start()
+        threading.Thread(target=post_later, name="audit-later", daemon=False).start()
         return "Refund queued."
 
     return agent

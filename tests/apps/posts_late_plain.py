@@ -13,34 +13,26 @@ import threading
 import time
 from typing import Any
 
-from tests.apps.starts_at_import import post
+from tests.apps.posts_late import post_later
 
 HOW = "LATE_THREAD"
 
 
-def _later() -> None:
-    time.sleep(0.5)
-    try:
-        post()
-    except OSError:
-        pass
-
-
 def _nested() -> None:
-    threading.Thread(target=_later).start()
+    threading.Thread(target=post_later).start()
 
 
 def audit(order: str) -> None:
     """The agent's audit tool: its record is sent in the background."""
     how = os.environ.get(HOW, "")
     if how == "daemon":
-        threading.Thread(target=_later, daemon=True).start()
+        threading.Thread(target=post_later, daemon=True).start()
     elif how == "hung":
         threading.Thread(target=time.sleep, args=(3600,)).start()
     elif how == "nested":
         threading.Thread(target=_nested).start()
     else:
-        threading.Thread(target=_later).start()
+        threading.Thread(target=post_later).start()
 
 
 def build() -> Any:

@@ -8,13 +8,15 @@ and ``mlflow_artifact`` are the main changes Phoenix and MLflow make (their own 
 against real servers). ``Backend`` is a loopback HTTP server answering a backend's API from those
 forms (Jaeger's ``/api/traces/{id}``, ``/api/traces?service=``, ``/api/services``; Tempo's
 ``/api/search``...), and failing on demand (401, 429, 500, not JSON). ``FAKES`` has one entry per
-registered backend: the conformance test runs each through the same contract.
+registered backend: the conformance test runs each through the same contract. ``Listener`` is a bare
+TCP listener that counts the connections it accepts (a service nothing may reach).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -399,3 +401,33 @@ def serving(backend: Backend) -> Iterator[Backend]:
     with loopback(handle) as server:
         backend.url = server.url(backend.kind)
         yield backend
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that counts every connection it accepts (nothing may reach it)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+
+@contextmanager
+def payments_listener(monkeypatch: Any) -> Iterator[Listener]:
+    """A ``Listener`` as the payments service the test apps post to (``LEAKY_URL``)."""
+    listener = Listener()
+    monkeypatch.setenv("LEAKY_URL", f"http://127.0.0.1:{listener.port}/refund")
+    try:
+        yield listener
+    finally:
+        listener.sock.close()

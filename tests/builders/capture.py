@@ -1,4 +1,5 @@
-"""A capturing processor on a private provider (or the global one), and a GenAI-semconv agent run to emit through it."""
+"""A capturing processor on a private provider (or the global one), a GenAI-semconv agent run to emit through
+it, and the environment production records model content in."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from opentelemetry import trace as otel
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -18,6 +20,22 @@ from opentelemetry.trace import Status, StatusCode
 from harvester.intake import HarvestingSpanProcessor
 from harvester.model import Run
 from harvester.store import TraceStore
+
+
+@contextmanager
+def production_environment() -> Iterator[None]:
+    """What production sets for OpenTelemetry's OpenAI instrumentor to record content on its spans, as its
+    docs say; replay runs without it (a CI job does not have production's environment). The semantic
+    conventions' opt-in is read once per process, by the first instrumentor turned on: production is a
+    process of its own, and so is the replay after it (opentelemetry-util-genai before 1.0 reads it)."""
+    from opentelemetry.instrumentation._semconv import _OpenTelemetrySemanticConventionStability as stability
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+        env.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+        env.setattr(stability, "_initialized", False)
+        yield
+    stability._initialized = False
 
 
 def in_memory() -> tuple[TracerProvider, InMemorySpanExporter]:

@@ -63,6 +63,15 @@ def replay(
     return out.exit_code, Report.load(json_out)
 
 
+def accept_incident(trace_id: str, why: str) -> str:
+    """``harvester incident`` of a production run, then ``accept`` of the case it wrote; returns its id."""
+    out = cli("incident", trace_id, "--why", why, "--json")
+    assert out.exit_code == 0, out.output
+    case_id = orjson.loads(out.output)["id"]
+    assert cli("accept", case_id).exit_code == 0
+    return case_id
+
+
 def harvest_and_accept(project: Path) -> dict[str, Any]:
     """``harvester harvest`` of the one stored run, then ``accept`` of its case as harvest wrote it (no
     review note may stop it); returns the case file's JSON."""

@@ -22,10 +22,26 @@ import httpx2
 
 from .backends import Loopback, loopback, reply
 
-__all__ = ["APIS", "MODEL", "answering", "http_client", "model_server"]
+__all__ = ["APIS", "MODEL", "RAW_LOOPS", "answering", "http_client", "model_server"]
 
 APIS = ("chat", "responses", "anthropic")
 MODEL = {"chat": "gpt-4o-mini", "responses": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
+# The raw SDK loops of ``tests/apps/raw_*_app.py`` as (app, API, client, production's instrumentor): every
+# API sync and async, streamed and not, under each instrumentor that traces it.
+RAW_LOOPS = [
+    ("openai", "chat", "sync", "openinference"),
+    ("openai", "chat", "stream", "openinference"),
+    ("openai", "chat", "async-stream", "openllmetry"),
+    ("openai", "responses", "sync", "openllmetry"),
+    ("openai", "responses", "async", "openinference"),
+    ("openai", "responses", "async-stream", "openinference"),
+    ("anthropic", "messages", "sync", "openinference"),
+    ("anthropic", "messages", "async-stream", "openinference"),
+    ("anthropic", "messages", "stream", "openllmetry"),
+    ("anthropic", "messages", "async", "openllmetry"),
+    ("openai", "chat", "sync", "otel-genai"),
+    ("openai", "chat", "async-stream", "otel-genai"),
+]
 Step = Any  # list[tuple[str, dict, str]] | str
 _USAGE = (100, 10)
 _MODERATION = {
